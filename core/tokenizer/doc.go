@@ -1,0 +1,52 @@
+// Package tokenizer turns text into token ids and token ids back into bytes
+// for the two vocabulary families that Llama-family GGUF files carry:
+//
+//   - "gpt2": byte-level BPE (SmolLM, Llama-3, Qwen2, GPT-2). Text is cut
+//     into pre-tokens by the scanner that Config.Pre names, each pre-token's
+//     bytes are mapped through GPT-2's byte-to-unicode table, and the ranked
+//     merges are applied.
+//   - "llama": SentencePiece BPE (Llama-2, Mistral, TinyLlama). Spaces
+//     become "▁", the pair whose concatenation is the best-scoring vocabulary
+//     entry is merged repeatedly, and anything left that is not in the
+//     vocabulary falls back to "<0xNN>" byte tokens.
+//
+// The package takes plain data (Config), not a file: whoever reads the GGUF
+// fills it from the tokenizer.* metadata keys.
+//
+// # Pre-tokenizers
+//
+// The pre-tokenizer regexes used by the reference implementations need
+// lookahead and Unicode classes that Go's regexp lacks, so each one is a small
+// hand-written scanner that reproduces the leftmost-first alternation of its
+// regex exactly (see pretokenize.go). \p{L} is unicode.IsLetter, \p{N} is
+// unicode.IsNumber and \s is unicode.IsSpace.
+//
+// # Special tokens
+//
+// IsSpecial reports control tokens (type 3), unknown tokens (type 2) and the
+// configured BOS and EOS ids: the tokens a reader does not want to see when
+// skipping specials. User-defined tokens (type 4) are not special: they are
+// vocabulary additions meant to read as text (Hugging Face's non-special
+// added tokens), so Decode keeps them even when skipping specials.
+//
+// The same split governs Encode: the text of a user-defined token is always
+// recognised inside the input (as Hugging Face and llama.cpp both do), while
+// the text of a control token such as "<|im_start|>" is recognised only with
+// EncodeOptions.ParseSpecial, so that untrusted user text cannot smuggle in
+// control tokens.
+//
+// # Streaming contract
+//
+// Piece(id) is the exact byte contribution of one token to the output, and
+// Decode is nothing more than the concatenation of pieces:
+//
+//	bytes.Join(Piece(id) for id in ids) == Decode(ids, false)
+//
+// The streaming layer relies on this to emit text token by token. It follows
+// that Decode does not strip the leading space that SentencePiece's
+// add_space_prefix puts in front of the first word; pieces may also end in
+// the middle of a UTF-8 sequence (byte tokens, byte-level BPE).
+//
+// A Tokenizer is immutable after New and safe for concurrent use; the only
+// shared mutable state is a bounded, mutex-guarded cache of encoded words.
+package tokenizer

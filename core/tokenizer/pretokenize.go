@@ -1,0 +1,268 @@
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// A pre-tokenizer cuts text into the pieces that BPE merges never cross.
+// Each one here is a hand-written scanner equivalent to a reference regex;
+// Go's regexp has neither the lookahead (?!\S) nor fast \p{L}/\p{N}
+// alternations, and a scanner is also several times faster.
+//
+// The scanners reproduce the regex engine's leftmost-first semantics: at each
+// position the first alternative that matches wins, with greedy quantifiers
+// backing off only as the regex would. Spans are appended as byte offsets
+// into the scanned string plus base.
+type span struct{ start, end int }
+
+type preTokenizer func(dst []span, s string, base int) []span
+
+// preTokenizerFor returns the scanner that tokenizer.ggml.pre names and
+// whether the vocabulary wants whole pre-tokens looked up before merging
+// (Hugging Face's ignore_merges, which Llama-3 sets).
+func preTokenizerFor(name string) (preTokenizer, bool, error) {
+	switch name {
+	case "gpt-2", "default", "":
+		// "default"/absent: the original GPT-2 regex, the behaviour every
+		// byte-level BPE vocabulary was trained for unless it says otherwise.
+		return splitGPT2, false, nil
+	case "smollm":
+		return splitSmolLM, false, nil
+	case "llama-bpe":
+		return splitLlama3, true, nil
+	case "qwen2":
+		return splitQwen2, false, nil
+	}
+	return nil, false, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q (tokenizer.ggml.pre); supported: gpt-2, default, smollm, llama-bpe, qwen2", name)
+}
+
+type charClass uint8
+
+const (
+	clsOther  charClass = iota // [^\s\p{L}\p{N}]
+	clsLetter                  // \p{L}
+	clsNumber                  // \p{N}
+	clsSpace                   // \s
+)
+
+var asciiClass [utf8.RuneSelf]charClass
+
+func init() {
+	for c := 0; c < utf8.RuneSelf; c++ {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z':
+			asciiClass[c] = clsLetter
+		case '0' <= c && c <= '9':
+			asciiClass[c] = clsNumber
+		case c == ' ', '\t' <= c && c <= '\r':
+			asciiClass[c] = clsSpace
+		}
+	}
+}
+
+func classOf(r rune) charClass {
+	if r < utf8.RuneSelf {
+		return asciiClass[r]
+	}
+	switch {
+	case unicode.IsLetter(r):
+		return clsLetter
+	case unicode.IsNumber(r):
+		return clsNumber
+	case unicode.IsSpace(r):
+		return clsSpace
+	}
+	// Marks, punctuation, symbols, U+FFFD for invalid bytes.
+	return clsOther
+}
+
+func runeAt(s string, i int) (rune, int) {
+	if c := s[i]; c < utf8.RuneSelf {
+		return rune(c), 1
+	}
+	return utf8.DecodeRuneInString(s[i:])
+}
+
+// classAt is the class of the rune at i, clsSpace past the end (so that
+// "followed by a non-space" tests fail at the end of the text).
+func classAt(s string, i int) charClass {
+	if i >= len(s) {
+		return clsSpace
+	}
+	r, _ := runeAt(s, i)
+	return classOf(r)
+}
+
+// scanClass returns the end of the run of class c that starts at i.
+func scanClass(s string, i int, c charClass) int {
+	for i < len(s) {
+		r, w := runeAt(s, i)
+		if classOf(r) != c {
+			break
+		}
+		i += w
+	}
+	return i
+}
+
+// contractionLen is the length of the contraction suffix ('s 't 're 've 'm
+// 'll 'd) at the start of rest, which follows an apostrophe; 0 if none.
+// Llama-3 and Qwen2 match them case-insensitively.
+func contractionLen(rest string, foldCase bool) int {
+	if len(rest) == 0 {
+		return 0
+	}
+	lower := func(c byte) byte {
+		if foldCase && 'A' <= c && c <= 'Z' {
+			return c + 'a' - 'A'
+		}
+		return c
+	}
+	switch lower(rest[0]) {
+	case 's', 't', 'm', 'd':
+		return 1
+	case 'r', 'v':
+		if len(rest) > 1 && lower(rest[1]) == 'e' {
+			return 2
+		}
+	case 'l':
+		if len(rest) > 1 && lower(rest[1]) == 'l' {
+			return 2
+		}
+	}
+	return 0
+}
+
+// whitespaceEnd handles the trailing alternatives \s+(?!\S)|\s+ for the
+// whitespace run [i, end): a run that reaches the end of the text is taken
+// whole; otherwise it gives its last character back so that the character can
+// prefix the following word (" ?\p{L}+"), unless it is a single character.
+func whitespaceEnd(s string, i, end int) int {
+	if end == len(s) {
+		return end
+	}
+	_, w := utf8.DecodeLastRuneInString(s[i:end])
+	if end-w > i {
+		return end - w
+	}
+	return end
+}
+
+// splitGPT2 implements
+//
+//	's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+func splitGPT2(dst []span, s string, base int) []span {
+	for i := 0; i < len(s); {
+		r, w := runeAt(s, i)
+		if r == '\'' {
+			if n := contractionLen(s[i+1:], false); n > 0 {
+				dst = append(dst, span{base + i, base + i + 1 + n})
+				i += 1 + n
+				continue
+			}
+		}
+		// " ?X+" for X in letters, numbers, others: an optional single
+		// space joins the run that follows it.
+		k, c := i, classOf(r)
+		if r == ' ' {
+			if c2 := classAt(s, i+w); c2 != clsSpace {
+				k, c = i+w, c2
+			}
+		}
+		var end int
+		if c != clsSpace {
+			end = scanClass(s, k, c)
+		} else {
+			end = whitespaceEnd(s, i, scanClass(s, i, clsSpace))
+		}
+		dst = append(dst, span{base + i, base + end})
+		i = end
+	}
+	return dst
+}
+
+// splitSmolLM first isolates every \p{N} character (Hugging Face's
+// Digits(individual_digits=true)) and then applies the GPT-2 scanner to the
+// text between them, so "x 2024" is "x", " ", "2", "0", "2", "4".
+func splitSmolLM(dst []span, s string, base int) []span {
+	seg := 0
+	for i := 0; i < len(s); {
+		r, w := runeAt(s, i)
+		if classOf(r) == clsNumber {
+			if seg < i {
+				dst = splitGPT2(dst, s[seg:i], base+seg)
+			}
+			dst = append(dst, span{base + i, base + i + w})
+			seg = i + w
+		}
+		i += w
+	}
+	if seg < len(s) {
+		dst = splitGPT2(dst, s[seg:], base+seg)
+	}
+	return dst
+}
+
+// splitLlama3 implements Llama-3's
+//
+//	(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//	 ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+func splitLlama3(dst []span, s string, base int) []span {
+	return splitLlamaStyle(dst, s, base, 3)
+}
+
+// splitQwen2 is Llama-3's scanner with \p{N} instead of \p{N}{1,3}.
+func splitQwen2(dst []span, s string, base int) []span {
+	return splitLlamaStyle(dst, s, base, 1)
+}
+
+func splitLlamaStyle(dst []span, s string, base int, maxDigits int) []span {
+	for i := 0; i < len(s); {
+		r, w := runeAt(s, i)
+		end := i
+		c := classOf(r)
+		switch {
+		case r == '\'' && contractionLen(s[i+1:], true) > 0:
+			end = i + 1 + contractionLen(s[i+1:], true)
+		case c == clsLetter:
+			end = scanClass(s, i, clsLetter)
+		case r != '\r' && r != '\n' && c != clsNumber && classAt(s, i+w) == clsLetter:
+			// [^\r\n\p{L}\p{N}]?\p{L}+: any one non-newline, non-alnum
+			// character (space, tab, quote...) leads a word.
+			end = scanClass(s, i+w, clsLetter)
+		case c == clsNumber:
+			end = i
+			for n := 0; n < maxDigits && end < len(s); n++ {
+				r2, w2 := runeAt(s, end)
+				if classOf(r2) != clsNumber {
+					break
+				}
+				end += w2
+			}
+		case c == clsOther || (r == ' ' && classAt(s, i+w) == clsOther):
+			// " ?[^\s\p{L}\p{N}]+[\r\n]*"
+			k := i
+			if r == ' ' {
+				k = i + w
+			}
+			end = scanClass(s, k, clsOther)
+			for end < len(s) && (s[end] == '\r' || s[end] == '\n') {
+				end++
+			}
+		default: // whitespace
+			run := scanClass(s, i, clsSpace)
+			if nl := strings.LastIndexAny(s[i:run], "\r\n"); nl >= 0 {
+				// \s*[\r\n]+ : through the last newline of the run.
+				end = i + nl + 1
+			} else {
+				end = whitespaceEnd(s, i, run)
+			}
+		}
+		dst = append(dst, span{base + i, base + end})
+		i = end
+	}
+	return dst
+}

@@ -1,0 +1,155 @@
+"""Parity of lmstream's Go tokenizer with Hugging Face `tokenizers`.
+
+The oracle is built independently of the Go code: the vocabulary and merges
+are read out of the same GGUF file with the `gguf` package and handed to a
+`tokenizers` ByteLevel BPE with SmolLM's pre-tokenizer (Digits(individual)
+then ByteLevel). Every line of corpus.txt, the whole corpus as one text (to
+exercise newlines) and a few chat-formatted strings with control tokens are
+encoded by both and the ids compared exactly.
+
+The Go side runs through core/tokenizer/cmd/tokenize, built here with
+`go build`. The test skips when the model (fetched by `make model`), the
+Python packages or the Go toolchain are missing.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = Path(os.environ.get("LMSTREAM_TOKENIZER_MODEL", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+CORPUS = Path(__file__).with_name("corpus.txt")
+
+# Control-token texts exercised with ParseSpecial on both sides.
+CHAT_LINES = [
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+    "<|im_start|>user\nWhat is 2+2? Réponds en français.<|im_end|>\n<|im_start|>assistant\n",
+    "<|im_start|><|im_end|><|endoftext|>",
+    "text<|im_end|>more text <|im_start|> spaced <|endoftext|>\n\n",
+    "<|im_start|<|im_end|>|>  <<|endoftext|>>",
+]
+
+
+def corpus_lines():
+    return CORPUS.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+@pytest.fixture(scope="module")
+def hf():
+    if not MODEL.exists():
+        pytest.skip(f"model {MODEL} absent; run `make model` to fetch it")
+    tokenizers = pytest.importorskip("tokenizers", reason="pip install tokenizers")
+    gguf = pytest.importorskip("gguf", reason="pip install gguf")
+
+    reader = gguf.GGUFReader(str(MODEL))
+
+    def strings(key):
+        field = reader.fields[key]
+        return [bytes(field.parts[i]).decode("utf-8") for i in field.data]
+
+    def ints(key):
+        field = reader.fields[key]
+        return [int(field.parts[i][0]) for i in field.data]
+
+    def string(key):
+        field = reader.fields[key]
+        return bytes(field.parts[field.data[0]]).decode("utf-8")
+
+    assert string("tokenizer.ggml.model") == "gpt2"
+    assert string("tokenizer.ggml.pre") == "smollm"
+    tokens = strings("tokenizer.ggml.tokens")
+    types = ints("tokenizer.ggml.token_type")
+    merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    assert len(vocab) == len(tokens), "duplicate token texts"
+
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
+    tok.decoder = decoders.ByteLevel()
+
+    # A second oracle that also knows the control tokens, for ParseSpecial.
+    special = Tokenizer.from_str(tok.to_str())
+    special.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3]
+    )
+    return tok, special
+
+
+@pytest.fixture(scope="module")
+def go_tokenize(tmp_path_factory):
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("Go toolchain not on PATH")
+    binary = tmp_path_factory.mktemp("bin") / "tokenize"
+    subprocess.run(
+        [go, "build", "-o", str(binary), "./core/tokenizer/cmd/tokenize"],
+        cwd=ROOT,
+        check=True,
+    )
+
+    def run(texts, special=False):
+        args = [str(binary), "-json"] + (["-special"] if special else []) + [str(MODEL)]
+        stdin = "".join(json.dumps(t) + "\n" for t in texts)
+        out = subprocess.run(args, input=stdin, capture_output=True, text=True, check=True)
+        result = [json.loads(line) for line in out.stdout.splitlines()]
+        assert len(result) == len(texts)
+        return result
+
+    return run
+
+
+def mismatches(texts, want, got, tok):
+    lines = []
+    for n, (text, w, g) in enumerate(zip(texts, want, got), 1):
+        if w != g:
+            lines.append(
+                f"line {n}: {text!r}\n  hf: {[tok.id_to_token(i) for i in w]}\n  go: {[tok.id_to_token(i) for i in g]}"
+            )
+    return lines
+
+
+def test_corpus_line_by_line(hf, go_tokenize):
+    tok, _ = hf
+    texts = corpus_lines()
+    assert len(texts) >= 100
+    want = [tok.encode(t, add_special_tokens=False).ids for t in texts]
+    got = go_tokenize(texts)
+    bad = mismatches(texts, want, got, tok)
+    assert not bad, f"{len(bad)}/{len(texts)} lines differ:\n" + "\n".join(bad)
+
+
+def test_corpus_as_one_text(hf, go_tokenize):
+    # Newlines, "\r\n" and blank-line runs only occur across lines.
+    tok, _ = hf
+    whole = CORPUS.read_text(encoding="utf-8")
+    texts = [whole, whole.replace("\n", "\r\n"), whole.replace("\n", "\n\n \n")]
+    want = [tok.encode(t, add_special_tokens=False).ids for t in texts]
+    got = go_tokenize(texts)
+    bad = mismatches(["whole", "whole CRLF", "whole blank lines"], want, got, tok)
+    assert not bad, "\n".join(bad)
+
+
+def test_round_trip_matches_hf_decode(hf, go_tokenize):
+    tok, _ = hf
+    texts = corpus_lines()
+    for text, ids in zip(texts, go_tokenize(texts)):
+        assert tok.decode(ids) == text
+
+
+def test_control_tokens(hf, go_tokenize):
+    _, special = hf
+    want = [special.encode(t, add_special_tokens=False).ids for t in CHAT_LINES]
+    got = go_tokenize(CHAT_LINES, special=True)
+    bad = mismatches(CHAT_LINES, want, got, special)
+    assert not bad, "\n".join(bad)
