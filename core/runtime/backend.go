@@ -1,0 +1,94 @@
+package runtime
+
+import (
+	"github.com/lmstream/lmstream/streaming"
+)
+
+// Backend produces tokens. The runtime owns requests, slots, finishing rules
+// and streaming; a backend only turns prompts into sequences and advances
+// them one iteration at a time. The CPU engine and speculative decoding sit
+// behind this interface, as does the replay backend used by the tests.
+//
+// All methods except Prepare and Vocabulary are called from the runtime's
+// engine goroutine only.
+type Backend interface {
+	// Vocabulary maps token ids to piece bytes for streaming.
+	Vocabulary() streaming.Vocabulary
+	// EndOfGeneration reports whether id ends generation by itself (the
+	// model's EOS and end-of-turn tokens). Its reason is EndId.
+	EndOfGeneration(id int32) bool
+	// Prepare checks a request against the backend (prompt length, model
+	// capabilities, backend-specific fields, which it must take from
+	// req.Extra) and tokenizes one prompt per batch item. Errors here are
+	// returned by submit, before any stream exists. It may be called from
+	// any goroutine.
+	Prepare(req *Request) ([]Prepared, error)
+	// Open gives a sequence a slot: allocate its cache, set s.State. An error
+	// ends that item's stream with the error.
+	Open(s *Slot) error
+	// Step advances every given slot by one iteration (a prefill chunk, or a
+	// decode that accepts one token, or several under speculation) and
+	// writes results[i] for slots[i]. A slot still prefilling reports no
+	// tokens. Step must commit per-slot state only once it cannot fail: if it
+	// panics, the runtime retries slot by slot to find the culprit.
+	Step(slots []*Slot, results []StepResult)
+	// Release frees what Open allocated. Called once per opened slot.
+	Release(s *Slot)
+	// Close frees the backend. Called once, after every slot is released.
+	Close() error
+}
+
+// Prepared is one batch item after Prepare.
+type Prepared struct {
+	Prompt []int32 // the prompt's tokens (may be empty for scripted backends)
+	Data   any     // backend-specific per-item data, handed back in Slot.Data
+}
+
+// StepResult is what one iteration did for one slot.
+type StepResult struct {
+	// Tokens accepted this iteration, in order. Valid until the next Step.
+	Tokens []int32
+	// Err ends the slot's stream with reason Error. A *status.Error keeps
+	// its code; anything else is reported as a backend error.
+	Err error
+	// Speculation statistics of this iteration.
+	DraftProposed, DraftAccepted, VerifyPasses int
+}
+
+// Slot is one batch item while it runs. The runtime owns it; backends read
+// its fields and keep their per-sequence state in State.
+type Slot struct {
+	Request *Request
+	Index   int     // batch item index within the request
+	Prompt  []int32 // from Prepared
+	Data    any     // from Prepared
+	State   any     // the backend's per-sequence state
+
+	rt     *Runtime
+	stream *streaming.Stream
+	sink   *streaming.Sink
+	done   chan streaming.Chunk // for Complete: receives the collected answer
+
+	stopIDs   map[int32]bool
+	cancelled bool // latched by the engine goroutine
+	opened    bool
+
+	submitted  int64 // unix nanoseconds
+	firstToken int64
+	lastToken  int64
+	usage      streaming.Usage
+}
+
+// Generated is the number of tokens the slot has accepted so far.
+func (s *Slot) Generated() int { return s.stream.Generated() }
+
+// Interrupt is signalled when a cancellation or shutdown may need the engine
+// goroutine's attention. A backend that waits inside Step (the replay
+// backend's pacing, a long prefill) selects on it and returns early.
+func (s *Slot) Interrupt() <-chan struct{} { return s.rt.wake }
+
+// CancelRequested reports whether the consumer has asked to stop; backends
+// may use it to cut a long prefill short.
+func (s *Slot) CancelRequested() bool {
+	return s.cancelled || s.stream.Cancelled() || s.rt.closing.Load()
+}

@@ -1,0 +1,453 @@
+package streaming
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Policy decides what happens when a channel's queue is full.
+type Policy int32
+
+const (
+	// Coalesce merges a new chunk into the last queued one. Chunks are
+	// deltas, so the merge is lossless; a slow consumer simply sees fewer,
+	// larger chunks and memory stays bounded by the text itself.
+	Coalesce Policy = 0
+	// Pause stops the request's decoding while the queue is full; the
+	// engine skips the slot (it never blocks) until the consumer drains.
+	Pause Policy = 1
+)
+
+// DefaultQueueLimit bounds a channel's queue unless the consumer sets another.
+const DefaultQueueLimit = 256
+
+// Pop outcomes besides a chunk.
+var (
+	ErrEmpty    = errors.New("streaming: no chunk pending")
+	ErrDone     = errors.New("streaming: stream finished")
+	ErrReleased = errors.New("streaming: channel released")
+	ErrAttached = errors.New("streaming: channel is already attached to a request")
+)
+
+// Channel is the consumer's end of one stream. Every method is safe for
+// concurrent use. The producer end is a Sink, obtained once through Attach by
+// the runtime; consumers have no way to push.
+type Channel struct {
+	mu sync.Mutex
+
+	// Settings, fixed once the channel is attached.
+	interval    int
+	skipSpecial bool
+	limit       int
+	policy      Policy
+
+	queue    []Chunk // pending chunks, oldest first
+	head     int     // queue[head:] are pending; the prefix is recycled
+	attached bool
+	finished bool // the terminal chunk was pushed
+	drained  bool // the terminal chunk was popped
+	released bool
+	reason   FinishReason
+
+	batchIndex int
+
+	// wake is closed (and replaced) whenever a waiter may make progress.
+	wake chan struct{}
+
+	// The readiness descriptor is made on first request, so streams that
+	// nobody selects on cost no file descriptor.
+	efd      int
+	efdReady bool // the eventfd counter is nonzero
+
+	cancelled atomic.Bool
+	onCancel  func() // set by the runtime at attach: wakes the engine
+	onDrain   func() // set by the runtime at attach: a paused slot may resume
+}
+
+// NewChannel makes a channel with the default settings: interval 1,
+// special tokens skipped, DefaultQueueLimit chunks, Coalesce.
+func NewChannel() *Channel {
+	return &Channel{
+		interval:    1,
+		skipSpecial: true,
+		limit:       DefaultQueueLimit,
+		policy:      Coalesce,
+		wake:        make(chan struct{}),
+		efd:         -1,
+	}
+}
+
+func (c *Channel) configure(f func()) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return ErrReleased
+	}
+	if c.attached {
+		return ErrAttached
+	}
+	f()
+	return nil
+}
+
+// SetInterval sets the stream interval: a non-terminal chunk carries at least
+// n new tokens. Values below 1 mean 1.
+func (c *Channel) SetInterval(n int) error {
+	return c.configure(func() { c.interval = max(n, 1) })
+}
+
+// SetSkipSpecial chooses whether special tokens' text is dropped (ids never are).
+func (c *Channel) SetSkipSpecial(skip bool) error {
+	return c.configure(func() { c.skipSpecial = skip })
+}
+
+// SetQueue bounds the queue at limit chunks (values below 1 mean 1) and
+// chooses what happens when it is full.
+func (c *Channel) SetQueue(limit int, p Policy) error {
+	if p != Coalesce && p != Pause {
+		return errors.New("streaming: unknown queue policy")
+	}
+	return c.configure(func() { c.limit, c.policy = max(limit, 1), p })
+}
+
+// Interval, SkipSpecial and BatchIndex report the channel's settings.
+func (c *Channel) Interval() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.interval
+}
+
+func (c *Channel) SkipSpecial() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.skipSpecial
+}
+
+// BatchIndex is the index of the prompt this channel streams within its
+// request's batch.
+func (c *Channel) BatchIndex() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.batchIndex
+}
+
+// Finished reports whether the terminal chunk has been pushed, and its reason.
+func (c *Channel) Finished() (bool, FinishReason) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.finished, c.reason
+}
+
+// Pending is the number of queued chunks.
+func (c *Channel) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue) - c.head
+}
+
+// Cancel asks the runtime to stop the request. It is fire-and-forget,
+// idempotent and safe from any goroutine; the consumer keeps receiving until
+// the runtime's terminal chunk (reason Cancelled, unless the stream had
+// already finished for another reason).
+func (c *Channel) Cancel() {
+	if c.cancelled.Swap(true) {
+		return
+	}
+	c.mu.Lock()
+	f := c.onCancel
+	c.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// Cancelled reports whether Cancel or Release was called.
+func (c *Channel) Cancelled() bool { return c.cancelled.Load() }
+
+// Release gives the channel up: the request is cancelled, queued chunks are
+// dropped, waiters wake with ErrReleased and the readiness descriptor is
+// closed. Calling it twice is harmless.
+func (c *Channel) Release() {
+	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		return
+	}
+	c.released = true
+	c.queue, c.head = nil, 0
+	if c.efd >= 0 {
+		unix.Close(c.efd)
+		c.efd = -1
+	}
+	c.broadcastLocked()
+	c.mu.Unlock()
+	c.Cancel()
+}
+
+// Fd returns a file descriptor that is readable while chunks are pending or
+// the stream is finished, for poll/epoll/asyncio/enif_select. It stays valid
+// until Release. Readers must not read from it; popping keeps it current.
+func (c *Channel) Fd() (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return -1, ErrReleased
+	}
+	if c.efd < 0 {
+		fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+		if err != nil {
+			return -1, err
+		}
+		c.efd = fd
+		c.syncFdLocked()
+	}
+	return c.efd, nil
+}
+
+// syncFdLocked makes the descriptor's readability match the queue state.
+func (c *Channel) syncFdLocked() {
+	if c.efd < 0 {
+		return
+	}
+	ready := c.head < len(c.queue) || c.finished
+	switch {
+	case ready && !c.efdReady:
+		var one = [8]byte{1}
+		unix.Write(c.efd, one[:])
+		c.efdReady = true
+	case !ready && c.efdReady:
+		var buf [8]byte
+		unix.Read(c.efd, buf[:])
+		c.efdReady = false
+	}
+}
+
+func (c *Channel) broadcastLocked() {
+	close(c.wake)
+	c.wake = make(chan struct{})
+}
+
+// popLocked takes up to len(dst) chunks (all pending when dst is nil and max
+// is < 0). It returns the chunks and a status error.
+func (c *Channel) popLocked(max int, dst []Chunk) ([]Chunk, error) {
+	if c.released {
+		return dst, ErrReleased
+	}
+	n := len(c.queue) - c.head
+	if n == 0 {
+		if c.drained {
+			return dst, ErrDone
+		}
+		return dst, ErrEmpty
+	}
+	if max > 0 && n > max {
+		n = max
+	}
+	wasFull := c.policy == Pause && len(c.queue)-c.head >= c.limit
+	for i := 0; i < n; i++ {
+		ch := c.queue[c.head]
+		c.queue[c.head] = Chunk{}
+		c.head++
+		if ch.Finished {
+			c.drained = true
+		}
+		dst = append(dst, ch)
+	}
+	if c.head == len(c.queue) {
+		c.queue, c.head = c.queue[:0], 0
+	}
+	c.syncFdLocked()
+	if wasFull && c.onDrain != nil {
+		// The engine skipped this slot while the queue was full.
+		go c.onDrain()
+	}
+	return dst, nil
+}
+
+// TryPop returns the oldest pending chunk without waiting. The error is
+// ErrEmpty when nothing is pending yet, ErrDone after the terminal chunk was
+// popped, ErrReleased after Release.
+func (c *Channel) TryPop() (Chunk, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var one [1]Chunk
+	out, err := c.popLocked(1, one[:0])
+	if err != nil {
+		return Chunk{}, err
+	}
+	return out[0], nil
+}
+
+// PopBatch appends up to max pending chunks (all of them when max < 1) to dst
+// without waiting.
+func (c *Channel) PopBatch(dst []Chunk, max int) ([]Chunk, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.popLocked(max, dst)
+}
+
+// Wait blocks until a chunk is pending, the stream is drained, the channel
+// is released, or the timeout passes (timeout < 0 waits forever). It returns
+// nil when a pop would return something other than ErrEmpty.
+func (c *Channel) Wait(timeout time.Duration) error {
+	var timer <-chan time.Time
+	if timeout >= 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		c.mu.Lock()
+		switch {
+		case c.released:
+			c.mu.Unlock()
+			return ErrReleased
+		case c.head < len(c.queue) || c.drained:
+			c.mu.Unlock()
+			return nil
+		}
+		wake := c.wake
+		c.mu.Unlock()
+		select {
+		case <-wake:
+		case <-timer:
+			return ErrEmpty
+		}
+	}
+}
+
+// WaitPop is TryPop after waiting up to timeout (forever when negative).
+func (c *Channel) WaitPop(timeout time.Duration) (Chunk, error) {
+	if err := c.Wait(timeout); err != nil {
+		return Chunk{}, err
+	}
+	return c.TryPop()
+}
+
+// Consume calls handle for every chunk until the terminal one. If handle
+// returns false the request is cancelled and Consume returns ErrInterrupted.
+func (c *Channel) Consume(handle func(*Chunk) bool) error {
+	var batch []Chunk
+	for {
+		if err := c.Wait(-1); err != nil {
+			return err
+		}
+		var err error
+		batch, err = c.PopBatch(batch[:0], 0)
+		if err == ErrDone {
+			return nil
+		}
+		if err != nil && err != ErrEmpty {
+			return err
+		}
+		for i := range batch {
+			if !handle(&batch[i]) {
+				c.Cancel()
+				return ErrInterrupted
+			}
+			if batch[i].Finished {
+				return nil
+			}
+		}
+	}
+}
+
+// ErrInterrupted is returned by Consume when the handler stopped early.
+var ErrInterrupted = errors.New("streaming: consumer interrupted the stream")
+
+// Sink is the producer's end of a Channel, held by the runtime.
+type Sink struct {
+	c *Channel
+}
+
+// Attach binds the channel to a request and returns its producer end. A
+// channel can be attached once. onCancel runs (on the cancelling goroutine)
+// when the consumer cancels; onDrain runs when a paused queue gets room.
+func (c *Channel) Attach(batchIndex int, onCancel, onDrain func()) (*Sink, error) {
+	c.mu.Lock()
+	if c.released {
+		c.mu.Unlock()
+		return nil, ErrReleased
+	}
+	if c.attached {
+		c.mu.Unlock()
+		return nil, ErrAttached
+	}
+	c.attached = true
+	c.batchIndex = batchIndex
+	c.onCancel, c.onDrain = onCancel, onDrain
+	c.mu.Unlock()
+	if c.cancelled.Load() && onCancel != nil {
+		onCancel() // cancelled before submission: let the runtime see it
+	}
+	return &Sink{c: c}, nil
+}
+
+// Detach undoes Attach when the submission that attached it fails, so the
+// consumer may reuse the channel.
+func (s *Sink) Detach() {
+	c := s.c
+	c.mu.Lock()
+	c.attached = false
+	c.onCancel, c.onDrain = nil, nil
+	c.mu.Unlock()
+}
+
+// Settings returns what the stream stages need from the consumer's choices.
+func (s *Sink) Settings() (interval int, skipSpecial bool) {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.interval, c.skipSpecial
+}
+
+// Cancelled reports whether the consumer cancelled or released the channel.
+func (s *Sink) Cancelled() bool { return s.c.cancelled.Load() }
+
+// Paused reports whether the request should not decode this iteration: the
+// consumer chose Pause and has not drained a full queue.
+func (s *Sink) Paused() bool {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.policy == Pause && !c.released && len(c.queue)-c.head >= c.limit
+}
+
+// Push queues a chunk. It never blocks: when the queue is full the chunk is
+// merged into the last queued one (under Pause that happens only to the
+// terminal chunk, since the engine stops producing). It reports false when
+// the consumer has released the channel and the chunk was dropped. Pushing
+// after the terminal chunk is a bug in the caller and is ignored.
+func (s *Sink) Push(ch Chunk) bool {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.released {
+		return false
+	}
+	if c.finished {
+		return true
+	}
+	if n := len(c.queue) - c.head; n >= c.limit && n > 0 {
+		c.queue[len(c.queue)-1].merge(&ch)
+	} else {
+		if c.head > 0 && len(c.queue) == cap(c.queue) {
+			// Slide the live tail down instead of growing the array.
+			k := copy(c.queue, c.queue[c.head:])
+			clear(c.queue[k:])
+			c.queue, c.head = c.queue[:k], 0
+		}
+		c.queue = append(c.queue, ch)
+	}
+	if ch.Finished {
+		c.finished = true
+		c.reason = ch.Reason
+	}
+	c.syncFdLocked()
+	c.broadcastLocked()
+	return true
+}
