@@ -1,0 +1,92 @@
+package quant
+
+import "sync/atomic"
+
+// Kernel selection. Each public Dot* function calls through the active
+// kernel set: the SIMD set (the generic functions with the fields that have
+// an assembly version replaced, see setupSIMD in the per-architecture files)
+// or the pure-Go reference set. The indirect call costs a few ns per row,
+// nothing next to a row of hundreds of blocks.
+
+type quantDot func(w, x []byte) float32
+
+type kernelSet struct {
+	name                                        string
+	q4_0, q4_1, q5_0, q5_1, q8_0, q4K, q5K, q6K quantDot
+	f32                                         func(w, x []float32) float32
+	f16, bf16                                   func(w []byte, x []float32) float32
+	// Optional multi-activation kernels: one weight row against 4
+	// activation rows x[0:], x[xs:], x[2xs:], x[3xs:], results in out[0:4].
+	// They share the weight decode across the 4 rows; nil means MatMul calls
+	// the single-row dot 4 times.
+	q4_1x4, q8_0x4, q4_0x4 func(w, x []byte, xs int, out *[4]float32)
+}
+
+var genericKernels = kernelSet{
+	name: "generic",
+	q4_0: DotQ4_0Q8_0Generic, q4_1: DotQ4_1Q8_1Generic,
+	q5_0: DotQ5_0Q8_0Generic, q5_1: DotQ5_1Q8_1Generic,
+	q8_0: DotQ8_0Q8_0Generic,
+	q4K:  DotQ4_KQ8_KGeneric, q5K: DotQ5_KQ8_KGeneric, q6K: DotQ6_KQ8_KGeneric,
+	f32: DotF32Generic, f16: DotF16F32Generic, bf16: DotBF16F32Generic,
+}
+
+var simdKernels = genericKernels
+
+var active atomic.Pointer[kernelSet]
+
+func init() {
+	setupSIMD(&simdKernels)
+	active.Store(&simdKernels)
+}
+
+// UseSIMD switches between the SIMD kernels (true, the default) and the
+// pure-Go reference kernels (false) for every Dot* function and MatMul; it
+// returns the previous setting. Where the CPU or the build (tag noasm) has
+// no SIMD kernels, both settings run the generic code.
+func UseSIMD(on bool) (was bool) {
+	was = active.Load() == &simdKernels
+	if on {
+		active.Store(&simdKernels)
+	} else {
+		active.Store(&genericKernels)
+	}
+	return was
+}
+
+// Kernels names the active kernel set ("generic", "avx512vnni", ...).
+func Kernels() string { return active.Load().name }
+
+// DotQ4_0Q8_0 is the dot of a Q4_0 weight row with a Q8_0 activation row
+// (block count from len(w)).
+func DotQ4_0Q8_0(w, x []byte) float32 { return active.Load().q4_0(w, x) }
+
+// DotQ4_1Q8_1 is the dot of a Q4_1 weight row with a Q8_1 activation row.
+func DotQ4_1Q8_1(w, x []byte) float32 { return active.Load().q4_1(w, x) }
+
+// DotQ5_0Q8_0 is the dot of a Q5_0 weight row with a Q8_0 activation row.
+func DotQ5_0Q8_0(w, x []byte) float32 { return active.Load().q5_0(w, x) }
+
+// DotQ5_1Q8_1 is the dot of a Q5_1 weight row with a Q8_1 activation row.
+func DotQ5_1Q8_1(w, x []byte) float32 { return active.Load().q5_1(w, x) }
+
+// DotQ8_0Q8_0 is the dot of a Q8_0 weight row with a Q8_0 activation row.
+func DotQ8_0Q8_0(w, x []byte) float32 { return active.Load().q8_0(w, x) }
+
+// DotQ4_KQ8_K is the dot of a Q4_K weight row with a Q8_K activation row.
+func DotQ4_KQ8_K(w, x []byte) float32 { return active.Load().q4K(w, x) }
+
+// DotQ5_KQ8_K is the dot of a Q5_K weight row with a Q8_K activation row.
+func DotQ5_KQ8_K(w, x []byte) float32 { return active.Load().q5K(w, x) }
+
+// DotQ6_KQ8_K is the dot of a Q6_K weight row with a Q8_K activation row.
+func DotQ6_KQ8_K(w, x []byte) float32 { return active.Load().q6K(w, x) }
+
+// DotF32 is Σ w_i·x_i over len(w) elements.
+func DotF32(w, x []float32) float32 { return active.Load().f32(w, x) }
+
+// DotF16F32 is the dot of an F16 row (len(w)/2 values) with float32s.
+func DotF16F32(w []byte, x []float32) float32 { return active.Load().f16(w, x) }
+
+// DotBF16F32 is the dot of a BF16 row (len(w)/2 values) with float32s.
+func DotBF16F32(w []byte, x []float32) float32 { return active.Load().bf16(w, x) }

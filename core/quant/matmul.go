@@ -1,0 +1,206 @@
+package quant
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// ActType is the type activations must be quantized to before MatMul with
+// weights of type wt: the integer dot kernels pair each weight type with the
+// int8 activation block whose extra fields they need (Q8_1 carries d·Σq for
+// the +m term of Q4_1/Q5_1, Q8_K carries 16-element sums for the K-quant
+// mins and offsets). Float weights take float32 activations. ActType panics
+// for types that are not weight types of this package (Q8_1, Q8_K).
+func ActType(wt Type) Type {
+	switch wt {
+	case Q4_1, Q5_1:
+		return Q8_1
+	case Q4_0, Q5_0, Q8_0:
+		return Q8_0
+	case Q4_K, Q5_K, Q6_K:
+		return Q8_K
+	case F32, F16, BF16:
+		return F32
+	}
+	panic(fmt.Sprintf("quant: %s is not a weight type", wt))
+}
+
+// QuantizeActs quantizes n rows of cols float32s (x, row-major) into dst as
+// n rows of type at (RowBytes(cols) each). For at == F32 the rows are copied
+// as little-endian float32 bytes.
+func QuantizeActs(at Type, x []float32, n, cols int, dst []byte) {
+	rb, err := at.RowBytes(cols)
+	if err != nil {
+		panic("quant: " + err.Error())
+	}
+	if len(x) < n*cols || len(dst) < n*rb {
+		panic(fmt.Sprintf("quant: QuantizeActs %s: %d floats / %d bytes for %d×%d", at, len(x), len(dst), n, cols))
+	}
+	for i := 0; i < n; i++ {
+		src, d := x[i*cols:(i+1)*cols], dst[i*rb:(i+1)*rb]
+		switch at {
+		case Q8_0:
+			QuantizeQ8_0(src, d)
+		case Q8_1:
+			QuantizeQ8_1(src, d)
+		case Q8_K:
+			QuantizeQ8_K(src, d)
+		case F32:
+			for j, v := range src {
+				put32(d[4*j:], math.Float32bits(v))
+			}
+		default:
+			if err := Quantize(at, src, d); err != nil {
+				panic(err)
+			}
+		}
+	}
+}
+
+// f32s views little-endian float32 bytes as []float32 (amd64 and the other
+// little-endian targets Go supports for this project), copying when the
+// bytes are not 4-aligned.
+func f32s(b []byte, n int) []float32 {
+	if n == 0 {
+		return nil
+	}
+	b = b[:4*n]
+	if uintptr(unsafe.Pointer(&b[0]))%4 == 0 {
+		return unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)
+	}
+	f := make([]float32, n)
+	for i := range f {
+		f[i] = math.Float32frombits(le32(b[4*i:]))
+	}
+	return f
+}
+
+// Tiling. For N = 1 a matmul is a stream over the weights: each row is read
+// once and dotted with the (cache-resident) activation row, so the kernel is
+// bound by memory bandwidth and the only job is to keep both cores streaming.
+// For N > 1 the weights must still be read from memory once, not N times:
+// the rows of a thread's chunk are processed in tiles small enough to stay in
+// L1 (tileBytes), and all N activation rows (L2-resident: 64 rows of 1536
+// Q8 values are ~110 KB) pass over a tile before the next one is loaded.
+// Where a multi-activation kernel exists, 4 activation rows are taken per
+// weight-row visit so the weight nibbles are decoded once per 4 tokens.
+const (
+	tileBytes = 16 << 10
+	// chunkRows is the unit of work handed to a pool thread: a multiple of
+	// the tile so tiles never straddle chunks, small enough that 2 threads
+	// get several chunks each on the smallest matrices (576 rows).
+	minChunkRows = 16
+)
+
+// MatMul computes out[n][r] = dot(W row r, x row n) for all r in [0,rows)
+// and n in [0,N). W is rows×cols of type wt (row-major, RowBytes(cols) each);
+// xq holds N activation rows already quantized to ActType(wt) (see
+// QuantizeActs); out is N×rows row-major float32. pool may be nil (runs on
+// the caller).
+func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, pool *Pool) {
+	at := ActType(wt)
+	wrb, err := wt.RowBytes(cols)
+	if err != nil {
+		panic("quant: MatMul: " + err.Error())
+	}
+	xrb, _ := at.RowBytes(cols)
+	if len(w) < rows*wrb || len(xq) < n*xrb || len(out) < n*rows {
+		panic(fmt.Sprintf("quant: MatMul %s %d×%d, N=%d: w %d B, x %d B, out %d", wt, rows, cols, n, len(w), len(xq), len(out)))
+	}
+	if rows == 0 || n == 0 {
+		return
+	}
+	k := active.Load()
+	tile := max(1, min(rows, tileBytes/wrb))
+	threads := pool.Threads()
+	// Chunks: about 4 per thread for balance, whole tiles, at least
+	// minChunkRows rows.
+	chunk := (rows + 4*threads - 1) / (4 * threads)
+	chunk = max(chunk, minChunkRows)
+	if n > 1 {
+		chunk = (chunk + tile - 1) / tile * tile
+	}
+	var f32x []float32
+	if at == F32 {
+		f32x = f32s(xq, n*cols)
+	}
+	pool.Run(rows, chunk, func(lo, hi int) {
+		if at == F32 {
+			matmulFloat(k, wt, w, wrb, cols, f32x, n, out, rows, lo, hi)
+			return
+		}
+		matmulQuant(k, wt, w, wrb, xq, xrb, n, out, rows, lo, hi, tile)
+	})
+}
+
+func matmulFloat(k *kernelSet, wt Type, w []byte, wrb, cols int, x []float32, n int, out []float32, rows, lo, hi int) {
+	for r := lo; r < hi; r++ {
+		wr := w[r*wrb : (r+1)*wrb]
+		for i := 0; i < n; i++ {
+			xr := x[i*cols : (i+1)*cols]
+			var v float32
+			switch wt {
+			case F32:
+				v = k.f32(f32s(wr, cols), xr)
+			case F16:
+				v = k.f16(wr, xr)
+			case BF16:
+				v = k.bf16(wr, xr)
+			}
+			out[i*rows+r] = v
+		}
+	}
+}
+
+func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb, n int, out []float32, rows, lo, hi, tile int) {
+	var dot quantDot
+	var dot4 func(w, x []byte, xs int, out *[4]float32)
+	switch wt {
+	case Q4_0:
+		dot, dot4 = k.q4_0, k.q4_0x4
+	case Q4_1:
+		dot, dot4 = k.q4_1, k.q4_1x4
+	case Q5_0:
+		dot = k.q5_0
+	case Q5_1:
+		dot = k.q5_1
+	case Q8_0:
+		dot, dot4 = k.q8_0, k.q8_0x4
+	case Q4_K:
+		dot = k.q4K
+	case Q5_K:
+		dot = k.q5K
+	case Q6_K:
+		dot = k.q6K
+	}
+	if n == 1 {
+		for r := lo; r < hi; r++ {
+			out[r] = dot(w[r*wrb:(r+1)*wrb], xq[:xrb])
+		}
+		return
+	}
+	var o4 [4]float32
+	for t0 := lo; t0 < hi; t0 += tile {
+		t1 := min(t0+tile, hi)
+		i := 0
+		if dot4 != nil {
+			for ; i+4 <= n; i += 4 {
+				xs := xq[i*xrb : (i+4)*xrb]
+				for r := t0; r < t1; r++ {
+					dot4(w[r*wrb:(r+1)*wrb], xs, xrb, &o4)
+					out[i*rows+r] = o4[0]
+					out[(i+1)*rows+r] = o4[1]
+					out[(i+2)*rows+r] = o4[2]
+					out[(i+3)*rows+r] = o4[3]
+				}
+			}
+		}
+		for ; i < n; i++ {
+			xr := xq[i*xrb : (i+1)*xrb]
+			for r := t0; r < t1; r++ {
+				out[i*rows+r] = dot(w[r*wrb:(r+1)*wrb], xr)
+			}
+		}
+	}
+}
