@@ -231,63 +231,68 @@ func (c *Channel) broadcastLocked() {
 	c.wake = make(chan struct{})
 }
 
-// popLocked takes up to len(dst) chunks (all pending when dst is nil and max
-// is < 0). It returns the chunks and a status error.
-func (c *Channel) popLocked(max int, dst []Chunk) ([]Chunk, error) {
+// popLocked pops pending chunks in order while take accepts them, at most
+// max (all when max < 1). A refused chunk stays queued.
+func (c *Channel) popLocked(max int, take func(*Chunk) bool) (int, error) {
 	if c.released {
-		return dst, ErrReleased
+		return 0, ErrReleased
 	}
-	n := len(c.queue) - c.head
-	if n == 0 {
+	pending := len(c.queue) - c.head
+	if pending == 0 {
 		if c.drained {
-			return dst, ErrDone
+			return 0, ErrDone
 		}
-		return dst, ErrEmpty
+		return 0, ErrEmpty
 	}
-	if max > 0 && n > max {
-		n = max
-	}
-	wasFull := c.policy == Pause && len(c.queue)-c.head >= c.limit
-	for i := 0; i < n; i++ {
-		ch := c.queue[c.head]
-		c.queue[c.head] = Chunk{}
-		c.head++
+	wasFull := c.policy == Pause && pending >= c.limit
+	n := 0
+	for c.head < len(c.queue) && (max < 1 || n < max) {
+		ch := &c.queue[c.head]
+		if !take(ch) {
+			break
+		}
 		if ch.Finished {
 			c.drained = true
 		}
-		dst = append(dst, ch)
+		*ch = Chunk{}
+		c.head++
+		n++
 	}
 	if c.head == len(c.queue) {
 		c.queue, c.head = c.queue[:0], 0
 	}
 	c.syncFdLocked()
-	if wasFull && c.onDrain != nil {
+	if wasFull && n > 0 && c.onDrain != nil {
 		// The engine skipped this slot while the queue was full.
 		go c.onDrain()
 	}
-	return dst, nil
+	return n, nil
+}
+
+// PopEach pops pending chunks in order while take accepts them, at most max
+// (all when max < 1), without waiting. A chunk take refuses stays queued, so
+// a caller copying into a fixed buffer never splits or loses one. The error
+// is ErrEmpty, ErrDone or ErrReleased when nothing was pending.
+func (c *Channel) PopEach(max int, take func(*Chunk) bool) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.popLocked(max, take)
 }
 
 // TryPop returns the oldest pending chunk without waiting. The error is
 // ErrEmpty when nothing is pending yet, ErrDone after the terminal chunk was
 // popped, ErrReleased after Release.
 func (c *Channel) TryPop() (Chunk, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var one [1]Chunk
-	out, err := c.popLocked(1, one[:0])
-	if err != nil {
-		return Chunk{}, err
-	}
-	return out[0], nil
+	var out Chunk
+	_, err := c.PopEach(1, func(ch *Chunk) bool { out = *ch; return true })
+	return out, err
 }
 
 // PopBatch appends up to max pending chunks (all of them when max < 1) to dst
 // without waiting.
 func (c *Channel) PopBatch(dst []Chunk, max int) ([]Chunk, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.popLocked(max, dst)
+	_, err := c.PopEach(max, func(ch *Chunk) bool { dst = append(dst, *ch); return true })
+	return dst, err
 }
 
 // Wait blocks until a chunk is pending, the stream is drained, the channel
@@ -432,6 +437,7 @@ func (s *Sink) Push(ch Chunk) bool {
 	if c.finished {
 		return true
 	}
+	ch.BatchIndex = int32(c.batchIndex)
 	if n := len(c.queue) - c.head; n >= c.limit && n > 0 {
 		c.queue[len(c.queue)-1].merge(&ch)
 	} else {

@@ -69,7 +69,8 @@ type Chunk struct {
 	Reason     FinishReason `json:"reason"`
 	ErrCode    int32        `json:"error_code,omitempty"` // a status code of the C ABI, set when Reason is Error
 	ErrMessage string       `json:"error_message,omitempty"`
-	Usage      Usage        `json:"usage"` // meaningful only on the terminal chunk
+	Usage      Usage        `json:"usage"`       // meaningful only on the terminal chunk
+	BatchIndex int32        `json:"batch_index"` // which prompt of the request this stream is
 }
 
 // merge appends a later chunk onto c. Deltas concatenate, so merging queued

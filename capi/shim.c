@@ -1,0 +1,155 @@
+// The public entry points. Each checks the fork guard and then enters Go
+// (lmsgo_* in exports.go). Functions that need no Go state (strerror, chunk
+// free, version) are plain C, so they work even in a forked child.
+#include <pthread.h>
+#include <stdlib.h>
+#include "lmstream.h"
+#include "_cgo_export.h"
+
+// Set in a child after fork(): the Go runtime's threads did not survive the
+// fork, so entering it would deadlock.
+static volatile int lms_forked = 0;
+
+static void lms_on_fork_child(void) { lms_forked = 1; }
+
+__attribute__((constructor)) static void lms_register_fork_guard(void) {
+    pthread_atfork(NULL, NULL, lms_on_fork_child);
+}
+
+#define LMS_GUARD() do { if (lms_forked) return LMS_ERR_FORKED; } while (0)
+
+__attribute__((visibility("hidden"))) int lms_call_handler(lms_chunk_handler h, const lms_chunk *c, void *user) {
+    return h(c, user);
+}
+
+int32_t lms_abi_version(void) { return LMS_ABI_VERSION; }
+
+const char *lms_strerror(int status) {
+    switch (status) {
+    case LMS_OK: return "ok";
+    case LMS_EMPTY: return "no chunk pending";
+    case LMS_DONE: return "stream finished";
+    case LMS_INTERRUPTED: return "consumer interrupted the stream";
+    case LMS_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case LMS_ERR_INVALID_HANDLE: return "invalid handle";
+    case LMS_ERR_BAD_JSON: return "malformed JSON";
+    case LMS_ERR_INVALID_REQUEST: return "invalid request";
+    case LMS_ERR_MODEL: return "model error";
+    case LMS_ERR_PROMPT_TOO_LONG: return "prompt too long";
+    case LMS_ERR_CAPACITY: return "capacity exceeded";
+    case LMS_ERR_BUFFER_TOO_SMALL: return "buffer too small";
+    case LMS_ERR_FORKED: return "called in a forked child process";
+    case LMS_ERR_BACKEND: return "backend error";
+    case LMS_ERR_INTERNAL: return "internal error";
+    case LMS_ERR_SHUTDOWN: return "runtime shut down";
+    case LMS_ERR_CLOSED: return "channel closed";
+    case LMS_ERR_STATE: return "invalid state";
+    }
+    return "unknown status";
+}
+
+const char *lms_finish_reason_name(int reason) {
+    switch (reason) {
+    case LMS_FINISH_NOT_FINISHED: return "not_finished";
+    case LMS_FINISH_END_ID: return "end_id";
+    case LMS_FINISH_LENGTH: return "length";
+    case LMS_FINISH_CANCELLED: return "cancelled";
+    case LMS_FINISH_ERROR: return "error";
+    case LMS_FINISH_STOP_WORDS: return "stop_words";
+    }
+    return "unknown";
+}
+
+void lms_chunk_free(lms_chunk *chunk) { free(chunk); }
+
+int lms_configure_process(const char *settings_json, char *err, size_t err_size) {
+    LMS_GUARD();
+    return lmsgo_configure_process((char *)settings_json, err, err_size);
+}
+
+int lms_runtime_create(const char *config_json, lms_runtime *out, char *err, size_t err_size) {
+    LMS_GUARD();
+    return lmsgo_runtime_create((char *)config_json, out, err, err_size);
+}
+
+int lms_runtime_destroy(lms_runtime rt) {
+    LMS_GUARD();
+    return lmsgo_runtime_destroy(rt);
+}
+
+int lms_runtime_stats(lms_runtime rt, char *buf, size_t size, size_t *len) {
+    LMS_GUARD();
+    return lmsgo_runtime_stats(rt, buf, size, len);
+}
+
+int lms_channel_create(lms_channel *out) {
+    LMS_GUARD();
+    return lmsgo_channel_create(out);
+}
+
+int lms_channel_set_interval(lms_channel ch, int32_t n) {
+    LMS_GUARD();
+    return lmsgo_channel_set_interval(ch, n);
+}
+
+int lms_channel_set_skip_special(lms_channel ch, int skip) {
+    LMS_GUARD();
+    return lmsgo_channel_set_skip_special(ch, skip);
+}
+
+int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy) {
+    LMS_GUARD();
+    return lmsgo_channel_set_queue(ch, limit, policy);
+}
+
+int lms_submit(lms_runtime rt, const char *request_json, const lms_channel *channels, size_t n,
+               char *err, size_t err_size) {
+    LMS_GUARD();
+    return lmsgo_submit(rt, (char *)request_json, (lms_channel *)channels, n, err, err_size);
+}
+
+int lms_complete(lms_runtime rt, const char *request_json, lms_chunk **out, char *err, size_t err_size) {
+    LMS_GUARD();
+    return lmsgo_complete(rt, (char *)request_json, out, err, err_size);
+}
+
+int lms_channel_try_pop(lms_channel ch, lms_chunk **out) {
+    LMS_GUARD();
+    return lmsgo_channel_wait_pop(ch, 0, out);
+}
+
+int lms_channel_wait_pop(lms_channel ch, int32_t timeout_ms, lms_chunk **out) {
+    LMS_GUARD();
+    return lmsgo_channel_wait_pop(ch, timeout_ms, out);
+}
+
+int lms_channel_pop_batch(lms_channel ch, lms_chunk *chunks, size_t max_chunks, void *buf,
+                          size_t buf_size, int32_t timeout_ms, size_t *n_out) {
+    LMS_GUARD();
+    return lmsgo_channel_pop_batch(ch, chunks, max_chunks, buf, buf_size, timeout_ms, n_out);
+}
+
+int lms_channel_consume(lms_channel ch, lms_chunk_handler handler, void *user) {
+    LMS_GUARD();
+    return lmsgo_channel_consume(ch, handler, user);
+}
+
+int lms_channel_cancel(lms_channel ch) {
+    LMS_GUARD();
+    return lmsgo_channel_cancel(ch);
+}
+
+int lms_channel_fd(lms_channel ch, int *fd) {
+    LMS_GUARD();
+    return lmsgo_channel_fd(ch, fd);
+}
+
+int lms_channel_state(lms_channel ch, int *finished, int *reason, size_t *pending) {
+    LMS_GUARD();
+    return lmsgo_channel_state(ch, finished, reason, pending);
+}
+
+int lms_channel_release(lms_channel ch) {
+    LMS_GUARD();
+    return lmsgo_channel_release(ch);
+}

@@ -1,0 +1,265 @@
+/*
+** lmstream.h — the C interface of liblmstream, a streaming LLM runtime.
+**
+** A program creates a runtime (a model and its engine loop), creates one
+** channel per stream it wants to read, submits a request that attaches those
+** channels, and pulls chunks of text from them while the engine generates.
+** Every chunk's text is well-formed UTF-8; every channel receives exactly one
+** terminal chunk, whatever happens (end of text, length, stop string,
+** cancellation, error, runtime destruction).
+**
+** Conventions
+**   - Objects are opaque 64-bit handles. 0 is never a valid handle. A stale,
+**     released or forged handle makes a call return LMS_ERR_INVALID_HANDLE;
+**     it never crashes the process.
+**   - Every call returns a status code: LMS_OK (0) or another non-negative
+**     outcome, or a negative LMS_ERR_* code. lms_strerror() names a code.
+**     Detail goes to a caller-provided message buffer (runtime creation,
+**     submission) or to the channel as an error terminal chunk. There is no
+**     thread-local "last error".
+**   - Every function may be called from any thread at any time.
+**   - JSON strings are UTF-8 and NUL-terminated. Unknown fields and values of
+**     the wrong type are errors, never silently ignored.
+**   - Nothing returned points into memory the library may move: chunks are
+**     copied into caller buffers or into blocks the caller frees with
+**     lms_chunk_free().
+**
+** Process rules
+**   - The library holds a Go runtime. It is started when the library is
+**     loaded and can never be unloaded: dlclose() does not unload it.
+**   - After fork(), every call in the child returns LMS_ERR_FORKED without
+**     entering the Go runtime (which cannot survive a fork). Use the library
+**     in the parent, or exec() in the child.
+**   - The Go runtime reads its environment only at load time; use
+**     lms_configure_process() to set threads, GC and a memory limit later.
+**
+** Versioning: LMS_ABI_VERSION changes when a signature, struct layout or
+** constant changes incompatibly. Compare it with lms_abi_version() at load.
+*/
+#ifndef LMSTREAM_H
+#define LMSTREAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LMS_ABI_VERSION 1
+
+/* ---- Status codes --------------------------------------------------- */
+
+#define LMS_OK                    0  /* success; a pop returned chunk(s) */
+#define LMS_EMPTY                 1  /* no chunk pending now (or before the timeout) */
+#define LMS_DONE                  2  /* the terminal chunk was already popped */
+#define LMS_INTERRUPTED           3  /* a consume handler stopped; the request was cancelled */
+
+#define LMS_ERR_INVALID_ARGUMENT  (-1)  /* NULL pointer or value out of range */
+#define LMS_ERR_INVALID_HANDLE    (-2)  /* zero, stale, released or forged handle */
+#define LMS_ERR_BAD_JSON          (-3)  /* the JSON does not parse */
+#define LMS_ERR_INVALID_REQUEST   (-4)  /* well-formed JSON with a bad or unknown field */
+#define LMS_ERR_MODEL             (-5)  /* the model cannot be loaded or used */
+#define LMS_ERR_PROMPT_TOO_LONG   (-6)  /* the prompt does not fit the context */
+#define LMS_ERR_CAPACITY          (-7)  /* queue full, or the request can never fit */
+#define LMS_ERR_BUFFER_TOO_SMALL  (-8)  /* a caller buffer cannot hold one whole chunk */
+#define LMS_ERR_FORKED            (-9)  /* called in a child process after fork() */
+#define LMS_ERR_BACKEND           (-10) /* the backend failed during generation */
+#define LMS_ERR_INTERNAL          (-11) /* an internal error (a recovered panic) */
+#define LMS_ERR_SHUTDOWN          (-12) /* the runtime was destroyed */
+#define LMS_ERR_CLOSED            (-13) /* the channel was released while a call waited */
+#define LMS_ERR_STATE             (-14) /* not allowed in the object's current state */
+
+/* ---- Finish reasons -------------------------------------------------- */
+
+#define LMS_FINISH_NOT_FINISHED 0
+#define LMS_FINISH_END_ID       1  /* the model's end token */
+#define LMS_FINISH_LENGTH       2  /* max_tokens reached */
+#define LMS_FINISH_CANCELLED    3  /* lms_channel_cancel() or release */
+#define LMS_FINISH_ERROR        4  /* see lms_chunk.error_code and error_message */
+#define LMS_FINISH_STOP_WORDS   5  /* a stop string or stop token id matched */
+
+/* ---- Queue policies -------------------------------------------------- */
+
+#define LMS_QUEUE_COALESCE 0  /* full queue: merge new deltas into the last chunk */
+#define LMS_QUEUE_PAUSE    1  /* full queue: the request stops decoding until drained */
+
+typedef uint64_t lms_runtime;
+typedef uint64_t lms_channel;
+
+/* Usage, meaningful on the terminal chunk. */
+typedef struct lms_usage {
+    int64_t prompt_tokens;
+    int64_t generated_tokens;
+    double  ttft_ms;                /* submission to first generated token */
+    double  tpot_ms;                /* mean time per output token after the first */
+    int64_t draft_tokens_proposed;  /* speculative decoding statistics */
+    int64_t draft_tokens_accepted;
+    int64_t verify_passes;
+} lms_usage;
+
+/* One chunk: the tokens accepted since the previous chunk and the text they
+** completed. All tokens a single engine iteration accepted travel together. */
+typedef struct lms_chunk {
+    const int32_t *token_ids;   /* n_token_ids ids (special tokens included) */
+    size_t         n_token_ids;
+    const char    *text;        /* well-formed UTF-8, NUL-terminated */
+    size_t         text_len;    /* bytes, without the NUL */
+    int32_t        finished;    /* 1 on the terminal chunk, else 0 */
+    int32_t        reason;      /* LMS_FINISH_*; NOT_FINISHED unless finished */
+    int32_t        error_code;  /* LMS_ERR_* when reason is LMS_FINISH_ERROR, else 0 */
+    int32_t        batch_index; /* which prompt of the request this stream is */
+    const char    *error_message; /* NUL-terminated; "" unless an error */
+    lms_usage      usage;       /* filled on the terminal chunk */
+} lms_chunk;
+
+/* ---- Library --------------------------------------------------------- */
+
+/* The ABI version the library was built with (LMS_ABI_VERSION). */
+int32_t lms_abi_version(void);
+
+/* A static English description of a status code. Never NULL. */
+const char *lms_strerror(int status);
+
+/* A static name of a finish reason ("end_id", "stop_words", ...). */
+const char *lms_finish_reason_name(int reason);
+
+/* Process-wide settings, as JSON, any subset of:
+**   {"threads": N,            engine threads and GOMAXPROCS (N >= 1)
+**    "gc_percent": P,         Go's GOGC (negative turns the GC off)
+**    "memory_limit_bytes": B} Go's soft memory limit (B > 0)
+** err (may be NULL) receives a message on failure. */
+int lms_configure_process(const char *settings_json, char *err, size_t err_size);
+
+/* ---- Runtimes -------------------------------------------------------- */
+
+/* Loads a model and starts its engine loop. config_json, for example:
+**   {"model_path": "models/x.gguf", "max_slots": 8}
+**   {"backend": "replay", "vocab": ["48","69"], "eos_id": 0}   (tests)
+** Common fields: "backend" ("cpu" by default, or "replay"), "max_slots"
+** (requests decoded at once, default 8), "max_queue" (items waiting for a
+** slot before submission fails with LMS_ERR_CAPACITY, default 4096).
+** On success *out is the runtime. On failure err (may be NULL) receives a
+** NUL-terminated message, truncated to err_size bytes. */
+int lms_runtime_create(const char *config_json, lms_runtime *out,
+                       char *err, size_t err_size);
+
+/* Stops the engine and frees the runtime. Every stream still queued or
+** running receives its terminal chunk (LMS_FINISH_ERROR, LMS_ERR_SHUTDOWN)
+** before this returns; channels stay valid until released. */
+int lms_runtime_destroy(lms_runtime rt);
+
+/* Writes the runtime's counters as JSON into buf (NUL-terminated):
+** {"max_slots","active_slots","queued","submitted","finished",
+**  "tokens_generated","iterations"}. *len (may be NULL) receives the length
+** without the NUL; LMS_ERR_BUFFER_TOO_SMALL when it does not fit (*len then
+** says how many bytes are needed, without the NUL). */
+int lms_runtime_stats(lms_runtime rt, char *buf, size_t size, size_t *len);
+
+/* ---- Channels -------------------------------------------------------- */
+
+/* Makes a channel with the defaults: interval 1, special tokens skipped,
+** a queue of 256 chunks with LMS_QUEUE_COALESCE. */
+int lms_channel_create(lms_channel *out);
+
+/* Settings; allowed until the channel is attached by lms_submit
+** (LMS_ERR_STATE afterwards). */
+
+/* A non-terminal chunk carries at least n new tokens; n < 1 means 1. */
+int lms_channel_set_interval(lms_channel ch, int32_t n);
+/* Whether special tokens' text is dropped (token ids are always kept). */
+int lms_channel_set_skip_special(lms_channel ch, int skip);
+/* Bounds the queue at limit chunks (limit < 1 means 1) with a policy. */
+int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
+
+/* ---- Requests -------------------------------------------------------- */
+
+/* Submits a request and attaches one channel per batch item; returns at
+** once. request_json fields:
+**   "prompt": "..."  or  "prompts": ["...", ...]  or
+**   "messages": [{"role": "user", "content": "..."}, ...]
+**   "max_tokens", "stop" (string or array), "stop_token_ids", "include_stop",
+**   "temperature", "top_p", "top_k", "min_p", "seed",
+**   "tpot_slo_ms", "ttft_slo_ms", and backend-specific fields.
+** n must equal the number of prompts (1 for "prompt" and "messages").
+** Errors known before the first token (bad JSON, bad fields, a prompt too
+** long, a full queue) are returned here, with a message in err, and no
+** channel is attached. A channel can be attached once. */
+int lms_submit(lms_runtime rt, const char *request_json,
+               const lms_channel *channels, size_t n,
+               char *err, size_t err_size);
+
+/* Runs a single-prompt request with no channel and blocks until it ends.
+** *out receives the whole answer as one terminal chunk (all token ids, the
+** whole text, reason, usage), freed with lms_chunk_free(). */
+int lms_complete(lms_runtime rt, const char *request_json, lms_chunk **out,
+                 char *err, size_t err_size);
+
+/* ---- Reading chunks -------------------------------------------------- */
+
+/* Pops the oldest chunk without waiting. LMS_OK sets *out to a chunk the
+** caller frees with lms_chunk_free(); LMS_EMPTY: nothing pending yet;
+** LMS_DONE: the terminal chunk was already popped. */
+int lms_channel_try_pop(lms_channel ch, lms_chunk **out);
+
+/* As lms_channel_try_pop, waiting up to timeout_ms for a chunk (forever
+** when negative). Returns LMS_EMPTY on timeout, LMS_ERR_CLOSED when the
+** channel is released while waiting. Callers that must stay interruptible
+** (a Python thread, Ctrl-C) loop on short timeouts. */
+int lms_channel_wait_pop(lms_channel ch, int32_t timeout_ms, lms_chunk **out);
+
+/* Pops up to max_chunks chunks into caller memory, in one call: the chunk
+** structs go to chunks[], their ids and text into buf. Waits up to
+** timeout_ms for the first chunk (0: do not wait; negative: forever).
+** *n_out receives the number of chunks written. Only whole chunks are
+** popped: chunks that do not fit stay queued. When not even the first
+** chunk fits, nothing is popped, LMS_ERR_BUFFER_TOO_SMALL is returned and
+** *n_out is set to the bytes that chunk needs. Pointers in chunks[] point
+** into buf and are valid while buf is. Returns LMS_OK, LMS_EMPTY (timeout),
+** LMS_DONE or an error. */
+int lms_channel_pop_batch(lms_channel ch, lms_chunk *chunks, size_t max_chunks,
+                          void *buf, size_t buf_size, int32_t timeout_ms,
+                          size_t *n_out);
+
+/* Frees a chunk returned by lms_channel_try_pop, lms_channel_wait_pop or
+** lms_complete. NULL is ignored. Does not enter the Go runtime. */
+void lms_chunk_free(lms_chunk *chunk);
+
+/* A consume handler. The chunk is valid only during the call. Return 0 to
+** go on, nonzero to stop (the request is then cancelled). */
+typedef int (*lms_chunk_handler)(const lms_chunk *chunk, void *user);
+
+/* Calls handler on the calling thread for every chunk until the terminal
+** one. Returns LMS_OK after the terminal chunk, LMS_INTERRUPTED when the
+** handler stopped, LMS_DONE when the stream was already consumed, or an
+** error (LMS_ERR_CLOSED when another thread released the channel). */
+int lms_channel_consume(lms_channel ch, lms_chunk_handler handler, void *user);
+
+/* ---- Control ---------------------------------------------------------- */
+
+/* Asks the runtime to stop the request. Fire-and-forget and idempotent.
+** The channel still receives the runtime's terminal chunk (reason
+** LMS_FINISH_CANCELLED unless the stream had already ended otherwise),
+** pushed after the request's slot is freed; a blocked waiter wakes for it. */
+int lms_channel_cancel(lms_channel ch);
+
+/* A file descriptor that is readable while chunks are pending or the
+** stream is finished: wait on it with poll/epoll/select (asyncio's
+** add_reader, enif_select) and then drain with lms_channel_pop_batch. Do
+** not read from it or close it; it is valid until the channel is released. */
+int lms_channel_fd(lms_channel ch, int *fd);
+
+/* The channel's state: finished (terminal chunk pushed), its reason, and
+** the number of queued chunks. Any pointer may be NULL. */
+int lms_channel_state(lms_channel ch, int *finished, int *reason, size_t *pending);
+
+/* Releases the channel: cancels its request if still running, drops queued
+** chunks, closes the descriptor, and wakes blocked waiters with
+** LMS_ERR_CLOSED. The handle is invalid afterwards. */
+int lms_channel_release(lms_channel ch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LMSTREAM_H */
