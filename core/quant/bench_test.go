@@ -1,0 +1,208 @@
+package quant
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// Benchmarks. GB/s figures are weight bytes per second (b.SetBytes), so
+// they compare directly with BenchmarkReadBandwidth, a plain sum over a
+// buffer measured in the same run; the MatMul benchmarks report their ratio
+// to it as "xRead" (DRAM-sized buffer for the model-sized benchmark, an
+// L2-sized one for the single matrices, which stay cache-resident across
+// iterations just as they do not in a real forward pass).
+
+var readGBs = map[string]float64{} // filled by BenchmarkReadBandwidth
+
+func sumBytes(buf []uint64) uint64 {
+	var s0, s1, s2, s3 uint64
+	for i := 0; i+4 <= len(buf); i += 4 {
+		s0 += buf[i]
+		s1 += buf[i+1]
+		s2 += buf[i+2]
+		s3 += buf[i+3]
+	}
+	return s0 + s1 + s2 + s3
+}
+
+var sink uint64
+
+func BenchmarkReadBandwidth(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		bytes int
+	}{{"L2_512KB", 512 << 10}, {"DRAM_256MB", 256 << 20}} {
+		for _, th := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", c.name, th), func(b *testing.B) {
+				buf := make([]uint64, c.bytes/8)
+				for i := range buf {
+					buf[i] = uint64(i)
+				}
+				p := NewPool(th)
+				defer p.Close()
+				b.SetBytes(int64(c.bytes))
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					p.Run(len(buf), (len(buf)+th-1)/th, func(lo, hi int) { sink += sumBytes(buf[lo:hi]) })
+				}
+				gbs := float64(c.bytes) * float64(b.N) / time.Since(start).Seconds() / 1e9
+				readGBs[fmt.Sprintf("%s/%d", c.name, th)] = gbs
+			})
+		}
+	}
+}
+
+type benchShape struct {
+	name       string
+	wt         Type
+	rows, cols int
+}
+
+// The default model's (SmolLM2-135M) matmul shapes: out rows × in cols.
+var modelShapes = []benchShape{
+	{"q_o_576x576_Q4_1", Q4_1, 576, 576},
+	{"k_v_192x576_Q4_1", Q4_1, 192, 576},
+	{"gate_up_1536x576_Q4_1", Q4_1, 1536, 576},
+	{"down_576x1536_Q4_1", Q4_1, 576, 1536},
+	{"head_49152x576_Q8_0", Q8_0, 49152, 576},
+}
+
+func benchMatrix(rng *rand.Rand, wt Type, rows, cols, n int) (w, xq []byte, out []float32) {
+	wrb, _ := wt.RowBytes(cols)
+	w = make([]byte, rows*wrb)
+	for i := 0; i < rows; i += 64 { // quantizing is slow: repeat one 64-row slab
+		r := min(64, rows-i)
+		if i == 0 {
+			if err := Quantize(wt, randFloats(rng, r*cols, 0.05), w[:r*wrb]); err != nil {
+				panic(err)
+			}
+		} else {
+			copy(w[i*wrb:(i+r)*wrb], w[:r*wrb])
+		}
+	}
+	at := ActType(wt)
+	xrb, _ := at.RowBytes(cols)
+	xq = make([]byte, n*xrb)
+	QuantizeActs(at, randFloats(rng, n*cols, 1), n, cols, xq)
+	return w, xq, make([]float32, n*rows)
+}
+
+// BenchmarkMatMulN1: each model shape at N=1 (a decode step), 1 and 2
+// threads. The matrix stays cache-resident between iterations.
+func BenchmarkMatMulN1(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	for _, s := range modelShapes {
+		w, xq, out := benchMatrix(rng, s.wt, s.rows, s.cols, 1)
+		for _, th := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/threads=%d", s.name, th), func(b *testing.B) {
+				p := NewPool(th)
+				defer p.Close()
+				b.SetBytes(int64(len(w)))
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					MatMul(s.wt, w, s.rows, s.cols, xq, 1, out, p)
+				}
+				gbs := float64(len(w)) * float64(b.N) / time.Since(start).Seconds() / 1e9
+				if r := readGBs[fmt.Sprintf("L2_512KB/%d", th)]; r > 0 && len(w) < 4<<20 {
+					b.ReportMetric(gbs/r, "xRead")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDecodeMatMuls runs the matmuls of one decode token of the default
+// model over distinct weights (30 layers × q,k,v,o,gate,up,down + the head:
+// ~96 MB, more than the cache), i.e. the DRAM-bound part of decode. tok/s is
+// the ceiling these kernels put on decode speed.
+func BenchmarkDecodeMatMuls(b *testing.B) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	type mm struct {
+		s     benchShape
+		w, xq []byte
+		out   []float32
+	}
+	layer := []benchShape{modelShapes[0], modelShapes[1], modelShapes[1], modelShapes[0], modelShapes[2], modelShapes[2], modelShapes[3]}
+	var mms []mm
+	var total int
+	w0 := map[string][]byte{}
+	for l := 0; l < 30; l++ {
+		for _, s := range layer {
+			if w0[s.name] == nil {
+				w, _, _ := benchMatrix(rng, s.wt, s.rows, s.cols, 1)
+				w0[s.name] = w
+			}
+			w := append([]byte(nil), w0[s.name]...) // distinct memory per layer
+			_, xq, out := benchMatrix(rng, s.wt, 1, s.cols, 1)
+			mms = append(mms, mm{s, w, xq, make([]float32, s.rows)})
+			_ = out
+			total += len(w)
+		}
+	}
+	hw, hx, hout := benchMatrix(rng, Q8_0, 49152, 576, 1)
+	mms = append(mms, mm{modelShapes[4], hw, hx, hout})
+	total += len(hw)
+	for _, th := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d", th), func(b *testing.B) {
+			p := NewPool(th)
+			defer p.Close()
+			b.SetBytes(int64(total))
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				for _, m := range mms {
+					MatMul(m.s.wt, m.w, m.s.rows, m.s.cols, m.xq, 1, m.out, p)
+				}
+			}
+			sec := time.Since(start).Seconds()
+			b.ReportMetric(float64(b.N)/sec, "tok/s")
+			if r := readGBs[fmt.Sprintf("DRAM_256MB/%d", th)]; r > 0 {
+				b.ReportMetric(float64(total)*float64(b.N)/sec/1e9/r, "xRead")
+			}
+		})
+	}
+}
+
+// BenchmarkMatMulBatch: the 1536×576 Q4_1 (gate/up) shape for N tokens;
+// "xN1" is T(N)/T(1) (the goal for N=16 is ≤ 2).
+func BenchmarkMatMulBatch(b *testing.B) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	w, xq, out := benchMatrix(rng, Q4_1, 1536, 576, 64)
+	for _, th := range []int{1, 2} {
+		var t1 float64
+		for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
+			b.Run(fmt.Sprintf("threads=%d/N=%d", th, n), func(b *testing.B) {
+				p := NewPool(th)
+				defer p.Close()
+				b.SetBytes(int64(len(w)))
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					MatMul(Q4_1, w, 1536, 576, xq, n, out, p)
+				}
+				t := time.Since(start).Seconds() / float64(b.N)
+				if n == 1 {
+					t1 = t
+				}
+				if t1 > 0 {
+					b.ReportMetric(t/t1, "xN1")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPoolDispatch: the cost of one Run with trivial work.
+func BenchmarkPoolDispatch(b *testing.B) {
+	for _, th := range []int{2} {
+		b.Run(fmt.Sprintf("threads=%d", th), func(b *testing.B) {
+			p := NewPool(th)
+			defer p.Close()
+			var x [2]int
+			for i := 0; i < b.N; i++ {
+				p.Run(2, 1, func(lo, hi int) { x[lo]++ })
+			}
+		})
+	}
+}
