@@ -42,7 +42,8 @@ const (
 // ErrKeyNotFound is wrapped by the typed getters when a key is absent.
 var ErrKeyNotFound = errors.New("key not found")
 
-// File is a parsed GGUF file.
+// File is a parsed GGUF file. Its methods only read, so it may be used from
+// many goroutines at once, up to Close.
 type File struct {
 	Version   uint32
 	Alignment int
