@@ -1,0 +1,90 @@
+# lmstream — build, test, run and measure.
+#
+#   make          build build/liblmstream.so and check the header against it
+#   make run      stream an answer (replay demo until the CPU engine lands)
+#   make test     every suite: Go (race detector), fuzz smoke, conformance,
+#                 C programs under valgrind
+#   make bench    benchmarks, printing numbers and ratios
+#   make fuzz     long fuzzing runs (FUZZTIME per target)
+#   make model    fetch the default model into models/
+#   make clean
+
+GO       ?= go
+CC       ?= gcc
+BUILD    := build
+LIB      := $(BUILD)/liblmstream.so
+MODEL    := models/SmolLM2-135M-Instruct.Q4_1.gguf
+FUZZTIME ?= 5m
+# CI and `make test` fuzz each target briefly; `make fuzz` for real.
+FUZZ_SMOKE ?= 15s
+GO_SOURCES := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
+CAPI_C     := $(wildcard capi/*.c) include/lmstream.h
+
+# Fuzz targets as package:FuzzName.
+FUZZ_TARGETS := ./streaming:FuzzSanitizer ./streaming:FuzzStopMatcher ./core/gguf:FuzzParse
+
+.PHONY: all lib check-header run test test-go test-c fuzz-smoke fuzz bench deps model clean vet
+
+all: lib check-header
+
+lib: $(LIB)
+
+$(LIB): $(GO_SOURCES) $(CAPI_C)
+	@mkdir -p $(BUILD)
+	$(GO) build -buildmode=c-shared -o $@ ./capi
+	@rm -f $(BUILD)/liblmstream.h  # the public header is include/lmstream.h
+
+check-header: $(LIB)
+	python3 tests/scripts/check_header.py $(LIB) include/lmstream.h
+
+$(BUILD)/.deps: tests/scripts/setup.sh go.mod
+	bash tests/scripts/setup.sh
+	@mkdir -p $(BUILD) && touch $@
+
+deps: $(BUILD)/.deps
+
+model: $(MODEL)
+
+$(MODEL): models/models.sha256
+	bash tests/scripts/fetch_model.sh
+
+$(BUILD)/stream: examples/stream.c include/lmstream.h $(LIB)
+	$(CC) -O2 -Wall -Wextra -Werror -Iinclude $< -L$(BUILD) -llmstream -Wl,-rpath,'$$ORIGIN' -o $@
+
+run: deps $(BUILD)/stream
+	$(BUILD)/stream --replay
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+test: deps model all vet test-go fuzz-smoke test-c
+
+test-go:
+	$(GO) test -race -count=1 ./...
+
+fuzz-smoke:
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  echo "fuzz $$name ($(FUZZ_SMOKE))"; \
+	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZ_SMOKE) $$pkg || exit 1; \
+	done
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+	  pkg=$${t%%:*}; name=$${t##*:}; \
+	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	done
+
+test-c: $(LIB)
+	@if [ -f tests/c/Makefile ]; then \
+	  $(MAKE) -C tests/c all test valgrind; \
+	else echo "tests/c: no C suite yet"; fi
+
+bench: deps model all
+	$(GO) test -run='^$$' -bench=. -count=3 ./streaming ./core/... | tee $(BUILD)/bench-go.txt
+	@if [ -f tests/c/Makefile ]; then $(MAKE) -C tests/c all bench; fi
+
+clean:
+	rm -rf $(BUILD)

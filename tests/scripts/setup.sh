@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building and testing lmstream needs on a fresh Debian machine,
+# skipping whatever is already there, so `make test` works from a clean clone.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+apt_needed=()
+command -v gcc >/dev/null || apt_needed+=(gcc)
+command -v make >/dev/null || apt_needed+=(make)
+command -v valgrind >/dev/null || apt_needed+=(valgrind)
+command -v unzip >/dev/null || apt_needed+=(unzip)
+command -v python3 >/dev/null || apt_needed+=(python3 python3-pip)
+if [ ${#apt_needed[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${apt_needed[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${apt_needed[@]}"
+fi
+
+py_needed=()
+python3 -c "import pytest" 2>/dev/null || py_needed+=(pytest)
+if [ ${#py_needed[@]} -gt 0 ]; then
+  echo "setup: installing PyPI packages: ${py_needed[*]}"
+  python3 -m pip install -q "${py_needed[@]}"
+fi
+
+go mod download
