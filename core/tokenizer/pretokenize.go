@@ -63,10 +63,16 @@ func init() {
 	}
 }
 
+// classOf is split into an inlinable ASCII path and an out-of-line Unicode
+// lookup because it runs once per character of input.
 func classOf(r rune) charClass {
 	if r < utf8.RuneSelf {
 		return asciiClass[r]
 	}
+	return classOfUnicode(r)
+}
+
+func classOfUnicode(r rune) charClass {
 	switch {
 	case unicode.IsLetter(r):
 		return clsLetter
@@ -83,8 +89,10 @@ func runeAt(s string, i int) (rune, int) {
 	if c := s[i]; c < utf8.RuneSelf {
 		return rune(c), 1
 	}
-	return utf8.DecodeRuneInString(s[i:])
+	return decodeAt(s, i)
 }
+
+func decodeAt(s string, i int) (rune, int) { return utf8.DecodeRuneInString(s[i:]) }
 
 // classAt is the class of the rune at i, clsSpace past the end (so that
 // "followed by a non-space" tests fail at the end of the text).
@@ -99,7 +107,15 @@ func classAt(s string, i int) charClass {
 // scanClass returns the end of the run of class c that starts at i.
 func scanClass(s string, i int, c charClass) int {
 	for i < len(s) {
-		r, w := runeAt(s, i)
+		// ASCII fast path: this loop is most of pre-tokenization's time.
+		if b := s[i]; b < utf8.RuneSelf {
+			if asciiClass[b] != c {
+				break
+			}
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s[i:])
 		if classOf(r) != c {
 			break
 		}
@@ -190,6 +206,10 @@ func splitGPT2(dst []span, s string, base int) []span {
 func splitSmolLM(dst []span, s string, base int) []span {
 	seg := 0
 	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf && (b < '0' || b > '9') {
+			i++
+			continue
+		}
 		r, w := runeAt(s, i)
 		if classOf(r) == clsNumber {
 			if seg < i {
@@ -265,4 +285,20 @@ func splitLlamaStyle(dst []span, s string, base int, maxDigits int) []span {
 		i = end
 	}
 	return dst
+}
+
+// PreTokenize splits text the way the byte-level BPE pre-tokenizer named by
+// tokenizer.ggml.pre does, before any byte mapping or merging. It is exposed
+// for diagnostics and for checking the scanners against a regex engine.
+func PreTokenize(pre, text string) ([]string, error) {
+	split, _, err := preTokenizerFor(pre)
+	if err != nil {
+		return nil, err
+	}
+	spans := split(nil, text, 0)
+	out := make([]string, len(spans))
+	for i, sp := range spans {
+		out[i] = text[sp.start:sp.end]
+	}
+	return out, nil
 }

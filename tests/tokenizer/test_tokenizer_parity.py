@@ -14,6 +14,7 @@ Python packages or the Go toolchain are missing.
 
 import json
 import os
+import random
 import shutil
 import subprocess
 from pathlib import Path
@@ -102,7 +103,7 @@ def go_tokenize(tmp_path_factory):
         args = [str(binary), "-json"] + (["-special"] if special else []) + [str(MODEL)]
         stdin = "".join(json.dumps(t) + "\n" for t in texts)
         out = subprocess.run(args, input=stdin, capture_output=True, text=True, check=True)
-        result = [json.loads(line) for line in out.stdout.splitlines()]
+        result = [json.loads(line) for line in out.stdout.split("\n")[:-1]]
         assert len(result) == len(texts)
         return result
 
@@ -153,3 +154,24 @@ def test_control_tokens(hf, go_tokenize):
     got = go_tokenize(CHAT_LINES, special=True)
     bad = mismatches(CHAT_LINES, want, got, special)
     assert not bad, "\n".join(bad)
+
+
+def test_random_strings(hf, go_tokenize):
+    # Dense mixes of the characters where pre-tokenization and byte-level
+    # merging are most fragile: partial UTF-8 of emoji and CJK, digit runs,
+    # whitespace kinds, contractions.
+    tok, _ = hf
+    alphabet = (
+        list("aAsStTrReEvVmMlLdDxZ'") * 3
+        + [" ", " ", " ", "\t", "\n", "\r\n", "\xa0", "\u3000"]
+        + list("0123456789")
+        + ["\u0661", "\uff11", "\u00b2", "\u00bd"]
+        + list(".,;:!?-_()[]{}<>\"/\\#$%&*+=@^`|~")
+        + ["\u0301", "\u093e", "\u200d", "é", "ß", "Ж", "Ω", "中", "文", "日", "한", "😀", "👍", "🏽", "❤", "\ufe0f"]
+    )
+    rng = random.Random(7)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(2000)]
+    want = [tok.encode(t, add_special_tokens=False).ids for t in texts]
+    got = go_tokenize(texts)
+    bad = mismatches(texts, want, got, tok)
+    assert not bad, f"{len(bad)}/{len(texts)} differ:\n" + "\n".join(bad[:10])

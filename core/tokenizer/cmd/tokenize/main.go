@@ -4,11 +4,15 @@
 //
 // Usage:
 //
-//	tokenize [-special] model.gguf < lines.txt
+//	tokenize [-special] [-add-special] [-json] model.gguf < lines.txt
+//	tokenize -pretokenize NAME [-json] < lines.txt
 //
 // Each input line (without its "\n") is encoded on its own and printed as a
 // JSON array of ids on one output line. Lines are read as JSON strings when
 // -json is given, so callers can pass text containing newlines or "\r".
+// With -pretokenize no model is read: each line is split by the named
+// pre-tokenizer (smollm, gpt-2, llama-bpe, qwen2) and printed as a JSON array
+// of strings.
 package main
 
 import (
@@ -26,29 +30,43 @@ func main() {
 	special := flag.Bool("special", false, "recognise control-token texts such as <|im_start|> (EncodeOptions.ParseSpecial)")
 	addSpecial := flag.Bool("add-special", false, "add BOS/EOS as the model's metadata asks")
 	jsonIn := flag.Bool("json", false, "each input line is a JSON string")
+	pre := flag.String("pretokenize", "", "only pre-tokenize with the named pre-tokenizer; no model is read")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: tokenize [-special] [-add-special] [-json] model.gguf < lines")
+		fmt.Fprintln(os.Stderr, "       tokenize -pretokenize NAME [-json] < lines")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() != 1 {
+	var encode func(string) (any, error)
+	switch {
+	case *pre != "" && flag.NArg() == 0:
+		encode = func(line string) (any, error) { return tokenizer.PreTokenize(*pre, line) }
+	case *pre == "" && flag.NArg() == 1:
+		cfg, err := ggufmeta.TokenizerConfig(flag.Arg(0))
+		if err != nil {
+			fatal(err)
+		}
+		tok, err := tokenizer.New(cfg)
+		if err != nil {
+			fatal(err)
+		}
+		opts := tokenizer.EncodeOptions{ParseSpecial: *special, AddSpecial: *addSpecial}
+		encode = func(line string) (any, error) {
+			ids := tok.Encode(line, opts)
+			if ids == nil {
+				ids = []int32{}
+			}
+			return ids, nil
+		}
+	default:
 		flag.Usage()
 		os.Exit(2)
-	}
-	cfg, err := ggufmeta.TokenizerConfig(flag.Arg(0))
-	if err != nil {
-		fatal(err)
-	}
-	tok, err := tokenizer.New(cfg)
-	if err != nil {
-		fatal(err)
 	}
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 1<<20), 1<<26)
 	out := bufio.NewWriter(os.Stdout)
 	defer out.Flush()
 	enc := json.NewEncoder(out)
-	opts := tokenizer.EncodeOptions{ParseSpecial: *special, AddSpecial: *addSpecial}
 	for in.Scan() {
 		line := in.Text()
 		if *jsonIn {
@@ -56,11 +74,11 @@ func main() {
 				fatal(fmt.Errorf("input line is not a JSON string: %w", err))
 			}
 		}
-		ids := tok.Encode(line, opts)
-		if ids == nil {
-			ids = []int32{}
+		v, err := encode(line)
+		if err != nil {
+			fatal(err)
 		}
-		if err := enc.Encode(ids); err != nil {
+		if err := enc.Encode(v); err != nil {
 			fatal(err)
 		}
 	}
