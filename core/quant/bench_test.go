@@ -206,3 +206,26 @@ func BenchmarkPoolDispatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDot: one 4096-element row (cache-resident) per kernel, SIMD and
+// generic; GB/s of weight bytes.
+func BenchmarkDot(b *testing.B) {
+	rng := rand.New(rand.NewPCG(4, 4))
+	defer UseSIMD(true)
+	const cols = 4096
+	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K} {
+		w, xq, _ := benchMatrix(rng, wt, 1, cols, 1)
+		for _, simd := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%s/simd=%v", wt, simd), func(b *testing.B) {
+				UseSIMD(simd)
+				dot := dotOf(wt)
+				b.SetBytes(int64(len(w)))
+				var s float32
+				for i := 0; i < b.N; i++ {
+					s += dot(w, xq)
+				}
+				sink += uint64(s)
+			})
+		}
+	}
+}

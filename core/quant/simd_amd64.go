@@ -36,6 +36,12 @@ func hasVNNI512() bool {
 }
 
 func setupSIMD(k *kernelSet) {
+	if cpu.X86.HasAVX512F {
+		k.name = "avx512"
+		k.f32 = dotF32SIMD
+		k.f16 = halfDot(dotF16F32AVX512, DotF16F32Generic)
+		k.bf16 = halfDot(dotBF16F32AVX512, DotBF16F32Generic)
+	}
 	if !hasVNNI512() {
 		return
 	}
@@ -43,6 +49,8 @@ func setupSIMD(k *kernelSet) {
 	k.q4_1 = legacyDot(20, 36, dotQ4_1Q8_1VNNI, DotQ4_1Q8_1Generic)
 	k.q8_0 = legacyDot(34, 34, dotQ8_0Q8_0VNNI, DotQ8_0Q8_0Generic)
 	k.q4_0 = legacyDot(18, 34, dotQ4_0Q8_0VNNI, DotQ4_0Q8_0Generic)
+	k.q4K = kDot(144, dotQ4_KQ8_KVNNI)
+	k.q6K = kDot(210, dotQ6_KQ8_KVNNI)
 	k.q4_1x4 = legacyDot4(20, 36, dotQ4_1Q8_1x4VNNI, DotQ4_1Q8_1Generic)
 	k.q8_0x4 = legacyDot4(34, 34, dotQ8_0Q8_0x4VNNI, DotQ8_0Q8_0Generic)
 	k.q4_0x4 = legacyDot4(18, 34, dotQ4_0Q8_0x4VNNI, DotQ4_0Q8_0Generic)
@@ -79,5 +87,55 @@ func legacyDot4(wb, xb int, asm func(w, x *byte, xs, npairs int, out *[4]float32
 				out[i] += tail(wt, x[o:o+xb])
 			}
 		}
+	}
+}
+
+//go:noescape
+func dotF32AVX512(w, x *float32, n int) float32
+
+//go:noescape
+func dotF16F32AVX512(w *byte, x *float32, n int) float32
+
+//go:noescape
+func dotBF16F32AVX512(w *byte, x *float32, n int) float32
+
+func dotF32SIMD(w, x []float32) float32 {
+	n := len(w)
+	x = x[:n]
+	m := n &^ 31
+	var s float32
+	if m > 0 {
+		s = dotF32AVX512(unsafe.SliceData(w), unsafe.SliceData(x), m)
+	}
+	return s + DotF32Generic(w[m:], x[m:])
+}
+
+func halfDot(asm func(w *byte, x *float32, n int) float32, tail func(w []byte, x []float32) float32) func(w []byte, x []float32) float32 {
+	return func(w []byte, x []float32) float32 {
+		n := len(w) / 2
+		x = x[:n]
+		m := n &^ 31
+		var s float32
+		if m > 0 {
+			s = asm(unsafe.SliceData(w), unsafe.SliceData(x), m)
+		}
+		return s + tail(w[2*m:2*n], x[m:])
+	}
+}
+
+//go:noescape
+func dotQ4_KQ8_KVNNI(w, x *byte, nb int) float32
+
+//go:noescape
+func dotQ6_KQ8_KVNNI(w, x *byte, nb int) float32
+
+func kDot(wb int, asm func(w, x *byte, nb int) float32) quantDot {
+	return func(w, x []byte) float32 {
+		nb := len(w) / wb
+		if nb == 0 {
+			return 0
+		}
+		_ = x[nb*292-1]
+		return asm(unsafe.SliceData(w), unsafe.SliceData(x), nb)
 	}
 }
