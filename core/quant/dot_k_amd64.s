@@ -96,6 +96,107 @@ SH2(sh02<>, 0, 2)
 	VPMULLD         Z2, Z1, Z1 \
 	VPADDD          Z1, Z3, Z3
 
+// Q5_K group: as Q4_K (qs at 48) plus the fifth bits: Z24 holds qh
+// broadcast to both halves, the upper half pre-shifted by 1, so bit 2g of
+// each byte (sub-block 2g, low half) and bit 2g+1 (sub-block 2g+1, high
+// half) both sit at bit 2g; shifting left by 4−2g moves them to bit 4.
+#define Q5K_GROUP(g, zidx) \
+	VBROADCASTI64X4 48+32*g(SI), Z0 \
+	VPSRLVQ         Z30, Z0, Z0 \
+	VPANDD          Z31, Z0, Z0 \
+	VPSRLQ          $(2*g), Z24, Z25 \
+	VPSLLQ          $4, Z25, Z25 \
+	VPTERNLOGD      $0xf8, Z26, Z25, Z0 \
+	VPXORD          Z1, Z1, Z1 \
+	VPDPBUSD        4+64*g(DI), Z0, Z1 \
+	VPERMD          Z10, zidx, Z2 \
+	VPMULLD         Z2, Z1, Z1 \
+	VPADDD          Z1, Z3, Z3
+
+// K45_SCALES: the shared Q4_K/Q5_K per-super-block prologue (scales into
+// Z10, mins·bsums folded into Y9, d·d_x into Z15).
+#define K45_SCALES \
+	MOVL 4(SI), AX \
+	MOVL 8(SI), BX \
+	MOVL 12(SI), DX \
+	MOVL AX, R8 \
+	ANDL $0x3f3f3f3f, R8 \
+	MOVL BX, R9 \
+	ANDL $0x3f3f3f3f, R9 \
+	MOVL DX, R10 \
+	ANDL $0x0f0f0f0f, R10 \
+	SHRL $2, AX \
+	ANDL $0x30303030, AX \
+	ORL  AX, R10 \
+	SHRL $4, DX \
+	ANDL $0x0f0f0f0f, DX \
+	SHRL $2, BX \
+	ANDL $0x30303030, BX \
+	ORL  BX, DX \
+	VMOVD   R8, X10 \
+	VPINSRD $1, R10, X10, X10 \
+	VMOVD   R9, X11 \
+	VPINSRD $1, DX, X11, X11 \
+	VPMOVZXBD X10, Z10 \
+	VPMOVZXBD X11, Y11 \
+	VPSLLD    $16, Y11, Y12 \
+	VPORD     Y12, Y11, Y11 \
+	VPMADDWD  260(DI), Y11, Y11 \
+	VCVTDQ2PS Y11, Y11 \
+	VMOVD         (SI), X13 \
+	VCVTPH2PS     X13, X13 \
+	VBROADCASTSS  (DI), X14 \
+	VMULPS        X14, X13, X13 \
+	VBROADCASTSS  X13, Z15 \
+	VMOVSHDUP     X13, X14 \
+	VBROADCASTSS  X14, Y16 \
+	VFMADD231PS   Y11, Y16, Y9
+
+SH2(sh01<>, 0, 1)
+
+// func dotQ5_KQ8_KVNNI(w, x *byte, nb int) float32
+TEXT ·dotQ5_KQ8_KVNNI(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVL         $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z31
+	MOVL         $0x10101010, AX
+	VPBROADCASTD AX, Z26
+	VMOVDQU64    sh04<>(SB), Z30
+	VMOVDQU64    sh01<>(SB), Z17
+	VMOVDQU64    k4g0<>(SB), Z20
+	VMOVDQU64    k4g1<>(SB), Z21
+	VMOVDQU64    k4g2<>(SB), Z22
+	VMOVDQU64    k4g3<>(SB), Z23
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	TESTQ CX, CX
+	JEQ   q5kdone
+
+q5kloop:
+	K45_SCALES
+	VBROADCASTI64X4 16(SI), Z24
+	VPSRLVQ         Z17, Z24, Z24
+	VPXORD Z3, Z3, Z3
+	Q5K_GROUP(0, Z20)
+	Q5K_GROUP(1, Z21)
+	Q5K_GROUP(2, Z22)
+	Q5K_GROUP(3, Z23)
+	VCVTDQ2PS   Z3, Z3
+	VFMADD231PS Z3, Z15, Z8
+	ADDQ $176, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ  q5kloop
+
+q5kdone:
+	VSUBPS Z9, Z8, Z8
+	HSUM16(Z8, Y8, X8, Y9, X9)
+	VZEROUPPER
+	MOVSS X8, ret+24(FP)
+	RET
+
 // func dotQ4_KQ8_KVNNI(w, x *byte, nb int) float32
 TEXT ·dotQ4_KQ8_KVNNI(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI

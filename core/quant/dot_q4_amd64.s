@@ -135,6 +135,36 @@ GLOBL perm01<>(SB), RODATA|NOPTR, $64
 	VADDSS    xmin, xtmp, xtmp \
 	VADDSS    xtmp, xacc, xacc
 
+// Q5_1: 24-byte blocks d, m, qh (u32: bit j = 5th bit of element j), qs.
+// Two blocks = 48 bytes; qs at 8..23 and 32..47.
+DATA q51idx<>+0(SB)/8, $0x0f0e0d0c0b0a0908
+DATA q51idx<>+8(SB)/8, $0x1716151413121110
+DATA q51idx<>+16(SB)/8, $0x0f0e0d0c0b0a0908
+DATA q51idx<>+24(SB)/8, $0x1716151413121110
+DATA q51idx<>+32(SB)/8, $0x2726252423222120
+DATA q51idx<>+40(SB)/8, $0x2f2e2d2c2b2a2928
+DATA q51idx<>+48(SB)/8, $0x2726252423222120
+DATA q51idx<>+56(SB)/8, $0x2f2e2d2c2b2a2928
+GLOBL q51idx<>(SB), RODATA|NOPTR, $64
+
+// Q5_1 weights: nibbles as for Q4_1, then the 64 fifth bits of the pair
+// (qh0 | qh1<<32, in element order) become a byte mask and a masked
+// VPADDB adds 16 where they are set.
+#define Q51_WEIGHTS \
+	VMOVDQU8.Z (SI), K1, Z0 \
+	VPERMB     Z0, Z29, Z1 \
+	VPSRLVQ    Z30, Z1, Z1 \
+	VPANDD     Z31, Z1, Z1 \
+	MOVL       4(SI), AX \
+	MOVL       28(SI), DX \
+	SHLQ       $32, DX \
+	ORQ        DX, AX \
+	KMOVQ      AX, K2 \
+	VPADDB     Z16, Z1, K2, Z1 \
+	VMOVD      (SI), X4 \
+	VPINSRD    $1, 24(SI), X4, X4 \
+	VCVTPH2PS  X4, X4
+
 // func dotQ4_1Q8_1VNNI(w, x *byte, npairs int) float32
 TEXT ·dotQ4_1Q8_1VNNI(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
@@ -212,4 +242,35 @@ q41x4done:
 	ADDMIN(X15, X11, X16)
 	MOVSS X11, 12(AX)
 	VZEROUPPER
+	RET
+
+// func dotQ5_1Q8_1VNNI(w, x *byte, npairs int) float32
+TEXT ·dotQ5_1Q8_1VNNI(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ npairs+16(FP), CX
+	Q41_SETUP
+	MOVQ      $0xffffffffffff, AX
+	KMOVQ     AX, K1
+	VMOVDQU64 q51idx<>(SB), Z29
+	MOVL      $0x10101010, AX
+	VPBROADCASTD AX, Z16
+	VPXORD Z8, Z8, Z8
+	VPXORD Z12, Z12, Z12
+	TESTQ CX, CX
+	JEQ   q51done
+
+q51loop:
+	Q51_WEIGHTS
+	Q41_ACT(0, Z8, X12)
+	ADDQ $48, SI
+	ADDQ $72, DI
+	DECQ CX
+	JNZ  q51loop
+
+q51done:
+	HSUM16(Z8, Y8, X8, Y9, X9)
+	ADDMIN(X12, X8, X9)
+	VZEROUPPER
+	MOVSS X8, ret+24(FP)
 	RET

@@ -115,6 +115,38 @@ GLOBL perm02b<>(SB), RODATA|NOPTR, $64
 	VCVTDQ2PS    Z3, Z3 \
 	VFMADD231PS  Z3, Z6, zacc
 
+// Q5_0: 22-byte blocks d, qh, qs; two blocks = 44 bytes, qs at 6..21 and
+// 28..43, qh at 2 and 24. Quants q−16 (signed) as for Q4_0.
+DATA q50idx<>+0(SB)/8, $0x0d0c0b0a09080706
+DATA q50idx<>+8(SB)/8, $0x1514131211100f0e
+DATA q50idx<>+16(SB)/8, $0x0d0c0b0a09080706
+DATA q50idx<>+24(SB)/8, $0x1514131211100f0e
+DATA q50idx<>+32(SB)/8, $0x232221201f1e1d1c
+DATA q50idx<>+40(SB)/8, $0x2b2a292827262524
+DATA q50idx<>+48(SB)/8, $0x232221201f1e1d1c
+DATA q50idx<>+56(SB)/8, $0x2b2a292827262524
+GLOBL q50idx<>(SB), RODATA|NOPTR, $64
+
+#define Q50_WEIGHTS \
+	VMOVDQU8.Z (SI), K1, Z0 \
+	VPERMB     Z0, Z29, Z1 \
+	VPSRLVQ    Z30, Z1, Z1 \
+	VPANDD     Z31, Z1, Z1 \
+	MOVL       2(SI), AX \
+	MOVL       24(SI), DX \
+	SHLQ       $32, DX \
+	ORQ        DX, AX \
+	KMOVQ      AX, K2 \
+	VPADDB     Z26, Z1, K2, Z1 \
+	VPSUBB     Z26, Z1, Z1 \
+	MOVWLZX    (SI), AX \
+	VMOVD      AX, X4 \
+	VPINSRW    $2, 22(SI), X4, X4 \
+	VCVTPH2PS  X4, X4 \
+	VPXORD     Z7, Z7, Z7 \
+	VPDPBUSD   Z1, Z27, Z7 \
+	VPSUBD     Z7, Z25, Z7
+
 #define X4_BODY \
 	Q80_ACT(Z8) \
 	ADDQ BX, DI \
@@ -234,4 +266,34 @@ q40x4loop:
 
 q40x4done:
 	X4_EPILOGUE
+	RET
+
+// func dotQ5_0Q8_0VNNI(w, x *byte, npairs int) float32
+TEXT ·dotQ5_0Q8_0VNNI(SB), NOSPLIT, $0-28
+	MOVQ w+0(FP), SI
+	MOVQ x+8(FP), DI
+	MOVQ npairs+16(FP), CX
+	Q8_SETUP
+	Q40_SETUP
+	MOVQ      $0xfffffffffff, AX
+	KMOVQ     AX, K1
+	VMOVDQU64 q50idx<>(SB), Z29
+	MOVL      $0x10101010, AX
+	VPBROADCASTD AX, Z26
+	VPXORD Z8, Z8, Z8
+	TESTQ CX, CX
+	JEQ   q50done
+
+q50loop:
+	Q50_WEIGHTS
+	Q80_ACT(Z8)
+	ADDQ $44, SI
+	ADDQ $68, DI
+	DECQ CX
+	JNZ  q50loop
+
+q50done:
+	HSUM16(Z8, Y8, X8, Y9, X9)
+	VZEROUPPER
+	MOVSS X8, ret+24(FP)
 	RET

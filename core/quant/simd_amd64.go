@@ -51,6 +51,9 @@ func setupSIMD(k *kernelSet) {
 	k.q4_0 = legacyDot(18, 34, dotQ4_0Q8_0VNNI, DotQ4_0Q8_0Generic)
 	k.q4K = kDot(144, dotQ4_KQ8_KVNNI)
 	k.q6K = kDot(210, dotQ6_KQ8_KVNNI)
+	k.q5K = kDot(176, dotQ5_KQ8_KVNNI)
+	k.q5_0 = legacyDot(22, 34, dotQ5_0Q8_0VNNI, DotQ5_0Q8_0Generic)
+	k.q5_1 = legacyDot(24, 36, dotQ5_1Q8_1VNNI, DotQ5_1Q8_1Generic)
 	k.q4_1x4 = legacyDot4(20, 36, dotQ4_1Q8_1x4VNNI, DotQ4_1Q8_1Generic)
 	k.q8_0x4 = legacyDot4(34, 34, dotQ8_0Q8_0x4VNNI, DotQ8_0Q8_0Generic)
 	k.q4_0x4 = legacyDot4(18, 34, dotQ4_0Q8_0x4VNNI, DotQ4_0Q8_0Generic)
@@ -139,3 +142,12 @@ func kDot(wb int, asm func(w, x *byte, nb int) float32) quantDot {
 		return asm(unsafe.SliceData(w), unsafe.SliceData(x), nb)
 	}
 }
+
+//go:noescape
+func dotQ5_KQ8_KVNNI(w, x *byte, nb int) float32
+
+//go:noescape
+func dotQ5_0Q8_0VNNI(w, x *byte, npairs int) float32
+
+//go:noescape
+func dotQ5_1Q8_1VNNI(w, x *byte, npairs int) float32
