@@ -21,9 +21,9 @@ GO_SOURCES := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 CAPI_C     := $(wildcard capi/*.c) include/lmstream.h
 
 # Fuzz targets as package:FuzzName.
-FUZZ_TARGETS := ./streaming:FuzzSanitizer ./streaming:FuzzStopMatcher ./core/gguf:FuzzParse
+FUZZ_TARGETS := ./streaming:FuzzSanitizer ./streaming:FuzzStopMatcher ./core/gguf:FuzzParse ./core/tokenizer:FuzzRoundTrip
 
-.PHONY: all lib check-header run test test-go test-c fuzz-smoke fuzz bench deps model clean vet
+.PHONY: all lib check-header run test test-go test-py test-c fuzz-smoke fuzz bench deps model clean vet
 
 all: lib check-header
 
@@ -59,7 +59,7 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-test: deps model all vet test-go fuzz-smoke test-c
+test: deps model all vet test-go fuzz-smoke test-py test-c
 
 test-go:
 	$(GO) test -race -count=1 ./...
@@ -76,6 +76,10 @@ fuzz:
 	  pkg=$${t%%:*}; name=$${t##*:}; \
 	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	done
+
+# pytest exits 5 when it collects nothing; that is a failure here too.
+test-py: $(LIB)
+	python3 -m pytest -q tests/tokenizer
 
 test-c: $(LIB)
 	@if [ -f tests/c/Makefile ]; then \

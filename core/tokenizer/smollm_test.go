@@ -9,20 +9,20 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/tokenizer"
-	"github.com/lmstream/lmstream/core/tokenizer/internal/ggufmeta"
 )
 
 // smolLMPath is the project's default model, fetched by `make model`.
 var smolLMPath = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 var smolLM = sync.OnceValues(func() (*tokenizer.Tokenizer, error) {
-	// ggufmeta is temporary scaffolding until core/gguf lands.
-	cfg, err := ggufmeta.TokenizerConfig(smolLMPath)
+	f, err := gguf.Open(smolLMPath)
 	if err != nil {
 		return nil, err
 	}
-	return tokenizer.New(cfg)
+	defer f.Close()
+	return tokenizer.FromGGUF(f)
 })
 
 func loadSmolLM(tb testing.TB) *tokenizer.Tokenizer {

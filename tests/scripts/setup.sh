@@ -17,8 +17,13 @@ if [ ${#apt_needed[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${apt_needed[@]}"
 fi
 
+# pytest runs the Python suites; tokenizers, gguf and regex are the independent
+# oracles the tokenizer parity tests compare against.
 py_needed=()
 python3 -c "import pytest" 2>/dev/null || py_needed+=(pytest)
+python3 -c "import tokenizers" 2>/dev/null || py_needed+=(tokenizers)
+python3 -c "import gguf" 2>/dev/null || py_needed+=(gguf)
+python3 -c "import regex" 2>/dev/null || py_needed+=(regex)
 if [ ${#py_needed[@]} -gt 0 ]; then
   echo "setup: installing PyPI packages: ${py_needed[*]}"
   python3 -m pip install -q "${py_needed[@]}"

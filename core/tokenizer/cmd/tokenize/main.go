@@ -22,8 +22,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/tokenizer"
-	"github.com/lmstream/lmstream/core/tokenizer/internal/ggufmeta"
 )
 
 func main() {
@@ -42,11 +42,12 @@ func main() {
 	case *pre != "" && flag.NArg() == 0:
 		encode = func(line string) (any, error) { return tokenizer.PreTokenize(*pre, line) }
 	case *pre == "" && flag.NArg() == 1:
-		cfg, err := ggufmeta.TokenizerConfig(flag.Arg(0))
+		f, err := gguf.Open(flag.Arg(0))
 		if err != nil {
 			fatal(err)
 		}
-		tok, err := tokenizer.New(cfg)
+		tok, err := tokenizer.FromGGUF(f)
+		f.Close()
 		if err != nil {
 			fatal(err)
 		}
