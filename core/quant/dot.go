@@ -20,6 +20,10 @@ type kernelSet struct {
 	// They share the weight decode across the 4 rows; nil means MatMul calls
 	// the single-row dot 4 times.
 	q4_1x4, q8_0x4, q4_0x4 func(w, x []byte, xs int, out *[4]float32)
+	// Optional Q4_1 kernels over activations repacked by repackQ81 (see
+	// dot_q41r_amd64.s): whole block pairs only, xs = repacked row stride.
+	q4_1r   func(w, xr []byte, npairs int) float32
+	q4_1rx4 func(w, xr []byte, xs, npairs int, out *[4]float32)
 }
 
 var genericKernels = kernelSet{

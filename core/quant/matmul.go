@@ -3,6 +3,7 @@ package quant
 import (
 	"fmt"
 	"math"
+	"sync"
 	"unsafe"
 )
 
@@ -125,6 +126,15 @@ func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, 
 	if at == F32 {
 		f32x = f32s(xq, n*cols)
 	}
+	if wt == Q4_1 && k.q4_1r != nil && cols >= 64 {
+		bufp := repackPool.Get().(*[]byte)
+		xr := repackQ81(xq, n, cols, bufp)
+		pool.Run(rows, chunk, func(lo, hi int) {
+			matmulQ41R(k, w, wrb, xq, xrb, xr, cols, n, out, rows, lo, hi, tile)
+		})
+		repackPool.Put(bufp)
+		return
+	}
 	pool.Run(rows, chunk, func(lo, hi int) {
 		if at == F32 {
 			matmulFloat(k, wt, w, wrb, cols, f32x, n, out, rows, lo, hi)
@@ -200,6 +210,84 @@ func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb, n int
 			xr := xq[i*xrb : (i+1)*xrb]
 			for r := t0; r < t1; r++ {
 				out[i*rows+r] = dot(w[r*wrb:(r+1)*wrb], xr)
+			}
+		}
+	}
+}
+
+// q81PairBytes is the size of one repacked Q8_1 block pair (see
+// dot_q41r_amd64.s): 64 int8 quants, 16 float32 spread scales, 4 float32
+// [0, s0, 0, s1].
+const q81PairBytes = 64 + 64 + 16
+
+var repackPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// repackQ81 converts n Q8_1 rows into pair records (the odd last block of
+// a row is left out; MatMul adds it from the original row).
+func repackQ81(xq []byte, n, cols int, bufp *[]byte) []byte {
+	nb := cols / 32
+	np := nb / 2
+	rs := np * q81PairBytes
+	if cap(*bufp) < n*rs {
+		*bufp = make([]byte, n*rs)
+	}
+	xr := (*bufp)[:n*rs]
+	xrb := nb * 36
+	for i := 0; i < n; i++ {
+		x := xq[i*xrb : (i+1)*xrb]
+		for p := 0; p < np; p++ {
+			rec := xr[i*rs+p*q81PairBytes : i*rs+(p+1)*q81PairBytes]
+			b0, b1 := x[72*p:72*p+36], x[72*p+36:72*p+72]
+			copy(rec[0:32], b0[4:36])
+			copy(rec[32:64], b1[4:36])
+			d0, d1 := math.Float32bits(f16at(b0)), math.Float32bits(f16at(b1))
+			for j := 0; j < 8; j++ {
+				put32(rec[64+4*j:], d0)
+				put32(rec[96+4*j:], d1)
+			}
+			put32(rec[128:], 0)
+			put32(rec[132:], math.Float32bits(f16at(b0[2:])))
+			put32(rec[136:], 0)
+			put32(rec[140:], math.Float32bits(f16at(b1[2:])))
+		}
+	}
+	return xr
+}
+
+func matmulQ41R(k *kernelSet, w []byte, wrb int, xq []byte, xrb int, xr []byte, cols, n int, out []float32, rows, lo, hi, tile int) {
+	nb := cols / 32
+	np := nb / 2
+	rs := np * q81PairBytes
+	odd := nb&1 != 0
+	tail := func(r, i int) float32 {
+		if !odd {
+			return 0
+		}
+		return DotQ4_1Q8_1Generic(w[r*wrb+(nb-1)*20:(r+1)*wrb], xq[i*xrb+(nb-1)*36:(i+1)*xrb])
+	}
+	if n == 1 {
+		for r := lo; r < hi; r++ {
+			out[r] = k.q4_1r(w[r*wrb:(r+1)*wrb], xr, np) + tail(r, 0)
+		}
+		return
+	}
+	var o4 [4]float32
+	for t0 := lo; t0 < hi; t0 += tile {
+		t1 := min(t0+tile, hi)
+		i := 0
+		for ; i+4 <= n; i += 4 {
+			x4 := xr[i*rs : (i+4)*rs]
+			for r := t0; r < t1; r++ {
+				k.q4_1rx4(w[r*wrb:(r+1)*wrb], x4, rs, np, &o4)
+				for j := 0; j < 4; j++ {
+					out[(i+j)*rows+r] = o4[j] + tail(r, i+j)
+				}
+			}
+		}
+		for ; i < n; i++ {
+			x1 := xr[i*rs : (i+1)*rs]
+			for r := t0; r < t1; r++ {
+				out[i*rows+r] = k.q4_1r(w[r*wrb:(r+1)*wrb], x1, np) + tail(r, i)
 			}
 		}
 	}

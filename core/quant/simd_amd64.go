@@ -54,6 +54,14 @@ func setupSIMD(k *kernelSet) {
 	k.q5K = kDot(176, dotQ5_KQ8_KVNNI)
 	k.q5_0 = legacyDot(22, 34, dotQ5_0Q8_0VNNI, DotQ5_0Q8_0Generic)
 	k.q5_1 = legacyDot(24, 36, dotQ5_1Q8_1VNNI, DotQ5_1Q8_1Generic)
+	k.q4_1r = func(w, xr []byte, npairs int) float32 {
+		_, _ = w[npairs*40-1], xr[npairs*q81PairBytes-1]
+		return dotQ4_1R(unsafe.SliceData(w), unsafe.SliceData(xr), npairs)
+	}
+	k.q4_1rx4 = func(w, xr []byte, xs, npairs int, out *[4]float32) {
+		_, _ = w[npairs*40-1], xr[3*xs+npairs*q81PairBytes-1]
+		dotQ4_1Rx4(unsafe.SliceData(w), unsafe.SliceData(xr), xs, npairs, out)
+	}
 	k.q4_1x4 = legacyDot4(20, 36, dotQ4_1Q8_1x4VNNI, DotQ4_1Q8_1Generic)
 	k.q8_0x4 = legacyDot4(34, 34, dotQ8_0Q8_0x4VNNI, DotQ8_0Q8_0Generic)
 	k.q4_0x4 = legacyDot4(18, 34, dotQ4_0Q8_0x4VNNI, DotQ4_0Q8_0Generic)
@@ -151,3 +159,9 @@ func dotQ5_0Q8_0VNNI(w, x *byte, npairs int) float32
 
 //go:noescape
 func dotQ5_1Q8_1VNNI(w, x *byte, npairs int) float32
+
+//go:noescape
+func dotQ4_1R(w, xr *byte, npairs int) float32
+
+//go:noescape
+func dotQ4_1Rx4(w, xr *byte, xs, npairs int, out *[4]float32)
