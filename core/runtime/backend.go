@@ -51,6 +51,9 @@ type StepResult struct {
 	// Err ends the slot's stream with reason Error. A *status.Error keeps
 	// its code; anything else is reported as a backend error.
 	Err error
+	// ContextFull ends the stream with reason Length after these tokens:
+	// the sequence's cache has no room for another token.
+	ContextFull bool
 	// Speculation statistics of this iteration.
 	DraftProposed, DraftAccepted, VerifyPasses int
 }

@@ -434,6 +434,9 @@ func (r *Runtime) apply(s *Slot, res *StepResult, now int64) {
 		}
 	}
 	n := s.stream.Accept(tokens[:end], endsWithStop)
+	if reason == streaming.NotFinished && res.ContextFull {
+		reason = streaming.Length
+	}
 	if reason != streaming.NotFinished {
 		s.stream.Finish(reason, 0, "") // ignored when a stop string matched first
 	}

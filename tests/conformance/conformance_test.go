@@ -215,3 +215,32 @@ func TestVectorsUpToDate(t *testing.T) {
 	out, err := exec.Command(py, "generate.py", "--check").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 }
+
+// TestRandomStreams runs random vocabularies, bursts, stop sets, intervals
+// and limits through the runtime, with the expected chunks computed by
+// generate.py's oracle. LMSTREAM_RANDOM_SEED picks another seed; the count
+// grows with LMSTREAM_RANDOM_COUNT (make fuzz runs more).
+func TestRandomStreams(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("python3 not on PATH")
+	}
+	seed, count := "20261122", "400"
+	if s := os.Getenv("LMSTREAM_RANDOM_SEED"); s != "" {
+		seed = s
+	}
+	if c := os.Getenv("LMSTREAM_RANDOM_COUNT"); c != "" {
+		count = c
+	}
+	out, err := exec.Command(py, "generate.py", "--random", count, seed).Output()
+	require.NoError(t, err)
+	var vectors []*Vector
+	require.NoError(t, json.Unmarshal(out, &vectors))
+	t.Logf("%d random vectors, seed %s", len(vectors), seed)
+	for _, v := range vectors {
+		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel()
+			runVector(t, v)
+		})
+	}
+}

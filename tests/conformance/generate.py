@@ -6,19 +6,22 @@ submits "request" with one channel per batch item set up as "channel" says,
 consumes as "consumer" says, and compares what it received with "expect".
 
 The expected chunks are computed here, independently of the Go code, from
-Python's own incremental UTF-8 decoder (codecs, errors="replace") and plain
-string search, following DESIGN.md section 2:
+Python's bytes.decode("utf-8", "replace") and plain string search, following
+DESIGN.md section 2:
 
-- text released after each burst = what the incremental decoder releases
-  (final=False), cut at the first stop string to complete, minus the hold-back
-  (the longest suffix that is a proper prefix of some stop);
-- the terminal chunk flushes the decoder and the hold-back;
+- text released after each burst = the decode of every byte so far except a
+  trailing sequence that may still complete (a proper prefix of a well-formed
+  sequence, Unicode Table 3-7), cut at the first stop string to complete,
+  minus the hold-back (the longest suffix that is a proper prefix of some
+  stop). CPython's incremental decoder is not used: it holds some sequences
+  that are already known to be invalid (ED A6, say), and the contract says
+  those become U+FFFD at once;
+- the terminal chunk decodes everything and releases the hold-back;
 - a chunk is emitted once at least `interval` tokens are pending.
 
 Run `python3 tests/conformance/generate.py` after changing a case; the Go
 suite fails if the committed files differ from what this script writes.
 """
-import codecs
 import json
 import os
 import sys
@@ -46,6 +49,7 @@ PIECES = [
     b"Hello", b" world", b"\n\nUser:", b"###",        # 37..40
     "文".encode(),                                     # 41
     b"<tool>",                                        # 42 special
+    b"\xed\xa6",                                      # 43 ED needs 80..9F next: invalid at once
 ]
 SPECIAL = [0, 1, 42]
 
@@ -59,6 +63,37 @@ def runtime_config(**over):
            "special_ids": SPECIAL, "eos_id": EOS, "max_slots": 8}
     cfg.update(over)
     return cfg
+
+
+def incomplete_tail(raw):
+    """Length of the trailing bytes that are a proper prefix of a well-formed
+    UTF-8 sequence (Unicode Table 3-7), which must wait for more bytes."""
+    for k in (3, 2, 1):
+        t = raw[-k:]
+        if len(t) < k:
+            continue
+        b0 = t[0]
+        if 0xC2 <= b0 <= 0xDF:
+            n, lo, hi = 2, 0x80, 0xBF
+        elif b0 == 0xE0:
+            n, lo, hi = 3, 0xA0, 0xBF
+        elif 0xE1 <= b0 <= 0xEC or 0xEE <= b0 <= 0xEF:
+            n, lo, hi = 3, 0x80, 0xBF
+        elif b0 == 0xED:
+            n, lo, hi = 3, 0x80, 0x9F
+        elif b0 == 0xF0:
+            n, lo, hi = 4, 0x90, 0xBF
+        elif 0xF1 <= b0 <= 0xF3:
+            n, lo, hi = 4, 0x80, 0xBF
+        elif b0 == 0xF4:
+            n, lo, hi = 4, 0x80, 0x8F
+        else:
+            continue
+        if k >= n or (k >= 2 and not lo <= t[1] <= hi):
+            continue
+        if all(0x80 <= c <= 0xBF for c in t[2:]):
+            return k
+    return 0
 
 
 def hold_len(text, stops):
@@ -88,11 +123,13 @@ def first_match(text, stops):
 
 def expected(script, *, max_tokens=0, stops=(), stop_ids=(), include_stop=False,
              interval=1, skip_special=True, cancel_after_chunks=None,
-             error_at=None, panic_at=None):
+             error_at=None, panic_at=None, pieces=None, special=None, eos=EOS):
     """The chunk sequence one batch item must receive."""
+    pieces = PIECES if pieces is None else pieces
+    special = SPECIAL if special is None else special
     stops = [s for s in stops if s]
-    dec = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    decoded = ""          # everything the decoder released so far
+    raw = b""             # every byte that reaches the text
+    decoded = ""          # the decode of raw, less a tail that may complete
     released = 0          # chars of `decoded` already put into chunks
     pend_ids, chunks = [], []
     all_ids = []
@@ -124,19 +161,20 @@ def expected(script, *, max_tokens=0, stops=(), stop_ids=(), include_stop=False,
         if k == error_at:
             reason, code = "error", -10
             break
-        burst = script[k] if k < len(script) else [EOS]
+        burst = script[k] if k < len(script) else [eos]
         k += 1
         for i, t in enumerate(burst):
             pend_ids.append(t)
             all_ids.append(t)
-            if t == EOS:
+            if t == eos:
                 reason = "end_id"
                 break
             if t in stop_ids:
                 reason = "stop_words"
                 break
-            if not (skip_special and t in SPECIAL):
-                decoded += dec.decode(PIECES[t], final=False)
+            if not (skip_special and t in special):
+                raw += pieces[t]
+                decoded = raw[:len(raw) - incomplete_tail(raw)].decode("utf-8", "replace")
                 m = first_match(decoded, stops)
                 if m is not None:
                     matched_at = m[1] if include_stop else m[0]
@@ -151,7 +189,7 @@ def expected(script, *, max_tokens=0, stops=(), stop_ids=(), include_stop=False,
     # Terminal chunk: flush the decoder (a stop may still complete), release
     # the hold-back.
     if matched_at is None:
-        decoded += dec.decode(b"", final=True)
+        decoded = raw.decode("utf-8", "replace")
         m = first_match(decoded, stops)
         if m is not None:
             matched_at = m[1] if include_stop else m[0]
@@ -222,6 +260,7 @@ def build():
     case("overlong sequences", [[25], [30], [26], [30], [27]])
     case("surrogate and above U+10FFFF", [[28], [30], [29], [30]])
     case("leader followed by ASCII", [[20], [30], [21], [31]])
+    case("bytes known to be invalid are replaced at once", [[b11], [43], [30]])
     case("stop string split across 3 tokens", [[H], [30], [31], [32], [H]],
          request={"stop": ["aby"]})
     case("stop containing a CJK character split across tokens", [[H], [20], [21], [22], [41], [H]],
@@ -283,7 +322,61 @@ def build():
     submit_error("temperature out of range", {"prompt": "a", "script": [], "temperature": -1}, "invalid_request")
 
 
+def random_vectors(n, seed):
+    """Random vocabularies (valid, partial and invalid UTF-8 pieces, specials),
+    random bursts, random stop sets, intervals and limits: for property tests
+    that the hand-written cases cannot cover."""
+    import random
+    rng = random.Random(seed)
+    alphabet = ["a", "b", "#", "\n", " ", "中", "文", "é", "😀", "\ufffd"]
+    out = []
+    for i in range(n):
+        pieces = [b"</s>"]
+        for _ in range(rng.randint(4, 24)):
+            kind = rng.random()
+            if kind < 0.5:
+                pieces.append("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3))).encode())
+            elif kind < 0.8:
+                whole = rng.choice(alphabet[5:]).encode()
+                cut = rng.randint(1, len(whole))
+                pieces.append(whole[:cut] if rng.random() < 0.5 else whole[cut - 1:])
+            else:
+                pieces.append(bytes(rng.randint(0x80, 0xff) for _ in range(rng.randint(1, 3))))
+        pieces = list(dict.fromkeys(pieces))
+        special = [0] + [t for t in range(1, len(pieces)) if rng.random() < 0.1]
+        ids = list(range(1, len(pieces)))
+        script = [[rng.choice(ids) for _ in range(rng.choice([1, 1, 1, 2, 3, 5]))]
+                  for _ in range(rng.randint(0, 40))]
+        if rng.random() < 0.2 and script:
+            script[rng.randrange(len(script))].insert(0, 0)
+        stops = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 3)))
+                 for _ in range(rng.choice([0, 0, 1, 2, 3]))]
+        req = {"prompt": "p", "script": script, "stop": stops}
+        if rng.random() < 0.3:
+            req["max_tokens"] = rng.randint(1, 30)
+        if rng.random() < 0.2:
+            req["stop_token_ids"] = [rng.choice(ids)]
+        if rng.random() < 0.2:
+            req["include_stop"] = True
+        chan = {"interval": rng.choice([1, 1, 2, 3, 7]), "skip_special": rng.random() < 0.7,
+                "queue_limit": 4096, "policy": "coalesce"}
+        exp = expected(script, max_tokens=req.get("max_tokens", 0), stops=stops,
+                       stop_ids=req.get("stop_token_ids", ()), include_stop=req.get("include_stop", False),
+                       interval=chan["interval"], skip_special=chan["skip_special"],
+                       pieces=pieces, special=special, eos=0)
+        out.append({"name": f"random {seed}/{i}",
+                    "runtime": {"backend": "replay", "vocab": [p.hex() for p in pieces],
+                                "special_ids": special, "eos_id": 0, "max_slots": 8},
+                    "request": req, "channel": chan, "consumer": {}, "expect": [exp]})
+    return out
+
+
 def main():
+    if "--random" in sys.argv:
+        i = sys.argv.index("--random")
+        n, seed = int(sys.argv[i + 1]), int(sys.argv[i + 2])
+        json.dump(random_vectors(n, seed), sys.stdout, ensure_ascii=False)
+        return
     build()
     check = "--check" in sys.argv
     names = set()
