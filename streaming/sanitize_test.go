@@ -63,16 +63,23 @@ func oracleDecode(p []byte) []byte {
 
 // sanitizeSplit feeds p to a fresh Sanitizer in pieces of the given sizes
 // (the rest in one piece) and checks the invariants that must hold after
-// every Write: the output so far is well-formed and at most 3 bytes are held.
+// every Write: what it appended is well-formed on its own (it may become a
+// chunk) and at most 3 bytes are held.
 func sanitizeSplit(t testing.TB, p []byte, sizes []int) []byte {
 	var s Sanitizer
 	var out []byte
 	for _, n := range sizes {
 		n = min(n, len(p))
+		before := len(out)
 		out = s.Write(out, p[:n])
 		p = p[n:]
-		require.True(t, utf8.Valid(out), "output not well-formed: %q", out)
-		require.LessOrEqual(t, s.Held(), 3)
+		// Plain ifs: this runs per piece inside the fuzzer.
+		if !utf8.Valid(out[before:]) {
+			t.Fatalf("output not well-formed: %q", out[before:])
+		}
+		if s.Held() > 3 {
+			t.Fatalf("held %d bytes", s.Held())
+		}
 	}
 	out = s.Write(out, p)
 	out = s.Flush(out)
@@ -133,6 +140,27 @@ func TestSanitizerTable(t *testing.T) {
 			require.Zero(t, s.Held())
 			require.Equal(t, tc.want, string(oracleDecode([]byte(strings.Join(tc.pieces, "")))), "oracle disagrees")
 		})
+	}
+}
+
+// TestSanitizerEmbedded places every invalid or edge sequence inside long
+// multibyte text at every offset, so the block fast paths, not only the
+// per-sequence path, meet each of them.
+func TestSanitizerEmbedded(t *testing.T) {
+	needles := []string{
+		"\x80", "\xBF", "\xC0\xAF", "\xC1\xBF", "\xE0\x80\xAF", "\xE0\x9F\xBF", "\xED\xA0\x80", "\xED\xBF\xBF",
+		"\xF0\x80\x80\xAF", "\xF0\x8F\xBF\xBF", "\xF4\x90\x80\x80", "\xF4\xBF\xBF\xBF", "\xF5\x80\x80\x80",
+		"\xFF", "\xE4\xB8A", "\xF0\x9F\x98A", "\xE4\xB8", "\xF0\x9F\x98",
+		"\xED\x9F\xBF", "\xEE\x80\x80", "\xF4\x8F\xBF\xBF", "\xF0\x90\x80\x80", "\xE0\xA0\x80", "\xC2\x80",
+	}
+	ctx := strings.Repeat("中é😀a", 8)
+	for _, nd := range needles {
+		for off := 0; off <= 40; off++ {
+			p := []byte(ctx[:off] + nd + ctx)
+			want := string(oracleDecode(p))
+			require.Equal(t, want, string(sanitizeSplit(t, p, nil)), "needle %x at %d", nd, off)
+			require.Equal(t, want, string(sanitizeSplit(t, p, []int{off + 1})), "needle %x at %d, split", nd, off)
+		}
 	}
 }
 
@@ -232,6 +260,38 @@ func TestSanitizerProperty(t *testing.T) {
 			ones[i] = 1
 		}
 		require.Equal(t, string(want), string(sanitizeSplit(t, p, ones)), "input %x byte by byte", p)
+	}
+}
+
+// mostlyValid builds long runs of well-formed text of every character length
+// with rare defects, so that the block fast paths of Write see whole blocks
+// that are valid, end mid-character, or hide one bad byte.
+func mostlyValid(r *rand.Rand, n int) []byte {
+	chars := []string{"a", "bc", " ", "é", "ß", "中", "文", "\uFFFD", "\U0010FFFF", "😀", "\u0800", "\uD7FF", "\uE000", "\U00010000"}
+	var p []byte
+	for len(p) < n {
+		if r.IntN(200) == 0 {
+			p = append(p, randomBytes(r, 1)...)
+			continue
+		}
+		p = append(p, chars[r.IntN(len(chars))]...)
+	}
+	return p
+}
+
+func TestSanitizerLongProperty(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for range 3000 {
+		p := mostlyValid(r, r.IntN(600))
+		want := string(oracleDecode(p))
+		require.Equal(t, want, string(sanitizeSplit(t, p, nil)), "input %x", p)
+		var sizes []int
+		for total := len(p); total > 0; {
+			n := r.IntN(min(total, 100) + 1)
+			sizes = append(sizes, n)
+			total -= n
+		}
+		require.Equal(t, want, string(sanitizeSplit(t, p, sizes)), "input %x split %v", p, sizes)
 	}
 }
 

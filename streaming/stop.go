@@ -1,16 +1,25 @@
 package streaming
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+)
 
-// maxIndexedFirsts is the largest number of distinct stop first bytes for
-// which the root fast path searches with bytes.IndexByte (vectorised, one
-// search per distinct byte) rather than a table scan (one load per byte).
-const maxIndexedFirsts = 4
+// maxWordFirsts is the largest number of distinct stop first bytes for which
+// the root fast path compares eight bytes at a time against each of them
+// (SWAR); with more it scans with a table, one load per byte.
+const maxWordFirsts = 4
 
-// indexThreshold is the text length below which the root fast path uses the
-// table scan even when IndexByte is available: for token-sized pushes the
-// call overhead of several IndexByte searches outweighs the scan.
-const indexThreshold = 32
+// indexThreshold is the text length from which a stop set with a single
+// first byte is searched with bytes.IndexByte, which is vectorised but has a
+// call overhead that token-sized pushes would not amortise.
+const indexThreshold = 64
+
+const (
+	lsbs = 0x0101010101010101
+	msbs = 0x8080808080808080
+)
 
 // StopMatcher finds stop strings in streamed text, holding back only what
 // could still become a match.
@@ -41,8 +50,9 @@ type StopMatcher struct {
 	firstMatch int32   // states are numbered so that exactly those >= firstMatch complete a stop
 
 	// The root fast path: bytes that leave the root state.
-	isFirst [256]bool
-	firsts  []byte // the distinct first bytes, when few enough for IndexByte
+	isFirst   [256]bool
+	nfirst    int                   // number of distinct first bytes
+	firstWord [maxWordFirsts]uint64 // each first byte repeated in all eight lanes (padded by repeating the first)
 
 	state   int32
 	held    []byte // unreleased text, always the automaton's suffix widened to a character boundary
@@ -111,11 +121,14 @@ func (m *StopMatcher) build(pats [][]byte) {
 	}
 	for b, f := range m.isFirst {
 		if f {
-			m.firsts = append(m.firsts, byte(b))
+			if m.nfirst < maxWordFirsts {
+				m.firstWord[m.nfirst] = uint64(b) * lsbs
+			}
+			m.nfirst++
 		}
 	}
-	if len(m.firsts) > maxIndexedFirsts {
-		m.firsts = nil
+	for k := min(m.nfirst, maxWordFirsts); k < maxWordFirsts; k++ {
+		m.firstWord[k] = m.firstWord[0]
 	}
 
 	// Trie. -1 marks a missing edge until the transitions are completed.
@@ -229,22 +242,11 @@ func (m *StopMatcher) Push(dst, text []byte) (out []byte, matched bool) {
 	trans, class, nc, firstMatch := m.trans, &m.class, m.nclass, m.firstMatch
 	s := m.state
 	n := len(text)
-	// next[k] caches the index of the next occurrence of firsts[k] at or
-	// after the last search, so each IndexByte scans any byte at most once.
-	var next [maxIndexedFirsts]int
-	for k := range next {
-		next[k] = -1
-	}
-	useIndex := m.firsts != nil && n >= indexThreshold
 	for i := 0; i < n; {
 		if s == 0 {
 			// At the root nothing is pending: jump to the next byte that
 			// can begin a stop.
-			if useIndex {
-				i = m.indexNext(text, i, &next)
-			} else {
-				i = m.scanNext(text, i)
-			}
+			i = m.skip(text, i)
 			if i == n {
 				break
 			}
@@ -259,34 +261,41 @@ func (m *StopMatcher) Push(dst, text []byte) (out []byte, matched bool) {
 	return m.release(dst, text), false
 }
 
-// indexNext returns the index of the first byte at or after i that begins a
-// stop, or len(text), using a vectorised search per distinct first byte.
-func (m *StopMatcher) indexNext(text []byte, i int, next *[maxIndexedFirsts]int) int {
-	best := len(text)
-	for k, b := range m.firsts {
-		if next[k] < i {
-			if j := bytes.IndexByte(text[i:], b); j >= 0 {
-				next[k] = i + j
-			} else {
-				next[k] = len(text)
+// skip returns the index of the first byte at or after i that begins a stop,
+// or len(text).
+func (m *StopMatcher) skip(text []byte, i int) int {
+	switch {
+	case m.nfirst == 1 && len(text)-i >= indexThreshold:
+		if j := bytes.IndexByte(text[i:], byte(m.firstWord[0])); j >= 0 {
+			return i + j
+		}
+		return len(text)
+	case m.nfirst <= maxWordFirsts:
+		// Eight bytes at a time: a lane of w^f is zero where the byte
+		// equals f, and (x-lsbs)&^x&msbs flags the lowest zero lane
+		// exactly (lanes above it may be flagged falsely by the borrow,
+		// which is harmless since only the lowest is used).
+		f0, f1, f2, f3 := m.firstWord[0], m.firstWord[1], m.firstWord[2], m.firstWord[3]
+		for ; i+8 <= len(text); i += 8 {
+			w := binary.LittleEndian.Uint64(text[i:])
+			x0, x1, x2, x3 := w^f0, w^f1, w^f2, w^f3
+			t := (x0-lsbs)&^x0 | (x1-lsbs)&^x1 | (x2-lsbs)&^x2 | (x3-lsbs)&^x3
+			if t &= msbs; t != 0 {
+				return i + bits.TrailingZeros64(t)/8
 			}
 		}
-		best = min(best, next[k])
-	}
-	return best
-}
-
-// scanNext is indexNext by table lookup, eight bytes per step while none of
-// them begins a stop.
-func (m *StopMatcher) scanNext(text []byte, i int) int {
-	f := &m.isFirst
-	for ; i+8 <= len(text); i += 8 {
-		w := text[i : i+8 : i+8]
-		if f[w[0]] || f[w[1]] || f[w[2]] || f[w[3]] || f[w[4]] || f[w[5]] || f[w[6]] || f[w[7]] {
-			break
+	default:
+		// Many first bytes: a table lookup per byte, eight per step while
+		// none of them begins a stop.
+		for ; i+8 <= len(text); i += 8 {
+			w := text[i : i+8 : i+8]
+			f := &m.isFirst
+			if f[w[0]] || f[w[1]] || f[w[2]] || f[w[3]] || f[w[4]] || f[w[5]] || f[w[6]] || f[w[7]] {
+				break
+			}
 		}
 	}
-	for i < len(text) && !f[text[i]] {
+	for i < len(text) && !m.isFirst[text[i]] {
 		i++
 	}
 	return i
