@@ -85,12 +85,15 @@ func f32s(b []byte, n int) []float32 {
 // L1 (tileBytes), and all N activation rows (L2-resident: 64 rows of 1536
 // Q8 values are ~110 KB) pass over a tile before the next one is loaded.
 // Where a multi-activation kernel exists, 4 activation rows are taken per
-// weight-row visit so the weight nibbles are decoded once per 4 tokens.
+// weight-row visit so the weight nibbles are decoded once per 4 tokens. For
+// Q4_1 the activations are first repacked (repackQ81) so that the
+// per-activation work is a handful of vector ops per block pair.
+//
+// Work split: about 4 chunks per thread (whole tiles when N > 1, at least
+// minChunkRows rows), handed out dynamically by the Pool so a thread that
+// loses its core on a shared machine delays only its current chunk.
 const (
-	tileBytes = 16 << 10
-	// chunkRows is the unit of work handed to a pool thread: a multiple of
-	// the tile so tiles never straddle chunks, small enough that 2 threads
-	// get several chunks each on the smallest matrices (576 rows).
+	tileBytes    = 16 << 10
 	minChunkRows = 16
 )
 
