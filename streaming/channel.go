@@ -45,7 +45,7 @@ type Channel struct {
 	limit       int
 	policy      Policy
 
-	queue    []Chunk // pending chunks, oldest first
+	queue    []queued // pending chunks, oldest first
 	head     int     // queue[head:] are pending; the prefix is recycled
 	attached bool
 	finished bool // the terminal chunk was pushed
@@ -55,8 +55,10 @@ type Channel struct {
 
 	batchIndex int
 
-	// wake is closed (and replaced) whenever a waiter may make progress.
-	wake chan struct{}
+	// wake is closed (and replaced) whenever a waiter may make progress;
+	// only when someone waits, so an unwatched push allocates nothing.
+	wake    chan struct{}
+	waiters int
 
 	// The readiness descriptor is made on first request, so streams that
 	// nobody selects on cost no file descriptor.
@@ -66,6 +68,15 @@ type Channel struct {
 	cancelled atomic.Bool
 	onCancel  func() // set by the runtime at attach: wakes the engine
 	onDrain   func() // set by the runtime at attach: a paused slot may resume
+}
+
+// queued is a pending chunk. Text merged into it by coalescing collects in
+// more and joins Text once, when the chunk is popped: merging by string
+// concatenation would copy the whole text on every merge, quadratic in
+// exactly the slow-consumer case coalescing exists for.
+type queued struct {
+	Chunk
+	more []byte
 }
 
 // NewChannel makes a channel with the default settings: interval 1,
@@ -227,6 +238,9 @@ func (c *Channel) syncFdLocked() {
 }
 
 func (c *Channel) broadcastLocked() {
+	if c.waiters == 0 {
+		return
+	}
 	close(c.wake)
 	c.wake = make(chan struct{})
 }
@@ -247,14 +261,19 @@ func (c *Channel) popLocked(max int, take func(*Chunk) bool) (int, error) {
 	wasFull := c.policy == Pause && pending >= c.limit
 	n := 0
 	for c.head < len(c.queue) && (max < 1 || n < max) {
-		ch := &c.queue[c.head]
+		q := &c.queue[c.head]
+		if len(q.more) > 0 {
+			q.Text += string(q.more)
+			q.more = nil
+		}
+		ch := &q.Chunk
 		if !take(ch) {
 			break
 		}
 		if ch.Finished {
 			c.drained = true
 		}
-		*ch = Chunk{}
+		*q = queued{}
 		c.head++
 		n++
 	}
@@ -316,10 +335,18 @@ func (c *Channel) Wait(timeout time.Duration) error {
 			return nil
 		}
 		wake := c.wake
+		c.waiters++
 		c.mu.Unlock()
+		var timedOut bool
 		select {
 		case <-wake:
 		case <-timer:
+			timedOut = true
+		}
+		c.mu.Lock()
+		c.waiters--
+		c.mu.Unlock()
+		if timedOut {
 			return ErrEmpty
 		}
 	}
@@ -439,7 +466,10 @@ func (s *Sink) Push(ch Chunk) bool {
 	}
 	ch.BatchIndex = int32(c.batchIndex)
 	if n := len(c.queue) - c.head; n >= c.limit && n > 0 {
-		c.queue[len(c.queue)-1].merge(&ch)
+		last := &c.queue[len(c.queue)-1]
+		last.more = append(last.more, ch.Text...)
+		ch.Text = ""
+		last.merge(&ch)
 	} else {
 		if c.head > 0 && len(c.queue) == cap(c.queue) {
 			// Slide the live tail down instead of growing the array.
@@ -447,7 +477,7 @@ func (s *Sink) Push(ch Chunk) bool {
 			clear(c.queue[k:])
 			c.queue, c.head = c.queue[:k], 0
 		}
-		c.queue = append(c.queue, ch)
+		c.queue = append(c.queue, queued{Chunk: ch})
 	}
 	if ch.Finished {
 		c.finished = true
