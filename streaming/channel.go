@@ -46,7 +46,7 @@ type Channel struct {
 	policy      Policy
 
 	queue    []queued // pending chunks, oldest first
-	head     int     // queue[head:] are pending; the prefix is recycled
+	head     int      // queue[head:] are pending; the prefix is recycled
 	attached bool
 	finished bool // the terminal chunk was pushed
 	drained  bool // the terminal chunk was popped
