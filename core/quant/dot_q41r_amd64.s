@@ -91,6 +91,8 @@ GLOBL r41p02<>(SB), RODATA|NOPTR, $64
 	VADDSS    xmin, xacc, xacc
 
 // func dotQ4_1R(w, xr *byte, npairs int) float32
+// Two pairs per iteration into alternating accumulators, so the FMA
+// latency chain does not bound the loop.
 TEXT ·dotQ4_1R(SB), NOSPLIT, $0-28
 	MOVQ w+0(FP), SI
 	MOVQ xr+8(FP), DI
@@ -99,18 +101,32 @@ TEXT ·dotQ4_1R(SB), NOSPLIT, $0-28
 	VPXORD Z8, Z8, Z8
 	VPXORD Z9, Z9, Z9
 	VPXORD Z12, Z12, Z12
-	TESTQ CX, CX
-	JEQ   r41done
+	VPXORD Z13, Z13, Z13
+	CMPQ  CX, $2
+	JLT   r41one
 
 r41loop:
 	R41_WEIGHTS
 	R41_ACT((DI), 64(DI), 128(DI), Z8, X12)
 	ADDQ $40, SI
 	ADDQ $144, DI
-	DECQ CX
-	JNZ  r41loop
+	R41_WEIGHTS
+	R41_ACT((DI), 64(DI), 128(DI), Z9, X13)
+	ADDQ $40, SI
+	ADDQ $144, DI
+	SUBQ $2, CX
+	CMPQ CX, $2
+	JGE  r41loop
+
+r41one:
+	TESTQ CX, CX
+	JEQ   r41done
+	R41_WEIGHTS
+	R41_ACT((DI), 64(DI), 128(DI), Z8, X12)
 
 r41done:
+	VADDPS Z9, Z8, Z8
+	VADDPS X13, X12, X12
 	HSUM16(Z8, Y8, X8, Y9, X9)
 	ADDALL(X12, X8, X9)
 	VZEROUPPER
