@@ -33,6 +33,7 @@ type Runtime struct {
 	// Engine goroutine only.
 	active  []*Slot
 	results []StepResult
+	runBuf  []*Slot // runnable slots of this iteration, reused
 
 	stats struct {
 		submitted, finished, tokens, iterations atomic.Int64
@@ -358,7 +359,8 @@ func (r *Runtime) open(s *Slot) (err error) {
 // runnable lists the active slots the backend should advance this
 // iteration: not finished, and not paused by a consumer that asked for it.
 func (r *Runtime) runnable() []*Slot {
-	var out []*Slot
+	out := r.runBuf[:0]
+	defer func() { r.runBuf = out[:0] }()
 	for _, s := range r.active {
 		if !s.stream.Finished() && !s.stream.Paused() {
 			out = append(out, s)
