@@ -1,0 +1,306 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/lmstream/lmstream/core/kv"
+	"github.com/lmstream/lmstream/core/quant"
+)
+
+// Batch is one forward pass's tokens, drawn from any number of sequences.
+// All slices have one entry per token.
+type Batch struct {
+	Tokens []int32
+	// Cache is the token's sequence's cache.
+	Cache []*kv.Cache
+	// Pos is the token's position: its cache's committed length plus its
+	// depth in the tree (siblings share a position).
+	Pos []int
+	// Parent is the in-batch index of the token's parent (same sequence,
+	// earlier in the batch), or -1 when its parent is the sequence's last
+	// committed token. A token attends to every committed entry of its
+	// cache, its in-batch ancestors and itself. A chain (prefill) has
+	// Parent[i] = i-1 within the sequence.
+	Parent []int
+	// Logits says whether to compute the token's logits; Forward writes one
+	// Vocab-row per true entry, in batch order.
+	Logits []bool
+}
+
+// scratch holds every buffer of a forward pass, grown to the largest batch
+// seen and reused, so a warmed-up pass allocates nothing proportional to the
+// model.
+type scratch struct {
+	x, xn          []float32 // [N][Embd] residual stream, normed copy
+	q, k, v, att   []float32 // [N][Heads*HeadDim], [N][KVHeads*HeadDim] ×2, [N][Heads*HeadDim]
+	proj           []float32 // [N][Embd] attention / FFN output projection
+	gate, up       []float32 // [N][FF]
+	acts           acts      // quantized matmul inputs
+	cos, sin       []float32 // [N][HeadDim/2] RoPE rotation of each token
+	tok            []tokInfo // per token: its sequence and visible scratch
+	extra          []int32   // visible scratch entries outside a token's span (see tokInfo)
+	seqs           []seqInfo
+	rows           []int // tokens whose logits are wanted
+	attBufs        chan []float32
+	attBufsThreads int
+}
+
+// tokInfo is where a token sits in its sequence: its scratch index k (its
+// K/V go to cache entry base+k) and the scratch entries it attends to: the
+// contiguous run [0, span) plus extra[extraLo:extraHi], ascending. A chain
+// keeps everything in the span; tree branches off the first path land in
+// extra.
+type tokInfo struct {
+	seq              int
+	k, span          int
+	extraLo, extraHi int
+}
+
+type seqInfo struct {
+	cache *kv.Cache
+	n     int // tokens of the batch in this sequence
+}
+
+func grow(b []float32, n int) []float32 {
+	if cap(b) < n {
+		return make([]float32, n)
+	}
+	return b[:n]
+}
+
+// Forward runs the model over b and writes the logits of the tokens with
+// Logits[i] set into logits (one Vocab-row each, in batch order). Each
+// token's K/V goes into its cache's scratch at Len()+k; nothing is
+// committed (see kv.Cache.Commit).
+func (m *Model) Forward(b *Batch, logits []float32) error {
+	c := &m.cfg
+	n := len(b.Tokens)
+	if err := m.plan(b, len(logits)); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	s := &m.s
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	s.x = grow(s.x, n*c.Embd)
+	s.xn = grow(s.xn, n*c.Embd)
+	s.q, s.att = grow(s.q, n*qDim), grow(s.att, n*qDim)
+	s.k, s.v = grow(s.k, n*kvDim), grow(s.v, n*kvDim)
+	s.proj = grow(s.proj, n*c.Embd)
+	s.gate, s.up = grow(s.gate, n*c.FF), grow(s.up, n*c.FF)
+
+	// Token embeddings: dequantized rows of token_embd.
+	for i, t := range b.Tokens {
+		e := &m.tokEmbd
+		rb := len(e.data) / e.rows
+		if err := quant.Dequantize(e.typ, e.data[int(t)*rb:(int(t)+1)*rb], s.x[i*c.Embd:(i+1)*c.Embd]); err != nil {
+			return fmt.Errorf("model: token %d: %w", t, err)
+		}
+	}
+	m.ropeTables(b.Pos)
+
+	for li := range m.layers {
+		l := &m.layers[li]
+		// Attention block: x += Wo · attention(rope(Wq·xn), rope(Wk·xn), Wv·xn)
+		rmsNormRows(s.xn, s.x, l.attnNorm, n, c.Embd, c.RMSEps)
+		m.acts().set(s.xn, n, c.Embd)
+		m.matmul(&l.wq, s.q, n)
+		m.matmul(&l.wk, s.k, n)
+		m.matmul(&l.wv, s.v, n)
+		addBiasRows(s.q, l.bq, n)
+		addBiasRows(s.k, l.bk, n)
+		addBiasRows(s.v, l.bv, n)
+		for i := 0; i < n; i++ {
+			cs, sn := s.cos[i*c.HeadDim/2:(i+1)*c.HeadDim/2], s.sin[i*c.HeadDim/2:(i+1)*c.HeadDim/2]
+			for h := 0; h < c.Heads; h++ {
+				rope(s.q[i*qDim+h*c.HeadDim:i*qDim+(h+1)*c.HeadDim], cs, sn, c.RopeNeox)
+			}
+			for h := 0; h < c.KVHeads; h++ {
+				rope(s.k[i*kvDim+h*c.HeadDim:i*kvDim+(h+1)*c.HeadDim], cs, sn, c.RopeNeox)
+			}
+		}
+		m.storeKV(b, li)
+		m.attention(b, li)
+		m.acts().set(s.att, n, qDim)
+		m.matmul(&l.wo, s.proj, n)
+		addRows(s.x, s.proj, n*c.Embd)
+
+		// FFN block: x += Wdown · (silu(Wgate·xn) ⊙ Wup·xn)
+		rmsNormRows(s.xn, s.x, l.ffnNorm, n, c.Embd, c.RMSEps)
+		m.acts().set(s.xn, n, c.Embd)
+		m.matmul(&l.wGate, s.gate, n)
+		m.matmul(&l.wUp, s.up, n)
+		swiglu(s.gate, s.up, n*c.FF)
+		m.acts().set(s.gate, n, c.FF)
+		m.matmul(&l.wDown, s.proj, n)
+		addRows(s.x, s.proj, n*c.Embd)
+	}
+
+	// Output head, only for the rows that want logits: gather them, norm,
+	// and multiply straight into logits.
+	nl := len(s.rows)
+	if nl == 0 {
+		return nil
+	}
+	for j, i := range s.rows {
+		copy(s.proj[j*c.Embd:(j+1)*c.Embd], s.x[i*c.Embd:(i+1)*c.Embd])
+	}
+	rmsNormRows(s.xn, s.proj, m.outNorm, nl, c.Embd, c.RMSEps)
+	m.acts().set(s.xn, nl, c.Embd)
+	m.matmul(&m.output, logits[:nl*c.Vocab], nl)
+	return nil
+}
+
+// plan checks the batch and works out each token's sequence, scratch index
+// and visible scratch entries, and reserves the scratch in each cache.
+func (m *Model) plan(b *Batch, nLogits int) error {
+	n := len(b.Tokens)
+	if len(b.Cache) != n || len(b.Pos) != n || len(b.Parent) != n || len(b.Logits) != n {
+		return fmt.Errorf("model: batch of %d tokens has %d caches, %d positions, %d parents, %d logits flags",
+			n, len(b.Cache), len(b.Pos), len(b.Parent), len(b.Logits))
+	}
+	s := &m.s
+	s.seqs, s.rows, s.extra = s.seqs[:0], s.rows[:0], s.extra[:0]
+	if cap(s.tok) < n {
+		s.tok = make([]tokInfo, n)
+	}
+	s.tok = s.tok[:n]
+	for i := 0; i < n; i++ {
+		t, cache, p := b.Tokens[i], b.Cache[i], b.Parent[i]
+		if t < 0 || int(t) >= m.cfg.Vocab {
+			return fmt.Errorf("model: batch token %d is %d, outside the vocabulary of %d", i, t, m.cfg.Vocab)
+		}
+		if cache == nil {
+			return fmt.Errorf("model: batch token %d has no cache", i)
+		}
+		if p < -1 || p >= i {
+			return fmt.Errorf("model: batch token %d has parent %d; a parent must come earlier in the batch (or be -1)", i, p)
+		}
+		seq := -1
+		for j := range s.seqs {
+			if s.seqs[j].cache == cache {
+				seq = j
+				break
+			}
+		}
+		if seq < 0 {
+			seq = len(s.seqs)
+			s.seqs = append(s.seqs, seqInfo{cache: cache})
+		}
+		ti := tokInfo{seq: seq, k: s.seqs[seq].n}
+		s.seqs[seq].n++
+		wantPos := cache.Len()
+		lo := len(s.extra)
+		if p >= 0 {
+			if b.Cache[p] != cache {
+				return fmt.Errorf("model: batch token %d has parent %d from another sequence", i, p)
+			}
+			pt := s.tok[p]
+			wantPos = b.Pos[p] + 1
+			ti.span = pt.span
+			s.extra = append(s.extra, s.extra[pt.extraLo:pt.extraHi]...)
+		}
+		if len(s.extra) == lo && ti.k == ti.span {
+			ti.span++
+		} else {
+			s.extra = append(s.extra, int32(ti.k))
+		}
+		ti.extraLo, ti.extraHi = lo, len(s.extra)
+		if b.Pos[i] != wantPos {
+			return fmt.Errorf("model: batch token %d has position %d, want %d (committed length + depth)", i, b.Pos[i], wantPos)
+		}
+		s.tok[i] = ti
+		if b.Logits[i] {
+			s.rows = append(s.rows, i)
+		}
+	}
+	if need := len(s.rows) * m.cfg.Vocab; nLogits < need {
+		return fmt.Errorf("model: %d tokens want logits: %d floats needed, got %d", len(s.rows), need, nLogits)
+	}
+	for _, q := range s.seqs {
+		if q.cache.Len()+q.n > q.cache.Cap() {
+			return fmt.Errorf("model: %d new tokens on %d cached overflow the cache of %d", q.n, q.cache.Len(), q.cache.Cap())
+		}
+	}
+	for _, q := range s.seqs {
+		if err := q.cache.Reserve(q.n); err != nil {
+			return fmt.Errorf("model: %w", err)
+		}
+	}
+	return nil
+}
+
+// acts is the quantized copy of a matmul input: each matrix reading it asks
+// for its activation type, and each type is quantized once (Q, K and V share
+// one, as do gate and up).
+type acts struct {
+	x       []float32
+	n, cols int
+	buf     [32][]byte
+	valid   [32]bool
+}
+
+func (m *Model) acts() *acts { return &m.s.acts }
+
+func (a *acts) set(x []float32, n, cols int) {
+	a.x, a.n, a.cols = x, n, cols
+	a.valid = [32]bool{}
+}
+
+func (a *acts) get(at quant.Type, pool *quant.Pool) []byte {
+	if a.valid[at] {
+		return a.buf[at]
+	}
+	rb, err := at.RowBytes(a.cols)
+	if err != nil {
+		panic("model: " + err.Error())
+	}
+	if cap(a.buf[at]) < a.n*rb {
+		a.buf[at] = make([]byte, a.n*rb)
+	}
+	dst := a.buf[at][:a.n*rb]
+	x, cols := a.x, a.cols
+	if a.n < 4 {
+		quant.QuantizeActs(at, x, a.n, cols, dst)
+	} else {
+		pool.Run(a.n, 4, func(lo, hi int) {
+			quant.QuantizeActs(at, x[lo*cols:hi*cols], hi-lo, cols, dst[lo*rb:hi*rb])
+		})
+	}
+	a.buf[at], a.valid[at] = dst, true
+	return dst
+}
+
+// matmul computes out[i] = w · acts row i for the current acts.
+func (m *Model) matmul(w *matrix, out []float32, n int) {
+	xq := m.s.acts.get(quant.ActType(w.typ), m.pool)
+	quant.MatMul(w.typ, w.data, w.rows, w.cols, xq, n, out[:n*w.rows], m.pool)
+}
+
+// ropeTables fills the per-token cos/sin of each rotation frequency.
+func (m *Model) ropeTables(pos []int) {
+	s, half := &m.s, m.cfg.HeadDim/2
+	s.cos, s.sin = grow(s.cos, len(pos)*half), grow(s.sin, len(pos)*half)
+	for i, p := range pos {
+		for j, f := range m.ropeFreq {
+			sn, cs := math.Sincos(float64(p) * f)
+			s.cos[i*half+j], s.sin[i*half+j] = float32(cs), float32(sn)
+		}
+	}
+}
+
+// storeKV writes each token's K and V into its cache's scratch entry.
+func (m *Model) storeKV(b *Batch, li int) {
+	c, s := &m.cfg, &m.s
+	hd, kvDim := c.HeadDim, c.KVHeads*c.HeadDim
+	for i, t := range s.tok {
+		cache := b.Cache[i]
+		e := (cache.Len() + t.k) * hd
+		for g := 0; g < c.KVHeads; g++ {
+			copy(cache.K(li, g)[e:e+hd], s.k[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
+			copy(cache.V(li, g)[e:e+hd], s.v[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package model
+
+import "math"
+
+// rmsNormRows writes dst[i] = src[i] / rms(src[i]) ⊙ w for n rows of d.
+func rmsNormRows(dst, src, w []float32, n, d int, eps float32) {
+	for i := 0; i < n; i++ {
+		x, y := src[i*d:(i+1)*d], dst[i*d:(i+1)*d]
+		y = y[:len(x)]
+		var ss float32
+		for _, v := range x {
+			ss += v * v
+		}
+		r := float32(1 / math.Sqrt(float64(ss/float32(d)+eps)))
+		w := w[:len(x)]
+		for j, v := range x {
+			y[j] = v * r * w[j]
+		}
+	}
+}
+
+// addBiasRows adds bias to each of n rows (no-op for a nil bias).
+func addBiasRows(x, bias []float32, n int) {
+	if bias == nil {
+		return
+	}
+	d := len(bias)
+	for i := 0; i < n; i++ {
+		row := x[i*d : (i+1)*d]
+		for j, b := range bias {
+			row[j] += b
+		}
+	}
+}
+
+// addRows adds the first n elements of y into x (the residual connection).
+func addRows(x, y []float32, n int) {
+	x, y = x[:n], y[:n]
+	for i, v := range y {
+		x[i] += v
+	}
+}
+
+// swiglu writes gate[i] = silu(gate[i]) * up[i], silu(g) = g·σ(g).
+func swiglu(gate, up []float32, n int) {
+	gate, up = gate[:n], up[:n]
+	for i, g := range gate {
+		gate[i] = g / (1 + expf(-g)) * up[i]
+	}
+}
+
+// ropeFrequencies returns θ_i = base^(-2i/d) for the d/2 rotation pairs.
+func ropeFrequencies(base float32, d int) []float64 {
+	f := make([]float64, d/2)
+	for i := range f {
+		f[i] = math.Pow(float64(base), -2*float64(i)/float64(d))
+	}
+	return f
+}
+
+// rope rotates one head vector by its position's angles (cos, sin per pair).
+// The normal (GGML) mode rotates adjacent pairs (x[2i], x[2i+1]): Llama
+// GGUF converters permute the Q/K rows so that this equals the original
+// rotate-half. NEOX mode (Qwen2) rotates (x[i], x[i+d/2]).
+func rope(x, cos, sin []float32, neox bool) {
+	half := len(cos)
+	if neox {
+		a, b := x[:half], x[half:2*half]
+		sin = sin[:half]
+		for i, c := range cos {
+			x0, x1 := a[i], b[i]
+			a[i] = x0*c - x1*sin[i]
+			b[i] = x0*sin[i] + x1*c
+		}
+		return
+	}
+	x = x[:2*half]
+	sin = sin[:half]
+	for i, c := range cos {
+		x0, x1 := x[2*i], x[2*i+1]
+		x[2*i] = x0*c - x1*sin[i]
+		x[2*i+1] = x0*sin[i] + x1*c
+	}
+}
+
+// expf is e^x in float32 arithmetic to about 2 ulp over the range the
+// forward pass needs (softmax arguments ≤ 0, SiLU arguments of either sign);
+// it underflows to 0 below -87 and saturates to +Inf above 88.
+// e^x = 2^n · e^r with n = round(x/ln2), |r| ≤ ln2/2, and e^r from a
+// degree-6 Taylor polynomial (error < 2e-8 relative on that interval).
+func expf(x float32) float32 {
+	if x < -87 {
+		return 0
+	}
+	if x > 88 {
+		return float32(math.Inf(1))
+	}
+	const (
+		log2e = 1.4426950408889634
+		ln2hi = 0.693145751953125
+		ln2lo = 1.428606765330187e-06
+	)
+	n := float32(math.Floor(float64(x*log2e + 0.5)))
+	r := x - n*ln2hi - n*ln2lo
+	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
+	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
+}
+
+// dot is the inner product of two equal-length vectors.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpy adds a·x to y.
+func axpy(y []float32, a float32, x []float32) {
+	x = x[:len(y)]
+	for i, v := range x {
+		y[i] += a * v
+	}
+}
