@@ -24,6 +24,12 @@ type kernelSet struct {
 	// dot_q41r_amd64.s): whole block pairs only, xs = repacked row stride.
 	q4_1r   func(w, xr []byte, npairs int) float32
 	q4_1rx4 func(w, xr []byte, xs, npairs int, out *[4]float32)
+	// Optional packed-layout kernels (packed.go): q41p runs na ≤ packActs
+	// activation rows (stride xs) over one packed 16-row group, writing
+	// out[j*rows+r] for the rows set in mask; q41pack packs 16 whole rows.
+	q41p      func(wp []byte, nb int, x []byte, xs int, sc, out []float32, rows int, mask uint16, na int)
+	q41pack   func(w []byte, wrb, nb int, dst []byte)
+	q81Scales func(x []byte, nb int, dst []float32)
 }
 
 var genericKernels = kernelSet{
@@ -33,6 +39,7 @@ var genericKernels = kernelSet{
 	q8_0: DotQ8_0Q8_0Generic,
 	q4K:  DotQ4_KQ8_KGeneric, q5K: DotQ5_KQ8_KGeneric, q6K: DotQ6_KQ8_KGeneric,
 	f32: DotF32Generic, f16: DotF16F32Generic, bf16: DotBF16F32Generic,
+	q81Scales: q81ScalesGeneric,
 }
 
 var simdKernels = genericKernels

@@ -93,6 +93,7 @@ func f32s(b []byte, n int) []float32 {
 // minChunkRows rows), handed out dynamically by the Pool so a thread that
 // loses its core on a shared machine delays only its current chunk.
 const (
+	packMinN     = 2 // from this N on, MatMul packs Q4_1 weights on the fly (packed.go)
 	tileBytes    = 16 << 10
 	minChunkRows = 16
 )
@@ -104,14 +105,7 @@ const (
 // the caller).
 func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, pool *Pool) {
 	at := ActType(wt)
-	wrb, err := wt.RowBytes(cols)
-	if err != nil {
-		panic("quant: MatMul: " + err.Error())
-	}
-	xrb, _ := at.RowBytes(cols)
-	if len(w) < rows*wrb || len(xq) < n*xrb || len(out) < n*rows {
-		panic(fmt.Sprintf("quant: MatMul %s %d×%d, N=%d: w %d B, x %d B, out %d", wt, rows, cols, n, len(w), len(xq), len(out)))
-	}
+	wrb, xrb := checkMatMul(wt, w, rows, cols, xq, n, out)
 	if rows == 0 || n == 0 {
 		return
 	}
@@ -128,6 +122,10 @@ func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, 
 	var f32x []float32
 	if at == F32 {
 		f32x = f32s(xq, n*cols)
+	}
+	if wt == Q4_1 && k.q41p != nil && n >= packMinN && cols >= 32 {
+		matmulQ41Packed(k, nil, w, wrb, rows, cols, xq, n, out, pool)
+		return
 	}
 	if wt == Q4_1 && k.q4_1r != nil && cols >= 64 {
 		bufp := repackPool.Get().(*[]byte)

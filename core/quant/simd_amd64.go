@@ -62,6 +62,7 @@ func setupSIMD(k *kernelSet) {
 		_, _ = w[npairs*40-1], xr[3*xs+npairs*q81PairBytes-1]
 		dotQ4_1Rx4(unsafe.SliceData(w), unsafe.SliceData(xr), xs, npairs, out)
 	}
+	setupPacked(k)
 	k.q4_1x4 = legacyDot4(20, 36, dotQ4_1Q8_1x4VNNI, DotQ4_1Q8_1Generic)
 	k.q8_0x4 = legacyDot4(34, 34, dotQ8_0Q8_0x4VNNI, DotQ8_0Q8_0Generic)
 	k.q4_0x4 = legacyDot4(18, 34, dotQ4_0Q8_0x4VNNI, DotQ4_0Q8_0Generic)

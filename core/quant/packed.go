@@ -1,0 +1,218 @@
+package quant
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+)
+
+// Packed weights and the outer-product (batched) kernels.
+//
+// The single-row kernels (dot_q4_amd64.s, dot_q41r_amd64.s) lay one weight
+// row along a ZMM and spend their shuffle-port work (nibble reordering,
+// scale gathering) once per weight row *per activation row*. For N
+// activation rows that work is repeated N times. The packed layout turns
+// the matmul around: the 16 lanes of a ZMM are 16 different weight rows, so
+// one VPDPBUSD with a 4-byte activation broadcast (embedded {1to16} memory
+// operand, no shuffle) advances 16 dot products by 4 elements, and the
+// decoded weights of a block stay in registers while up to 8 activation
+// rows pass over them.
+//
+// Layout (packQ41Go is the definition): rows are taken in groups of 16 (the
+// last group padded with zero rows); a group is nb records of 320 bytes, one
+// per 32-element block:
+//
+//	[  0:256)  4 × 64 B: in record part k, dword lane r holds bytes
+//	           qs[4k:4k+4] of row r's block, i.e. elements 4k..4k+3 in the
+//	           low nibbles and 16+4k..16+4k+3 in the high nibbles
+//	[256:288)  d of rows 0..15, f16
+//	[288:320)  m of rows 0..15, f16
+//
+// That is exactly as many bytes as Q4_1 (20 per row-block), so a packed
+// matrix costs no more memory bandwidth than the original for decode.
+//
+// Per block and activation row n the kernel computes the exact integer
+// Σ q·x over 32 elements for 16 rows (8 VPDPBUSD), then
+// acc += (d_w·d_x)·Σ + m_w·s_x, the same math as DotQ4_1Q8_1Generic.
+const (
+	packGroup      = 16
+	q41PackedBlock = 256 + 32 + 32
+	packActs       = 8 // activation rows per kernel call (register budget)
+)
+
+// Packed is a weight matrix prepared once (at model load) for MatMulPacked.
+// For Q4_1 on CPUs with AVX-512 VNNI it holds the weights in a transposed
+// layout (same size as the original) that the batched kernels read
+// directly; for other types and CPUs it only wraps the original matrix and
+// MatMulPacked is MatMul. The original slice w is kept by reference (it is
+// the fallback for the pure-Go kernels) and must not change afterwards.
+type Packed struct {
+	Type       Type
+	Rows, Cols int
+	w          []byte
+	q41        []byte // nil: not packed
+}
+
+// Prepack prepares the rows×cols matrix w of type wt for MatMulPacked.
+// It panics on the same inputs MatMul panics on.
+func Prepack(wt Type, w []byte, rows, cols int) *Packed {
+	ActType(wt) // panics for non-weight types
+	wrb, err := wt.RowBytes(cols)
+	if err != nil {
+		panic("quant: Prepack: " + err.Error())
+	}
+	if len(w) < rows*wrb {
+		panic(fmt.Sprintf("quant: Prepack %s %d×%d: w %d B", wt, rows, cols, len(w)))
+	}
+	p := &Packed{Type: wt, Rows: rows, Cols: cols, w: w[:rows*wrb]}
+	if wt == Q4_1 && simdKernels.q41p != nil && rows > 0 && cols > 0 {
+		nb := cols / 32
+		groups := (rows + packGroup - 1) / packGroup
+		gb := nb * q41PackedBlock
+		p.q41 = make([]byte, groups*gb)
+		for g := 0; g < groups; g++ {
+			packQ41(&simdKernels, w, wrb, rows, cols, g, p.q41[g*gb:(g+1)*gb])
+		}
+	}
+	return p
+}
+
+// PackedBytes is the memory the packed copy takes (0 when Prepack only
+// wrapped the original).
+func (p *Packed) PackedBytes() int { return len(p.q41) }
+
+// MatMulPacked is MatMul(p.Type, w, p.Rows, p.Cols, xq, n, out, pool) for
+// the w given to Prepack: same inputs, same results (within float32
+// rounding order), faster for Q4_1 at every N.
+func MatMulPacked(p *Packed, xq []byte, n int, out []float32, pool *Pool) {
+	k := active.Load()
+	if p.q41 == nil || k.q41p == nil {
+		MatMul(p.Type, p.w, p.Rows, p.Cols, xq, n, out, pool)
+		return
+	}
+	checkMatMul(p.Type, p.w, p.Rows, p.Cols, xq, n, out)
+	if p.Rows == 0 || n == 0 {
+		return
+	}
+	matmulQ41Packed(k, p.q41, nil, 0, p.Rows, p.Cols, xq, n, out, pool)
+}
+
+func checkMatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32) (wrb, xrb int) {
+	at := ActType(wt)
+	wrb, err := wt.RowBytes(cols)
+	if err != nil {
+		panic("quant: MatMul: " + err.Error())
+	}
+	xrb, _ = at.RowBytes(cols)
+	if len(w) < rows*wrb || len(xq) < n*xrb || len(out) < n*rows {
+		panic(fmt.Sprintf("quant: MatMul %s %d×%d, N=%d: w %d B, x %d B, out %d", wt, rows, cols, n, len(w), len(xq), len(out)))
+	}
+	return wrb, xrb
+}
+
+// packQ41Go packs rows [16g, min(16g+16, rows)) of the Q4_1 matrix w into
+// dst (nb records, see the layout above), zero-padding missing rows.
+func packQ41Go(w []byte, wrb, rows, cols, g int, dst []byte) {
+	nb := cols / 32
+	dst = dst[:nb*q41PackedBlock]
+	clear(dst)
+	r0 := g * packGroup
+	for r := 0; r < packGroup && r0+r < rows; r++ {
+		row := w[(r0+r)*wrb : (r0+r+1)*wrb]
+		for b := 0; b < nb; b++ {
+			src, rec := row[20*b:20*b+20], dst[b*q41PackedBlock:(b+1)*q41PackedBlock]
+			for k := 0; k < 4; k++ {
+				copy(rec[64*k+4*r:64*k+4*r+4], src[4+4*k:8+4*k])
+			}
+			copy(rec[256+2*r:256+2*r+2], src[0:2])
+			copy(rec[288+2*r:288+2*r+2], src[2:4])
+		}
+	}
+}
+
+// packQ41 packs group g with the kernel set's packer where the group is
+// whole, with packQ41Go otherwise.
+func packQ41(k *kernelSet, w []byte, wrb, rows, cols, g int, dst []byte) {
+	if k.q41pack != nil && (g+1)*packGroup <= rows {
+		k.q41pack(w[g*packGroup*wrb:(g+1)*packGroup*wrb], wrb, cols/32, dst)
+		return
+	}
+	packQ41Go(w, wrb, rows, cols, g, dst)
+}
+
+var packBufPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// matmulQ41Packed runs the packed kernels over all row groups. wp holds the
+// packed groups, or is nil and the groups are packed on the fly from w
+// (one group at a time into a per-chunk buffer that stays in L1).
+func matmulQ41Packed(k *kernelSet, wp []byte, w []byte, wrb, rows, cols int, xq []byte, n int, out []float32, pool *Pool) {
+	nb := cols / 32
+	xrb := nb * 36
+	gb := nb * q41PackedBlock
+	groups := (rows + packGroup - 1) / packGroup
+
+	// Activation scales as float32 pairs (d_x, s_x) per row and block.
+	scp := packBufPool.Get().(*[]byte)
+	need := n * nb * 8
+	if cap(*scp) < need+64 {
+		*scp = make([]byte, need+64)
+	}
+	sc := f32s(alignUp((*scp)[:need+64]), n*nb*2)
+	for i := 0; i < n; i++ {
+		k.q81Scales(xq[i*xrb:(i+1)*xrb], nb, sc[i*nb*2:(i+1)*nb*2])
+	}
+
+	// Split the activation rows into near-equal calls of at most packActs.
+	calls := (n + packActs - 1) / packActs
+	threads := pool.Threads()
+	chunk := max(1, (groups+4*threads-1)/(4*threads))
+	pool.Run(groups, chunk, func(lo, hi int) {
+		var buf []byte
+		var bufp *[]byte
+		if wp == nil {
+			bufp = packBufPool.Get().(*[]byte)
+			if cap(*bufp) < gb+64 {
+				*bufp = make([]byte, gb+64)
+			}
+			buf = alignUp((*bufp)[:gb+64])[:gb]
+		}
+		for g := lo; g < hi; g++ {
+			var wg []byte
+			if wp != nil {
+				wg = wp[g*gb : (g+1)*gb]
+			} else {
+				packQ41(k, w, wrb, rows, cols, g, buf)
+				wg = buf
+			}
+			r0 := g * packGroup
+			valid := min(packGroup, rows-r0)
+			mask := uint16(1<<valid - 1)
+			n0 := 0
+			for c := 0; c < calls; c++ {
+				na := (n - n0) / (calls - c)
+				k.q41p(wg, nb, xq[n0*xrb:(n0+na)*xrb], xrb, sc[n0*nb*2:(n0+na)*nb*2], out[n0*rows+r0:(n0+na-1)*rows+r0+valid], rows, mask, na)
+				n0 += na
+			}
+		}
+		if bufp != nil {
+			packBufPool.Put(bufp)
+		}
+	})
+	packBufPool.Put(scp)
+}
+
+// alignUp returns b from its first 64-byte-aligned byte (b must have 63
+// bytes of slack).
+func alignUp(b []byte) []byte {
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) & 63)
+	return b[off:]
+}
+
+// q81ScalesGeneric converts the (d, s) f16 pairs of nb Q8_1 blocks to
+// float32 pairs.
+func q81ScalesGeneric(x []byte, nb int, dst []float32) {
+	for b := 0; b < nb; b++ {
+		dst[2*b] = f16at(x[36*b:])
+		dst[2*b+1] = f16at(x[36*b+2:])
+	}
+}

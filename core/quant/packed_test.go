@@ -1,0 +1,142 @@
+package quant
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// matmulRef is the float64 reference of MatMul built from Dequantize, with
+// the per-output tolerance scale Σ|w·x| (+ the Q8_1 slack).
+func matmulRef(t testing.TB, wt Type, w []byte, rows, cols int, xq []byte, n int) (ref, mag []float64) {
+	at := ActType(wt)
+	wrb, _ := wt.RowBytes(cols)
+	xrb, _ := at.RowBytes(cols)
+	wf := dequant(t, wt, w, rows*cols)
+	xf := dequant(t, at, xq, n*cols)
+	ref = make([]float64, n*rows)
+	mag = make([]float64, n*rows)
+	for i := 0; i < n; i++ {
+		for r := 0; r < rows; r++ {
+			var s, m float64
+			for c := 0; c < cols; c++ {
+				p := float64(wf[r*cols+c]) * float64(xf[i*cols+c])
+				s += p
+				m += math.Abs(p)
+			}
+			ref[i*rows+r] = s
+			mag[i*rows+r] = m + q81Slack(wt, w[r*wrb:(r+1)*wrb], xq[i*xrb:(i+1)*xrb], cols)
+		}
+	}
+	return ref, mag
+}
+
+// TestPackQ41: the assembly packer matches the Go definition byte for byte.
+func TestPackQ41(t *testing.T) {
+	k := &simdKernels
+	if k.q41pack == nil {
+		t.Skip("no packed kernels in this build")
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for _, cols := range []int{32, 64, 96, 576, 1536} {
+		rows := 16
+		wrb, _ := Q4_1.RowBytes(cols)
+		w := randBlocks(rng, Q4_1, rows*cols/32)
+		nb := cols / 32
+		want := make([]byte, nb*q41PackedBlock)
+		got := make([]byte, nb*q41PackedBlock)
+		packQ41Go(w, wrb, rows, cols, 0, want)
+		k.q41pack(w, wrb, nb, got)
+		require.Equal(t, want, got, "cols=%d", cols)
+	}
+}
+
+// TestMatMulPacked: MatMul's packed path (N ≥ packMinN) and MatMulPacked
+// (every N) against the float64 reference, for N = 1..70, row counts that
+// leave partial 16-row groups, odd block counts, 1–3 threads, SIMD and
+// generic kernels.
+func TestMatMulPacked(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	defer UseSIMD(true)
+	pools := map[int]*Pool{1: nil, 2: NewPool(2), 3: NewPool(3)}
+	defer pools[2].Close()
+	defer pools[3].Close()
+	shapes := [][2]int{{1, 32}, {15, 96}, {16, 64}, {17, 160}, {37, 576}, {64, 1536}, {100, 32}}
+	nmax := 70
+	if raceEnabled {
+		shapes, nmax = [][2]int{{17, 96}, {37, 64}}, 20
+	}
+	for _, shape := range shapes {
+		rows, cols := shape[0], shape[1]
+		wrb, _ := Q4_1.RowBytes(cols)
+		xrb, _ := Q8_1.RowBytes(cols)
+		w := make([]byte, rows*wrb)
+		require.NoError(t, Quantize(Q4_1, randFloats(rng, rows*cols, 0.05), w))
+		if rows == 100 { // raw random blocks: every nibble pattern, ±scales
+			w = randBlocks(rng, Q4_1, rows*cols/32)
+		}
+		xq := make([]byte, nmax*xrb)
+		QuantizeActs(Q8_1, randFloats(rng, nmax*cols, 1), nmax, cols, xq)
+		ref, mag := matmulRef(t, Q4_1, w, rows, cols, xq, nmax)
+		pk := Prepack(Q4_1, w, rows, cols)
+		if simdKernels.q41p != nil {
+			require.Equal(t, len(w), pk.PackedBytes()*rows/((rows+15)/16*16), "packed size")
+		}
+		for n := 1; n <= nmax; n++ {
+			if rows*cols > 20000 && n > 20 && n%8 != 1 && n != nmax {
+				continue // the big shapes: a sample of N past 20
+			}
+			for th, pool := range pools {
+				if raceEnabled && th == 3 {
+					continue
+				}
+				for _, simd := range []bool{true, false} {
+					UseSIMD(simd)
+					for _, packed := range []bool{false, true} {
+						out := make([]float32, n*rows+1)
+						out[n*rows] = 42 // sentinel
+						if packed {
+							MatMulPacked(pk, xq, n, out, pool)
+						} else {
+							MatMul(Q4_1, w, rows, cols, xq, n, out, pool)
+						}
+						require.Equal(t, float32(42), out[n*rows])
+						for i := 0; i < n*rows; i++ {
+							if math.Abs(ref[i]-float64(out[i])) > 2e-5*mag[i]+1e-30 {
+								t.Fatalf("%dx%d N=%d threads=%d simd=%v packed=%v: out[%d][%d] = %g, want %g (tol %g)",
+									rows, cols, n, th, simd, packed, i/rows, i%rows, out[i], ref[i], 2e-5*mag[i])
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestPrepackOtherTypes: Prepack of a type without a packed layout wraps
+// the matrix, and MatMulPacked equals MatMul.
+func TestPrepackOtherTypes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, wt := range []Type{Q8_0, Q4_0, Q4_K, F32} {
+		rows, cols := 21, 256
+		wrb, _ := wt.RowBytes(cols)
+		at := ActType(wt)
+		xrb, _ := at.RowBytes(cols)
+		w := make([]byte, rows*wrb)
+		require.NoError(t, Quantize(wt, randFloats(rng, rows*cols, 0.05), w))
+		xq := make([]byte, 5*xrb)
+		QuantizeActs(at, randFloats(rng, 5*cols, 1), 5, cols, xq)
+		pk := Prepack(wt, w, rows, cols)
+		require.Zero(t, pk.PackedBytes())
+		a, b := make([]float32, 5*rows), make([]float32, 5*rows)
+		MatMul(wt, w, rows, cols, xq, 5, a, nil)
+		MatMulPacked(pk, xq, 5, b, nil)
+		require.Equal(t, a, b, "%s", wt)
+	}
+	require.Panics(t, func() { Prepack(Q8_1, nil, 1, 32) })
+	require.Panics(t, func() { Prepack(Q4_1, make([]byte, 19), 1, 32) })
+	require.NotPanics(t, func() { MatMulPacked(Prepack(Q4_1, nil, 0, 32), make([]byte, 3*36), 3, nil, nil) })
+}
