@@ -361,29 +361,30 @@ func (c *Channel) WaitPop(timeout time.Duration) (Chunk, error) {
 }
 
 // Consume calls handle for every chunk until the terminal one. If handle
-// returns false the request is cancelled and Consume returns ErrInterrupted.
+// returns false the request is cancelled and Consume returns ErrInterrupted;
+// chunks not yet handled stay queued for a later pop. (Chunks are popped one
+// at a time for that reason: a popped batch would lose its rest.)
 func (c *Channel) Consume(handle func(*Chunk) bool) error {
-	var batch []Chunk
 	for {
 		if err := c.Wait(-1); err != nil {
 			return err
 		}
-		var err error
-		batch, err = c.PopBatch(batch[:0], 0)
-		if err == ErrDone {
+		ch, err := c.TryPop()
+		switch err {
+		case nil:
+		case ErrDone:
 			return nil
-		}
-		if err != nil && err != ErrEmpty {
+		case ErrEmpty:
+			continue
+		default:
 			return err
 		}
-		for i := range batch {
-			if !handle(&batch[i]) {
-				c.Cancel()
-				return ErrInterrupted
-			}
-			if batch[i].Finished {
-				return nil
-			}
+		if !handle(&ch) {
+			c.Cancel()
+			return ErrInterrupted
+		}
+		if ch.Finished {
+			return nil
 		}
 	}
 }

@@ -202,6 +202,7 @@ func TestConsumeStopsWhenTheHandlerSaysSo(t *testing.T) {
 	require.ErrorIs(t, err, ErrInterrupted)
 	require.Equal(t, 3, n)
 	require.True(t, c.Cancelled())
+	require.Equal(t, 2, c.Pending(), "chunks the handler did not see stay queued")
 }
 
 func TestQueueMemoryIsReused(t *testing.T) {

@@ -181,32 +181,43 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 // step waits until the earliest is due, or returns early when the runtime
 // is interrupted (a cancellation must not wait out the delay).
 func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
-	var due time.Time
+	// Read the clock only when some slot is paced: unpaced scripts run as
+	// fast as the engine loop can, and the clock shows up in its profile.
+	// An unpaced slot is always ready, so the step never waits then.
+	var due, now time.Time
+	unpaced := false
 	for _, s := range slots {
 		q := s.State.(*sequence)
-		if q.readyAt.IsZero() && q.delay > 0 {
-			q.readyAt = time.Now().Add(q.delay)
+		if q.delay == 0 {
+			unpaced = true
+			continue
+		}
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if q.readyAt.IsZero() {
+			q.readyAt = now.Add(q.delay)
 		}
 		if due.IsZero() || q.readyAt.Before(due) {
 			due = q.readyAt
 		}
 	}
-	if wait := time.Until(due); wait > 0 {
+	if wait := due.Sub(now); !unpaced && wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-slots[0].Interrupt():
 		}
 		t.Stop()
+		now = time.Now()
 	}
-	now := time.Now()
 	eos := []int32{b.eos}
 	// Decide everything before changing anything: if a scripted panic fires
 	// the runtime retries slot by slot, and no slot may have advanced twice.
 	ready := make([]bool, len(slots))
 	for i, s := range slots {
 		q := s.State.(*sequence)
-		if now.Before(q.readyAt) {
+		if q.delay > 0 && now.Before(q.readyAt) {
 			continue
 		}
 		ready[i] = true
