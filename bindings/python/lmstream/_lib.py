@@ -1,0 +1,188 @@
+"""Loading liblmstream and declaring its C interface (include/lmstream.h).
+
+Every function of the header is declared here with its exact argument and
+result types; tests/test_signatures.py parses the header and fails when a
+declaration is missing or differs.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import (
+    CFUNCTYPE,
+    POINTER,
+    Structure,
+    c_char,
+    c_char_p,
+    c_double,
+    c_int,
+    c_int32,
+    c_int64,
+    c_size_t,
+    c_uint64,
+    c_void_p,
+)
+from typing import Any, Dict, List, Optional, Tuple
+
+#: The ABI version this binding was written for (LMS_ABI_VERSION).
+ABI_VERSION = 1
+
+LIBRARY_NAME = "liblmstream.so"
+
+# Status codes.
+LMS_OK = 0
+LMS_EMPTY = 1
+LMS_DONE = 2
+LMS_INTERRUPTED = 3
+LMS_ERR_INVALID_ARGUMENT = -1
+LMS_ERR_INVALID_HANDLE = -2
+LMS_ERR_BAD_JSON = -3
+LMS_ERR_INVALID_REQUEST = -4
+LMS_ERR_MODEL = -5
+LMS_ERR_PROMPT_TOO_LONG = -6
+LMS_ERR_CAPACITY = -7
+LMS_ERR_BUFFER_TOO_SMALL = -8
+LMS_ERR_FORKED = -9
+LMS_ERR_BACKEND = -10
+LMS_ERR_INTERNAL = -11
+LMS_ERR_SHUTDOWN = -12
+LMS_ERR_CLOSED = -13
+LMS_ERR_STATE = -14
+
+# Queue policies.
+LMS_QUEUE_COALESCE = 0
+LMS_QUEUE_PAUSE = 1
+
+lms_runtime = c_uint64
+lms_channel = c_uint64
+
+
+class LmsUsage(Structure):
+    _fields_ = [
+        ("prompt_tokens", c_int64),
+        ("generated_tokens", c_int64),
+        ("ttft_ms", c_double),
+        ("tpot_ms", c_double),
+        ("draft_tokens_proposed", c_int64),
+        ("draft_tokens_accepted", c_int64),
+        ("verify_passes", c_int64),
+    ]
+
+
+class LmsChunk(Structure):
+    _fields_ = [
+        ("token_ids", POINTER(c_int32)),
+        ("n_token_ids", c_size_t),
+        ("text", c_void_p),  # const char *, read with its length (may hold no NUL before text_len)
+        ("text_len", c_size_t),
+        ("finished", c_int32),
+        ("reason", c_int32),
+        ("error_code", c_int32),
+        ("batch_index", c_int32),
+        ("error_message", c_char_p),
+        ("usage", LmsUsage),
+    ]
+
+
+lms_chunk_handler = CFUNCTYPE(c_int, POINTER(LmsChunk), c_void_p)
+
+# name -> (restype, argtypes), in header order.
+FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
+    "lms_abi_version": (c_int32, []),
+    "lms_strerror": (c_char_p, [c_int]),
+    "lms_finish_reason_name": (c_char_p, [c_int]),
+    "lms_configure_process": (c_int, [c_char_p, POINTER(c_char), c_size_t]),
+    "lms_runtime_create": (c_int, [c_char_p, POINTER(lms_runtime), POINTER(c_char), c_size_t]),
+    "lms_runtime_destroy": (c_int, [lms_runtime]),
+    "lms_runtime_stats": (c_int, [lms_runtime, POINTER(c_char), c_size_t, POINTER(c_size_t)]),
+    "lms_channel_create": (c_int, [POINTER(lms_channel)]),
+    "lms_channel_set_interval": (c_int, [lms_channel, c_int32]),
+    "lms_channel_set_skip_special": (c_int, [lms_channel, c_int]),
+    "lms_channel_set_queue": (c_int, [lms_channel, c_int32, c_int]),
+    "lms_submit": (c_int, [lms_runtime, c_char_p, POINTER(lms_channel), c_size_t,
+                           POINTER(c_char), c_size_t]),
+    "lms_complete": (c_int, [lms_runtime, c_char_p, POINTER(POINTER(LmsChunk)),
+                             POINTER(c_char), c_size_t]),
+    "lms_channel_try_pop": (c_int, [lms_channel, POINTER(POINTER(LmsChunk))]),
+    "lms_channel_wait_pop": (c_int, [lms_channel, c_int32, POINTER(POINTER(LmsChunk))]),
+    "lms_channel_pop_batch": (c_int, [lms_channel, POINTER(LmsChunk), c_size_t, c_void_p,
+                                      c_size_t, c_int32, POINTER(c_size_t)]),
+    "lms_chunk_free": (None, [POINTER(LmsChunk)]),
+    "lms_channel_consume": (c_int, [lms_channel, lms_chunk_handler, c_void_p]),
+    "lms_channel_cancel": (c_int, [lms_channel]),
+    "lms_channel_fd": (c_int, [lms_channel, POINTER(c_int)]),
+    "lms_channel_state": (c_int, [lms_channel, POINTER(c_int), POINTER(c_int), POINTER(c_size_t)]),
+    "lms_channel_release": (c_int, [lms_channel]),
+}
+
+
+class LibraryNotFound(ImportError):
+    """liblmstream.so is neither in the package, at LMSTREAM_LIBRARY, nor in
+    the repository's build directory."""
+
+
+def candidate_paths() -> List[str]:
+    """Where the library is looked for, in order."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = []
+    env = os.environ.get("LMSTREAM_LIBRARY")
+    if env:
+        out.append(env)
+    out.append(os.path.join(here, LIBRARY_NAME))  # the wheel carries it here
+    # In-repo development: <repo>/bindings/python/lmstream -> <repo>/build.
+    out.append(os.path.normpath(os.path.join(here, "..", "..", "..", "build", LIBRARY_NAME)))
+    return out
+
+
+def _load() -> Tuple[ctypes.CDLL, str]:
+    tried = []
+    for path in candidate_paths():
+        if not os.path.exists(path):
+            tried.append(f"{path} (absent)")
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{path} ({e})")
+            if path == os.environ.get("LMSTREAM_LIBRARY"):
+                break
+            continue
+        return lib, path
+    raise LibraryNotFound(
+        "cannot load liblmstream.so; set LMSTREAM_LIBRARY or build it with `make lib`. Tried: "
+        + "; ".join(tried))
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    for name, (restype, argtypes) in FUNCTIONS.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+lib, path = _load()
+_declare(lib)
+
+abi = lib.lms_abi_version()
+if abi != ABI_VERSION:
+    raise ImportError(
+        f"{path} has ABI version {abi}, but this lmstream package was written for "
+        f"version {ABI_VERSION}; install matching versions")
+
+
+def strerror(code: int) -> str:
+    s: Optional[bytes] = lib.lms_strerror(code)
+    return s.decode("utf-8", "replace") if s else f"status {code}"
+
+
+#: Set in a child process after fork(): every use raises ForkedProcess
+#: (the library's Go runtime does not survive a fork).
+FORKED = False
+
+
+def _after_fork_in_child() -> None:
+    global FORKED
+    FORKED = True
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,553 @@
+"""Runtime: a model and its engine loop, and the requests submitted to it."""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import json
+import math
+import os
+import threading
+import weakref
+from typing import (
+    Any,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Sequence,
+    Union,
+)
+
+from . import _lib
+from ._lib import LMS_ERR_INVALID_HANDLE, LMS_OK, LmsChunk, lib
+from .errors import (
+    ForkedProcess,
+    InvalidRequest,
+    LmstreamError,
+    ShutdownError,
+    error_for,
+)
+from .stream import (
+    _REASONS,
+    Chunk,
+    FinishReason,
+    QueuePolicy,
+    Stream,
+    Usage,
+    _live as _live_streams,
+)
+
+__all__ = ["Runtime", "configure_process"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+Message = Mapping[str, str]
+
+_ERR_SIZE = 4096
+
+
+def _check_forked() -> None:
+    if _lib.FORKED:
+        raise ForkedProcess("lmstream cannot be used in a child process after fork(); "
+                            "use it in the parent, or start workers with the 'spawn' method")
+
+
+def _err_buf() -> "ctypes.Array[ctypes.c_char]":
+    return ctypes.create_string_buffer(_ERR_SIZE)
+
+
+def _raise(rc: int, err: "ctypes.Array[ctypes.c_char]") -> None:
+    raise error_for(rc, err.value.decode("utf-8", "replace"))
+
+
+# ---- validation of known parameters (before anything reaches C) --------
+
+def _type_name(v: object) -> str:
+    return type(v).__name__
+
+
+def _int(name: str, v: object, lo: Optional[int] = None, hi: Optional[int] = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{name} must be an int, got {_type_name(v)} {v!r}")
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        rng = f"at least {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise InvalidRequest(f"{name} must be {rng}, got {v}")
+    return int(v)
+
+
+def _num(name: str, v: object, lo: float, hi: float, lo_open: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"{name} must be a number, got {_type_name(v)} {v!r}")
+    f = float(v)
+    if math.isnan(f) or f < lo or f > hi or (lo_open and f == lo):
+        raise InvalidRequest(f"{name} must be in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {v!r}")
+    return f
+
+
+def _bool(name: str, v: object) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"{name} must be a bool, got {_type_name(v)} {v!r}")
+    return v
+
+
+def _str(name: str, v: object) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"{name} must be a str, got {_type_name(v)} {v!r}")
+    return v
+
+
+def _str_list(name: str, v: object) -> List[str]:
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+        raise TypeError(f"{name} must be a list of str, got {_type_name(v)} {v!r}")
+    return [_str(f"{name}[{i}]", s) for i, s in enumerate(v)]
+
+
+def _int_list(name: str, v: object, lo: Optional[int] = None) -> List[int]:
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+        raise TypeError(f"{name} must be a list of int, got {_type_name(v)} {v!r}")
+    return [_int(f"{name}[{i}]", x, lo) for i, x in enumerate(v)]
+
+
+def _messages(v: object) -> List[Dict[str, str]]:
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+        raise TypeError(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got {_type_name(v)}")
+    if not v:
+        raise InvalidRequest("messages must hold at least one message")
+    out = []
+    for i, m in enumerate(v):
+        if not isinstance(m, Mapping):
+            raise TypeError(f"messages[{i}] must be a dict with 'role' and 'content', got {_type_name(m)}")
+        unknown = set(m) - {"role", "content"}
+        if unknown:
+            raise InvalidRequest(f"messages[{i}] has unknown keys {sorted(map(str, unknown))}")
+        if "role" not in m:
+            raise InvalidRequest(f"messages[{i}] has no 'role'")
+        role = _str(f"messages[{i}]['role']", m["role"])
+        if not role:
+            raise InvalidRequest(f"messages[{i}] has an empty 'role'")
+        out.append({"role": role, "content": _str(f"messages[{i}]['content']", m.get("content", ""))})
+    return out
+
+
+def _policy(v: object) -> int:
+    if isinstance(v, QueuePolicy):
+        return int(v)
+    if isinstance(v, str):
+        try:
+            return int(QueuePolicy[v.upper()])
+        except KeyError:
+            pass
+        raise InvalidRequest(f"queue_policy must be 'coalesce' or 'pause', got {v!r}")
+    raise TypeError(f"queue_policy must be 'coalesce', 'pause' or a QueuePolicy, got {_type_name(v)} {v!r}")
+
+
+class _ChannelSettings:
+    __slots__ = ("interval", "skip", "limit", "policy")
+
+    def __init__(self, stream_interval: Optional[int], skip_special_tokens: Optional[bool],
+                 queue_limit: Optional[int], queue_policy: object) -> None:
+        self.interval = None if stream_interval is None else _int("stream_interval", stream_interval, 0, 2**31 - 1)
+        self.skip = None if skip_special_tokens is None else _bool("skip_special_tokens", skip_special_tokens)
+        self.limit = None if queue_limit is None else _int("queue_limit", queue_limit, 1, 2**31 - 1)
+        self.policy = None if queue_policy is None else _policy(queue_policy)
+
+    def make_channel(self) -> int:
+        h = ctypes.c_uint64()
+        rc = lib.lms_channel_create(h)
+        if rc != LMS_OK:
+            raise error_for(rc)
+        try:
+            if self.interval is not None:
+                _ok(lib.lms_channel_set_interval(h, self.interval))
+            if self.skip is not None:
+                _ok(lib.lms_channel_set_skip_special(h, int(self.skip)))
+            if self.limit is not None or self.policy is not None:
+                _ok(lib.lms_channel_set_queue(h, self.limit if self.limit is not None else 256,
+                                              self.policy if self.policy is not None else 0))
+        except BaseException:
+            lib.lms_channel_release(h)
+            raise
+        return h.value
+
+
+def _ok(rc: int) -> None:
+    if rc < 0:
+        raise error_for(rc)
+
+
+def _request(prompt: Any, prompts: Any, messages: Any, *, max_tokens: Any, temperature: Any,
+             top_p: Any, top_k: Any, min_p: Any, seed: Any, stop: Any, stop_token_ids: Any,
+             include_stop: Any, tpot_slo_ms: Any, ttft_slo_ms: Any,
+             extra: Dict[str, Any]) -> bytes:
+    req: Dict[str, Any] = {}
+    given = sum(x is not None for x in (prompt, prompts, messages))
+    if given == 0:
+        raise InvalidRequest("give a prompt or messages")
+    if given > 1:
+        raise InvalidRequest("give only one of prompt and messages")
+    if prompt is not None:
+        req["prompt"] = _str("prompt", prompt)
+    elif prompts is not None:
+        req["prompts"] = _str_list("prompts", prompts)
+        if not req["prompts"]:
+            raise InvalidRequest("prompts must hold at least one prompt")
+    else:
+        req["messages"] = _messages(messages)
+    if max_tokens is not None:
+        req["max_tokens"] = _int("max_tokens", max_tokens, 1)
+    if temperature is not None:
+        req["temperature"] = _num("temperature", temperature, 0, 100)
+    if top_p is not None:
+        req["top_p"] = _num("top_p", top_p, 0, 1, lo_open=True)
+    if top_k is not None:
+        req["top_k"] = _int("top_k", top_k, 0)
+    if min_p is not None:
+        req["min_p"] = _num("min_p", min_p, 0, 1)
+    if seed is not None:
+        req["seed"] = _int("seed", seed, 0, 2**64 - 1)
+    if stop is not None:
+        req["stop"] = [stop] if isinstance(stop, str) else _str_list("stop", stop)
+    if stop_token_ids is not None:
+        req["stop_token_ids"] = _int_list("stop_token_ids", stop_token_ids, 0)
+    if include_stop is not None:
+        req["include_stop"] = _bool("include_stop", include_stop)
+    if tpot_slo_ms is not None:
+        req["tpot_slo_ms"] = _num("tpot_slo_ms", tpot_slo_ms, 0, math.inf)
+    if ttft_slo_ms is not None:
+        req["ttft_slo_ms"] = _num("ttft_slo_ms", ttft_slo_ms, 0, math.inf)
+    for k, v in extra.items():
+        if k in req or k in ("prompt", "prompts", "messages"):
+            raise InvalidRequest(f"{k!r} given twice")
+        req[k] = v
+    return _dumps(req, "request")
+
+
+def _dumps(obj: Dict[str, Any], what: str) -> bytes:
+    try:
+        return json.dumps(obj, ensure_ascii=False, allow_nan=False,
+                          separators=(",", ":")).encode("utf-8")
+    except TypeError as e:
+        raise TypeError(f"{what}: a value is not JSON-serializable: {e}") from None
+    except ValueError as e:
+        raise InvalidRequest(f"{what}: {e}") from None
+    except UnicodeEncodeError as e:
+        raise InvalidRequest(f"{what}: a string is not valid Unicode: {e}") from None
+
+
+_live_runtimes: "weakref.WeakSet[Runtime]" = weakref.WeakSet()
+
+
+class Runtime:
+    """A model and its engine loop.
+
+    ``Runtime(model_path="models/x.gguf", max_slots=8)`` loads a GGUF model
+    with the default (cpu) backend; ``Runtime.replay(vocab=[b"a", ...],
+    eos_id=0)`` makes the scripted replay backend. Other keyword arguments
+    go into the runtime config JSON ("backend", "max_slots", "max_queue" and
+    backend-specific fields). Use it as a context manager, or call close().
+    One runtime may be shared by any number of threads.
+    """
+
+    def __init__(self, model_path: Optional[PathLike] = None, **config: Any) -> None:
+        _check_forked()
+        self._h = 0
+        self._lock = threading.Lock()
+        cfg: Dict[str, Any] = {}
+        if model_path is not None:
+            if not isinstance(model_path, (str, os.PathLike)):
+                raise TypeError(f"model_path must be a str or path, got {_type_name(model_path)}")
+            cfg["model_path"] = os.fspath(model_path)
+        if "backend" in config:
+            _str("backend", config["backend"])
+        if "max_slots" in config:
+            _int("max_slots", config["max_slots"], 1, 4096)
+        if "max_queue" in config:
+            _int("max_queue", config["max_queue"], 1)
+        cfg.update(config)
+        self.config = cfg
+        data = _dumps(cfg, "config")
+        h = ctypes.c_uint64()
+        err = _err_buf()
+        rc = lib.lms_runtime_create(data, h, err, _ERR_SIZE)
+        if rc != LMS_OK:
+            _raise(rc, err)
+        self._h = h.value
+        _live_runtimes.add(self)
+
+    @classmethod
+    def replay(cls, vocab: Sequence[Union[bytes, str]], eos_id: int,
+               special_ids: Sequence[int] = (), **config: Any) -> "Runtime":
+        """A runtime on the deterministic replay backend: a vocabulary of raw
+        byte pieces (str pieces are UTF-8 encoded), and per request a
+        ``script=[[ids], ...]`` of the token bursts each iteration emits."""
+        if isinstance(vocab, (str, bytes)) or not isinstance(vocab, Sequence):
+            raise TypeError(f"vocab must be a list of bytes, got {_type_name(vocab)}")
+        pieces = []
+        for i, p in enumerate(vocab):
+            if isinstance(p, str):
+                p = p.encode("utf-8")
+            if not isinstance(p, (bytes, bytearray)):
+                raise TypeError(f"vocab[{i}] must be bytes or str, got {_type_name(p)}")
+            pieces.append(bytes(p).hex())
+        cfg = {"backend": "replay", "vocab": pieces,
+               "eos_id": _int("eos_id", eos_id, 0),
+               "special_ids": _int_list("special_ids", special_ids, 0)}
+        cfg.update(config)
+        return cls(**cfg)
+
+    # ---- lifetime -------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._h == 0
+
+    def close(self) -> None:
+        """Stops the engine. Streams still running receive an error terminal
+        chunk (ShutdownError). Idempotent; from any thread."""
+        with self._lock:
+            h, self._h = self._h, 0
+        if h and not _lib.FORKED:
+            lib.lms_runtime_destroy(h)
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if self._h:
+                self.close()
+        except Exception:
+            pass
+
+    def _handle(self) -> int:
+        _check_forked()
+        h = self._h
+        if not h:
+            raise ShutdownError("the runtime is closed")
+        return h
+
+    def _fail(self, rc: int, err: "ctypes.Array[ctypes.c_char]") -> LmstreamError:
+        if rc == LMS_ERR_INVALID_HANDLE and self._h == 0:
+            return ShutdownError("the runtime is closed")
+        return error_for(rc, err.value.decode("utf-8", "replace"))
+
+    # ---- requests -------------------------------------------------------
+
+    def generate(self, prompt: Optional[str] = None, *,
+                 messages: Optional[Sequence[Message]] = None,
+                 max_tokens: Optional[int] = None,
+                 temperature: Optional[float] = None,
+                 top_p: Optional[float] = None,
+                 top_k: Optional[int] = None,
+                 min_p: Optional[float] = None,
+                 seed: Optional[int] = None,
+                 stop: Union[str, Sequence[str], None] = None,
+                 stop_token_ids: Optional[Sequence[int]] = None,
+                 include_stop: Optional[bool] = None,
+                 stream_interval: Optional[int] = None,
+                 skip_special_tokens: Optional[bool] = None,
+                 tpot_slo_ms: Optional[float] = None,
+                 ttft_slo_ms: Optional[float] = None,
+                 queue_limit: Optional[int] = None,
+                 queue_policy: Union[str, QueuePolicy, None] = None,
+                 raise_on_error: bool = True,
+                 **extra: Any) -> Stream:
+        """Submits a request and returns its Stream at once.
+
+        ``stream_interval`` (a chunk carries at least n tokens),
+        ``skip_special_tokens``, ``queue_limit`` and ``queue_policy``
+        ("coalesce" or "pause") set up the channel; everything else goes
+        into the request JSON, ``**extra`` included (backend-specific fields
+        such as the replay backend's ``script``). Errors known before the
+        first token raise here.
+        """
+        streams = self._submit(prompt, None, messages, 1, locals(), extra)
+        return streams[0]
+
+    def generate_batch(self, prompts: Sequence[str], *,
+                       max_tokens: Optional[int] = None,
+                       temperature: Optional[float] = None,
+                       top_p: Optional[float] = None,
+                       top_k: Optional[int] = None,
+                       min_p: Optional[float] = None,
+                       seed: Optional[int] = None,
+                       stop: Union[str, Sequence[str], None] = None,
+                       stop_token_ids: Optional[Sequence[int]] = None,
+                       include_stop: Optional[bool] = None,
+                       stream_interval: Optional[int] = None,
+                       skip_special_tokens: Optional[bool] = None,
+                       tpot_slo_ms: Optional[float] = None,
+                       ttft_slo_ms: Optional[float] = None,
+                       queue_limit: Optional[int] = None,
+                       queue_policy: Union[str, QueuePolicy, None] = None,
+                       raise_on_error: bool = True,
+                       **extra: Any) -> List[Stream]:
+        """One request with many prompts sharing every setting: one Stream
+        per prompt, in order (a single lms_submit)."""
+        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
+            raise TypeError(f"prompts must be a list of str, got {_type_name(prompts)}")
+        return self._submit(None, prompts, None, len(prompts), locals(), extra)
+
+    def _submit(self, prompt: Any, prompts: Any, messages: Any, n: int,
+                kw: Dict[str, Any], extra: Dict[str, Any]) -> List[Stream]:
+        h = self._handle()
+        raise_on_error = _bool("raise_on_error", kw["raise_on_error"])
+        settings = _ChannelSettings(kw["stream_interval"], kw["skip_special_tokens"],
+                                    kw["queue_limit"], kw["queue_policy"])
+        data = _request(prompt, prompts, messages, max_tokens=kw["max_tokens"],
+                        temperature=kw["temperature"], top_p=kw["top_p"], top_k=kw["top_k"],
+                        min_p=kw["min_p"], seed=kw["seed"], stop=kw["stop"],
+                        stop_token_ids=kw["stop_token_ids"], include_stop=kw["include_stop"],
+                        tpot_slo_ms=kw["tpot_slo_ms"], ttft_slo_ms=kw["ttft_slo_ms"],
+                        extra=extra)
+        n = max(n, 1)
+        handles: List[int] = []
+        try:
+            for _ in range(n):
+                handles.append(settings.make_channel())
+            arr = (ctypes.c_uint64 * n)(*handles)
+            err = _err_buf()
+            rc = lib.lms_submit(h, data, arr, n, err, _ERR_SIZE)
+            if rc != LMS_OK:
+                raise self._fail(rc, err)
+        except BaseException:
+            for ch in handles:
+                lib.lms_channel_release(ch)
+            raise
+        # Streams hold the runtime: it lives while any of its streams does.
+        return [Stream(self, ch, i, raise_on_error) for i, ch in enumerate(handles)]
+
+    def complete(self, prompt: Optional[str] = None, *,
+                 messages: Optional[Sequence[Message]] = None,
+                 max_tokens: Optional[int] = None,
+                 temperature: Optional[float] = None,
+                 top_p: Optional[float] = None,
+                 top_k: Optional[int] = None,
+                 min_p: Optional[float] = None,
+                 seed: Optional[int] = None,
+                 stop: Union[str, Sequence[str], None] = None,
+                 stop_token_ids: Optional[Sequence[int]] = None,
+                 include_stop: Optional[bool] = None,
+                 tpot_slo_ms: Optional[float] = None,
+                 ttft_slo_ms: Optional[float] = None,
+                 raise_on_error: bool = True,
+                 **extra: Any) -> Chunk:
+        """The non-streaming call (lms_complete): blocks until the request
+        ends and returns its whole answer as one terminal Chunk (all token
+        ids, ``.text``, ``.reason``, ``.usage``). A failed request raises
+        (unless raise_on_error=False).
+
+        The call runs on a helper thread so that Ctrl-C interrupts the wait;
+        lms_complete has no cancellation, so an interrupted request still
+        runs to its end in the engine (bound it with max_tokens).
+        """
+        h = self._handle()
+        _bool("raise_on_error", raise_on_error)
+        data = _request(prompt, None, messages, max_tokens=max_tokens, temperature=temperature,
+                        top_p=top_p, top_k=top_k, min_p=min_p, seed=seed, stop=stop,
+                        stop_token_ids=stop_token_ids, include_stop=include_stop,
+                        tpot_slo_ms=tpot_slo_ms, ttft_slo_ms=ttft_slo_ms, extra=extra)
+        box: List[Any] = []
+
+        def call() -> None:
+            out = ctypes.POINTER(LmsChunk)()
+            err = _err_buf()
+            rc = lib.lms_complete(h, data, ctypes.byref(out), err, _ERR_SIZE)
+            try:
+                box.append((rc, err.value, _copy_chunk(out) if rc == LMS_OK and out else None))
+            finally:
+                if out:
+                    lib.lms_chunk_free(out)
+
+        t = threading.Thread(target=call, name="lmstream-complete", daemon=True)
+        t.start()
+        while t.is_alive():
+            t.join(0.05)
+        rc, msg, chunk = box[0]
+        if rc != LMS_OK:
+            if rc == LMS_ERR_INVALID_HANDLE and self._h == 0:
+                raise ShutdownError("the runtime is closed")
+            raise error_for(rc, msg.decode("utf-8", "replace"))
+        if chunk.error is not None and raise_on_error:
+            raise chunk.error
+        return chunk
+
+    # ---- introspection --------------------------------------------------
+
+    def stats(self) -> Dict[str, int]:
+        """The runtime's counters (lms_runtime_stats): max_slots,
+        active_slots, queued, submitted, finished, tokens_generated,
+        iterations."""
+        h = self._handle()
+        size = 512
+        n = ctypes.c_size_t()
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            rc = lib.lms_runtime_stats(h, buf, size, n)
+            if rc == LMS_OK:
+                return json.loads(buf.value)
+            if rc == _lib.LMS_ERR_BUFFER_TOO_SMALL:
+                size = n.value + 1
+                continue
+            raise self._fail(rc, buf)
+
+    def __repr__(self) -> str:
+        what = self.config.get("model_path") or self.config.get("backend", "cpu")
+        return f"<lmstream.Runtime {what!s} {'closed' if self._h == 0 else 'open'}>"
+
+
+def _copy_chunk(p: "ctypes._Pointer[LmsChunk]") -> Chunk:
+    """A Python Chunk from a library-allocated lms_chunk (not freed here)."""
+    c = p.contents
+    ids = c.token_ids[:c.n_token_ids] if c.n_token_ids else []
+    text = ctypes.string_at(c.text, c.text_len).decode("utf-8", "replace") if c.text_len else ""
+    reason = _REASONS[c.reason] if 0 <= c.reason < len(_REASONS) else FinishReason.ERROR
+    u = c.usage
+    usage = Usage(u.prompt_tokens, u.generated_tokens, u.ttft_ms, u.tpot_ms,
+                  u.draft_tokens_proposed, u.draft_tokens_accepted, u.verify_passes)
+    err = None
+    if c.error_code or reason == FinishReason.ERROR:
+        msg = (c.error_message or b"").decode("utf-8", "replace")
+        err = error_for(c.error_code or _lib.LMS_ERR_INTERNAL, msg)
+    chunk = Chunk.make(ids, text, finished=bool(c.finished), reason=reason, usage=usage, error=err)
+    if err is not None:
+        err.chunk = chunk
+    return chunk
+
+
+def configure_process(*, threads: Optional[int] = None, gc_percent: Optional[int] = None,
+                      memory_limit_bytes: Optional[int] = None) -> None:
+    """Process-wide settings of the library's Go runtime: engine threads
+    (GOMAXPROCS), GC percent, soft memory limit."""
+    _check_forked()
+    s: Dict[str, Any] = {}
+    if threads is not None:
+        s["threads"] = _int("threads", threads, 1, 1024)
+    if gc_percent is not None:
+        s["gc_percent"] = _int("gc_percent", gc_percent)
+    if memory_limit_bytes is not None:
+        s["memory_limit_bytes"] = _int("memory_limit_bytes", memory_limit_bytes, 1)
+    err = _err_buf()
+    rc = lib.lms_configure_process(_dumps(s, "settings"), err, _ERR_SIZE)
+    if rc != LMS_OK:
+        _raise(rc, err)
+
+
+@atexit.register
+def _shutdown() -> None:
+    """Interpreter exit: cancel every open stream and stop every runtime."""
+    if _lib.FORKED:
+        return
+    for s in list(_live_streams):
+        try:
+            s.close()
+        except Exception:
+            pass
+    for rt in list(_live_runtimes):
+        try:
+            rt.close()
+        except Exception:
+            pass
+

@@ -1,0 +1,567 @@
+"""Streams and chunks: reading a channel from Python threads and asyncio."""
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import enum
+import struct
+import threading
+import weakref
+from typing import (
+    TYPE_CHECKING,
+    AsyncIterator,
+    Iterator,
+    List,
+    NamedTuple,
+    Optional,
+    Sequence,
+)
+
+from . import _lib
+from ._lib import (
+    LMS_DONE,
+    LMS_EMPTY,
+    LMS_ERR_BUFFER_TOO_SMALL,
+    LMS_ERR_CLOSED,
+    LMS_ERR_INVALID_HANDLE,
+    LMS_OK,
+    LmsChunk,
+    lib,
+)
+from .errors import ChannelClosed, ForkedProcess, LmstreamError, error_for
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .runtime import Runtime
+
+__all__ = ["FinishReason", "QueuePolicy", "Usage", "Chunk", "Stream", "StreamState"]
+
+#: How long one blocking wait lasts before Python gets control back (signal
+#: handlers, KeyboardInterrupt). The wait loops until a chunk arrives.
+WAIT_SLICE_MS = 50
+
+
+class FinishReason(enum.IntEnum):
+    """Why a stream ended (LMS_FINISH_*)."""
+
+    NOT_FINISHED = 0
+    END_ID = 1
+    LENGTH = 2
+    CANCELLED = 3
+    ERROR = 4
+    STOP_WORDS = 5
+
+    @property
+    def ident(self) -> str:
+        """The snake-case name ("end_id", "stop_words"), as the library and
+        the conformance vectors spell it."""
+        return self.name.lower()
+
+    def __str__(self) -> str:
+        return self.ident
+
+
+class QueuePolicy(enum.IntEnum):
+    """What a full channel queue does (LMS_QUEUE_*)."""
+
+    COALESCE = 0  #: merge new deltas into the last queued chunk
+    PAUSE = 1  #: the request stops decoding until the consumer drains
+
+
+class Usage(NamedTuple):
+    """Usage of a finished stream (carried by its terminal chunk)."""
+
+    prompt_tokens: int
+    generated_tokens: int
+    ttft_ms: float
+    tpot_ms: float
+    draft_tokens_proposed: int
+    draft_tokens_accepted: int
+    verify_passes: int
+
+
+class StreamState(NamedTuple):
+    finished: bool
+    reason: FinishReason
+    pending: int
+
+
+_REASONS = tuple(FinishReason)
+_NOT_FINISHED = FinishReason.NOT_FINISHED
+
+# The lms_chunk struct, read with struct instead of ctypes attribute access:
+# ids pointer, n ids, text pointer, text length, finished, reason, error code,
+# batch index, message pointer; the usage is read only for terminal chunks.
+_SZ = ctypes.sizeof(LmsChunk)
+_USAGE_OFF = LmsChunk.usage.offset
+_HEAD = struct.Struct("@PNPNiiiiP%dx" % (_SZ - _USAGE_OFF))
+_USAGE = struct.Struct("@qqddqqq")
+assert _HEAD.size == _SZ and _USAGE.size == ctypes.sizeof(_lib.LmsUsage)
+_I32 = struct.Struct("@i")
+
+
+class Chunk:
+    """One delta of a stream: the tokens the engine accepted since the
+    previous chunk and the text they completed.
+
+    ``token_ids`` (list of int, special tokens included), ``text`` (str,
+    always whole characters), ``finished`` (True on the terminal chunk only),
+    ``reason`` (a FinishReason), ``usage`` (a Usage, on the terminal chunk),
+    ``error`` (an LmstreamError when the stream failed, else None).
+    Text and ids are decoded lazily, on first access.
+    """
+
+    __slots__ = ("_d", "_b", "_r", "_ids", "_text")
+
+    # Defaults for non-terminal chunks; the terminal subclass has slots.
+    finished = False
+    reason = _NOT_FINISHED
+    usage: Optional[Usage] = None
+    error: Optional[LmstreamError] = None
+
+    def __init__(self, d: bytes, b: int, r: tuple) -> None:
+        # d: a copy of the popped payload; b: the address it was copied from;
+        # r: the unpacked struct (pointers are relative to b).
+        self._d = d
+        self._b = b
+        self._r = r
+        self._ids = None
+        self._text = None
+
+    @classmethod
+    def make(cls, token_ids: Sequence[int] = (), text: str = "", finished: bool = False,
+             reason: FinishReason = _NOT_FINISHED, usage: Optional[Usage] = None,
+             error: Optional[LmstreamError] = None) -> "Chunk":
+        """A chunk built from values (for tests and synthetic streams)."""
+        c: Chunk = _Terminal.__new__(_Terminal) if finished else Chunk.__new__(Chunk)
+        c._d, c._b, c._r = b"", 0, ()
+        c._ids = list(token_ids)
+        c._text = text
+        if finished:
+            assert isinstance(c, _Terminal)
+            c.finished = True
+            c.reason = FinishReason(reason)
+            c.usage = usage
+            c.error = error
+        return c
+
+    @property
+    def token_ids(self) -> List[int]:
+        ids = self._ids
+        if ids is None:
+            r = self._r
+            n = r[1]
+            if n == 1:
+                ids = [_I32.unpack_from(self._d, r[0] - self._b)[0]]
+            elif n == 0:
+                ids = []
+            else:
+                o = r[0] - self._b
+                ids = memoryview(self._d)[o:o + 4 * n].cast("i").tolist()
+            self._ids = ids
+        return ids
+
+    @property
+    def text(self) -> str:
+        t = self._text
+        if t is None:
+            r = self._r
+            o = r[2] - self._b
+            t = self._text = self._d[o:o + r[3]].decode("utf-8", "replace")
+        return t
+
+    @property
+    def error_code(self) -> int:
+        """The LMS_ERR_* code of a failed stream's terminal chunk, else 0."""
+        e = self.error
+        return e.code if e is not None else 0
+
+    def __repr__(self) -> str:
+        extra = ""
+        if self.finished:
+            extra = f", finished=True, reason={self.reason.ident}"
+            if self.error is not None:
+                extra += f", error={self.error!r}"
+        return f"Chunk(token_ids={self.token_ids!r}, text={self.text!r}{extra})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Chunk):
+            return NotImplemented
+        return (self.token_ids == other.token_ids and self.text == other.text
+                and self.finished == other.finished and self.reason == other.reason
+                and self.error_code == other.error_code)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _Terminal(Chunk):
+    __slots__ = ("finished", "reason", "usage", "error")
+
+
+class _Scratch:
+    """Per-thread buffers for lms_channel_pop_batch: the chunk structs and
+    the payload (ids and text). Parsed chunks copy what they need, so one
+    set per thread serves every stream that thread reads."""
+
+    __slots__ = ("cap", "chunks", "cmv", "size", "buf", "addr", "nout")
+
+    def __init__(self, cap: int = 1024, size: int = 1 << 16) -> None:
+        self.cap = cap
+        self.chunks = (LmsChunk * cap)()
+        self.cmv = memoryview(self.chunks).cast("B")
+        self.nout = ctypes.c_size_t()
+        self.grow(size)
+
+    def grow(self, size: int) -> None:
+        self.buf = ctypes.create_string_buffer(size)
+        self.size = size
+        self.addr = ctypes.addressof(self.buf)
+
+
+_tls = threading.local()
+
+
+def _scratch() -> _Scratch:
+    try:
+        return _tls.s
+    except AttributeError:
+        s = _tls.s = _Scratch()
+        return s
+
+
+_pop_batch = lib.lms_channel_pop_batch
+_release = lib.lms_channel_release
+_cancel = lib.lms_channel_cancel
+
+# Every stream not yet closed, so interpreter exit can release them.
+_live: "weakref.WeakSet[Stream]" = weakref.WeakSet()
+
+
+class Stream:
+    """One stream of chunks (one channel of a request).
+
+    Iterate it (``for chunk in stream`` or ``async for chunk in stream``),
+    collect it (``stream.text()``, ``await stream.atext()``) or read it in
+    batches (``stream.read()``). Leaving a loop early, ``close()``, the end
+    of a ``with`` block, garbage collection and interpreter exit cancel the
+    request and release the channel.
+
+    A stream is meant to be read by one consumer at a time; ``close()`` and
+    ``cancel()`` may be called from any thread.
+    """
+
+    def __init__(self, runtime: "Runtime", handle: int, index: int = 0,
+                 raise_on_error: bool = True) -> None:
+        self._rt = runtime
+        self._h = handle
+        self._done = False  # the terminal chunk was popped
+        self._closed = False  # closed by the user before the end
+        self._fd = -1
+        self._raise = raise_on_error
+        self._release_at_end = True
+        self.index = index
+        #: The terminal chunk, once popped.
+        self.final: Optional[Chunk] = None
+        _live.add(self)
+
+    # ---- state -------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        """Whether the terminal chunk has been received."""
+        return self._done
+
+    @property
+    def reason(self) -> FinishReason:
+        return self.final.reason if self.final is not None else _NOT_FINISHED
+
+    @property
+    def usage(self) -> Optional[Usage]:
+        return self.final.usage if self.final is not None else None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the channel is released (after the end, or by close())."""
+        return self._h == 0
+
+    def state(self) -> StreamState:
+        """The library's view: finished (the terminal chunk was pushed, maybe
+        not popped yet), its reason, and the number of queued chunks."""
+        h = self._live_handle()
+        fin, reason, pending = ctypes.c_int(), ctypes.c_int(), ctypes.c_size_t()
+        rc = lib.lms_channel_state(h, fin, reason, pending)
+        if rc < 0:
+            raise self._error(rc)
+        return StreamState(bool(fin.value), FinishReason(reason.value), pending.value)
+
+    def fileno(self) -> int:
+        """The channel's readiness descriptor (readable while chunks are
+        pending or the stream is finished), for select/poll/epoll."""
+        if self._fd < 0:
+            h = self._live_handle()
+            fd = ctypes.c_int()
+            rc = lib.lms_channel_fd(h, fd)
+            if rc < 0:
+                raise self._error(rc)
+            self._fd = fd.value
+        return self._fd
+
+    # ---- control -----------------------------------------------------
+
+    def cancel(self) -> None:
+        """Asks the runtime to stop the request; the stream still delivers
+        the text produced so far and then its terminal chunk (reason
+        CANCELLED). Idempotent, from any thread."""
+        h = self._h
+        if h and not _lib.FORKED:
+            _cancel(h)
+
+    def close(self) -> None:
+        """Cancels the request if it still runs and releases the channel.
+        Idempotent, from any thread; a consumer blocked in a wait returns."""
+        h = self._h
+        if not h:
+            return
+        self._h = 0
+        if not self._done:
+            self._closed = True
+        if not _lib.FORKED:
+            _release(h)
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            if self._h:
+                self.close()
+        except Exception:  # interpreter shutdown: the module may be gone
+            pass
+
+    # ---- reading -----------------------------------------------------
+
+    def _live_handle(self) -> int:
+        if _lib.FORKED:
+            raise ForkedProcess("lmstream cannot be used in a child process after fork()")
+        h = self._h
+        if not h:
+            raise ChannelClosed("the stream is closed")
+        return h
+
+    def _error(self, rc: int) -> LmstreamError:
+        if rc == LMS_ERR_INVALID_HANDLE and self._h == 0:
+            return ChannelClosed("the stream is closed")
+        return error_for(rc)
+
+    def _pop(self, timeout_ms: int) -> Optional[List[Chunk]]:
+        """One lms_channel_pop_batch: the chunks popped, [] when none came
+        before the timeout, None when the stream is over (its terminal chunk
+        was popped or the stream was closed)."""
+        if _lib.FORKED:
+            raise ForkedProcess("lmstream cannot be used in a child process after fork()")
+        h = self._h
+        if not h:
+            return None
+        sc = _scratch()
+        while True:
+            rc = _pop_batch(h, sc.chunks, sc.cap, sc.addr, sc.size, timeout_ms, sc.nout)
+            if rc == LMS_OK:
+                break
+            if rc == LMS_EMPTY:
+                return []
+            if rc == LMS_ERR_BUFFER_TOO_SMALL:
+                sc.grow(max(2 * sc.size, sc.nout.value + 64))
+                continue
+            if rc == LMS_DONE:
+                self._done = True
+                return None
+            if self._h == 0 or rc == LMS_ERR_CLOSED:
+                return None  # closed by another thread while we waited
+            raise error_for(rc)
+        n = sc.nout.value
+        base = sc.addr
+        recs = list(_HEAD.iter_unpack(sc.cmv[:n * _SZ]))
+        last = recs[-1]
+        data = sc.buf[:last[2] - base + last[3]]
+        if not last[4]:
+            return [Chunk(data, base, r) for r in recs]
+        out = [Chunk(data, base, r) for r in recs[:-1]]
+        out.append(self._terminal(data, base, last, sc, n - 1))
+        return out
+
+    def _terminal(self, data: bytes, base: int, r: tuple, sc: _Scratch, i: int) -> Chunk:
+        c = _Terminal(data, base, r)
+        c.finished = True
+        c.reason = _REASONS[r[5]] if 0 <= r[5] < len(_REASONS) else FinishReason.ERROR
+        c.usage = Usage(*_USAGE.unpack_from(sc.cmv, i * _SZ + _USAGE_OFF))
+        code = r[6]
+        if code or c.reason == FinishReason.ERROR:
+            msg = ctypes.string_at(r[8]).decode("utf-8", "replace") if r[8] else ""
+            c.error = error_for(code or _lib.LMS_ERR_INTERNAL, msg, c)
+        else:
+            c.error = None
+        self.final = c
+        self._done = True
+        if self._release_at_end:
+            h = self._h
+            self._h = 0
+            if h:
+                _release(h)
+        return c
+
+    def read(self, timeout: Optional[float] = None) -> List[Chunk]:
+        """Every chunk pending now, waiting up to ``timeout`` seconds (None:
+        as long as it takes) for the first. [] after a timeout, and once the
+        stream is over. Error terminal chunks are returned, not raised."""
+        if timeout is not None:
+            if timeout <= 0:
+                return self._pop(0) or []
+            import time
+            deadline = time.monotonic() + timeout
+            while True:
+                left = deadline - time.monotonic()
+                ms = int(min(left * 1000, WAIT_SLICE_MS)) if left > 0 else 0
+                got = self._pop(ms)
+                if got is None:
+                    return []
+                if got or left <= 0:
+                    return got
+        while True:
+            got = self._pop(WAIT_SLICE_MS)
+            if got is None:
+                return []
+            if got:
+                return got
+
+    def __iter__(self) -> Iterator[Chunk]:
+        """The chunks, up to and including the terminal one. An error
+        terminal chunk is raised as its exception (with ``.chunk`` set)
+        unless the stream was made with raise_on_error=False."""
+        finished = False
+        try:
+            while True:
+                got = self._pop(WAIT_SLICE_MS)
+                if got is None:
+                    finished = True
+                    return
+                if not got:
+                    continue
+                last = got[-1]
+                if last.error is not None and self._raise:
+                    yield from got[:-1]
+                    finished = True
+                    raise last.error
+                yield from got
+                if last.finished:
+                    finished = True
+                    return
+        finally:
+            if not finished:
+                self.close()
+
+    def text(self) -> str:
+        """The whole answer (blocking). A failed stream raises its error,
+        whose ``.chunk`` is the terminal chunk and ``.partial_text`` the text
+        received before it (raise_on_error=False returns the text instead)."""
+        parts: List[str] = []
+        try:
+            for c in self:
+                parts.append(c.text)
+        except LmstreamError as e:
+            if e.chunk is not None:
+                parts.append(e.chunk.text)
+            e.partial_text = "".join(parts)  # type: ignore[attr-defined]
+            raise
+        return "".join(parts)
+
+    # ---- asyncio -----------------------------------------------------
+
+    def __aiter__(self) -> AsyncIterator[Chunk]:
+        return _AsyncIter(self)
+
+    async def atext(self) -> str:
+        """``text()`` for asyncio."""
+        parts: List[str] = []
+        try:
+            async for c in self:
+                parts.append(c.text)
+        except LmstreamError as e:
+            if e.chunk is not None:
+                parts.append(e.chunk.text)
+            e.partial_text = "".join(parts)  # type: ignore[attr-defined]
+            raise
+        return "".join(parts)
+
+    async def _apop(self) -> Optional[List[Chunk]]:
+        """The next chunks, waiting on the channel's descriptor in the
+        running event loop; None when the stream is over."""
+        while True:
+            got = self._pop(0)
+            if got is None or got:
+                return got
+            fd = self.fileno()
+            loop = asyncio.get_running_loop()
+            fut = loop.create_future()
+            loop.add_reader(fd, _wake, fut)
+            try:
+                await fut
+            finally:
+                loop.remove_reader(fd)
+
+    def __repr__(self) -> str:
+        state = "finished" if self._done else ("closed" if self._h == 0 else "open")
+        return f"<lmstream.Stream {state} index={self.index}>"
+
+
+def _wake(fut: "asyncio.Future[None]") -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+class _AsyncIter:
+    """``async for`` over a stream. Dropping it before the end (a break, a
+    cancelled task, an exception) closes the stream."""
+
+    __slots__ = ("_s", "_got", "_i", "_end")
+
+    def __init__(self, s: Stream) -> None:
+        self._s = s
+        self._got: List[Chunk] = []
+        self._i = 0
+        self._end = False
+
+    def __aiter__(self) -> "_AsyncIter":
+        return self
+
+    async def __anext__(self) -> Chunk:
+        got, i = self._got, self._i
+        if i >= len(got):
+            if self._end:
+                raise StopAsyncIteration
+            try:
+                new = await self._s._apop()
+            except BaseException:
+                self._end = True
+                self._s.close()
+                raise
+            if new is None:
+                self._end = True
+                raise StopAsyncIteration
+            self._got = got = new
+            self._i = i = 0
+        c = got[i]
+        self._i = i + 1
+        if c.finished:
+            self._end = True
+            if c.error is not None and self._s._raise:
+                raise c.error
+        return c
+
+    def __del__(self) -> None:
+        try:
+            if not self._end:
+                self._s.close()
+        except Exception:
+            pass
