@@ -1,0 +1,547 @@
+defmodule Lmstream do
+  @moduledoc """
+  Streaming LLM generation on the BEAM, over liblmstream's C ABI.
+
+      {:ok, rt} = Lmstream.load("models/SmolLM2-135M-Instruct.Q4_1.gguf")
+
+      # A lazy stream of %Lmstream.Chunk{}; halting early cancels the request.
+      rt |> Lmstream.stream("Tell me a joke", max_tokens: 64) |> Enum.each(&IO.write(&1.text))
+
+      # Messages to a process.
+      {:ok, ref} = Lmstream.subscribe(rt, [%{role: "user", content: "Hi"}], max_tokens: 32)
+      # {ref, {:chunk, token_ids, text}} ... then exactly one of
+      # {ref, {:done, reason, usage}} | {ref, {:error, code, message}}
+
+      {:ok, text, usage} = Lmstream.generate(rt, "2 + 2 =", max_tokens: 8)
+
+  ## How waiting works
+
+  No dirty scheduler and no thread per stream: each stream's channel has a
+  file descriptor that the NIF hands to `enif_select`; when it becomes
+  readable the waiting process gets a message and drains every pending chunk
+  with one short NIF call (a batch pop). 1,000 concurrent streams cost 1,000
+  registered descriptors, not 1,000 threads.
+
+  ## Prompts
+
+    * a string — one prompt (`"prompt"`)
+    * a list of messages (maps or keyword lists with `:role` and `:content`)
+      — a chat (`"messages"`, formatted with the model's chat template)
+    * a list of strings — a batch (`"prompts"`): one stream per prompt
+    * `{:raw_json, json}` — a request JSON sent verbatim (tests, exotic
+      fields); only channel options are allowed beside it
+
+  ## Options
+
+  Request fields (sent in the request JSON; the library checks them and
+  refuses bad values with `{:invalid_request, message}`): `:max_tokens`,
+  `:temperature`, `:top_p`, `:top_k`, `:min_p`, `:seed`, `:stop` (string or
+  list), `:stop_token_ids`, `:include_stop`, `:tpot_slo_ms`, `:ttft_slo_ms`.
+  Any other key is a backend-specific field and is sent as is (the replay
+  backend's `:script`, `:scripts`, `:delay_ms`, `:error_at`, `:panic_at`);
+  `:extra` (a map) is merged into the request too. Unknown fields are
+  refused by the library, never ignored.
+
+  Channel settings (checked here; bad values raise `ArgumentError`):
+
+    * `:stream_interval` — a non-terminal chunk carries at least n tokens (1)
+    * `:skip_special_tokens` — drop special tokens' text (`true`)
+    * `:queue_limit` — chunks the stream's queue holds before the policy
+      applies (256)
+    * `:queue_policy` — `:coalesce` (merge queued deltas; default) or
+      `:pause` (the request stops decoding until the consumer drains)
+
+  Binding options: `:timeout` (ms, `stream/3` and `generate/3`: longest wait
+  for the next chunk, default `:infinity`), `:max_batch` (chunks popped per
+  NIF call, default 64), `:window` (`subscribe/4`: the forwarder pauses while
+  the consumer's mailbox holds this many messages, default 64).
+  """
+
+  import Bitwise, only: [<<<: 2]
+  alias Lmstream.{Chunk, Error, Nif, Runtime}
+
+  @type finish_reason :: :end_id | :length | :stop_words | :cancelled | :error
+  @type prompt ::
+          String.t() | [String.t()] | [map | keyword] | {:raw_json, iodata}
+  @type reason :: {atom | integer, String.t()}
+
+  @request_keys [
+    :max_tokens,
+    :temperature,
+    :top_p,
+    :top_k,
+    :min_p,
+    :seed,
+    :stop,
+    :stop_token_ids,
+    :include_stop,
+    :tpot_slo_ms,
+    :ttft_slo_ms
+  ]
+  @channel_keys [:stream_interval, :skip_special_tokens, :queue_limit, :queue_policy]
+  @binding_keys [:timeout, :max_batch, :window, :extra]
+
+  @doc false
+  def request_keys, do: @request_keys
+
+  # ---- runtimes -------------------------------------------------------
+
+  @doc """
+  Creates a runtime from a config (map or keyword list), sent as JSON to
+  `lms_runtime_create`: `backend`, `model_path`, `max_slots`, `max_queue`,
+  and backend fields. Model loading runs on a dirty I/O scheduler.
+  """
+  @spec open(map | keyword) :: {:ok, Runtime.t()} | {:error, reason}
+  def open(config) when is_map(config) or is_list(config) do
+    config = to_map!(config, "config")
+
+    with {:ok, json} <- encode(config, "config") do
+      case Nif.runtime_create(json) do
+        {:ok, res} -> {:ok, %Runtime{resource: res}}
+        {:error, code, msg} -> {:error, {code, msg}}
+      end
+    end
+  end
+
+  def open(other), do: raise(ArgumentError, "Lmstream.open/1 takes a map or keyword list, got #{inspect(other)}")
+
+  @doc """
+  Loads a GGUF model with the CPU backend. `opts` are more config fields
+  (`max_slots: 16`, ...).
+  """
+  @spec load(Path.t(), keyword | map) :: {:ok, Runtime.t()} | {:error, reason}
+  def load(model_path, opts \\ []) when is_binary(model_path) do
+    open(Map.merge(to_map!(opts, "options"), %{"model_path" => model_path}))
+  end
+
+  @doc """
+  A runtime with the deterministic replay backend (tests, benchmarks):
+  `vocab` (pieces in hex), `special_ids`, `eos_id`, `max_slots`, ...
+  """
+  @spec replay(keyword | map) :: {:ok, Runtime.t()} | {:error, reason}
+  def replay(opts) do
+    open(Map.merge(%{"backend" => "replay"}, to_map!(opts, "options")))
+  end
+
+  @doc """
+  Stops the runtime now (waits for its engine loop on a dirty scheduler).
+  Its running streams end with `{:error, :shutdown, _}`. Later calls with
+  the runtime return `{:error, {:invalid_handle, _}}`.
+  """
+  @spec close(Runtime.t()) :: :ok | {:error, reason}
+  def close(%Runtime{resource: r}), do: r |> Nif.runtime_destroy() |> norm()
+
+  @doc "The runtime's counters: `max_slots`, `active_slots`, `queued`, `submitted`, `finished`, `tokens_generated`, `iterations`."
+  @spec stats(Runtime.t()) :: map | {:error, reason}
+  def stats(%Runtime{resource: r}) do
+    case Nif.runtime_stats(r) do
+      {:ok, json} ->
+        json |> Lmstream.JSON.decode!() |> Map.new(fn {k, v} -> {String.to_atom(k), v} end)
+
+      other ->
+        norm(other)
+    end
+  end
+
+  @doc """
+  Process-wide Go settings: `threads`, `gc_percent`, `memory_limit_bytes`.
+  """
+  @spec configure_process(keyword | map) :: :ok | {:error, reason}
+  def configure_process(settings) do
+    with {:ok, json} <- encode(to_map!(settings, "settings"), "settings") do
+      norm(Nif.configure_process(json))
+    end
+  end
+
+  @doc "Where the library was loaded from, its ABI version, the loader thread's CPU count."
+  def library_info, do: Nif.library_info()
+
+  # ---- streams --------------------------------------------------------
+
+  @doc """
+  A lazy `Stream` of `%Lmstream.Chunk{}`. The request is submitted when the
+  stream is first enumerated; a refused request raises `Lmstream.Error`
+  (`code` `:invalid_request`, `:bad_json`, `:capacity`, ...). The last chunk
+  has `finished: true`. Halting early (`Enum.take/2`, an exception, `throw`)
+  cancels the request and frees its slot. The enumerating process is
+  monitored: if it exits mid-stream the request is cancelled too.
+
+  For a batch (a list of prompts) the chunks of all items arrive in one
+  stream, in arrival order, told apart by `batch_index`; the stream ends
+  after every item's terminal chunk.
+  """
+  @spec stream(Runtime.t(), prompt, keyword | map) :: Enumerable.t()
+  def stream(%Runtime{} = rt, prompt, opts \\ []) do
+    opts = opts!(opts)
+    prepared = prepare!(prompt, opts)
+
+    Stream.resource(
+      fn ->
+        case submit_prepared(rt, prepared, opts) do
+          {:ok, handles} -> start_state(handles, opts, rt)
+          {:error, {code, msg}} -> raise Error, code: code, message: msg
+        end
+      end,
+      &next_chunks/1,
+      &close_state/1
+    )
+  end
+
+  @doc """
+  Submits a request now and returns its stream handles (one per prompt),
+  to be read with `chunks/2`. Handles that are never read are released when
+  garbage-collected (which cancels their requests).
+  """
+  @spec submit(Runtime.t(), prompt, keyword | map) :: {:ok, [reference]} | {:error, reason}
+  def submit(%Runtime{} = rt, prompt, opts \\ []) do
+    opts = opts!(opts)
+    submit_prepared(rt, prepare!(prompt, opts), opts)
+  end
+
+  @doc """
+  A lazy stream of the chunks of handles from `submit/3` (one handle or a
+  list). Halting it early cancels the requests. Options: `:timeout`,
+  `:max_batch`.
+  """
+  @spec chunks(reference | [reference], keyword) :: Enumerable.t()
+  def chunks(handles, opts \\ []) do
+    opts = opts!(opts)
+    handles = List.wrap(handles)
+    Stream.resource(fn -> start_state(handles, opts, nil) end, &next_chunks/1, &close_state/1)
+  end
+
+  @doc """
+  Streams to `pid` (default: the caller) as messages:
+  `{ref, {:chunk, token_ids, text}}` for each chunk, then exactly one
+  `{ref, {:done, reason, usage}}` or `{ref, {:error, code, message}}`.
+  Returns `{:ok, ref}` (`{:ok, [ref]}` for a batch) or `{:error, reason}`
+  when the request is refused.
+
+  A small forwarder process per stream waits on the channel (enif_select)
+  and sends the messages; `pid` need not cooperate. The forwarder monitors
+  `pid`: if it exits the request is cancelled. It pops only while `pid`'s
+  mailbox holds fewer than `:window` messages, so a slow consumer's memory
+  stays bounded (queued chunks coalesce in the channel meanwhile).
+  """
+  @spec subscribe(Runtime.t(), prompt, keyword | map, pid) ::
+          {:ok, reference | [reference]} | {:error, reason}
+  def subscribe(%Runtime{} = rt, prompt, opts \\ [], pid \\ self()) when is_pid(pid) do
+    opts = opts!(opts)
+    prepared = prepare!(prompt, opts)
+    window = Keyword.get(opts, :window, 64)
+
+    unless is_integer(window) and window >= 1 do
+      raise ArgumentError, "option :window must be a positive integer, got #{inspect(window)}"
+    end
+
+    case submit_prepared(rt, prepared, opts) do
+      {:ok, handles} ->
+        Enum.each(handles, &Lmstream.Forwarder.start(&1, pid, window, max_batch(opts)))
+
+        case {prepared, handles} do
+          {{_json, 1, false}, [h]} -> {:ok, h}
+          _ -> {:ok, handles}
+        end
+
+      error ->
+        error
+    end
+  end
+
+  @doc """
+  Cancels a stream (a `subscribe/4` ref, `chunk.ref`, a `submit/3` handle).
+  Fire-and-forget and idempotent: the stream still ends with its terminal
+  (`:cancelled` unless it had already finished otherwise). After the stream
+  is over and released: `{:error, {:invalid_handle, _}}`.
+  """
+  @spec cancel(reference | [reference]) :: :ok | {:error, reason}
+  def cancel(refs) when is_list(refs) do
+    Enum.reduce(refs, :ok, fn r, acc ->
+      case cancel(r) do
+        :ok -> acc
+        err -> err
+      end
+    end)
+  end
+
+  def cancel(ref) when is_reference(ref) do
+    ref |> Nif.cancel() |> norm()
+  rescue
+    ArgumentError -> {:error, {:invalid_argument, "not a stream handle: #{inspect(ref)}"}}
+  end
+
+  def cancel(other), do: {:error, {:invalid_argument, "not a stream handle: #{inspect(other)}"}}
+
+  @doc "A stream handle's state: `{:ok, %{finished: bool, reason: atom, pending: n}}`."
+  def info(ref) when is_reference(ref) do
+    case Nif.state(ref) do
+      {:ok, fin, reason, pending} -> {:ok, %{finished: fin, reason: reason, pending: pending}}
+      other -> norm(other)
+    end
+  end
+
+  @doc """
+  Runs one prompt to the end in the calling process:
+  `{:ok, text, usage}` (usage includes `:finish_reason`) or
+  `{:error, {code, message}}` (a refused request or an error terminal).
+  """
+  @spec generate(Runtime.t(), String.t() | [map | keyword], keyword | map) ::
+          {:ok, String.t(), map} | {:error, reason}
+  def generate(%Runtime{} = rt, prompt, opts \\ []) do
+    if is_list(prompt) and prompt != [] and Enum.all?(prompt, &is_binary/1) do
+      raise ArgumentError, "generate/3 takes one prompt; use stream/3 or subscribe/4 for a batch"
+    end
+
+    {text, last} =
+      rt
+      |> stream(prompt, opts)
+      |> Enum.reduce({[], nil}, fn c, {acc, _} -> {[acc | c.text], c} end)
+
+    case last do
+      %Chunk{reason: :error, error: {code, msg}} -> {:error, {code, msg}}
+      %Chunk{usage: u, reason: r} -> {:ok, IO.iodata_to_binary(text), Map.put(u, :finish_reason, r)}
+    end
+  rescue
+    e in Error -> {:error, {e.code, e.message}}
+  end
+
+  # ---- stream internals -------------------------------------------------
+
+  defp start_state(handles, opts, rt) do
+    %{
+      live: handles,
+      all: handles,
+      sref: make_ref(),
+      max: max_batch(opts),
+      timeout: Keyword.get(opts, :timeout, :infinity),
+      # Keeps the runtime alive while the stream is consumed.
+      rt: rt
+    }
+  end
+
+  defp next_chunks(%{live: []} = st), do: {:halt, st}
+
+  defp next_chunks(st) do
+    case drain_all(st.live, st.max, [], []) do
+      {[], live} ->
+        st = %{st | live: live}
+        if live == [], do: {:halt, st}, else: next_chunks(wait(st))
+
+      {chunks, live} ->
+        {chunks, %{st | live: live}}
+    end
+  end
+
+  defp drain_all([], _max, acc, live), do: {Enum.concat(Enum.reverse(acc)), Enum.reverse(live)}
+
+  defp drain_all([h | rest], max, acc, live) do
+    case Nif.drain(h, max) do
+      {:ok, chunks, true} -> drain_all(rest, max, [chunks | acc], live)
+      {:ok, chunks, false} -> drain_all(rest, max, [chunks | acc], [h | live])
+      :empty -> drain_all(rest, max, acc, [h | live])
+      :done -> drain_all(rest, max, acc, live)
+      {:error, code} -> raise Error, code: code, message: "stream handle: " <> Nif.strerror(Error.code_value(code))
+    end
+  end
+
+  defp wait(st) do
+    Enum.each(st.live, fn h ->
+      case Nif.arm(h, st.sref) do
+        :ok -> :ok
+        :done -> :ok
+        {:error, code} -> raise Error, code: code, message: "stream handle: " <> Nif.strerror(Error.code_value(code))
+      end
+    end)
+
+    sref = st.sref
+
+    receive do
+      {:select, _, ^sref, :ready_input} -> st
+    after
+      st.timeout ->
+        raise Error, code: :timeout, message: "no chunk within #{st.timeout} ms"
+    end
+  end
+
+  defp close_state(st) do
+    Enum.each(st.all, &Nif.close/1)
+    flush_selects(st.sref)
+  end
+
+  defp flush_selects(sref) do
+    receive do
+      {:select, _, ^sref, _} -> flush_selects(sref)
+    after
+      0 -> :ok
+    end
+  end
+
+  # ---- requests ---------------------------------------------------------
+
+  # {json, n_streams, batch?}
+  defp prepare!({:raw_json, json}, opts) do
+    extra = Keyword.drop(opts, @channel_keys ++ @binding_keys)
+
+    if extra != [] do
+      raise ArgumentError,
+            "with {:raw_json, _} only channel options are allowed, got #{inspect(Keyword.keys(extra))}"
+    end
+
+    json = IO.iodata_to_binary(json)
+
+    n =
+      case Lmstream.JSON.decode(json) do
+        {:ok, %{"prompts" => ps}} when is_list(ps) and ps != [] -> length(ps)
+        _ -> 1
+      end
+
+    {json, n, n > 1}
+  end
+
+  defp prepare!(prompt, opts) do
+    {base, n, batch} =
+      cond do
+        is_binary(prompt) ->
+          {%{"prompt" => prompt}, 1, false}
+
+        is_list(prompt) and prompt != [] and Enum.all?(prompt, &is_binary/1) ->
+          {%{"prompts" => prompt}, length(prompt), true}
+
+        is_list(prompt) and prompt != [] and Enum.all?(prompt, &message?/1) ->
+          {%{"messages" => Enum.map(prompt, &Map.new/1)}, 1, false}
+
+        true ->
+          raise ArgumentError,
+                "prompt must be a string, a list of strings (a batch), a list of messages " <>
+                  "(%{role: ..., content: ...}) or {:raw_json, json}, got #{inspect(prompt, limit: 5)}"
+      end
+
+    fields =
+      opts
+      |> Keyword.drop(@channel_keys ++ @binding_keys)
+      |> Map.new(fn {k, v} -> {Atom.to_string(k), v} end)
+      |> Map.merge(stringify_keys(Keyword.get(opts, :extra, %{})))
+
+    case Lmstream.JSON.encode(Map.merge(fields, base)) do
+      {:ok, json} -> {json, n, batch}
+      {:error, msg} -> raise ArgumentError, "request options: #{msg}"
+    end
+  end
+
+  defp message?(m) when is_map(m), do: true
+  defp message?(m) when is_list(m), do: Keyword.keyword?(m)
+  defp message?(_), do: false
+
+  defp stringify_keys(m) when is_map(m), do: Map.new(m, fn {k, v} -> {to_string(k), v} end)
+
+  defp stringify_keys(other),
+    do: raise(ArgumentError, "option :extra must be a map, got #{inspect(other)}")
+
+  defp submit_prepared(%Runtime{resource: r}, {json, n, _batch}, opts) do
+    {interval, skip, limit, policy} = channel_settings!(opts)
+
+    channels =
+      Enum.reduce_while(1..n, [], fn _, acc ->
+        case Nif.channel_open(interval, skip, limit, policy) do
+          {:ok, ch} -> {:cont, [ch | acc]}
+          err -> {:halt, {err, acc}}
+        end
+      end)
+
+    case channels do
+      {err, opened} ->
+        Enum.each(opened, &Nif.close/1)
+        norm(err)
+
+      chans ->
+        chans = Enum.reverse(chans)
+
+        case Nif.submit(r, json, chans) do
+          :ok ->
+            {:ok, chans}
+
+          err ->
+            Enum.each(chans, &Nif.close/1)
+            norm(err)
+        end
+    end
+  end
+
+  defp channel_settings!(opts) do
+    interval = Keyword.get(opts, :stream_interval, 1)
+    skip = Keyword.get(opts, :skip_special_tokens, true)
+    limit = Keyword.get(opts, :queue_limit, 256)
+    policy = Keyword.get(opts, :queue_policy, :coalesce)
+
+    unless is_integer(interval) and interval >= 0 and interval < 1 <<< 31 do
+      raise ArgumentError, "option :stream_interval must be a non-negative integer, got #{inspect(interval)}"
+    end
+
+    unless is_boolean(skip) do
+      raise ArgumentError, "option :skip_special_tokens must be a boolean, got #{inspect(skip)}"
+    end
+
+    unless is_integer(limit) and limit >= 1 and limit < 1 <<< 31 do
+      raise ArgumentError, "option :queue_limit must be a positive integer, got #{inspect(limit)}"
+    end
+
+    policy =
+      case policy do
+        :coalesce -> 0
+        :pause -> 1
+        "coalesce" -> 0
+        "pause" -> 1
+        other -> raise ArgumentError, "option :queue_policy must be :coalesce or :pause, got #{inspect(other)}"
+      end
+
+    {interval, skip, limit, policy}
+  end
+
+  defp max_batch(opts) do
+    case Keyword.get(opts, :max_batch, 64) do
+      n when is_integer(n) and n >= 1 -> min(n, 256)
+      other -> raise ArgumentError, "option :max_batch must be a positive integer, got #{inspect(other)}"
+    end
+  end
+
+  defp opts!(opts) when is_map(opts) do
+    Enum.map(opts, fn
+      {k, v} when is_atom(k) -> {k, v}
+      {k, v} when is_binary(k) -> {String.to_atom(k), v}
+      kv -> raise ArgumentError, "bad option #{inspect(kv)}"
+    end)
+  end
+
+  defp opts!(opts) when is_list(opts) do
+    unless Keyword.keyword?(opts) do
+      raise ArgumentError, "options must be a keyword list or a map, got #{inspect(opts, limit: 5)}"
+    end
+
+    opts
+  end
+
+  defp opts!(opts), do: raise(ArgumentError, "options must be a keyword list or a map, got #{inspect(opts)}")
+
+  defp to_map!(m, _what) when is_map(m), do: Map.new(m, fn {k, v} -> {to_string(k), v} end)
+
+  defp to_map!(l, what) when is_list(l) do
+    unless Keyword.keyword?(l), do: raise(ArgumentError, "#{what} must be a keyword list or a map")
+    Map.new(l, fn {k, v} -> {Atom.to_string(k), v} end)
+  end
+
+  defp to_map!(other, what), do: raise(ArgumentError, "#{what} must be a keyword list or a map, got #{inspect(other)}")
+
+  defp encode(term, what) do
+    case Lmstream.JSON.encode(term) do
+      {:ok, json} -> {:ok, json}
+      {:error, msg} -> raise ArgumentError, "#{what}: #{msg}"
+    end
+  end
+
+  defp norm(:ok), do: :ok
+  defp norm({:error, code, msg}), do: {:error, {code, msg}}
+
+  defp norm({:error, code}) when is_atom(code) or is_integer(code) do
+    {:error, {code, Nif.strerror(Error.code_value(code) || -11)}}
+  end
+end

@@ -1,0 +1,1 @@
+ExUnit.start(timeout: 300_000)
