@@ -214,7 +214,9 @@ int lms_channel_wait_pop(lms_channel ch, int32_t timeout_ms, lms_chunk **out);
 ** *n_out receives the number of chunks written. Only whole chunks are
 ** popped: chunks that do not fit stay queued. When not even the first
 ** chunk fits, nothing is popped, LMS_ERR_BUFFER_TOO_SMALL is returned and
-** *n_out is set to the bytes that chunk needs. Pointers in chunks[] point
+** *n_out is set to the bytes that chunk needs: grow buf and call again.
+** (Under LMS_QUEUE_COALESCE a consumer that falls behind receives merged
+** chunks, which can outgrow any fixed buffer.) Pointers in chunks[] point
 ** into buf and are valid while buf is. Returns LMS_OK, LMS_EMPTY (timeout),
 ** LMS_DONE or an error. */
 int lms_channel_pop_batch(lms_channel ch, lms_chunk *chunks, size_t max_chunks,

@@ -299,6 +299,8 @@ def build():
     case("consumer that never pops, queue limit 8",
          [[b11], [b12], [b13], [b14]] * 50 + [[20], [21], [22]] * 30 + [[37]] * 40,
          channel={"queue_limit": 8}, consumer={"drain_after_finish": True})
+    case("pause policy: a small queue never merges chunks",
+         [[H], [e], [l], [l], [o], [10], [19], [37]], channel={"queue_limit": 2, "policy": "pause"})
     case("cancel after the first chunk", [[H], [e], [l], [l], [o]],
          request={"delay_ms": 100}, consumer={"cancel_after_chunks": 1})
     case("batch item with an empty script ends at once", [])
