@@ -1,0 +1,648 @@
+package sample
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// DefaultRepeatLastN is the penalty window used when Params.RepeatLastN is 0.
+const DefaultRepeatLastN = 64
+
+// boundarySlack makes the top-p and min-p thresholds inclusive in the way a
+// person computing them by hand expects. Logits arrive as float32, so a
+// probability that is "exactly" 0.25 reaches the sampler as 0.2499999x; a
+// relative slack of 1e-6 (a few float32 ulps of a typical logit) keeps such a
+// token on the inclusive side of the boundary and changes nothing else.
+const boundarySlack = 1e-6
+
+// Params selects the sampling pipeline. The zero value is greedy decoding
+// with no penalties: every "off" setting has its zero value accepted as a
+// synonym so that Params{} and partially filled literals are valid.
+type Params struct {
+	// Temperature divides the logits; 0 selects greedy decoding (argmax
+	// after penalties, ties to the lowest id). Must be >= 0 and finite.
+	Temperature float64
+	// TopK keeps the K most likely tokens (ties broken towards the lowest
+	// id, so exactly K survive). 0 = off; K >= vocabulary size is off.
+	TopK int
+	// TopP keeps the smallest prefix of the tokens, by descending
+	// probability, whose mass reaches TopP. In [0, 1]; 0 and 1 = off.
+	TopP float64
+	// MinP keeps the tokens whose probability is at least MinP times that of
+	// the most likely token. In [0, 1]; 0 = off; 1 keeps only the tokens
+	// tied for most likely.
+	MinP float64
+	// RepetitionPenalty (CTRL / llama.cpp style) divides positive logits and
+	// multiplies negative ones for every token seen in the window, so a
+	// value above 1 always makes a repeat less likely. Must be >= 0; 0 and
+	// 1 = off.
+	RepetitionPenalty float64
+	// PresencePenalty is subtracted once from the logit of every distinct
+	// token in the window. Any finite value; 0 = off.
+	PresencePenalty float64
+	// FrequencyPenalty is subtracted count times from the logit of a token
+	// seen count times in the window. Any finite value; 0 = off.
+	FrequencyPenalty float64
+	// RepeatLastN is the number of most recent accepted tokens the
+	// penalties look at. 0 = DefaultRepeatLastN; must not be negative.
+	RepeatLastN int
+	// Seed makes the request reproducible when HasSeed is set; otherwise
+	// the sampler seeds itself from crypto/rand.
+	Seed    uint64
+	HasSeed bool
+}
+
+// penalised reports whether any penalty is active.
+func (p *Params) penalised() bool {
+	return p.RepetitionPenalty != 1 || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
+}
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+// normalise validates p and replaces the "off" synonyms by their canonical
+// values, so the hot path tests one representation only.
+func (p Params) normalise(vocabSize int) (Params, error) {
+	if vocabSize <= 0 {
+		return p, fmt.Errorf("sample: vocabulary size %d, want > 0", vocabSize)
+	}
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("sample: "+format, args...)) }
+	if !finite(p.Temperature) || p.Temperature < 0 {
+		bad("temperature %v, want a finite value >= 0 (0 = greedy)", p.Temperature)
+	}
+	if p.TopK < 0 {
+		bad("top_k %d, want >= 0 (0 = off)", p.TopK)
+	}
+	if !(p.TopP >= 0 && p.TopP <= 1) {
+		bad("top_p %v, want a value in [0, 1] (0 or 1 = off)", p.TopP)
+	}
+	if !(p.MinP >= 0 && p.MinP <= 1) {
+		bad("min_p %v, want a value in [0, 1] (0 = off)", p.MinP)
+	}
+	if !finite(p.RepetitionPenalty) || p.RepetitionPenalty < 0 {
+		bad("repetition_penalty %v, want a finite value > 0 (1 = off)", p.RepetitionPenalty)
+	}
+	if !finite(p.PresencePenalty) {
+		bad("presence_penalty %v, want a finite value (0 = off)", p.PresencePenalty)
+	}
+	if !finite(p.FrequencyPenalty) {
+		bad("frequency_penalty %v, want a finite value (0 = off)", p.FrequencyPenalty)
+	}
+	if p.RepeatLastN < 0 {
+		bad("repeat_last_n %d, want >= 0 (0 = default %d)", p.RepeatLastN, DefaultRepeatLastN)
+	}
+	if len(errs) > 0 {
+		return p, errors.Join(errs...)
+	}
+	if p.TopK >= vocabSize {
+		p.TopK = 0
+	}
+	if p.TopP == 0 {
+		p.TopP = 1
+	}
+	if p.RepetitionPenalty == 0 {
+		p.RepetitionPenalty = 1
+	}
+	if p.RepeatLastN == 0 {
+		p.RepeatLastN = DefaultRepeatLastN
+	}
+	return p, nil
+}
+
+// cand is a candidate token during truncation: its (penalised) logit and id.
+type cand struct {
+	l  float32
+	id int32
+}
+
+// better orders candidates by descending logit, ties to the lower id: the
+// order of Dist and the tie-break rule of greedy decoding and top-k.
+func better(a, b cand) bool { return a.l > b.l || (a.l == b.l && a.id < b.id) }
+
+func candCmp(a, b cand) int {
+	switch {
+	case better(a, b):
+		return -1
+	case better(b, a):
+		return 1
+	}
+	return 0
+}
+
+// Sampler turns logits into tokens for one request. It is not safe for
+// concurrent use. After the first call its scratch buffers are sized for
+// the vocabulary and no further call allocates.
+type Sampler struct {
+	p     Params
+	vocab int
+	rng   rng
+
+	// Penalty window: a ring of the last RepeatLastN accepted tokens and
+	// per-token counts over it (allocated only when a penalty is active).
+	ring   []int32
+	ringN  int // tokens in the ring
+	ringAt int // next slot to write
+	counts []int32
+	work   []float32 // logits with penalties applied
+
+	weights []float64 // per-id weights for top-p without top-k
+	bkt     []uint8   // per-id bucket of sampleDense
+	bcnt    [nBuckets]int32
+	cands   []cand
+	ids     []int32
+	probs   []float64
+}
+
+// New returns a sampler for a vocabulary of vocabSize tokens, or an error
+// naming every parameter that is out of range.
+func New(p Params, vocabSize int) (*Sampler, error) {
+	p, err := p.normalise(vocabSize)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sampler{p: p, vocab: vocabSize}
+	if p.HasSeed {
+		s.rng.seed(p.Seed)
+	} else {
+		s.rng.seedRandom()
+	}
+	if p.penalised() {
+		s.ring = make([]int32, p.RepeatLastN)
+		s.counts = make([]int32, vocabSize)
+		s.work = make([]float32, vocabSize)
+	}
+	return s, nil
+}
+
+// Params returns the sampler's parameters with the "off" synonyms replaced
+// by their canonical values (TopP 1, RepetitionPenalty 1, ...).
+func (s *Sampler) Params() Params { return s.p }
+
+// Accept records a token as generated (or, for prompt tokens the caller
+// wants penalised, as seen) so the penalties account for it. It panics if
+// id is outside the vocabulary, as that is a bug in the caller.
+func (s *Sampler) Accept(id int32) {
+	if id < 0 || int(id) >= s.vocab {
+		panic(fmt.Sprintf("sample: Accept(%d) outside vocabulary of %d", id, s.vocab))
+	}
+	if s.ring == nil {
+		return
+	}
+	if s.ringN == len(s.ring) {
+		s.counts[s.ring[s.ringAt]]--
+	} else {
+		s.ringN++
+	}
+	s.ring[s.ringAt] = id
+	s.counts[id]++
+	s.ringAt++
+	if s.ringAt == len(s.ring) {
+		s.ringAt = 0
+	}
+}
+
+// Reset forgets the accepted tokens (the penalty window); the random stream
+// continues.
+func (s *Sampler) Reset() {
+	for _, id := range s.ring[:s.ringN] {
+		s.counts[id] = 0
+	}
+	s.ringN, s.ringAt = 0, 0
+}
+
+// Uniform returns a uniform value in [0, 1) from the sampler's own stream,
+// for the speculative verifier's accept/reject draws: sharing the stream
+// keeps a seeded request reproducible end to end.
+func (s *Sampler) Uniform() float64 { return s.rng.float64() }
+
+// penalise returns the logits with the penalties applied: the caller's
+// slice when no penalty is active or nothing has been accepted yet, else a
+// copy in s.work (the caller's logits are never modified).
+func (s *Sampler) penalise(logits []float32) []float32 {
+	if len(logits) != s.vocab {
+		panic(fmt.Sprintf("sample: %d logits for a vocabulary of %d", len(logits), s.vocab))
+	}
+	if s.ringN == 0 {
+		return logits
+	}
+	w := s.work
+	copy(w, logits)
+	rep := float32(s.p.RepetitionPenalty)
+	for _, id := range s.ring[:s.ringN] {
+		c := s.counts[id]
+		if c <= 0 {
+			continue // already done: counts are negated below as a mark
+		}
+		l := w[id]
+		// CTRL's rule divides the logit, but dividing a negative logit
+		// would raise it; llama.cpp multiplies those instead so that a
+		// penalty > 1 always lowers the token's probability.
+		if l > 0 {
+			l /= rep
+		} else {
+			l *= rep
+		}
+		l -= float32(float64(c)*s.p.FrequencyPenalty + s.p.PresencePenalty)
+		w[id] = l
+		s.counts[id] = -c
+	}
+	for _, id := range s.ring[:s.ringN] {
+		if c := s.counts[id]; c < 0 {
+			s.counts[id] = -c
+		}
+	}
+	return w
+}
+
+// argmax returns the index of the largest logit, ties to the lowest index
+// (the comparison is strict); NaN never wins, and an input with nothing
+// above -Inf yields 0.
+func argmax(l []float32) int32 {
+	best, bl := 0, float32(math.Inf(-1))
+	for i, v := range l {
+		if v > bl {
+			best, bl = i, v
+		}
+	}
+	return int32(best)
+}
+
+// maxLogit returns the largest logit, ignoring NaN (-Inf if there is none).
+func maxLogit(l []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range l {
+		if v > m {
+			m = v
+		}
+	}
+	return m
+}
+
+// tame handles logits whose maximum is infinite, where the subtraction
+// l - max would produce NaN (+Inf) or leave nothing to normalise (-Inf):
+// the tokens tied at the maximum are then equally likely and all others
+// impossible, which is the limit of the softmax; when no logit is above
+// -Inf every token is equally likely. It returns logits with a
+// finite maximum (rewritten into s.work when needed) and that maximum.
+func (s *Sampler) tame(l []float32) ([]float32, float32) {
+	m := maxLogit(l)
+	if !math.IsInf(float64(m), 0) {
+		return l, m
+	}
+	if s.work == nil {
+		s.work = make([]float32, s.vocab)
+	}
+	w := s.work
+	if m < 0 {
+		// Nothing is better than -Inf (or NaN): all tokens equally likely.
+		clear(w)
+		return w, 0
+	}
+	for i, v := range l {
+		if v == m {
+			w[i] = 0
+		} else {
+			w[i] = float32(math.Inf(-1))
+		}
+	}
+	return w, 0
+}
+
+// The pipeline, in order, and why that order:
+//
+//  1. Penalties edit raw logits: they are defined on logits (the CTRL rule
+//     depends on the logit's sign) and must apply before anything judges
+//     which tokens are likely, or a penalised token could survive
+//     truncation on its unpenalised strength.
+//  2. Temperature comes before truncation so that top-p and min-p measure
+//     mass and ratios of the distribution that is actually sampled from. (It
+//     cannot change which tokens top-k keeps, only their probabilities.)
+//  3. Top-k first among the truncations because it is a pure rank cut: it
+//     bounds the work of everything after it to K candidates without
+//     computing a single exponential outside them.
+//  4. Top-p on the renormalised top-k survivors.
+//  5. Min-p last. Its test p_i >= MinP * p_max is a ratio, unchanged by the
+//     renormalisations before it, so it is a logit-space cut on the
+//     survivors.
+//
+// Every cut keeps a prefix of the candidates sorted by (probability
+// descending, id ascending), so the result is that order's shortest prefix
+// and each step renormalises over what it keeps.
+
+// Distribution returns the final sampling distribution for logits (one per
+// vocabulary entry): penalties, temperature, top-k, top-p, min-p. The Dist
+// aliases the sampler's buffers and is valid until the next call of
+// Distribution or Sample; Clone it to keep it. With Temperature 0 it is the
+// point mass on the greedy token.
+func (s *Sampler) Distribution(logits []float32) Dist {
+	l := s.penalise(logits)
+	if s.p.Temperature == 0 {
+		s.ids = append(s.ids[:0], argmax(l))
+		s.probs = append(s.probs[:0], 1)
+		return Dist{IDs: s.ids, Probs: s.probs}
+	}
+	l, lmax := s.tame(l)
+	invT := 1 / s.p.Temperature
+	p := &s.p
+	switch {
+	case p.TopK > 0:
+		s.topK(l)
+	case p.TopP < 1:
+		// Top-p needs the mass of the whole vocabulary, so every weight
+		// is computed; the sort is limited to tokens that can be in the
+		// nucleus (see nucleusFloor) or that pass min-p.
+		w := s.denseWeights(l, lmax, invT)
+		var z float64
+		for _, v := range w {
+			z += v
+		}
+		floor := (1 - p.TopP) * z / float64(s.vocab) * (1 - boundarySlack)
+		floor = max(floor, p.MinP*(1-boundarySlack))
+		s.cands = s.cands[:0]
+		for i, v := range w {
+			if v >= floor {
+				s.cands = append(s.cands, cand{l[i], int32(i)})
+			}
+		}
+		slices.SortFunc(s.cands, candCmp)
+		s.fill(lmax, invT)
+		s.cutTopP(z)
+		s.cutMinP()
+		return s.finish()
+	case p.MinP > 0:
+		// Only min-p: a logit-space threshold, so tokens below it never
+		// need an exponential.
+		thr := float32(float64(lmax) + s.p.Temperature*math.Log(p.MinP*(1-boundarySlack)))
+		s.cands = s.cands[:0]
+		for i, v := range l {
+			if v >= thr {
+				s.cands = append(s.cands, cand{v, int32(i)})
+			}
+		}
+		slices.SortFunc(s.cands, candCmp)
+	default:
+		s.cands = s.cands[:0]
+		for i, v := range l {
+			s.cands = append(s.cands, cand{v, int32(i)})
+		}
+		slices.SortFunc(s.cands, candCmp)
+	}
+	s.cutTopP(s.fill(lmax, invT))
+	s.cutMinP()
+	return s.finish()
+}
+
+// Sample draws a token: the argmax after penalties for Temperature 0,
+// otherwise a draw from Distribution(logits) using the sampler's stream.
+// When nothing truncates it skips building the sorted Dist and draws from
+// the per-id weights directly (same distribution, one pass, no sort).
+func (s *Sampler) Sample(logits []float32) int32 {
+	p := &s.p
+	if p.Temperature == 0 {
+		return argmax(s.penalise(logits))
+	}
+	if p.TopK == 0 && p.TopP == 1 && p.MinP == 0 {
+		l, lmax := s.tame(s.penalise(logits))
+		return s.sampleDense(l, lmax, 1/p.Temperature)
+	}
+	return s.Distribution(logits).Draw(s.rng.float64())
+}
+
+const (
+	// bucketsPerNat sets the width of the rejection sampler's buckets to a
+	// quarter of a nat, so a proposal is accepted with probability at least
+	// e^-0.25 = 0.78.
+	bucketsPerNat = 4
+	// nBuckets covers weights down to e^-40; the last bucket holds all the
+	// rest (weights below 4e-18, with NaN and -Inf logits), which is
+	// proposed almost never.
+	nBuckets = 40*bucketsPerNat + 1
+)
+
+// bucketTop[b] = e^(-b/bucketsPerNat), the largest weight in bucket b,
+// computed with expNeg so that it bounds expNeg's own values.
+var bucketTop = func() (t [nBuckets]float64) {
+	for b := range t {
+		t[b] = expNeg(-float64(b) / bucketsPerNat)
+	}
+	return t
+}()
+
+// sampleDense draws from the untruncated softmax exp((l_i - lmax)/T)
+// without evaluating an exponential per token, which at 49,152 tokens would
+// cost far more than everything else in the step. One pass sorts the tokens
+// into buckets by their weight's order of magnitude (a subtraction, a
+// multiply and a conversion each); then rejection sampling proposes a
+// bucket in proportion to count*(its largest weight), a uniform member of
+// it, and accepts with probability weight/(largest weight). The accepted
+// token is distributed exactly as the softmax (the bucket bound cancels),
+// and the expected number of proposals is below 1/0.78.
+func (s *Sampler) sampleDense(l []float32, lmax float32, invT float64) int32 {
+	if s.bkt == nil {
+		s.bkt = make([]uint8, s.vocab)
+	}
+	bkt := s.bkt[:len(l)]
+	cnt := &s.bcnt
+	*cnt = [nBuckets]int32{}
+	// invT*4 is exact, so d is exactly -4x for x the weight's exponent as
+	// Distribution computes it: a token's bucket never claims a bound below
+	// its weight.
+	scale := invT * bucketsPerNat
+	for i, v := range l {
+		b := int(float64(lmax-v) * scale)
+		// Also catches NaN and +Inf, whose conversions are out of range.
+		if uint(b) >= nBuckets {
+			b = nBuckets - 1
+		}
+		bkt[i] = uint8(b)
+		cnt[b]++
+	}
+	var total float64
+	for b, c := range cnt {
+		total += float64(c) * bucketTop[b]
+	}
+	for {
+		u := s.rng.float64() * total
+		b := nBuckets - 1
+		var cum float64
+		for j, c := range cnt {
+			cum += float64(c) * bucketTop[j]
+			if u < cum {
+				b = j
+				break
+			}
+		}
+		n := int(cnt[b])
+		if n == 0 {
+			continue // rounding at the top of the cumulative sum
+		}
+		r := min(int(s.rng.float64()*float64(n)), n-1)
+		i := nthIndex(bkt, uint8(b), r)
+		w := expNeg(float64(l[i]-lmax) * invT)
+		if s.rng.float64()*bucketTop[b] < w {
+			return int32(i)
+		}
+	}
+}
+
+// nthIndex returns the index of the r-th (0-based) occurrence of c in p,
+// which must exist. bytes.Count and bytes.IndexByte are vectorised, so this
+// skips whole chunks instead of testing byte by byte.
+func nthIndex(p []uint8, c uint8, r int) int {
+	const chunk = 1024
+	base := 0
+	for len(p) > chunk {
+		n := bytes.Count(p[:chunk], []byte{c})
+		if r < n {
+			break
+		}
+		r -= n
+		p = p[chunk:]
+		base += chunk
+	}
+	for {
+		j := bytes.IndexByte(p, c)
+		if r == 0 {
+			return base + j
+		}
+		r--
+		p = p[j+1:]
+		base += j + 1
+	}
+}
+
+// denseWeights stores exp((l_i - lmax)/T) for every token in s.weights.
+func (s *Sampler) denseWeights(l []float32, lmax float32, invT float64) []float64 {
+	if s.weights == nil {
+		s.weights = make([]float64, s.vocab)
+	}
+	w := s.weights
+	for i, v := range l {
+		w[i] = expNeg(float64(v-lmax) * invT)
+	}
+	return w
+}
+
+// topK leaves the K best candidates in s.cands, sorted. It keeps a min-heap
+// of the best K seen so far with the worst at the root: one comparison per
+// token against the root, O(V log K) at worst and about O(V) on real logits,
+// instead of sorting the vocabulary. Ties go to the lower id because the
+// scan visits ids in increasing order and a later token must be strictly
+// better than the root to replace it.
+func (s *Sampler) topK(l []float32) {
+	k := s.p.TopK
+	h := s.cands[:0]
+	negInf := float32(math.Inf(-1))
+	for i := 0; i < k; i++ {
+		v := l[i]
+		if v != v { // NaN ranks below everything
+			v = negInf
+		}
+		h = append(h, cand{v, int32(i)})
+		// sift up
+		for j := len(h) - 1; j > 0; {
+			parent := (j - 1) / 2
+			if !better(h[parent], h[j]) {
+				break
+			}
+			h[parent], h[j] = h[j], h[parent]
+			j = parent
+		}
+	}
+	root := h[0].l
+	for i := k; i < len(l); i++ {
+		v := l[i]
+		if !(v > root) {
+			continue
+		}
+		h[0] = cand{v, int32(i)}
+		// sift down: move the worse child up while it is worse than us
+		for j := 0; ; {
+			c := 2*j + 1
+			if c >= k {
+				break
+			}
+			if c+1 < k && better(h[c], h[c+1]) {
+				c++
+			}
+			if !better(h[j], h[c]) {
+				break
+			}
+			h[j], h[c] = h[c], h[j]
+			j = c
+		}
+		root = h[0].l
+	}
+	slices.SortFunc(h, candCmp)
+	s.cands = h
+}
+
+// fill stores the ids of the sorted candidates in s.ids and their weights
+// exp((l - lmax)/T) in s.probs (normalised later by finish), and returns the
+// candidates' total weight.
+func (s *Sampler) fill(lmax float32, invT float64) float64 {
+	s.ids = s.ids[:0]
+	s.probs = s.probs[:0]
+	var z float64
+	for _, c := range s.cands {
+		w := expNeg(float64(c.l-lmax) * invT)
+		s.ids = append(s.ids, c.id)
+		s.probs = append(s.probs, w)
+		z += w
+	}
+	return z
+}
+
+// cutTopP keeps the shortest prefix of the candidates whose weight reaches
+// TopP of total, the weight of the distribution top-p applies to (which may
+// include tokens that were never made candidates because they could not be
+// in the nucleus).
+func (s *Sampler) cutTopP(total float64) {
+	if s.p.TopP >= 1 {
+		return
+	}
+	target := s.p.TopP * total * (1 - boundarySlack)
+	var cum float64
+	for i, w := range s.probs {
+		cum += w
+		if cum >= target {
+			s.keep(i + 1)
+			return
+		}
+	}
+}
+
+// cutMinP keeps the candidates with weight >= MinP times the top one's.
+func (s *Sampler) cutMinP() {
+	if s.p.MinP == 0 || len(s.probs) == 0 {
+		return
+	}
+	thr := s.p.MinP * s.probs[0] * (1 - boundarySlack)
+	for i, w := range s.probs {
+		if w < thr {
+			s.keep(i)
+			return
+		}
+	}
+}
+
+func (s *Sampler) keep(n int) {
+	s.ids = s.ids[:n]
+	s.probs = s.probs[:n]
+}
+
+// finish normalises the surviving weights into probabilities.
+func (s *Sampler) finish() Dist {
+	var z float64
+	for _, w := range s.probs {
+		z += w
+	}
+	inv := 1 / z
+	for i := range s.probs {
+		s.probs[i] *= inv
+	}
+	return Dist{IDs: s.ids, Probs: s.probs}
+}
