@@ -714,10 +714,12 @@ static ERL_NIF_TERM nif_drain(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     size_t bufsize = tl_buf_size;
     char *big = NULL;
     int rc = api.channel_pop_batch(c->h, chunks, (size_t)max, buf, bufsize, 0, &n);
-    if (rc == LMS_ERR_BUFFER_TOO_SMALL) {
-        /* One chunk larger than the buffer (a long coalesced run): n is the
-         * size it needs. */
-        size_t need = n + 64;
+    /* One chunk larger than the buffer (a long coalesced run): n is the
+     * size it needs. It may grow again before the next call (the engine
+     * keeps merging into it), so retry with headroom. */
+    for (int tries = 0; rc == LMS_ERR_BUFFER_TOO_SMALL && tries < 8; tries++) {
+        size_t need = n + n / 2 + 4096;
+        if (big) enif_free(big);
         big = enif_alloc(need);
         if (!big) {
             enif_mutex_unlock(c->mu);
