@@ -1,0 +1,259 @@
+package spec
+
+import "slices"
+
+// Index is an incremental n-gram index over a token stream: for every order
+// k in 1..MaxOrder it maps the hash of each k-gram to the most recent
+// position where it ends, and chains every position to the previous one
+// with the same k-gram (zlib-style hash chains). Appending a token costs
+// MaxOrder hash updates and map writes — O(1) amortised — and finding the
+// occurrences of a suffix walks only as many chain links as matches wanted.
+//
+// Not safe for concurrent use.
+type Index struct {
+	toks  []int32
+	order int
+	head  []map[uint64]int32 // head[k-1][hash] = end position + 1 of the newest k-gram with that hash
+	prev  [][]int32          // prev[k-1][e] = end position + 1 of the previous one, 0 when none
+}
+
+// NewIndex returns an empty index of k-grams up to maxOrder.
+func NewIndex(maxOrder int) *Index {
+	if maxOrder < 1 {
+		maxOrder = 1
+	}
+	x := &Index{order: maxOrder, head: make([]map[uint64]int32, maxOrder), prev: make([][]int32, maxOrder)}
+	for k := range x.head {
+		x.head[k] = make(map[uint64]int32)
+	}
+	return x
+}
+
+// Len is the number of indexed tokens.
+func (x *Index) Len() int { return len(x.toks) }
+
+// separator marks a document boundary in a shared index; no query contains
+// it, so no match spans two documents.
+const separator = -1
+
+const hashMul = 0x9e3779b97f4a7c15
+
+// step extends a right-to-left k-gram hash by one token further left.
+func step(h uint64, tok int32) uint64 {
+	h = (h ^ uint64(uint32(tok))) * hashMul
+	return h ^ (h >> 29)
+}
+
+// Append indexes one more token.
+func (x *Index) Append(tok int32) {
+	x.toks = append(x.toks, tok)
+	e := len(x.toks) - 1
+	h := uint64(0x243f6a8885a308d3)
+	for k := 1; k <= x.order; k++ {
+		p := x.prev[k-1]
+		if k > e+1 {
+			x.prev[k-1] = append(p, 0)
+			continue
+		}
+		h = step(h, x.toks[e-k+1])
+		x.prev[k-1] = append(p, x.head[k-1][h])
+		x.head[k-1][h] = int32(e + 1)
+	}
+}
+
+// Sync appends the tokens of toks beyond what is indexed. toks must extend
+// what was indexed before (generation only appends); if it is shorter the
+// index is rebuilt.
+func (x *Index) Sync(toks []int32) {
+	if len(toks) < len(x.toks) {
+		x.Reset()
+	}
+	for _, t := range toks[len(x.toks):] {
+		x.Append(t)
+	}
+}
+
+// AppendDocument appends a whole document (an earlier output) behind a
+// separator, for a shared index.
+func (x *Index) AppendDocument(toks []int32) {
+	if len(x.toks) > 0 {
+		x.Append(separator)
+	}
+	for _, t := range toks {
+		x.Append(t)
+	}
+}
+
+// Reset empties the index, keeping its memory.
+func (x *Index) Reset() {
+	x.toks = x.toks[:0]
+	for k := range x.head {
+		clear(x.head[k])
+		x.prev[k] = x.prev[k][:0]
+	}
+}
+
+// continuations walks the occurrences of the k-gram whose right-to-left
+// hash is h, newest first, up to max of them that have a known next token,
+// and adds those next tokens to counts. It returns the updated counts and
+// how many occurrences it counted.
+func (x *Index) continuations(k int, h uint64, max int, counts []tokCount) ([]tokCount, int) {
+	if k > x.order {
+		return counts, 0
+	}
+	n := 0
+	for e := int(x.head[k-1][h]) - 1; e >= 0 && n < max; e = int(x.prev[k-1][e]) - 1 {
+		if e+1 >= len(x.toks) {
+			continue // the stream's own suffix: nothing follows it yet
+		}
+		next := x.toks[e+1]
+		if next == separator {
+			continue
+		}
+		n++
+		found := false
+		for i := range counts {
+			if counts[i].tok == next {
+				counts[i].n++
+				found = true
+				break
+			}
+		}
+		if !found {
+			counts = append(counts, tokCount{tok: next, n: 1, order: len(counts)})
+		}
+	}
+	return counts, n
+}
+
+type tokCount struct {
+	tok   int32
+	n     int
+	order int // first seen rank: newer occurrences first
+}
+
+// NGramDrafter drafts without a model: it looks up the longest recent
+// suffix of the context (prompt, output so far, and the draft path) in an
+// index of the request's own tokens — and, when that finds nothing, in an
+// optional shared index of earlier outputs — and proposes the tokens that
+// followed its previous occurrences. The conditional probability of a
+// proposal is its count among the occurrences found, discounted:
+// count / (total + Discount), so a single sighting is not taken as
+// certainty; path probabilities are products of those, as for a draft
+// model, and the same beam (or fixed branching) shapes the tree.
+//
+// Cost per iteration: syncing the index with the newly emitted tokens
+// (MaxOrder map writes each) plus, per expanded node, at most MaxOrder hash
+// look-ups of at most MaxMatches chain links. Nothing depends on the
+// context length.
+//
+// The per-request index lives in Seq.DraftState. Not safe for concurrent
+// use.
+type NGramDrafter struct {
+	MaxOrder   int     // longest suffix matched (default 4)
+	MinOrder   int     // shortest suffix matched (default 1)
+	MaxMatches int     // occurrences counted per look-up (default 16)
+	Discount   float64 // added to the total count (default 1; negative means 0)
+	Shared     *Index  // optional index of earlier outputs (AppendDocument)
+
+	g      grower
+	seqs   []*Seq
+	counts []tokCount
+	window []int32
+}
+
+func (d *NGramDrafter) params() (maxOrder, minOrder, maxMatches int, discount float64) {
+	maxOrder, minOrder, maxMatches, discount = d.MaxOrder, d.MinOrder, d.MaxMatches, d.Discount
+	if maxOrder <= 0 {
+		maxOrder = 4
+	}
+	if minOrder <= 0 {
+		minOrder = 1
+	}
+	if maxMatches <= 0 {
+		maxMatches = 16
+	}
+	switch {
+	case discount == 0:
+		discount = 1
+	case discount < 0:
+		discount = 0
+	}
+	return
+}
+
+// IndexOf returns the sequence's index, creating it and catching up with
+// the sequence's tokens.
+func (d *NGramDrafter) IndexOf(s *Seq) *Index {
+	x, ok := s.DraftState.(*Index)
+	if !ok {
+		mo, _, _, _ := d.params()
+		x = NewIndex(mo)
+		s.DraftState = x
+	}
+	x.Sync(s.Tokens)
+	return x
+}
+
+// Draft implements Drafter.
+func (d *NGramDrafter) Draft(seqs []*Seq, shape Shape, trees []*Tree) error {
+	for _, s := range seqs {
+		d.IndexOf(s)
+	}
+	d.seqs = seqs
+	err := d.g.grow(seqs, shape, trees, d.expand)
+	d.seqs = nil
+	return err
+}
+
+func (d *NGramDrafter) expand(queries []Query, k int, out [][]cand) error {
+	maxOrder, minOrder, maxMatches, discount := d.params()
+	for qi, q := range queries {
+		own := d.seqs[q.Seq].DraftState.(*Index)
+		// The window: the last maxOrder tokens of Context ++ Path, newest
+		// first.
+		d.window = d.window[:0]
+		for i := len(q.Path) - 1; i >= 0 && len(d.window) < maxOrder; i-- {
+			d.window = append(d.window, q.Path[i])
+		}
+		for i := len(q.Context) - 1; i >= 0 && len(d.window) < maxOrder; i-- {
+			d.window = append(d.window, q.Context[i])
+		}
+		var hs [16]uint64
+		hashes := hs[:0]
+		h := uint64(0x243f6a8885a308d3)
+		for _, t := range d.window {
+			h = step(h, t)
+			hashes = append(hashes, h)
+		}
+		d.counts = d.counts[:0]
+		total := 0
+		for _, x := range []*Index{own, d.Shared} {
+			if x == nil {
+				continue
+			}
+			for kk := len(hashes); kk >= minOrder && total == 0; kk-- {
+				d.counts, total = x.continuations(kk, hashes[kk-1], maxMatches, d.counts)
+			}
+			if total > 0 {
+				break
+			}
+		}
+		if total == 0 {
+			continue
+		}
+		slices.SortFunc(d.counts, func(a, b tokCount) int {
+			if a.n != b.n {
+				return b.n - a.n
+			}
+			return a.order - b.order
+		})
+		for i, c := range d.counts {
+			if i == k {
+				break
+			}
+			out[qi] = append(out[qi], cand{token: c.tok, cond: float64(c.n) / (float64(total) + discount)})
+		}
+	}
+	return nil
+}
