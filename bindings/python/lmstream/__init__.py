@@ -22,6 +22,7 @@ from .errors import (
     InvalidArgument,
     InvalidHandle,
     InvalidRequest,
+    InvalidType,
     LmstreamError,
     ModelError,
     PromptTooLong,
@@ -37,7 +38,7 @@ __all__ = [
     "ABI_VERSION", "LibraryNotFound", "library_path", "__version__",
     "Runtime", "Stream", "Chunk", "Usage", "FinishReason", "QueuePolicy", "StreamState",
     "configure_process",
-    "LmstreamError", "InvalidArgument", "InvalidHandle", "BadJSON", "InvalidRequest",
+    "LmstreamError", "InvalidArgument", "InvalidHandle", "BadJSON", "InvalidRequest", "InvalidType",
     "ModelError", "PromptTooLong", "CapacityError", "BufferTooSmall", "ForkedProcess",
     "BackendError", "InternalError", "ShutdownError", "ChannelClosed", "StateError",
 ]

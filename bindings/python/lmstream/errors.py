@@ -49,6 +49,12 @@ class InvalidRequest(LmstreamError, ValueError):
     code, ident = -4, "invalid_request"
 
 
+class InvalidType(InvalidRequest, TypeError):
+    """A parameter of the wrong type, found by the binding before anything
+    reached the library. Both an InvalidRequest and a TypeError."""
+    code, ident = -4, "invalid_request"
+
+
 class BadJSON(InvalidRequest):
     """The request JSON does not parse."""
     code, ident = -3, "bad_json"

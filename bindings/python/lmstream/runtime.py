@@ -23,6 +23,7 @@ from ._lib import LMS_ERR_INVALID_HANDLE, LMS_OK, LmsChunk, lib
 from .errors import (
     ForkedProcess,
     InvalidRequest,
+    InvalidType,
     LmstreamError,
     ShutdownError,
     error_for,
@@ -67,7 +68,7 @@ def _type_name(v: object) -> str:
 
 def _int(name: str, v: object, lo: Optional[int] = None, hi: Optional[int] = None) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"{name} must be an int, got {_type_name(v)} {v!r}")
+        raise InvalidType(f"{name} must be an int, got {_type_name(v)} {v!r}")
     if (lo is not None and v < lo) or (hi is not None and v > hi):
         rng = f"at least {lo}" if hi is None else f"in [{lo}, {hi}]"
         raise InvalidRequest(f"{name} must be {rng}, got {v}")
@@ -76,7 +77,7 @@ def _int(name: str, v: object, lo: Optional[int] = None, hi: Optional[int] = Non
 
 def _num(name: str, v: object, lo: float, hi: float, lo_open: bool = False) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise TypeError(f"{name} must be a number, got {_type_name(v)} {v!r}")
+        raise InvalidType(f"{name} must be a number, got {_type_name(v)} {v!r}")
     f = float(v)
     if math.isnan(f) or f < lo or f > hi or (lo_open and f == lo):
         raise InvalidRequest(f"{name} must be in {'(' if lo_open else '['}{lo:g}, {hi:g}], got {v!r}")
@@ -85,37 +86,37 @@ def _num(name: str, v: object, lo: float, hi: float, lo_open: bool = False) -> f
 
 def _bool(name: str, v: object) -> bool:
     if not isinstance(v, bool):
-        raise TypeError(f"{name} must be a bool, got {_type_name(v)} {v!r}")
+        raise InvalidType(f"{name} must be a bool, got {_type_name(v)} {v!r}")
     return v
 
 
 def _str(name: str, v: object) -> str:
     if not isinstance(v, str):
-        raise TypeError(f"{name} must be a str, got {_type_name(v)} {v!r}")
+        raise InvalidType(f"{name} must be a str, got {_type_name(v)} {v!r}")
     return v
 
 
 def _str_list(name: str, v: object) -> List[str]:
     if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
-        raise TypeError(f"{name} must be a list of str, got {_type_name(v)} {v!r}")
+        raise InvalidType(f"{name} must be a list of str, got {_type_name(v)} {v!r}")
     return [_str(f"{name}[{i}]", s) for i, s in enumerate(v)]
 
 
 def _int_list(name: str, v: object, lo: Optional[int] = None) -> List[int]:
     if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
-        raise TypeError(f"{name} must be a list of int, got {_type_name(v)} {v!r}")
+        raise InvalidType(f"{name} must be a list of int, got {_type_name(v)} {v!r}")
     return [_int(f"{name}[{i}]", x, lo) for i, x in enumerate(v)]
 
 
 def _messages(v: object) -> List[Dict[str, str]]:
     if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
-        raise TypeError(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got {_type_name(v)}")
+        raise InvalidType(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got {_type_name(v)}")
     if not v:
         raise InvalidRequest("messages must hold at least one message")
     out = []
     for i, m in enumerate(v):
         if not isinstance(m, Mapping):
-            raise TypeError(f"messages[{i}] must be a dict with 'role' and 'content', got {_type_name(m)}")
+            raise InvalidType(f"messages[{i}] must be a dict with 'role' and 'content', got {_type_name(m)}")
         unknown = set(m) - {"role", "content"}
         if unknown:
             raise InvalidRequest(f"messages[{i}] has unknown keys {sorted(map(str, unknown))}")
@@ -137,7 +138,7 @@ def _policy(v: object) -> int:
         except KeyError:
             pass
         raise InvalidRequest(f"queue_policy must be 'coalesce' or 'pause', got {v!r}")
-    raise TypeError(f"queue_policy must be 'coalesce', 'pause' or a QueuePolicy, got {_type_name(v)} {v!r}")
+    raise InvalidType(f"queue_policy must be 'coalesce', 'pause' or a QueuePolicy, got {_type_name(v)} {v!r}")
 
 
 class _ChannelSettings:
@@ -226,7 +227,7 @@ def _dumps(obj: Dict[str, Any], what: str) -> bytes:
         return json.dumps(obj, ensure_ascii=False, allow_nan=False,
                           separators=(",", ":")).encode("utf-8")
     except TypeError as e:
-        raise TypeError(f"{what}: a value is not JSON-serializable: {e}") from None
+        raise InvalidType(f"{what}: a value is not JSON-serializable: {e}") from None
     except ValueError as e:
         raise InvalidRequest(f"{what}: {e}") from None
     except UnicodeEncodeError as e:
@@ -254,7 +255,7 @@ class Runtime:
         cfg: Dict[str, Any] = {}
         if model_path is not None:
             if not isinstance(model_path, (str, os.PathLike)):
-                raise TypeError(f"model_path must be a str or path, got {_type_name(model_path)}")
+                raise InvalidType(f"model_path must be a str or path, got {_type_name(model_path)}")
             cfg["model_path"] = os.fspath(model_path)
         if "backend" in config:
             _str("backend", config["backend"])
@@ -280,13 +281,13 @@ class Runtime:
         byte pieces (str pieces are UTF-8 encoded), and per request a
         ``script=[[ids], ...]`` of the token bursts each iteration emits."""
         if isinstance(vocab, (str, bytes)) or not isinstance(vocab, Sequence):
-            raise TypeError(f"vocab must be a list of bytes, got {_type_name(vocab)}")
+            raise InvalidType(f"vocab must be a list of bytes, got {_type_name(vocab)}")
         pieces = []
         for i, p in enumerate(vocab):
             if isinstance(p, str):
                 p = p.encode("utf-8")
             if not isinstance(p, (bytes, bytearray)):
-                raise TypeError(f"vocab[{i}] must be bytes or str, got {_type_name(p)}")
+                raise InvalidType(f"vocab[{i}] must be bytes or str, got {_type_name(p)}")
             pieces.append(bytes(p).hex())
         cfg = {"backend": "replay", "vocab": pieces,
                "eos_id": _int("eos_id", eos_id, 0),
@@ -387,7 +388,7 @@ class Runtime:
         """One request with many prompts sharing every setting: one Stream
         per prompt, in order (a single lms_submit)."""
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
-            raise TypeError(f"prompts must be a list of str, got {_type_name(prompts)}")
+            raise InvalidType(f"prompts must be a list of str, got {_type_name(prompts)}")
         return self._submit(None, prompts, None, len(prompts), locals(), extra)
 
     def _submit(self, prompt: Any, prompts: Any, messages: Any, n: int,
@@ -402,6 +403,14 @@ class Runtime:
                         stop_token_ids=kw["stop_token_ids"], include_stop=kw["include_stop"],
                         tpot_slo_ms=kw["tpot_slo_ms"], ttft_slo_ms=kw["ttft_slo_ms"],
                         extra=extra)
+        return self._submit_json(data, n, settings, raise_on_error)
+
+    def _submit_json(self, data: bytes, n: int, settings: "_ChannelSettings",
+                     raise_on_error: bool = True) -> List[Stream]:
+        """Submits request JSON as given (the conformance tests send
+        malformed JSON through here) with n channels set up as settings
+        says."""
+        h = self._handle()
         n = max(n, 1)
         handles: List[int] = []
         try:

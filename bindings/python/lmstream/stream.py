@@ -169,6 +169,14 @@ class Chunk:
             t = self._text = self._d[o:o + r[3]].decode("utf-8", "replace")
         return t
 
+    def _text_bytes(self) -> bytes:
+        """The text as the library sent it (tests check it is UTF-8)."""
+        if not self._r:
+            return (self._text or "").encode("utf-8")
+        r = self._r
+        o = r[2] - self._b
+        return self._d[o:o + r[3]]
+
     @property
     def error_code(self) -> int:
         """The LMS_ERR_* code of a failed stream's terminal chunk, else 0."""

@@ -1,0 +1,238 @@
+"""python -m lmstream: stream an answer to the terminal.
+
+    python -m lmstream "Why is the sky blue?"
+    python -m lmstream --chat --system "You are terse."
+    python -m lmstream --replay "hello"          # a demo without a model
+
+Ctrl-C stops the generation (in --chat, it returns to the prompt).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import threading
+import time
+from typing import Dict, List, Optional, Sequence
+
+from . import LmstreamError, Runtime
+from .stream import Stream
+
+DEFAULT_MODEL = os.path.join("models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def default_model() -> str:
+    """--model's default: $LMSTREAM_MODEL, models/... under the current
+    directory, or under the repository this package sits in."""
+    env = os.environ.get("LMSTREAM_MODEL")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for base in (os.getcwd(), os.path.join(here, "..", "..", "..")):
+        p = os.path.normpath(os.path.join(base, DEFAULT_MODEL))
+        if os.path.exists(p):
+            return p
+    return DEFAULT_MODEL
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m lmstream", description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("prompt", nargs="*", help="the prompt (read from stdin when absent and not --chat)")
+    ap.add_argument("--model", "-m", default=None, help=f"GGUF model (default: {DEFAULT_MODEL})")
+    ap.add_argument("--max-tokens", "-n", type=int, default=256)
+    ap.add_argument("--temperature", "-t", type=float, default=None)
+    ap.add_argument("--top-p", type=float, default=None)
+    ap.add_argument("--top-k", type=int, default=None)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--stop", action="append", default=None, help="a stop string (repeatable)")
+    ap.add_argument("--system", default=None, help="a system message")
+    ap.add_argument("--chat", action="store_true", help="an interactive conversation")
+    ap.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
+    ap.add_argument("--replay", action="store_true", help="a demo on the replay backend (no model)")
+    ap.add_argument("--stats", action="store_true", help="print usage after each answer (stderr)")
+    return ap.parse_args(argv)
+
+
+# ---- the replay demo ---------------------------------------------------
+
+REPLAY_VOCAB: List[bytes] = [b"</s>"] + [bytes([b]) for b in range(256)]
+
+
+def replay_script(answer: str, rng: random.Random) -> List[List[int]]:
+    """Tokens of 1-3 bytes (cutting characters apart, as byte-level BPE
+    does), in bursts of one or two tokens (as speculation accepts)."""
+    raw = answer.encode("utf-8")
+    toks: List[List[int]] = []
+    i = 0
+    while i < len(raw):
+        n = rng.choice((1, 1, 2, 3))
+        toks.append([b + 1 for b in raw[i:i + n]])
+        i += n
+    # A replay token is one piece; the demo vocabulary has single bytes, so
+    # a multi-byte "token" becomes a burst of byte tokens.
+    return toks
+
+
+def replay_answer(messages: List[Dict[str, str]]) -> str:
+    said = messages[-1]["content"].strip() or "nothing"
+    turns = sum(m["role"] == "user" for m in messages)
+    return (f"(replay demo, turn {turns}) You said: \u201c{said}\u201d. lmstream hands you whole "
+            "UTF-8 characters even when tokens split them: café, naïve, 中文, 😀. "
+            "Run without --replay to use a real model.")
+
+
+# ---- running -----------------------------------------------------------
+
+def load_runtime(args: argparse.Namespace) -> Runtime:
+    if args.replay:
+        return Runtime.replay(vocab=REPLAY_VOCAB, eos_id=0)
+    path = args.model or default_model()
+    if not os.path.exists(path):
+        raise SystemExit(f"lmstream: model {path} not found (run `make model` at the repository "
+                         "root, pass --model, or try --replay)")
+    box: list = []
+
+    def load() -> None:
+        try:
+            box.append(Runtime(model_path=path))
+        except BaseException as e:  # handed to the main thread
+            box.append(e)
+
+    t = threading.Thread(target=load, name="lmstream-load", daemon=True)
+    t.start()
+    t0 = time.monotonic()
+    tty = sys.stderr.isatty()
+    name = os.path.basename(path)
+    while t.is_alive():
+        t.join(0.1)
+        if tty:
+            sys.stderr.write(f"\rloading {name} … {time.monotonic() - t0:4.1f} s")
+            sys.stderr.flush()
+    if tty:
+        sys.stderr.write("\r\033[K")
+    else:
+        sys.stderr.write(f"loaded {name} in {time.monotonic() - t0:.1f} s\n")
+    sys.stderr.flush()
+    got = box[0]
+    if isinstance(got, BaseException):
+        if 'unknown backend "cpu"' in str(got):
+            raise SystemExit(f"lmstream: this liblmstream has no CPU backend yet ({got}); try --replay")
+        raise SystemExit(f"lmstream: cannot load {path}: {got}")
+    return got
+
+
+def start(rt: Runtime, args: argparse.Namespace, messages: List[Dict[str, str]],
+          rng: random.Random) -> Stream:
+    kw: Dict[str, object] = {"max_tokens": args.max_tokens}
+    for k in ("temperature", "top_p", "top_k", "seed", "stop"):
+        v = getattr(args, k)
+        if v is not None:
+            kw[k] = v
+    if args.replay:
+        kw["script"] = replay_script(replay_answer(messages), rng)
+        kw["delay_ms"] = 15
+        return rt.generate(messages[-1]["content"], **kw)  # type: ignore[arg-type]
+    if args.raw:
+        return rt.generate("\n".join(m["content"] for m in messages), **kw)  # type: ignore[arg-type]
+    return rt.generate(messages=messages, **kw)  # type: ignore[arg-type]
+
+
+def show(stream: Stream, args: argparse.Namespace) -> str:
+    """Prints the stream as it comes; returns its text. KeyboardInterrupt
+    propagates after the request was cancelled."""
+    out = sys.stdout
+    parts: List[str] = []
+    try:
+        for chunk in stream:
+            if chunk.text:
+                out.write(chunk.text)
+                out.flush()
+                parts.append(chunk.text)
+    finally:
+        out.write("\n")
+        out.flush()
+    if args.stats and stream.usage is not None:
+        u = stream.usage
+        rate = 1000.0 / u.tpot_ms if u.tpot_ms > 0 else 0.0
+        sys.stderr.write(f"[{u.generated_tokens} tokens, ttft {u.ttft_ms:.0f} ms, "
+                         f"{rate:.1f} tok/s, {stream.reason.ident}]\n")
+    return "".join(parts)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        return run(parse_args(argv))
+    except BrokenPipeError:
+        # The reader went away (| head): the stream was cancelled on the way
+        # out; keep Python from complaining again when it flushes stdout.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+
+
+def run(args: argparse.Namespace) -> int:
+    prompt = " ".join(args.prompt)
+    if not prompt and not args.chat:
+        if sys.stdin.isatty():
+            print("lmstream: give a prompt, or --chat", file=sys.stderr)
+            return 2
+        prompt = sys.stdin.read()
+    rng = random.Random(0)
+    try:
+        rt = load_runtime(args)
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        return 130
+    with rt:
+        messages: List[Dict[str, str]] = []
+        if args.system:
+            messages.append({"role": "system", "content": args.system})
+        if not args.chat:
+            messages.append({"role": "user", "content": prompt})
+            try:
+                show(start(rt, args, messages, rng), args)
+            except KeyboardInterrupt:
+                sys.stderr.write("[stopped]\n")
+                return 130
+            except LmstreamError as e:
+                print(f"lmstream: {e}", file=sys.stderr)
+                return 1
+            return 0
+        print("lmstream chat — Ctrl-C stops an answer, Ctrl-D or /quit leaves, /reset forgets",
+              file=sys.stderr)
+        pending = prompt
+        while True:
+            if pending:
+                line, pending = pending, ""
+                print(f"> {line}")
+            else:
+                try:
+                    line = input("> ")
+                except (EOFError, KeyboardInterrupt):
+                    sys.stderr.write("\n")
+                    return 0
+            if line.strip() in ("/quit", "/exit"):
+                return 0
+            if line.strip() == "/reset":
+                del messages[int(bool(args.system)):]
+                continue
+            if not line.strip():
+                continue
+            messages.append({"role": "user", "content": line})
+            try:
+                answer = show(start(rt, args, messages, rng), args)
+            except KeyboardInterrupt:
+                sys.stderr.write("[stopped]\n")
+                messages.pop()
+                continue
+            except LmstreamError as e:
+                print(f"lmstream: {e}", file=sys.stderr)
+                messages.pop()
+                continue
+            messages.append({"role": "assistant", "content": answer})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
