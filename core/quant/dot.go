@@ -27,9 +27,9 @@ type kernelSet struct {
 	// Optional packed-layout kernels (packed.go): q41p runs na ≤ packActs
 	// activation rows (stride xs) over one packed 16-row group, writing
 	// out[j*rows+r] for the rows set in mask; q41pack packs 16 whole rows.
-	q41p      func(wp []byte, nb int, x []byte, xs int, sc, out []float32, rows int, mask uint16, na int)
-	q41pack   func(w []byte, wrb, nb int, dst []byte)
-	q81Scales func(x []byte, nb int, dst []float32)
+	q41p, q80p       func(wp []byte, nb int, x []byte, xs int, sc, out []float32, rows int, mask uint16, na int)
+	q41pack, q80pack func(w []byte, wrb, nb int, dst []byte)
+	q81Scales        func(x []byte, nb int, dst []float32)
 }
 
 var genericKernels = kernelSet{

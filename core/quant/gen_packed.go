@@ -49,69 +49,87 @@ func main() {
 		}
 		return fmt.Sprintf("%d(%s)(%s*1)", off, base, s3)
 	}
-	for g := 1; g <= 8; g++ {
-		p("// func q41PackedG%d(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)", g)
-		p("TEXT ·q41PackedG%d(SB), NOSPLIT, $0-58", g)
-		p("\tMOVQ wp+0(FP), SI")
-		p("\tMOVQ nb+8(FP), CX")
-		p("\tMOVQ x+16(FP), DI")
-		p("\tMOVQ xs+24(FP), R8")
-		p("\tMOVQ sc+32(FP), BX")
-		p("\tLEAQ (R8)(R8*2), R9")
-		p("\tLEAQ (DI)(R8*4), R10")
-		p("\tLEAQ (CX*8), R11") // scale row stride: nb pairs of float32
-		p("\tLEAQ (R11)(R11*2), R12")
-		p("\tLEAQ (BX)(R11*4), R13")
-		p("\tVPBROADCASTD pk_nib<>(SB), Z10")
-		for j := 0; j < g; j++ {
-			p("\tVPXORD Z%d, Z%d, Z%d", 20+j, 20+j, 20+j)
+	for _, q8 := range []bool{false, true} {
+		name, rec, xb, qoff := "q41PackedG", 320, 36, 4
+		if q8 {
+			name, rec, xb, qoff = "q80PackedG", 544, 34, 2
 		}
-		p("\tTESTQ CX, CX")
-		p("\tJEQ g%ddone", g)
-		p("g%dloop:", g)
-		for k := 0; k < 4; k++ {
-			p("\tVMOVDQU64 %d(SI), Z28", 64*k)
-			p("\tVPANDD Z10, Z28, Z%d", k)
-			p("\tVPSRLW $4, Z28, Z28")
-			p("\tVPANDD Z10, Z28, Z%d", k+4)
-		}
-		p("\tVCVTPH2PS 256(SI), Z8")
-		p("\tVCVTPH2PS 288(SI), Z9")
-		for j := 0; j < g; j++ {
-			p("\tVPXORD Z%d, Z%d, Z%d", 12+j, 12+j, 12+j)
-		}
-		for w := 0; w < 8; w++ {
+		for g := 1; g <= 8; g++ {
+			p("// func %s%d(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)", name, g)
+			p("TEXT ·%s%d(SB), NOSPLIT, $0-58", name, g)
+			p("\tMOVQ wp+0(FP), SI")
+			p("\tMOVQ nb+8(FP), CX")
+			p("\tMOVQ x+16(FP), DI")
+			p("\tMOVQ xs+24(FP), R8")
+			p("\tMOVQ sc+32(FP), BX")
+			p("\tLEAQ (R8)(R8*2), R9")
+			p("\tLEAQ (DI)(R8*4), R10")
+			p("\tLEAQ (CX*8), R11") // scale row stride: nb pairs of 4-byte values
+			p("\tLEAQ (R11)(R11*2), R12")
+			p("\tLEAQ (BX)(R11*4), R13")
+			p("\tVPBROADCASTD pk_nib<>(SB), Z10")
 			for j := 0; j < g; j++ {
-				p("\tVPDPBUSD.BCST %s, Z%d, Z%d", addr(4+4*w, j, "DI", "R10", "R8", "R9"), w, 12+j)
+				p("\tVPXORD Z%d, Z%d, Z%d", 20+j, 20+j, 20+j)
 			}
+			p("\tTESTQ CX, CX")
+			p("\tJEQ %s%ddone", name, g)
+			p("%s%dloop:", name, g)
+			if q8 {
+				for k := 0; k < 8; k++ {
+					p("\tVMOVDQU64 %d(SI), Z%d", 64*k, k)
+				}
+				p("\tVCVTPH2PS 512(SI), Z8")
+			} else {
+				for k := 0; k < 4; k++ {
+					p("\tVMOVDQU64 %d(SI), Z28", 64*k)
+					p("\tVPANDD Z10, Z28, Z%d", k)
+					p("\tVPSRLW $4, Z28, Z28")
+					p("\tVPANDD Z10, Z28, Z%d", k+4)
+				}
+				p("\tVCVTPH2PS 256(SI), Z8")
+				p("\tVCVTPH2PS 288(SI), Z9")
+			}
+			for j := 0; j < g; j++ {
+				p("\tVPXORD Z%d, Z%d, Z%d", 12+j, 12+j, 12+j)
+			}
+			for w := 0; w < 8; w++ {
+				for j := 0; j < g; j++ {
+					p("\tVPDPBUSD.BCST %s, Z%d, Z%d", addr(qoff+4*w, j, "DI", "R10", "R8", "R9"), w, 12+j)
+				}
+			}
+			for j := 0; j < g; j++ {
+				t := 28 + j%4
+				if q8 { // the weights were stored +128: take 128·Σx back, exactly
+					p("\tVPSUBD.BCST %s, Z%d, Z%d", addr(4, j, "BX", "R13", "R11", "R12"), 12+j, 12+j)
+				}
+				p("\tVCVTDQ2PS Z%d, Z%d", 12+j, 12+j)
+				p("\tVMULPS.BCST %s, Z8, Z%d", addr(0, j, "BX", "R13", "R11", "R12"), t)
+				p("\tVFMADD231PS Z%d, Z%d, Z%d", 12+j, t, 20+j)
+				if !q8 {
+					p("\tVFMADD231PS.BCST %s, Z9, Z%d", addr(4, j, "BX", "R13", "R11", "R12"), 20+j)
+				}
+			}
+			p("\tADDQ $%d, SI", rec)
+			p("\tADDQ $%d, DI", xb)
+			p("\tADDQ $%d, R10", xb)
+			p("\tADDQ $8, BX")
+			p("\tADDQ $8, R13")
+			p("\tDECQ CX")
+			p("\tJNZ %s%dloop", name, g)
+			p("%s%ddone:", name, g)
+			p("\tMOVQ out+40(FP), AX")
+			p("\tMOVQ os+48(FP), DX")
+			p("\tMOVWLZX mask+56(FP), CX")
+			p("\tKMOVW CX, K1")
+			p("\tLEAQ (DX)(DX*2), R9")
+			p("\tLEAQ (AX)(DX*4), R10")
+			for j := 0; j < g; j++ {
+				p("\tVMOVUPS Z%d, K1, %s", 20+j, addr(0, j, "AX", "R10", "DX", "R9"))
+			}
+			p("\tVZEROUPPER")
+			p("\tRET")
+			p("")
 		}
-		for j := 0; j < g; j++ {
-			t := 28 + j%4
-			p("\tVCVTDQ2PS Z%d, Z%d", 12+j, 12+j)
-			p("\tVMULPS.BCST %s, Z8, Z%d", addr(0, j, "BX", "R13", "R11", "R12"), t)
-			p("\tVFMADD231PS Z%d, Z%d, Z%d", 12+j, t, 20+j)
-			p("\tVFMADD231PS.BCST %s, Z9, Z%d", addr(4, j, "BX", "R13", "R11", "R12"), 20+j)
-		}
-		p("\tADDQ $320, SI")
-		p("\tADDQ $36, DI")
-		p("\tADDQ $36, R10")
-		p("\tADDQ $8, BX")
-		p("\tADDQ $8, R13")
-		p("\tDECQ CX")
-		p("\tJNZ g%dloop", g)
-		p("g%ddone:", g)
-		p("\tMOVQ out+40(FP), AX")
-		p("\tMOVQ os+48(FP), DX")
-		p("\tMOVWLZX mask+56(FP), CX")
-		p("\tKMOVW CX, K1")
-		p("\tLEAQ (DX)(DX*2), R9")
-		p("\tLEAQ (AX)(DX*4), R10")
-		for j := 0; j < g; j++ {
-			p("\tVMOVUPS Z%d, K1, %s", 20+j, addr(0, j, "AX", "R10", "DX", "R9"))
-		}
-		p("\tVZEROUPPER")
-		p("\tRET")
-		p("")
 	}
 
 	// The packer: 16 whole Q4_1 rows (stride wrb) into nb packed blocks.
@@ -163,6 +181,62 @@ func main() {
 	p("\tDECQ CX")
 	p("\tJNZ packloop")
 	p("packdone:")
+	p("\tVZEROUPPER")
+	p("\tRET")
+	p("")
+
+	// The Q8_0 packer: 16 whole rows; two 16-byte halves of qs per block,
+	// each transposed like the Q4_1 qs, then +128 (XOR 0x80) for VPDPBUSD's
+	// unsigned operand.
+	p("// func packQ80Group(w *byte, wrb, nb int, dst *byte)")
+	p("TEXT ·packQ80Group(SB), NOSPLIT, $0-32")
+	p("\tMOVQ w+0(FP), SI")
+	p("\tMOVQ wrb+8(FP), R8")
+	p("\tMOVQ nb+16(FP), CX")
+	p("\tMOVQ dst+24(FP), DI")
+	p("\tLEAQ (R8)(R8*2), R9")
+	p("\tLEAQ (SI)(R8*4), R10")
+	p("\tLEAQ (R10)(R8*4), R11")
+	p("\tLEAQ (R11)(R8*4), R12")
+	p("\tVPBROADCASTD R8, Z16")
+	p("\tVPMULLD pk_iota<>(SB), Z16, Z16")
+	p("\tMOVL $0x80808080, AX")
+	p("\tVPBROADCASTD AX, Z17")
+	p("\tTESTQ CX, CX")
+	p("\tJEQ pack8done")
+	p("pack8loop:")
+	for h := 0; h < 2; h++ {
+		for k := 0; k < 4; k++ {
+			p("\tVMOVDQU %s, X%d", addr(2+16*h, k, "SI", "SI", "R8", "R9"), k)
+			for i, base := range []string{"R10", "R11", "R12"} {
+				p("\tVINSERTI32X4 $%d, %s, Z%d, Z%d", i+1, addr(2+16*h, k, base, base, "R8", "R9"), k, k)
+			}
+		}
+		p("\tVPUNPCKLDQ Z1, Z0, Z4")
+		p("\tVPUNPCKHDQ Z1, Z0, Z5")
+		p("\tVPUNPCKLDQ Z3, Z2, Z6")
+		p("\tVPUNPCKHDQ Z3, Z2, Z7")
+		p("\tVPUNPCKLQDQ Z6, Z4, Z0")
+		p("\tVPUNPCKHQDQ Z6, Z4, Z1")
+		p("\tVPUNPCKLQDQ Z7, Z5, Z2")
+		p("\tVPUNPCKHQDQ Z7, Z5, Z3")
+		for k := 0; k < 4; k++ {
+			p("\tVPXORD Z17, Z%d, Z%d", k, k)
+			p("\tVMOVDQU64 Z%d, %d(DI)", k, 256*h+64*k)
+		}
+	}
+	p("\tKXNORW K1, K1, K1")
+	p("\tVPGATHERDD (SI)(Z16*1), K1, Z8")
+	p("\tVPMOVDW Z8, Y9")
+	p("\tVMOVDQU Y9, 512(DI)")
+	p("\tADDQ $34, SI")
+	p("\tADDQ $34, R10")
+	p("\tADDQ $34, R11")
+	p("\tADDQ $34, R12")
+	p("\tADDQ $544, DI")
+	p("\tDECQ CX")
+	p("\tJNZ pack8loop")
+	p("pack8done:")
 	p("\tVZEROUPPER")
 	p("\tRET")
 	p("")

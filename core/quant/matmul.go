@@ -93,7 +93,7 @@ func f32s(b []byte, n int) []float32 {
 // minChunkRows rows), handed out dynamically by the Pool so a thread that
 // loses its core on a shared machine delays only its current chunk.
 const (
-	packMinN     = 2 // from this N on, MatMul packs Q4_1 weights on the fly (packed.go)
+	packMinN     = 2 // from this N on, MatMul packs Q4_1/Q8_0 weights on the fly (packed.go)
 	tileBytes    = 16 << 10
 	minChunkRows = 16
 )
@@ -123,8 +123,8 @@ func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, 
 	if at == F32 {
 		f32x = f32s(xq, n*cols)
 	}
-	if wt == Q4_1 && k.q41p != nil && n >= packMinN && cols >= 32 {
-		matmulQ41Packed(k, nil, w, wrb, rows, cols, xq, n, out, pool)
+	if (wt == Q4_1 || wt == Q8_0) && k.q41p != nil && n >= packMinN && cols >= 32 {
+		matmulPacked(k, wt, nil, w, wrb, rows, cols, xq, n, out, pool)
 		return
 	}
 	if wt == Q4_1 && k.q4_1r != nil && cols >= 64 {

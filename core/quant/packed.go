@@ -2,6 +2,7 @@ package quant
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"unsafe"
 )
@@ -34,14 +35,33 @@ import (
 // Per block and activation row n the kernel computes the exact integer
 // Σ q·x over 32 elements for 16 rows (8 VPDPBUSD), then
 // acc += (d_w·d_x)·Σ + m_w·s_x, the same math as DotQ4_1Q8_1Generic.
+//
+// Q8_0 (the tied embedding / output head) uses the same scheme with 544-byte
+// records: 8 × 64 B of qs (part k, lane r = bytes qs[4k:4k+4] of row r, each
+// stored +128 so VPDPBUSD can take them as its unsigned operand), then the 16
+// d values (f16). The +128 is taken back exactly in the integer domain: the
+// activation side carries 128·Σq_x per block (see q80ScalesGeneric).
 const (
 	packGroup      = 16
 	q41PackedBlock = 256 + 32 + 32
+	q80PackedBlock = 512 + 32
 	packActs       = 8 // activation rows per kernel call (register budget)
 )
 
+// packedRecord is the bytes of one packed 16-row block record of wt, or 0
+// when wt has no packed layout.
+func packedRecord(wt Type) int {
+	switch wt {
+	case Q4_1:
+		return q41PackedBlock
+	case Q8_0:
+		return q80PackedBlock
+	}
+	return 0
+}
+
 // Packed is a weight matrix prepared once (at model load) for MatMulPacked.
-// For Q4_1 on CPUs with AVX-512 VNNI it holds the weights in a transposed
+// For Q4_1 and Q8_0 on CPUs with AVX-512 VNNI it holds the weights in a transposed
 // layout (same size as the original) that the batched kernels read
 // directly; for other types and CPUs it only wraps the original matrix and
 // MatMulPacked is MatMul. The original slice w is kept by reference (it is
@@ -50,7 +70,7 @@ type Packed struct {
 	Type       Type
 	Rows, Cols int
 	w          []byte
-	q41        []byte // nil: not packed
+	data       []byte // the packed groups; nil: not packed
 }
 
 // Prepack prepares the rows×cols matrix w of type wt for MatMulPacked.
@@ -65,13 +85,13 @@ func Prepack(wt Type, w []byte, rows, cols int) *Packed {
 		panic(fmt.Sprintf("quant: Prepack %s %d×%d: w %d B", wt, rows, cols, len(w)))
 	}
 	p := &Packed{Type: wt, Rows: rows, Cols: cols, w: w[:rows*wrb]}
-	if wt == Q4_1 && simdKernels.q41p != nil && rows > 0 && cols > 0 {
+	if rec := packedRecord(wt); rec > 0 && simdKernels.q41p != nil && rows > 0 && cols > 0 {
 		nb := cols / 32
 		groups := (rows + packGroup - 1) / packGroup
-		gb := nb * q41PackedBlock
-		p.q41 = make([]byte, groups*gb)
+		gb := nb * rec
+		p.data = make([]byte, groups*gb)
 		for g := 0; g < groups; g++ {
-			packQ41(&simdKernels, w, wrb, rows, cols, g, p.q41[g*gb:(g+1)*gb])
+			packGroupOf(&simdKernels, wt, w, wrb, rows, cols, g, p.data[g*gb:(g+1)*gb])
 		}
 	}
 	return p
@@ -79,14 +99,14 @@ func Prepack(wt Type, w []byte, rows, cols int) *Packed {
 
 // PackedBytes is the memory the packed copy takes (0 when Prepack only
 // wrapped the original).
-func (p *Packed) PackedBytes() int { return len(p.q41) }
+func (p *Packed) PackedBytes() int { return len(p.data) }
 
 // MatMulPacked is MatMul(p.Type, w, p.Rows, p.Cols, xq, n, out, pool) for
 // the w given to Prepack: same inputs, same results (within float32
-// rounding order), faster for Q4_1 at every N.
+// rounding order), faster for Q4_1 and Q8_0 at every N.
 func MatMulPacked(p *Packed, xq []byte, n int, out []float32, pool *Pool) {
 	k := active.Load()
-	if p.q41 == nil || k.q41p == nil {
+	if p.data == nil || k.q41p == nil {
 		MatMul(p.Type, p.w, p.Rows, p.Cols, xq, n, out, pool)
 		return
 	}
@@ -94,7 +114,7 @@ func MatMulPacked(p *Packed, xq []byte, n int, out []float32, pool *Pool) {
 	if p.Rows == 0 || n == 0 {
 		return
 	}
-	matmulQ41Packed(k, p.q41, nil, 0, p.Rows, p.Cols, xq, n, out, pool)
+	matmulPacked(k, p.Type, p.data, nil, 0, p.Rows, p.Cols, xq, n, out, pool)
 }
 
 func checkMatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32) (wrb, xrb int) {
@@ -130,28 +150,61 @@ func packQ41Go(w []byte, wrb, rows, cols, g int, dst []byte) {
 	}
 }
 
-// packQ41 packs group g with the kernel set's packer where the group is
-// whole, with packQ41Go otherwise.
-func packQ41(k *kernelSet, w []byte, wrb, rows, cols, g int, dst []byte) {
-	if k.q41pack != nil && (g+1)*packGroup <= rows {
-		k.q41pack(w[g*packGroup*wrb:(g+1)*packGroup*wrb], wrb, cols/32, dst)
-		return
+// packQ80Go is packQ41Go for Q8_0 (544-byte records, qs stored +128).
+func packQ80Go(w []byte, wrb, rows, cols, g int, dst []byte) {
+	nb := cols / 32
+	dst = dst[:nb*q80PackedBlock]
+	clear(dst)
+	r0 := g * packGroup
+	for r := 0; r < packGroup && r0+r < rows; r++ {
+		row := w[(r0+r)*wrb : (r0+r+1)*wrb]
+		for b := 0; b < nb; b++ {
+			src, rec := row[34*b:34*b+34], dst[b*q80PackedBlock:(b+1)*q80PackedBlock]
+			for k := 0; k < 8; k++ {
+				for i := 0; i < 4; i++ {
+					rec[64*k+4*r+i] = src[2+4*k+i] ^ 0x80
+				}
+			}
+			copy(rec[512+2*r:512+2*r+2], src[0:2])
+		}
 	}
-	packQ41Go(w, wrb, rows, cols, g, dst)
+}
+
+// packGroupOf packs group g of a wt matrix with the kernel set's packer
+// where the group is whole, with the Go definition otherwise.
+func packGroupOf(k *kernelSet, wt Type, w []byte, wrb, rows, cols, g int, dst []byte) {
+	whole := (g+1)*packGroup <= rows
+	switch {
+	case wt == Q4_1 && whole && k.q41pack != nil:
+		k.q41pack(w[g*packGroup*wrb:(g+1)*packGroup*wrb], wrb, cols/32, dst)
+	case wt == Q4_1:
+		packQ41Go(w, wrb, rows, cols, g, dst)
+	case wt == Q8_0 && whole && k.q80pack != nil:
+		k.q80pack(w[g*packGroup*wrb:(g+1)*packGroup*wrb], wrb, cols/32, dst)
+	case wt == Q8_0:
+		packQ80Go(w, wrb, rows, cols, g, dst)
+	default:
+		panic("quant: no packed layout for " + wt.String())
+	}
 }
 
 var packBufPool = sync.Pool{New: func() any { return new([]byte) }}
 
-// matmulQ41Packed runs the packed kernels over all row groups. wp holds the
-// packed groups, or is nil and the groups are packed on the fly from w
-// (one group at a time into a per-chunk buffer that stays in L1).
-func matmulQ41Packed(k *kernelSet, wp []byte, w []byte, wrb, rows, cols int, xq []byte, n int, out []float32, pool *Pool) {
+// matmulPacked runs the packed kernels of wt (Q4_1 or Q8_0) over all row
+// groups. wp holds the packed groups, or is nil and the groups are packed
+// on the fly from w (one group at a time into a per-chunk buffer that stays
+// in L1).
+func matmulPacked(k *kernelSet, wt Type, wp []byte, w []byte, wrb, rows, cols int, xq []byte, n int, out []float32, pool *Pool) {
 	nb := cols / 32
-	xrb := nb * 36
-	gb := nb * q41PackedBlock
+	gb := nb * packedRecord(wt)
 	groups := (rows + packGroup - 1) / packGroup
+	xrb, kern := nb*36, k.q41p
+	if wt == Q8_0 {
+		xrb, kern = nb*34, k.q80p
+	}
 
-	// Activation scales as float32 pairs (d_x, s_x) per row and block.
+	// Activation scales per row and block: float32 pairs (d_x, s_x) for
+	// Q8_1, (d_x, int32 128·Σq_x) for Q8_0.
 	scp := packBufPool.Get().(*[]byte)
 	need := n * nb * 8
 	if cap(*scp) < need+64 {
@@ -159,7 +212,11 @@ func matmulQ41Packed(k *kernelSet, wp []byte, w []byte, wrb, rows, cols int, xq 
 	}
 	sc := f32s(alignUp((*scp)[:need+64]), n*nb*2)
 	for i := 0; i < n; i++ {
-		k.q81Scales(xq[i*xrb:(i+1)*xrb], nb, sc[i*nb*2:(i+1)*nb*2])
+		if wt == Q8_0 {
+			q80ScalesGeneric(xq[i*xrb:(i+1)*xrb], nb, sc[i*nb*2:(i+1)*nb*2])
+		} else {
+			k.q81Scales(xq[i*xrb:(i+1)*xrb], nb, sc[i*nb*2:(i+1)*nb*2])
+		}
 	}
 
 	// Split the activation rows into near-equal calls of at most packActs.
@@ -181,7 +238,7 @@ func matmulQ41Packed(k *kernelSet, wp []byte, w []byte, wrb, rows, cols int, xq 
 			if wp != nil {
 				wg = wp[g*gb : (g+1)*gb]
 			} else {
-				packQ41(k, w, wrb, rows, cols, g, buf)
+				packGroupOf(k, wt, w, wrb, rows, cols, g, buf)
 				wg = buf
 			}
 			r0 := g * packGroup
@@ -190,7 +247,7 @@ func matmulQ41Packed(k *kernelSet, wp []byte, w []byte, wrb, rows, cols int, xq 
 			n0 := 0
 			for c := 0; c < calls; c++ {
 				na := (n - n0) / (calls - c)
-				k.q41p(wg, nb, xq[n0*xrb:(n0+na)*xrb], xrb, sc[n0*nb*2:(n0+na)*nb*2], out[n0*rows+r0:(n0+na-1)*rows+r0+valid], rows, mask, na)
+				kern(wg, nb, xq[n0*xrb:(n0+na)*xrb], xrb, sc[n0*nb*2:(n0+na)*nb*2], out[n0*rows+r0:(n0+na-1)*rows+r0+valid], rows, mask, na)
 				n0 += na
 			}
 		}
@@ -214,5 +271,20 @@ func q81ScalesGeneric(x []byte, nb int, dst []float32) {
 	for b := 0; b < nb; b++ {
 		dst[2*b] = f16at(x[36*b:])
 		dst[2*b+1] = f16at(x[36*b+2:])
+	}
+}
+
+// q80ScalesGeneric: for nb Q8_0 blocks, the float32 d and, in the bits of
+// the second float32, the int32 128·Σq (the correction for weights stored
+// +128).
+func q80ScalesGeneric(x []byte, nb int, dst []float32) {
+	for b := 0; b < nb; b++ {
+		blk := x[34*b : 34*b+34]
+		s := int32(0)
+		for _, q := range blk[2:] {
+			s += int32(int8(q))
+		}
+		dst[2*b] = f16at(blk)
+		dst[2*b+1] = math.Float32frombits(uint32(128 * s))
 	}
 }

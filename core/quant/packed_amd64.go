@@ -36,6 +36,33 @@ func q41PackedG7(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, o
 func q41PackedG8(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)
 
 //go:noescape
+func q80PackedG1(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)
+
+//go:noescape
+func q80PackedG2(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)
+
+//go:noescape
+func q80PackedG3(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)
+
+//go:noescape
+func q80PackedG4(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)
+
+//go:noescape
+func q80PackedG5(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)
+
+//go:noescape
+func q80PackedG6(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)
+
+//go:noescape
+func q80PackedG7(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)
+
+//go:noescape
+func q80PackedG8(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16)
+
+//go:noescape
+func packQ80Group(w *byte, wrb, nb int, dst *byte)
+
+//go:noescape
 func packQ41Group(w *byte, wrb, nb int, dst *byte)
 
 //go:noescape
@@ -46,31 +73,20 @@ var q41PackedKernels = [...]func(wp *byte, nb int, x *byte, xs int, sc *float32,
 	q41PackedG5, q41PackedG6, q41PackedG7, q41PackedG8,
 }
 
+var q80PackedKernels = [...]func(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16){
+	q80PackedG1, q80PackedG2, q80PackedG3, q80PackedG4,
+	q80PackedG5, q80PackedG6, q80PackedG7, q80PackedG8,
+}
+
 // setupPacked installs the packed-layout kernels (called by setupSIMD once
 // VNNI is known to be there). The wrappers check every extent the assembly
 // touches, so a slicing mistake in the callers panics instead of reading or
 // writing out of bounds.
 func setupPacked(k *kernelSet) {
-	k.q41p = func(wp []byte, nb int, x []byte, xs int, sc, out []float32, rows int, mask uint16, na int) {
-		if na < 1 || na > packActs || nb < 1 {
-			panic("quant: q41p: bad call")
-		}
-		_ = wp[nb*q41PackedBlock-1]
-		_ = x[(na-1)*xs+nb*36-1]
-		_ = sc[na*nb*2-1]
-		valid := 16 - bits.LeadingZeros16(mask)
-		_ = out[(na-1)*rows+valid-1]
-		q41PackedKernels[na-1](unsafe.SliceData(wp), nb, unsafe.SliceData(x), xs,
-			unsafe.SliceData(sc), unsafe.SliceData(out), 4*rows, mask)
-	}
-	k.q41pack = func(w []byte, wrb, nb int, dst []byte) {
-		if nb == 0 {
-			return
-		}
-		_ = w[15*wrb+nb*20-1]
-		_ = dst[nb*q41PackedBlock-1]
-		packQ41Group(unsafe.SliceData(w), wrb, nb, unsafe.SliceData(dst))
-	}
+	k.q41p = packedKernel(q41PackedKernels, q41PackedBlock, 36)
+	k.q80p = packedKernel(q80PackedKernels, q80PackedBlock, 34)
+	k.q41pack = packer(packQ41Group, 20, q41PackedBlock)
+	k.q80pack = packer(packQ80Group, 34, q80PackedBlock)
 	k.q81Scales = func(x []byte, nb int, dst []float32) {
 		if nb == 0 {
 			return
@@ -78,5 +94,31 @@ func setupPacked(k *kernelSet) {
 		_ = x[nb*36-1]
 		_ = dst[2*nb-1]
 		q81Scales(unsafe.SliceData(x), nb, unsafe.SliceData(dst))
+	}
+}
+
+func packedKernel(ks [packActs]func(wp *byte, nb int, x *byte, xs int, sc *float32, out *float32, os int, mask uint16), rec, xb int) func(wp []byte, nb int, x []byte, xs int, sc, out []float32, rows int, mask uint16, na int) {
+	return func(wp []byte, nb int, x []byte, xs int, sc, out []float32, rows int, mask uint16, na int) {
+		if na < 1 || na > packActs || nb < 1 || mask == 0 {
+			panic("quant: packed kernel: bad call")
+		}
+		_ = wp[nb*rec-1]
+		_ = x[(na-1)*xs+nb*xb-1]
+		_ = sc[na*nb*2-1]
+		valid := 16 - bits.LeadingZeros16(mask)
+		_ = out[(na-1)*rows+valid-1]
+		ks[na-1](unsafe.SliceData(wp), nb, unsafe.SliceData(x), xs,
+			unsafe.SliceData(sc), unsafe.SliceData(out), 4*rows, mask)
+	}
+}
+
+func packer(asm func(w *byte, wrb, nb int, dst *byte), wb, rec int) func(w []byte, wrb, nb int, dst []byte) {
+	return func(w []byte, wrb, nb int, dst []byte) {
+		if nb == 0 {
+			return
+		}
+		_ = w[15*wrb+nb*wb-1]
+		_ = dst[nb*rec-1]
+		asm(unsafe.SliceData(w), wrb, nb, unsafe.SliceData(dst))
 	}
 }

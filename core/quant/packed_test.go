@@ -33,27 +33,35 @@ func matmulRef(t testing.TB, wt Type, w []byte, rows, cols int, xq []byte, n int
 	return ref, mag
 }
 
-// TestPackQ41: the assembly packer matches the Go definition byte for byte.
-func TestPackQ41(t *testing.T) {
+// TestPackers: the assembly packers match the Go definitions byte for byte.
+func TestPackers(t *testing.T) {
 	k := &simdKernels
 	if k.q41pack == nil {
 		t.Skip("no packed kernels in this build")
 	}
 	rng := rand.New(rand.NewPCG(11, 12))
-	for _, cols := range []int{32, 64, 96, 576, 1536} {
-		rows := 16
-		wrb, _ := Q4_1.RowBytes(cols)
-		w := randBlocks(rng, Q4_1, rows*cols/32)
-		nb := cols / 32
-		want := make([]byte, nb*q41PackedBlock)
-		got := make([]byte, nb*q41PackedBlock)
-		packQ41Go(w, wrb, rows, cols, 0, want)
-		k.q41pack(w, wrb, nb, got)
-		require.Equal(t, want, got, "cols=%d", cols)
+	for _, wt := range []Type{Q4_1, Q8_0} {
+		for _, cols := range []int{32, 64, 96, 576, 1536} {
+			rows := 16
+			wrb, _ := wt.RowBytes(cols)
+			w := randBlocks(rng, wt, rows*cols/32)
+			nb := cols / 32
+			rec := packedRecord(wt)
+			want := make([]byte, nb*rec)
+			got := make([]byte, nb*rec)
+			if wt == Q4_1 {
+				packQ41Go(w, wrb, rows, cols, 0, want)
+				k.q41pack(w, wrb, nb, got)
+			} else {
+				packQ80Go(w, wrb, rows, cols, 0, want)
+				k.q80pack(w, wrb, nb, got)
+			}
+			require.Equal(t, want, got, "%s cols=%d", wt, cols)
+		}
 	}
 }
 
-// TestMatMulPacked: MatMul's packed path (N ≥ packMinN) and MatMulPacked
+// TestMatMulPacked: for Q4_1 and Q8_0, MatMul's packed path (N ≥ packMinN) and MatMulPacked
 // (every N) against the float64 reference, for N = 1..70, row counts that
 // leave partial 16-row groups, odd block counts, 1–3 threads, SIMD and
 // generic kernels.
@@ -68,45 +76,55 @@ func TestMatMulPacked(t *testing.T) {
 	if raceEnabled {
 		shapes, nmax = [][2]int{{17, 96}, {37, 64}}, 20
 	}
-	for _, shape := range shapes {
-		rows, cols := shape[0], shape[1]
-		wrb, _ := Q4_1.RowBytes(cols)
-		xrb, _ := Q8_1.RowBytes(cols)
-		w := make([]byte, rows*wrb)
-		require.NoError(t, Quantize(Q4_1, randFloats(rng, rows*cols, 0.05), w))
-		if rows == 100 { // raw random blocks: every nibble pattern, ±scales
-			w = randBlocks(rng, Q4_1, rows*cols/32)
-		}
-		xq := make([]byte, nmax*xrb)
-		QuantizeActs(Q8_1, randFloats(rng, nmax*cols, 1), nmax, cols, xq)
-		ref, mag := matmulRef(t, Q4_1, w, rows, cols, xq, nmax)
-		pk := Prepack(Q4_1, w, rows, cols)
-		if simdKernels.q41p != nil {
-			require.Equal(t, len(w), pk.PackedBytes()*rows/((rows+15)/16*16), "packed size")
-		}
-		for n := 1; n <= nmax; n++ {
-			if rows*cols > 20000 && n > 20 && n%8 != 1 && n != nmax {
-				continue // the big shapes: a sample of N past 20
+	for _, c := range shapes {
+		for _, wt := range []Type{Q4_1, Q8_0} {
+			rows, cols := c[0], c[1]
+			at := ActType(wt)
+			wrb, _ := wt.RowBytes(cols)
+			xrb, _ := at.RowBytes(cols)
+			w := make([]byte, rows*wrb)
+			require.NoError(t, Quantize(wt, randFloats(rng, rows*cols, 0.05), w))
+			if rows == 100 { // raw random blocks: every bit pattern, ±scales
+				w = randBlocks(rng, wt, rows*cols/32)
 			}
-			for th, pool := range pools {
-				if raceEnabled && th == 3 {
-					continue
+			xq := make([]byte, nmax*xrb)
+			QuantizeActs(at, randFloats(rng, nmax*cols, 1), nmax, cols, xq)
+			if rows == 15 { // activations at the ±127 extremes
+				xf := make([]float32, nmax*cols)
+				for i := range xf {
+					xf[i] = float32([]int{-1, 1, 0}[rng.IntN(3)])
 				}
-				for _, simd := range []bool{true, false} {
-					UseSIMD(simd)
-					for _, packed := range []bool{false, true} {
-						out := make([]float32, n*rows+1)
-						out[n*rows] = 42 // sentinel
-						if packed {
-							MatMulPacked(pk, xq, n, out, pool)
-						} else {
-							MatMul(Q4_1, w, rows, cols, xq, n, out, pool)
-						}
-						require.Equal(t, float32(42), out[n*rows])
-						for i := 0; i < n*rows; i++ {
-							if math.Abs(ref[i]-float64(out[i])) > 2e-5*mag[i]+1e-30 {
-								t.Fatalf("%dx%d N=%d threads=%d simd=%v packed=%v: out[%d][%d] = %g, want %g (tol %g)",
-									rows, cols, n, th, simd, packed, i/rows, i%rows, out[i], ref[i], 2e-5*mag[i])
+				QuantizeActs(at, xf, nmax, cols, xq)
+			}
+			ref, mag := matmulRef(t, wt, w, rows, cols, xq, nmax)
+			pk := Prepack(wt, w, rows, cols)
+			if simdKernels.q41p != nil {
+				require.Equal(t, len(w), pk.PackedBytes()*rows/((rows+15)/16*16), "packed size")
+			}
+			for n := 1; n <= nmax; n++ {
+				if rows*cols > 20000 && n > 20 && n%8 != 1 && n != nmax {
+					continue // the big shapes: a sample of N past 20
+				}
+				for th, pool := range pools {
+					if raceEnabled && th == 3 {
+						continue
+					}
+					for _, simd := range []bool{true, false} {
+						UseSIMD(simd)
+						for _, packed := range []bool{false, true} {
+							out := make([]float32, n*rows+1)
+							out[n*rows] = 42 // sentinel
+							if packed {
+								MatMulPacked(pk, xq, n, out, pool)
+							} else {
+								MatMul(wt, w, rows, cols, xq, n, out, pool)
+							}
+							require.Equal(t, float32(42), out[n*rows])
+							for i := 0; i < n*rows; i++ {
+								if math.Abs(ref[i]-float64(out[i])) > 2e-5*mag[i]+1e-30 {
+									t.Fatalf("%s %dx%d N=%d threads=%d simd=%v packed=%v: out[%d][%d] = %g, want %g (tol %g)",
+										wt, rows, cols, n, th, simd, packed, i/rows, i%rows, out[i], ref[i], 2e-5*mag[i])
+								}
 							}
 						}
 					}
@@ -120,7 +138,7 @@ func TestMatMulPacked(t *testing.T) {
 // the matrix, and MatMulPacked equals MatMul.
 func TestPrepackOtherTypes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
-	for _, wt := range []Type{Q8_0, Q4_0, Q4_K, F32} {
+	for _, wt := range []Type{Q4_0, Q5_1, Q4_K, F32} {
 		rows, cols := 21, 256
 		wrb, _ := wt.RowBytes(cols)
 		at := ActType(wt)
