@@ -1,0 +1,102 @@
+package model
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Benchmarks on the default model (skipped when it is absent). Run:
+//
+//	go test -run '^$' -bench . -benchtime 3s ./core/model
+//
+// Each reports tokens/s (tok/s). Decode keeps the context depth fixed: the
+// token is written to scratch and never committed.
+
+
+func BenchmarkDecode(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		for _, ctx := range []int{0, 256} {
+			b.Run(fmt.Sprintf("threads=%d/ctx=%d", threads, ctx), func(b *testing.B) {
+				m, _ := realModel(b, threads)
+				c := m.NewCache(ctx + 8)
+				if ctx > 0 {
+					toks := make([]int32, ctx)
+					for i := range toks {
+						toks[i] = int32(100 + i%1000)
+					}
+					run(b, m, new(Batch).chain(c, toks, false))
+					commitAll(b, c)
+				}
+				bt := new(Batch).chain(c, []int32{4649}, true)
+				logits := make([]float32, m.Config().Vocab)
+				b.ResetTimer()
+				for range b.N {
+					if err := m.Forward(bt, logits); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tok/s")
+			})
+		}
+	}
+}
+
+// BenchmarkPrefill is pp512: one Forward over a 512-token chain from an
+// empty cache, logits for the last token only.
+func BenchmarkPrefill(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		b.Run(fmt.Sprintf("threads=%d/pp512", threads), func(b *testing.B) {
+			m, _ := realModel(b, threads)
+			c := m.NewCache(512)
+			toks := make([]int32, 512)
+			for i := range toks {
+				toks[i] = int32(100 + i%1000)
+			}
+			bt := new(Batch).chain(c, toks, false)
+			logits := make([]float32, m.Config().Vocab)
+			b.ResetTimer()
+			for range b.N {
+				if err := m.Forward(bt, logits); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(512*b.N)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
+
+// BenchmarkForwardN is one forward pass over N new tokens (a chain) with
+// 256 cached, logits for all N, 2 threads: the cost of verifying N draft
+// tokens. It reports ms per pass and T(N)/T(1) (T(1) from the N=1 run of
+// the same invocation).
+func BenchmarkForwardN(b *testing.B) {
+	var t1 float64
+	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			m, _ := realModel(b, 2)
+			c := m.NewCache(256 + 64)
+			toks := make([]int32, 256)
+			for i := range toks {
+				toks[i] = int32(100 + i%1000)
+			}
+			run(b, m, new(Batch).chain(c, toks, false))
+			commitAll(b, c)
+			bt := new(Batch).chain(c, toks[:n], true)
+			logits := make([]float32, n*m.Config().Vocab)
+			b.ResetTimer()
+			for range b.N {
+				if err := m.Forward(bt, logits); err != nil {
+					b.Fatal(err)
+				}
+			}
+			ms := b.Elapsed().Seconds() * 1e3 / float64(b.N)
+			if n == 1 {
+				t1 = ms
+			}
+			b.ReportMetric(ms, "ms/pass")
+			if t1 > 0 {
+				b.ReportMetric(ms/t1, "T(N)/T(1)")
+			}
+		})
+	}
+}
