@@ -375,17 +375,23 @@ func (s *Sampler) Distribution(logits []float32) Dist {
 	case p.MinP > 0:
 		// Only min-p: a logit-space threshold, so tokens below it never
 		// need an exponential.
-		thr := float32(float64(lmax) + s.p.Temperature*math.Log(p.MinP*(1-boundarySlack)))
+		// The threshold is loosened a little so the cut is a superset of
+		// the exact one cutMinP makes on the weights below.
+		thr := float64(lmax) + s.p.Temperature*math.Log(p.MinP*(1-2*boundarySlack))
 		s.cands = s.cands[:0]
 		for i, v := range l {
-			if v >= thr {
+			if float64(v) >= thr {
 				s.cands = append(s.cands, cand{v, int32(i)})
 			}
 		}
 		slices.SortFunc(s.cands, candCmp)
 	default:
 		s.cands = s.cands[:0]
+		negInf := float32(math.Inf(-1))
 		for i, v := range l {
+			if v != v {
+				v = negInf // NaN would make the sort order inconsistent
+			}
 			s.cands = append(s.cands, cand{v, int32(i)})
 		}
 		slices.SortFunc(s.cands, candCmp)
@@ -452,7 +458,7 @@ func (s *Sampler) sampleDense(l []float32, lmax float32, invT float64) int32 {
 	// its weight.
 	scale := invT * bucketsPerNat
 	for i, v := range l {
-		b := int(float64(lmax-v) * scale)
+		b := int((float64(lmax) - float64(v)) * scale)
 		// Also catches NaN and +Inf, whose conversions are out of range.
 		if uint(b) >= nBuckets {
 			b = nBuckets - 1
@@ -481,7 +487,7 @@ func (s *Sampler) sampleDense(l []float32, lmax float32, invT float64) int32 {
 		}
 		r := min(int(s.rng.float64()*float64(n)), n-1)
 		i := nthIndex(bkt, uint8(b), r)
-		w := expNeg(float64(l[i]-lmax) * invT)
+		w := weight(l[i], lmax, invT)
 		if s.rng.float64()*bucketTop[b] < w {
 			return int32(i)
 		}
@@ -514,6 +520,14 @@ func nthIndex(p []uint8, c uint8, r int) int {
 	}
 }
 
+// weight is the unnormalised probability exp((v - lmax)/T), the one
+// definition every path shares so that Sample and Distribution describe the
+// same distribution. The difference is taken in float64, where it is exact
+// for float32 inputs, so no rounding is added before the exponential.
+func weight(v, lmax float32, invT float64) float64 {
+	return expNeg((float64(v) - float64(lmax)) * invT)
+}
+
 // denseWeights stores exp((l_i - lmax)/T) for every token in s.weights.
 func (s *Sampler) denseWeights(l []float32, lmax float32, invT float64) []float64 {
 	if s.weights == nil {
@@ -521,7 +535,7 @@ func (s *Sampler) denseWeights(l []float32, lmax float32, invT float64) []float6
 	}
 	w := s.weights
 	for i, v := range l {
-		w[i] = expNeg(float64(v-lmax) * invT)
+		w[i] = weight(v, lmax, invT)
 	}
 	return w
 }
@@ -588,7 +602,7 @@ func (s *Sampler) fill(lmax float32, invT float64) float64 {
 	s.probs = s.probs[:0]
 	var z float64
 	for _, c := range s.cands {
-		w := expNeg(float64(c.l-lmax) * invT)
+		w := weight(c.l, lmax, invT)
 		s.ids = append(s.ids, c.id)
 		s.probs = append(s.probs, w)
 		z += w
@@ -634,8 +648,15 @@ func (s *Sampler) keep(n int) {
 	s.probs = s.probs[:n]
 }
 
-// finish normalises the surviving weights into probabilities.
+// finish normalises the surviving weights into probabilities, dropping
+// tokens of weight 0 (-Inf and NaN logits, or weights below expNeg's
+// range) so that a Dist lists only possible tokens.
 func (s *Sampler) finish() Dist {
+	n := len(s.probs)
+	for n > 1 && s.probs[n-1] == 0 {
+		n--
+	}
+	s.keep(n)
 	var z float64
 	for _, w := range s.probs {
 		z += w
