@@ -290,3 +290,84 @@ func BenchmarkMatMulScaling(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkForwardMatMuls: the matmuls of one forward pass of the default
+// model over N new tokens (30 layers × q,k,v,o,gate,up,down over distinct
+// weights, ~96 MB with the head, so N = 1 is DRAM-bound as in decode, plus
+// the head for all N rows), through MatMul and through MatMulPacked.
+// xN1 = T(N)/T(1) of the same API and thread count: the forward-pass
+// ratio, matmuls only (llama.cpp's whole forward: ≈ 2.5 at N = 16).
+//
+//	go test ./core/quant -run X -bench ForwardMatMuls -benchtime 14x
+func BenchmarkForwardMatMuls(b *testing.B) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	type mm struct {
+		s  benchShape
+		w  []byte
+		pk *Packed
+		xq []byte
+	}
+	layer := []benchShape{modelShapes[0], modelShapes[1], modelShapes[1], modelShapes[0], modelShapes[2], modelShapes[2], modelShapes[3]}
+	var mms []mm
+	w0 := map[string][]byte{}
+	for l := 0; l < 30; l++ {
+		for _, s := range layer {
+			if w0[s.name] == nil {
+				w, _, _ := benchMatrix(rng, s.wt, s.rows, s.cols, 1)
+				w0[s.name] = w
+			}
+			w := append([]byte(nil), w0[s.name]...)
+			mms = append(mms, mm{s: s, w: w})
+		}
+	}
+	hw, _, _ := benchMatrix(rng, Q8_0, 49152, 576, 1)
+	mms = append(mms, mm{s: modelShapes[4], w: hw})
+	xs := map[int][]byte{}
+	for _, c := range []int{576, 1536} {
+		_, xq81, _ := benchMatrix(rng, Q4_1, 1, c, 64)
+		_, xq80, _ := benchMatrix(rng, Q8_0, 1, c, 64)
+		xs[c], xs[-c] = xq81, xq80
+	}
+	for i := range mms {
+		mms[i].pk = Prepack(mms[i].s.wt, mms[i].w, mms[i].s.rows, mms[i].s.cols)
+		if mms[i].s.wt == Q8_0 {
+			mms[i].xq = xs[-mms[i].s.cols]
+		} else {
+			mms[i].xq = xs[mms[i].s.cols]
+		}
+	}
+	out := make([]float32, 64*49152)
+	for _, api := range []string{"MatMul", "Packed"} {
+		for _, th := range []int{1, 2} {
+			var t1 float64
+			for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
+				b.Run(fmt.Sprintf("%s/threads=%d/N=%d", api, th, n), func(b *testing.B) {
+					p := NewPool(th)
+					defer p.Close()
+					var ops float64
+					for _, m := range mms {
+						ops += 2 * float64(m.s.rows*m.s.cols*n)
+					}
+					t := minTime(b, func() {
+						for _, m := range mms {
+							if api == "Packed" {
+								MatMulPacked(m.pk, m.xq, n, out, p)
+							} else {
+								MatMul(m.s.wt, m.w, m.s.rows, m.s.cols, m.xq, n, out, p)
+							}
+						}
+					})
+					if n == 1 {
+						t1 = t
+					}
+					b.ReportMetric(t*1e3, "ms")
+					if t1 > 0 {
+						b.ReportMetric(t/t1, "xN1")
+					}
+					b.ReportMetric(ops/t/1e9, "GOPS")
+					b.ReportMetric(float64(n)/t, "tok/s")
+				})
+			}
+		}
+	}
+}
