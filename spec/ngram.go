@@ -139,8 +139,10 @@ type tokCount struct {
 // followed its previous occurrences. The conditional probability of a
 // proposal is its count among the occurrences found, discounted:
 // count / (total + Discount), so a single sighting is not taken as
-// certainty; path probabilities are products of those, as for a draft
-// model, and the same beam (or fixed branching) shapes the tree.
+// certainty. When the longest match proposes fewer tokens than the tree
+// wants, shorter suffixes add theirs, sharing the mass the discount left
+// over (a simple back-off). Path probabilities are products of those, as
+// for a draft model, and the same beam (or fixed branching) shapes the tree.
 //
 // Cost per iteration: syncing the index with the newly emitted tokens
 // (MaxOrder map writes each) plus, per expanded node, at most MaxOrder hash
@@ -226,34 +228,64 @@ func (d *NGramDrafter) expand(queries []Query, k int, out [][]cand) error {
 			h = step(h, t)
 			hashes = append(hashes, h)
 		}
-		d.counts = d.counts[:0]
-		total := 0
+		// Back off from the longest matching suffix to shorter ones while
+		// fewer than k distinct tokens are proposed. Each order's proposals
+		// share the mass its longer orders left unassigned (their discount
+		// share), so a longer, more specific match always ranks first.
+		mass := 1.0
+		n := 0
 		for _, x := range []*Index{own, d.Shared} {
 			if x == nil {
 				continue
 			}
-			for kk := len(hashes); kk >= minOrder && total == 0; kk-- {
+			for kk := len(hashes); kk >= minOrder && n < k && mass > 0; kk-- {
+				d.counts = d.counts[:0]
+				var total int
 				d.counts, total = x.continuations(kk, hashes[kk-1], maxMatches, d.counts)
+				if total == 0 {
+					continue
+				}
+				slices.SortFunc(d.counts, func(a, b tokCount) int {
+					if a.n != b.n {
+						return b.n - a.n
+					}
+					return a.order - b.order
+				})
+				scale := mass / (float64(total) + discount)
+				for _, c := range d.counts {
+					if n == k {
+						break
+					}
+					if proposed(out[qi], c.tok) {
+						continue
+					}
+					out[qi] = append(out[qi], cand{token: c.tok, cond: float64(c.n) * scale})
+					n++
+				}
+				mass *= discount / (float64(total) + discount)
 			}
-			if total > 0 {
-				break
+			if n > 0 {
+				slices.SortStableFunc(out[qi], func(a, b cand) int {
+					switch {
+					case a.cond > b.cond:
+						return -1
+					case a.cond < b.cond:
+						return 1
+					}
+					return 0
+				})
+				break // the shared index only stands in when the request's own history has nothing
 			}
-		}
-		if total == 0 {
-			continue
-		}
-		slices.SortFunc(d.counts, func(a, b tokCount) int {
-			if a.n != b.n {
-				return b.n - a.n
-			}
-			return a.order - b.order
-		})
-		for i, c := range d.counts {
-			if i == k {
-				break
-			}
-			out[qi] = append(out[qi], cand{token: c.tok, cond: float64(c.n) / (float64(total) + discount)})
 		}
 	}
 	return nil
+}
+
+func proposed(cs []cand, tok int32) bool {
+	for _, c := range cs {
+		if c.token == tok {
+			return true
+		}
+	}
+	return false
 }

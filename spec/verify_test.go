@@ -437,14 +437,25 @@ func TestSamplingPreservesDistribution(t *testing.T) {
 	}{{"always-accept", alwaysAccept}, {"no-renormalise", noRenormalise}} {
 		res := runFamilies(h, shapes, perFamily, wrong.r, 43)
 		rejected := 0
+		var missed []string
 		for _, f := range res {
 			if len(f.widths) == 0 {
 				continue
 			}
-			require.Less(t, f.p, threshold, "%s not rejected in family %v: χ²=%.1f df=%d p=%.3g", wrong.name, f.widths, f.stat, f.df, f.p)
-			rejected++
+			if f.p < threshold {
+				rejected++
+			} else {
+				missed = append(missed, fmt.Sprintf("%v (χ²=%.1f df=%d p=%.3g)", f.widths, f.stat, f.df, f.p))
+			}
 		}
 		t.Logf("%s: rejected in %d/%d families with draft nodes", wrong.name, rejected, len(res)-1)
+		if perFamily >= 100_000 || wrong.name == "always-accept" {
+			require.Empty(t, missed, "%s not rejected", wrong.name)
+		} else {
+			// With the reduced sample count of race builds the subtle rule
+			// is only caught in most families.
+			require.GreaterOrEqual(t, rejected, (len(res)-1)*3/4, "%s rejected too rarely; missed %v", wrong.name, missed)
+		}
 	}
 }
 

@@ -1,0 +1,252 @@
+package spec
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func newSeqs(n int) []*Seq {
+	seqs := make([]*Seq, n)
+	for i := range seqs {
+		seqs[i] = &Seq{Tokens: []int32{int32(i), int32(i + 1), int32(i + 2)}, Prompt: 2}
+	}
+	return seqs
+}
+
+// TestBaselineShapes checks each policy produces its documented trees.
+func TestBaselineShapes(t *testing.T) {
+	m := newToyDraft(16, 5)
+	now := time.Unix(1000, 0)
+	plan := func(cfg Config, seqs []*Seq) []*Tree {
+		m.calls = nil
+		s := &Scheduler{Config: cfg, Drafter: &BeamDrafter{Model: m}}
+		trees, err := s.Plan(seqs, now)
+		require.NoError(t, err)
+		for _, tr := range trees {
+			require.NoError(t, tr.Validate())
+		}
+		return trees
+	}
+	total := func(trees []*Tree) int {
+		n := 0
+		for _, tr := range trees {
+			n += tr.Len()
+		}
+		return n
+	}
+
+	// Incremental: roots only, and no drafting at all.
+	trees := plan(Config{Policy: Incremental, Budget: 64}, newSeqs(3))
+	require.Equal(t, 3, total(trees))
+	require.Empty(t, m.calls)
+
+	// SpecInfer: the fixed ⟨1,1,3,1,1,1,1,1⟩ tree for everyone, whatever
+	// the budget (its weakness under load).
+	trees = plan(Config{Policy: SpecInfer, Budget: 8}, newSeqs(4))
+	for _, tr := range trees {
+		require.Equal(t, []int{1, 1, 1, 3, 3, 3, 3, 3, 3}, tr.Widths(nil))
+	}
+	trees = plan(Config{Policy: SpecInfer, Budget: 8, Branch: []int{2, 2}}, newSeqs(1))
+	require.Equal(t, []int{1, 2, 4}, trees[0].Widths(nil))
+
+	// EqualGreedy: ⌊B/n⌋ nodes each (root included), the most probable of
+	// each request's own candidates.
+	trees = plan(Config{Policy: EqualGreedy, Budget: 30}, newSeqs(4))
+	for _, tr := range trees {
+		require.Equal(t, 7, tr.Len())
+	}
+
+	// GlobalGreedy: B nodes in all, the top B−n across requests.
+	trees = plan(Config{Policy: GlobalGreedy, Budget: 30}, newSeqs(4))
+	require.Equal(t, 30, total(trees))
+
+	// AdaServe with best-effort requests only behaves like GlobalGreedy.
+	ada := plan(Config{Policy: AdaServe, Budget: 30}, newSeqs(4))
+	require.Equal(t, 30, total(ada))
+	for i := range ada {
+		require.Equal(t, trees[i].Nodes, ada[i].Nodes)
+	}
+
+	// A request with speculation off gets its root alone; the others share
+	// the budget.
+	seqs := newSeqs(3)
+	seqs[1].NoSpec = true
+	trees = plan(Config{Policy: AdaServe, Budget: 24}, seqs)
+	require.Equal(t, 1, trees[1].Len())
+	require.Equal(t, 24, total(trees))
+	for _, c := range m.calls {
+		for _, q := range c {
+			require.NotEqual(t, seqs[1].Tokens, q.Context, "the NoSpec sequence is never drafted")
+		}
+	}
+	require.Len(t, m.calls[0], 2)
+}
+
+// TestSchedulerSLO: a request behind its SLO gets its A(r) first; a
+// best-effort one only what is left.
+func TestSchedulerSLO(t *testing.T) {
+	m := newToyDraft(16, 6)
+	now := time.Unix(1000, 0)
+	seqs := newSeqs(2)
+	// seqs[0]: 10 tokens in 1s against a 50ms SLO: far behind (A ≥ d+1).
+	seqs[0].Tokens = append(seqs[0].Tokens, make([]int32, 9)...)
+	seqs[0].SLO = 50 * time.Millisecond
+	seqs[0].Start = now.Add(-time.Second)
+	s := &Scheduler{Config: Config{Budget: 8, MaxDepth: 4, MaxWidth: 2, NMax: 6}, Drafter: &BeamDrafter{Model: m}}
+	s.Timing.Observe(40 * time.Millisecond)
+	trees, err := s.Plan(seqs, now)
+	require.NoError(t, err)
+	// Budget 8 − 2 roots = 6, all capped by NMax = 6 for the late request.
+	require.Equal(t, 7, trees[0].Len())
+	require.Equal(t, 1, trees[1].Len())
+
+	// On schedule (A < 1): the root suffices; the budget goes to throughput.
+	seqs[0].Start = now.Add(-100 * time.Millisecond)
+	trees, err = s.Plan(seqs, now)
+	require.NoError(t, err)
+	require.Equal(t, 8, trees[0].Len()+trees[1].Len())
+	require.Greater(t, trees[1].Len(), 1)
+}
+
+func TestTiming(t *testing.T) {
+	var tm Timing
+	require.Equal(t, time.Duration(0), tm.Estimate())
+	tm.Observe(100 * time.Millisecond)
+	require.Equal(t, 100*time.Millisecond, tm.Estimate())
+	tm.Observe(200 * time.Millisecond)
+	require.Equal(t, 120*time.Millisecond, tm.Estimate())
+	for range 100 {
+		tm.Observe(50 * time.Millisecond)
+	}
+	require.InDelta(t, float64(50*time.Millisecond), float64(tm.Estimate()), float64(time.Microsecond))
+	require.Equal(t, 102, tm.Observations())
+}
+
+func TestCalibrate(t *testing.T) {
+	rng := NewSplitMix(2)
+	for _, knee := range []int{16, 48, 100, 200} {
+		// A roofline: 20ms flat, then 0.2ms per token beyond the knee, with
+		// a slight slope before it and ±2% noise.
+		cost := func(n int) time.Duration {
+			ms := 20 + 0.01*float64(n) + 0.2*float64(max(0, n-knee))
+			return time.Duration(ms * (1 + 0.02*rng.Uniform()) * float64(time.Millisecond))
+		}
+		got := Calibrate(cost, 512)
+		require.InDelta(t, knee, got, float64(knee)*0.2+4, "knee %d", knee)
+	}
+	flat := func(n int) time.Duration { return 20 * time.Millisecond }
+	require.Equal(t, 512, Calibrate(flat, 512))
+	require.Equal(t, 1, Calibrate(flat, 1))
+}
+
+// BenchmarkPlan measures one iteration of drafting (n-gram) plus AdaServe
+// selection for 8 requests with B = 64, 4k-token contexts.
+func BenchmarkPlan(b *testing.B) {
+	rng := NewSplitMix(1)
+	seqs := make([]*Seq, 8)
+	for i := range seqs {
+		var toks []int32
+		var phrases [][]int32
+		for len(toks) < 4096 {
+			if len(phrases) > 0 && rng.Uint64()%3 != 0 {
+				toks = append(toks, phrases[rng.Uint64()%uint64(len(phrases))]...)
+				continue
+			}
+			p := make([]int32, 3+rng.Uint64()%10)
+			for j := range p {
+				p[j] = int32(rng.Uint64() % 2000)
+			}
+			phrases = append(phrases, p)
+			toks = append(toks, p...)
+		}
+		seqs[i] = &Seq{Tokens: toks[:4096], Prompt: 512, SLO: time.Duration(20+10*i) * time.Millisecond}
+	}
+	now := time.Unix(1000, 0)
+	for i, s := range seqs {
+		s.Start = now.Add(-time.Duration(len(s.Tokens)-s.Prompt) * time.Duration(18+10*i) * time.Millisecond)
+	}
+	s := &Scheduler{Config: Config{Budget: 64}, Drafter: &NGramDrafter{}}
+	s.Timing.Observe(30 * time.Millisecond)
+	_, _ = s.Plan(seqs, now)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.Plan(seqs, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSelect measures the selection alone (8 requests, B = 64, beam
+// candidate trees of depth 8 and width 4 — the shape Config.Shape gives).
+func BenchmarkSelect(b *testing.B) {
+	for _, pol := range []Policy{AdaServe, GlobalGreedy, EqualGreedy} {
+		b.Run(fmt.Sprint(pol), func(b *testing.B) {
+			m := newToyDraft(64, 3)
+			seqs := newSeqs(8)
+			cfg := Config{Policy: pol, Budget: 64}
+			trees := make([]*Tree, 8)
+			for i := range trees {
+				trees[i] = &Tree{}
+			}
+			shape := cfg.Shape(8)
+			if err := (&BeamDrafter{Model: m}).Draft(seqs, shape, trees); err != nil {
+				b.Fatal(err)
+			}
+			reqs := make([]Candidate, 8)
+			for i := range reqs {
+				reqs[i] = Candidate{Tree: trees[i], Target: 1 + float64(i)*0.4}
+			}
+			var sel Selector
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				sel.Select(&cfg, shape.Depth, reqs)
+			}
+		})
+	}
+}
+
+// BenchmarkBeamTree measures building beam candidate trees for 8 requests
+// from precomputed draft distributions over a 49,152-token vocabulary
+// (SmolLM2's): the top-k scans and beam bookkeeping, the model excluded.
+func BenchmarkBeamTree(b *testing.B) {
+	const vocab = 49152
+	rng := NewSplitMix(4)
+	row := make([]float32, vocab)
+	for i := range row {
+		row[i] = float32(rng.Uniform()) / vocab * 2
+	}
+	m := &rowModel{vocab: vocab, row: row}
+	seqs := newSeqs(8)
+	trees := make([]*Tree, 8)
+	for i := range trees {
+		trees[i] = &Tree{}
+	}
+	d := &BeamDrafter{Model: m}
+	shape := (&Config{Budget: 64}).Shape(8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := d.Draft(seqs, shape, trees); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type rowModel struct {
+	vocab int
+	row   []float32
+}
+
+func (m *rowModel) Vocab() int { return m.vocab }
+
+func (m *rowModel) NextDistributions(qs []Query, out []float32) error {
+	for i := range qs {
+		copy(out[i*m.vocab:(i+1)*m.vocab], m.row)
+	}
+	return nil
+}
