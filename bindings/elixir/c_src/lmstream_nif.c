@@ -607,25 +607,13 @@ done:
     return out;
 }
 
-/* arm(Channel, Ref): enif_select for READ; the caller gets
- * {select, Channel, Ref, ready_input} once the descriptor is readable, and
- * is monitored: its exit releases the channel. */
-static ERL_NIF_TERM nif_arm(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-    (void)argc;
-    ch_res *c;
-    if (!enif_get_resource(env, argv[0], ch_type, (void **)&c)) return enif_make_badarg(env);
-    if (!enif_is_ref(env, argv[1]) && !enif_is_identical(argv[1], a_undefined)) return enif_make_badarg(env);
+/* With c->mu held: monitor the calling process (once, or again when another
+ * process takes the stream over) and register the descriptor for READ.
+ * Holding c->mu means no stop can slip in between the state check and the
+ * registration (a READ select never calls our callbacks). 0 or an error. */
+static int arm_locked(ErlNifEnv *env, ch_res *c, ERL_NIF_TERM ref) {
     ErlNifPid self;
-    if (!enif_self(env, &self)) return enif_make_badarg(env);
-    enif_mutex_lock(c->mu);
-    if (c->stopping || c->released) {
-        enif_mutex_unlock(c->mu);
-        return err1(env, LMS_ERR_INVALID_HANDLE);
-    }
-    if (c->finished) {
-        enif_mutex_unlock(c->mu);
-        return a_done;
-    }
+    if (!enif_self(env, &self)) return LMS_ERR_INVALID_ARGUMENT;
     if (!c->monitoring || enif_compare_pids(&c->owner, &self) != 0) {
         ErlNifMonitor old = c->mon;
         int had = c->monitoring;
@@ -635,13 +623,32 @@ static ERL_NIF_TERM nif_arm(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
             if (had) enif_demonitor_process(env, c, &old);
         }
     }
-    /* Under c->mu, so that no stop can slip in between the check above and
-     * the registration (a READ select never calls our callbacks). */
-    int rc = enif_select(env, (ErlNifEvent)c->fd, ERL_NIF_SELECT_READ, c, NULL, argv[1]);
-    if (rc >= 0) c->registered = 1;
+    int rc = enif_select(env, (ErlNifEvent)c->fd, ERL_NIF_SELECT_READ, c, NULL, ref);
+    if (rc < 0) return LMS_ERR_INTERNAL;
+    c->registered = 1;
+    return 0;
+}
+
+/* arm(Channel, Ref): enif_select for READ; the caller gets
+ * {select, Channel, Ref, ready_input} once the descriptor is readable, and
+ * is monitored: its exit releases the channel. */
+static ERL_NIF_TERM nif_arm(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    ch_res *c;
+    if (!enif_get_resource(env, argv[0], ch_type, (void **)&c)) return enif_make_badarg(env);
+    if (!enif_is_ref(env, argv[1]) && !enif_is_identical(argv[1], a_undefined)) return enif_make_badarg(env);
+    enif_mutex_lock(c->mu);
+    if (c->stopping || c->released) {
+        enif_mutex_unlock(c->mu);
+        return err1(env, LMS_ERR_INVALID_HANDLE);
+    }
+    if (c->finished) {
+        enif_mutex_unlock(c->mu);
+        return a_done;
+    }
+    int rc = arm_locked(env, c, argv[1]);
     enif_mutex_unlock(c->mu);
-    if (rc < 0) return err1(env, LMS_ERR_INTERNAL);
-    return a_ok;
+    return rc < 0 ? err1(env, rc) : a_ok;
 }
 
 static __thread char *tl_buf;
@@ -686,12 +693,17 @@ static ERL_NIF_TERM chunk_term(ErlNifEnv *env, const lms_chunk *ch, ERL_NIF_TERM
 }
 
 /* drain(Channel, Max): pops what is pending, without waiting.
- * {ok, [Chunk], Finished} | empty | done | {error, Code} */
+ * {ok, [Chunk], Finished} | empty | done | {error, Code}
+ * pull(Channel, Max, Ref): the same, but instead of empty it arms the
+ * select (as arm/2) and returns armed: one NIF call per wake-up. */
 static ERL_NIF_TERM nif_drain(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-    (void)argc;
     ch_res *c;
     int max;
     if (!enif_get_resource(env, argv[0], ch_type, (void **)&c) || !enif_get_int(env, argv[1], &max) || max < 1)
+        return enif_make_badarg(env);
+    /* pull/3: arm in the same call when nothing is pending. */
+    int arm_if_empty = argc == 3;
+    if (arm_if_empty && !enif_is_ref(env, argv[2]) && !enif_is_identical(argv[2], a_undefined))
         return enif_make_badarg(env);
     if (max > DRAIN_MAX) max = DRAIN_MAX;
     if (!tl_buf) {
@@ -740,6 +752,10 @@ static ERL_NIF_TERM nif_drain(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
                                finished ? a_true : a_false);
     } else if (rc == LMS_EMPTY) {
         out = a_empty;
+        if (arm_if_empty) {
+            int arc = arm_locked(env, c, argv[2]);
+            out = arc < 0 ? err1(env, arc) : enif_make_atom(env, "armed");
+        }
     } else if (rc == LMS_DONE) {
         finished = 1;
         out = a_done;
@@ -801,6 +817,7 @@ static ErlNifFunc funcs[] = {
     {"submit", 3, nif_submit, 0},
     {"arm", 2, nif_arm, 0},
     {"drain", 2, nif_drain, 0},
+    {"pull", 3, nif_drain, 0},
     {"cancel", 1, nif_cancel, 0},
     {"close", 1, nif_close, 0},
     {"state", 1, nif_state, 0},

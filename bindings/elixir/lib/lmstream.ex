@@ -103,7 +103,8 @@ defmodule Lmstream do
     end
   end
 
-  def open(other), do: raise(ArgumentError, "Lmstream.open/1 takes a map or keyword list, got #{inspect(other)}")
+  def open(other),
+    do: raise(ArgumentError, "Lmstream.open/1 takes a map or keyword list, got #{inspect(other)}")
 
   @doc """
   Loads a GGUF model with the CPU backend. `opts` are more config fields
@@ -174,6 +175,8 @@ defmodule Lmstream do
   def stream(%Runtime{} = rt, prompt, opts \\ []) do
     opts = opts!(opts)
     prepared = prepare!(prompt, opts)
+    _ = channel_settings!(opts)
+    _ = max_batch(opts)
 
     Stream.resource(
       fn ->
@@ -190,7 +193,9 @@ defmodule Lmstream do
   @doc """
   Submits a request now and returns its stream handles (one per prompt),
   to be read with `chunks/2`. Handles that are never read are released when
-  garbage-collected (which cancels their requests).
+  garbage-collected (which cancels their requests). Handles do not keep the
+  runtime alive: keep it referenced while you read them (a stream from
+  `stream/3` does that itself).
   """
   @spec submit(Runtime.t(), prompt, keyword | map) :: {:ok, [reference]} | {:error, reason}
   def submit(%Runtime{} = rt, prompt, opts \\ []) do
@@ -234,9 +239,11 @@ defmodule Lmstream do
       raise ArgumentError, "option :window must be a positive integer, got #{inspect(window)}"
     end
 
+    mb = max_batch(opts)
+
     case submit_prepared(rt, prepared, opts) do
       {:ok, handles} ->
-        Enum.each(handles, &Lmstream.Forwarder.start(&1, pid, window, max_batch(opts)))
+        Enum.each(handles, &Lmstream.Forwarder.start(&1, pid, window, mb))
 
         case {prepared, handles} do
           {{_json, 1, false}, [h]} -> {:ok, h}
@@ -298,8 +305,11 @@ defmodule Lmstream do
       |> Enum.reduce({[], nil}, fn c, {acc, _} -> {[acc | c.text], c} end)
 
     case last do
-      %Chunk{reason: :error, error: {code, msg}} -> {:error, {code, msg}}
-      %Chunk{usage: u, reason: r} -> {:ok, IO.iodata_to_binary(text), Map.put(u, :finish_reason, r)}
+      %Chunk{reason: :error, error: {code, msg}} ->
+        {:error, {code, msg}}
+
+      %Chunk{usage: u, reason: r} ->
+        {:ok, IO.iodata_to_binary(text), Map.put(u, :finish_reason, r)}
     end
   rescue
     e in Error -> {:error, {e.code, e.message}}
@@ -322,39 +332,44 @@ defmodule Lmstream do
   defp next_chunks(%{live: []} = st), do: {:halt, st}
 
   defp next_chunks(st) do
-    case drain_all(st.live, st.max, [], []) do
+    # One NIF call per stream per wake-up: pull pops what is pending, or
+    # arms enif_select when nothing is.
+    case pull_all(st.live, st, [], []) do
+      {[], []} ->
+        {:halt, %{st | live: []}}
+
       {[], live} ->
-        st = %{st | live: live}
-        if live == [], do: {:halt, st}, else: next_chunks(wait(st))
+        next_chunks(wait(%{st | live: live}))
 
       {chunks, live} ->
         {chunks, %{st | live: live}}
     end
   end
 
-  defp drain_all([], _max, acc, live), do: {Enum.concat(Enum.reverse(acc)), Enum.reverse(live)}
+  defp pull_all([], _st, acc, live), do: {Enum.concat(Enum.reverse(acc)), Enum.reverse(live)}
 
-  defp drain_all([h | rest], max, acc, live) do
-    case Nif.drain(h, max) do
-      {:ok, chunks, true} -> drain_all(rest, max, [chunks | acc], live)
-      {:ok, chunks, false} -> drain_all(rest, max, [chunks | acc], [h | live])
-      :empty -> drain_all(rest, max, acc, [h | live])
-      :done -> drain_all(rest, max, acc, live)
-      {:error, code} -> raise Error, code: code, message: "stream handle: " <> Nif.strerror(Error.code_value(code))
+  defp pull_all([h | rest], st, acc, live) do
+    case Nif.pull(h, st.max, st.sref) do
+      {:ok, chunks, true} ->
+        pull_all(rest, st, [chunks | acc], live)
+
+      {:ok, chunks, false} ->
+        pull_all(rest, st, [chunks | acc], [h | live])
+
+      :armed ->
+        pull_all(rest, st, acc, [h | live])
+
+      :done ->
+        pull_all(rest, st, acc, live)
+
+      {:error, code} ->
+        raise Error,
+          code: code,
+          message: "stream handle: " <> Nif.strerror(Error.code_value(code))
     end
   end
 
-  defp wait(st) do
-    Enum.each(st.live, fn h ->
-      case Nif.arm(h, st.sref) do
-        :ok -> :ok
-        :done -> :ok
-        {:error, code} -> raise Error, code: code, message: "stream handle: " <> Nif.strerror(Error.code_value(code))
-      end
-    end)
-
-    sref = st.sref
-
+  defp wait(%{sref: sref} = st) do
     receive do
       {:select, _, ^sref, :ready_input} -> st
     after
@@ -474,7 +489,8 @@ defmodule Lmstream do
     policy = Keyword.get(opts, :queue_policy, :coalesce)
 
     unless is_integer(interval) and interval >= 0 and interval < 1 <<< 31 do
-      raise ArgumentError, "option :stream_interval must be a non-negative integer, got #{inspect(interval)}"
+      raise ArgumentError,
+            "option :stream_interval must be a non-negative integer, got #{inspect(interval)}"
     end
 
     unless is_boolean(skip) do
@@ -487,11 +503,21 @@ defmodule Lmstream do
 
     policy =
       case policy do
-        :coalesce -> 0
-        :pause -> 1
-        "coalesce" -> 0
-        "pause" -> 1
-        other -> raise ArgumentError, "option :queue_policy must be :coalesce or :pause, got #{inspect(other)}"
+        :coalesce ->
+          0
+
+        :pause ->
+          1
+
+        "coalesce" ->
+          0
+
+        "pause" ->
+          1
+
+        other ->
+          raise ArgumentError,
+                "option :queue_policy must be :coalesce or :pause, got #{inspect(other)}"
       end
 
     {interval, skip, limit, policy}
@@ -499,8 +525,11 @@ defmodule Lmstream do
 
   defp max_batch(opts) do
     case Keyword.get(opts, :max_batch, 64) do
-      n when is_integer(n) and n >= 1 -> min(n, 256)
-      other -> raise ArgumentError, "option :max_batch must be a positive integer, got #{inspect(other)}"
+      n when is_integer(n) and n >= 1 ->
+        min(n, 256)
+
+      other ->
+        raise ArgumentError, "option :max_batch must be a positive integer, got #{inspect(other)}"
     end
   end
 
@@ -514,22 +543,27 @@ defmodule Lmstream do
 
   defp opts!(opts) when is_list(opts) do
     unless Keyword.keyword?(opts) do
-      raise ArgumentError, "options must be a keyword list or a map, got #{inspect(opts, limit: 5)}"
+      raise ArgumentError,
+            "options must be a keyword list or a map, got #{inspect(opts, limit: 5)}"
     end
 
     opts
   end
 
-  defp opts!(opts), do: raise(ArgumentError, "options must be a keyword list or a map, got #{inspect(opts)}")
+  defp opts!(opts),
+    do: raise(ArgumentError, "options must be a keyword list or a map, got #{inspect(opts)}")
 
   defp to_map!(m, _what) when is_map(m), do: Map.new(m, fn {k, v} -> {to_string(k), v} end)
 
   defp to_map!(l, what) when is_list(l) do
-    unless Keyword.keyword?(l), do: raise(ArgumentError, "#{what} must be a keyword list or a map")
+    unless Keyword.keyword?(l),
+      do: raise(ArgumentError, "#{what} must be a keyword list or a map")
+
     Map.new(l, fn {k, v} -> {Atom.to_string(k), v} end)
   end
 
-  defp to_map!(other, what), do: raise(ArgumentError, "#{what} must be a keyword list or a map, got #{inspect(other)}")
+  defp to_map!(other, what),
+    do: raise(ArgumentError, "#{what} must be a keyword list or a map, got #{inspect(other)}")
 
   defp encode(term, what) do
     case Lmstream.JSON.encode(term) do

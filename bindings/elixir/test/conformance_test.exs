@@ -101,7 +101,10 @@ defmodule Lmstream.ConformanceTest do
             wait_finished(handles, System.monotonic_time(:millisecond) + 10_000)
             handles |> Lmstream.chunks(timeout: 10_000) |> Enum.to_list()
           else
-            consume_stream(Lmstream.stream(rt, prompt, opts), v["consumer"]["cancel_after_chunks"])
+            consume_stream(
+              Lmstream.stream(rt, prompt, opts),
+              v["consumer"]["cancel_after_chunks"]
+            )
           end
 
         by_item = Enum.group_by(got, & &1.batch_index)
@@ -112,12 +115,27 @@ defmodule Lmstream.ConformanceTest do
         end
 
       code ->
-        err = assert_raise Lmstream.Error, fn -> rt |> Lmstream.stream(prompt, opts) |> Enum.to_list() end
+        err =
+          assert_raise Lmstream.Error, fn ->
+            rt |> Lmstream.stream(prompt, opts) |> Enum.to_list()
+          end
+
         assert Atom.to_string(err.code) == code, Exception.message(err)
         assert is_binary(err.message) and err.message != ""
     end
 
     assert_no_select_left()
+    # slots freed (this also keeps rt referenced, so it is not collected
+    # while handles from submit/3 are read: handles do not hold it)
+    assert_slots_freed(rt)
+  end
+
+  defp assert_slots_freed(rt, tries \\ 500) do
+    cond do
+      Lmstream.stats(rt).active_slots == 0 -> :ok
+      tries == 0 -> flunk("active_slots stays #{Lmstream.stats(rt).active_slots}")
+      true -> Process.sleep(2) && assert_slots_freed(rt, tries - 1)
+    end
   end
 
   defp consume_stream(stream, nil), do: Enum.to_list(stream)
@@ -175,12 +193,14 @@ defmodule Lmstream.ConformanceTest do
     if exp["chunks"] do
       want =
         Enum.map(exp["chunks"], fn c ->
-          {c["token_ids"] || [], c["text"], c["finished"] || false, c["reason"], c["error_code"] || 0}
+          {c["token_ids"] || [], c["text"], c["finished"] || false, c["reason"],
+           c["error_code"] || 0}
         end)
 
       have =
         Enum.map(got, fn %Chunk{} = c ->
-          {c.token_ids, c.text, c.finished, c.finished && Atom.to_string(c.reason) || nil, error_code(c)}
+          {c.token_ids, c.text, c.finished, (c.finished && Atom.to_string(c.reason)) || nil,
+           error_code(c)}
         end)
 
       assert have == want, "chunk sequence"
@@ -209,6 +229,7 @@ defmodule Lmstream.ConformanceTest do
 
         # Exactly one terminal: nothing follows it.
         for ref <- refs, do: refute_receive({^ref, _}, 50)
+        assert_slots_freed(rt)
 
       code ->
         assert {:error, {got, msg}} = Lmstream.subscribe(rt, prompt, opts)
@@ -239,8 +260,12 @@ defmodule Lmstream.ConformanceTest do
     {chunks, [{:done, reason, code}]} = Enum.split(msgs, -1)
     assert Atom.to_string(reason) == exp["reason"]
     assert code == (exp["error_code"] || 0)
-    assert Enum.map_join(chunks, fn {:chunk, _, t} -> t end) == exp["text"], "I2: concatenated text"
-    assert Enum.flat_map(chunks, fn {:chunk, ids, _} -> ids end) == exp["token_ids"], "I4: token ids"
+
+    assert Enum.map_join(chunks, fn {:chunk, _, t} -> t end) == exp["text"],
+           "I2: concatenated text"
+
+    assert Enum.flat_map(chunks, fn {:chunk, ids, _} -> ids end) == exp["token_ids"],
+           "I4: token ids"
 
     for {:chunk, ids, text} <- chunks do
       assert String.valid?(text)

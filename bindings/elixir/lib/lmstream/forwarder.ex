@@ -25,7 +25,16 @@ defmodule Lmstream.Forwarder do
 
   defp init(h, pid, window, max_batch) do
     mref = Process.monitor(pid)
-    st = %{h: h, pid: pid, mref: mref, window: window, max: max_batch, sref: make_ref(), local: node(pid) == node()}
+
+    st = %{
+      h: h,
+      pid: pid,
+      mref: mref,
+      window: window,
+      max: max_batch,
+      sref: make_ref(),
+      local: node(pid) == node()
+    }
 
     try do
       loop(st, 1)
@@ -50,39 +59,30 @@ defmodule Lmstream.Forwarder do
         end
 
       room ->
-        case Nif.drain(st.h, min(room, st.max)) do
+        case Nif.pull(st.h, min(room, st.max), st.sref) do
           {:ok, chunks, finished} ->
             Enum.each(chunks, &deliver(st, &1))
             if finished, do: Process.demonitor(st.mref, [:flush]), else: loop(st, 1)
 
-          :empty ->
-            wait(st)
+          :armed ->
+            sref = st.sref
+            mref = st.mref
+
+            receive do
+              {:select, _, ^sref, :ready_input} -> loop(st, 1)
+              {:DOWN, ^mref, :process, _, _} -> Nif.close(st.h)
+            end
 
           :done ->
             :ok
 
           {:error, code} ->
-            send(st.pid, {st.h, {:error, code, "stream handle: " <> Nif.strerror(Lmstream.Error.code_value(code))}})
+            send(
+              st.pid,
+              {st.h,
+               {:error, code, "stream handle: " <> Nif.strerror(Lmstream.Error.code_value(code))}}
+            )
         end
-    end
-  end
-
-  defp wait(st) do
-    case Nif.arm(st.h, st.sref) do
-      :ok ->
-        sref = st.sref
-        mref = st.mref
-
-        receive do
-          {:select, _, ^sref, :ready_input} -> loop(st, 1)
-          {:DOWN, ^mref, :process, _, _} -> Nif.close(st.h)
-        end
-
-      :done ->
-        loop(st, 1)
-
-      {:error, code} ->
-        send(st.pid, {st.h, {:error, code, "stream handle: " <> Nif.strerror(Lmstream.Error.code_value(code))}})
     end
   end
 

@@ -43,15 +43,17 @@ defmodule Lmstream.JSON do
     :erlang.float_to_binary(f, [:short])
   end
 
-  defp enc(l) when is_list(l) do
-    if l != [] and Keyword.keyword?(l) do
-      enc(Map.new(l))
-    else
-      ["[", Enum.map_intersperse(l, ",", &enc/1), "]"]
-    end
+  defp enc([]), do: "[]"
+
+  defp enc([{k, _} | _] = l) when is_atom(k) do
+    if Keyword.keyword?(l), do: enc(Map.new(l)), else: [?[, enc_items(l), ?]]
   end
 
-  defp enc(%_{} = s), do: raise(EncodeError, message: "cannot encode struct #{inspect(s)} as JSON")
+  defp enc([i]) when is_integer(i), do: [?[, Integer.to_string(i), ?]]
+  defp enc(l) when is_list(l), do: [?[, enc_items(l), ?]]
+
+  defp enc(%_{} = s),
+    do: raise(EncodeError, message: "cannot encode struct #{inspect(s)} as JSON")
 
   defp enc(m) when is_map(m) do
     pairs =
@@ -64,9 +66,17 @@ defmodule Lmstream.JSON do
 
   defp enc(other), do: raise(EncodeError, message: "cannot encode #{inspect(other)} as JSON")
 
+  defp enc_items([x]), do: [enc(x)]
+  defp enc_items([x | rest]), do: [enc(x), ?, | enc_items(rest)]
+
   defp enc_key(k) when is_binary(k), do: enc_string(k)
-  defp enc_key(k) when is_atom(k) and k not in [nil, true, false], do: enc_string(Atom.to_string(k))
-  defp enc_key(k), do: raise(EncodeError, message: "JSON object keys must be strings or atoms, got #{inspect(k)}")
+
+  defp enc_key(k) when is_atom(k) and k not in [nil, true, false],
+    do: enc_string(Atom.to_string(k))
+
+  defp enc_key(k),
+    do:
+      raise(EncodeError, message: "JSON object keys must be strings or atoms, got #{inspect(k)}")
 
   defp enc_string(s) do
     unless String.valid?(s) do
@@ -216,7 +226,9 @@ defmodule Lmstream.JSON do
   end
 
   defp string(<<?\\, _::binary>> = b, o, _), do: fail(o, b, "bad escape")
-  defp string(<<c, _::binary>> = b, o, _) when c < 0x20, do: fail(o, b, "control character in string")
+
+  defp string(<<c, _::binary>> = b, o, _) when c < 0x20,
+    do: fail(o, b, "control character in string")
 
   defp string(<<c::utf8, rest::binary>>, o, acc), do: string(rest, o, [<<c::utf8>> | acc])
   defp string(<<>> = b, o, _), do: fail(o, b, "unterminated string")

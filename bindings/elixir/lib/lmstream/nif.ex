@@ -46,6 +46,7 @@ defmodule Lmstream.Nif do
   def submit(_rt, _json, _channels), do: nif_missing()
   def arm(_channel, _ref), do: nif_missing()
   def drain(_channel, _max), do: nif_missing()
+  def pull(_channel, _max, _ref), do: nif_missing()
   def cancel(_channel), do: nif_missing()
   def close(_channel), do: nif_missing()
   def state(_channel), do: nif_missing()
