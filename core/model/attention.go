@@ -53,10 +53,14 @@ func (m *Model) attendOne(b *Batch, li, i, h int, buf []float32) []float32 {
 	// Scores and their maximum.
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	mx := float32(math.Inf(-1))
-	for j := 0; j < run; j++ {
-		v := dot(q, keys[j*hd:(j+1)*hd]) * scale
-		sc[j] = v
-		mx = max(mx, v)
+	if haveAVX512 && hd%16 == 0 && run > 0 {
+		mx = attnScores(&q[0], &keys[0], run, hd, scale, &sc[0])
+	} else {
+		for j := 0; j < run; j++ {
+			v := dot(q, keys[j*hd:(j+1)*hd]) * scale
+			sc[j] = v
+			mx = max(mx, v)
+		}
 	}
 	for e, k := range extra {
 		j := cache.Len() + int(k)
@@ -66,14 +70,23 @@ func (m *Model) attendOne(b *Batch, li, i, h int, buf []float32) []float32 {
 	}
 	// Softmax weights (unnormalised) and the weighted sum of values.
 	var sum float32
-	for j, v := range sc {
-		p := expf(v - mx)
+	j := 0
+	if haveAVX512 && nv >= 16 {
+		j = nv &^ 15
+		sum = attnExp(&sc[0], j, mx)
+	}
+	for ; j < nv; j++ {
+		p := expf(sc[j] - mx)
 		sc[j] = p
 		sum += p
 	}
-	clear(out)
-	for j := 0; j < run; j++ {
-		axpy(out, sc[j], vals[j*hd:(j+1)*hd])
+	if haveAVX512 && hd%64 == 0 && run > 0 {
+		attnWsum(&sc[0], &vals[0], run, hd, &out[0])
+	} else {
+		clear(out)
+		for j := 0; j < run; j++ {
+			axpy(out, sc[j], vals[j*hd:(j+1)*hd])
+		}
 	}
 	for e, k := range extra {
 		j := cache.Len() + int(k)

@@ -1,0 +1,17 @@
+//go:build !purego
+
+package model
+
+import "golang.org/x/sys/cpu"
+
+// haveAVX512 selects the assembly attention kernels of attention_amd64.s.
+var haveAVX512 = cpu.X86.HasAVX512F
+
+//go:noescape
+func attnScores(q, k *float32, n, hd int, scale float32, out *float32) float32
+
+//go:noescape
+func attnExp(x *float32, n int, mx float32) float32
+
+//go:noescape
+func attnWsum(p, v *float32, n, hd int, out *float32)
