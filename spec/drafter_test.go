@@ -159,3 +159,29 @@ func TestTopK(t *testing.T) {
 	require.Len(t, got, 5, "zeros are never proposed")
 	require.Equal(t, int32(4), got[4].token)
 }
+
+// topKToy serves the same toy model through TopKDraftModel.
+type topKToy struct{ *toyDraft }
+
+func (m topKToy) NextTopK(qs []Query, k int, ids []int32, probs []float32) error {
+	for i, q := range qs {
+		for j, c := range topK(m.dist(q.Context, q.Path), k, nil) {
+			ids[i*k+j], probs[i*k+j] = c.token, float32(c.cond)
+		}
+	}
+	return nil
+}
+
+func TestBeamDrafterTopK(t *testing.T) {
+	m := newToyDraft(9, 8)
+	seqs := newSeqs(3)
+	full := []*Tree{{}, {}, {}}
+	fused := []*Tree{{}, {}, {}}
+	for _, shape := range []Shape{{Depth: 4, Width: 3}, {Depth: 2, Width: 1}, {Branch: DefaultBranch}} {
+		require.NoError(t, (&BeamDrafter{Model: m}).Draft(seqs, shape, full))
+		require.NoError(t, (&BeamDrafter{Model: topKToy{m}}).Draft(seqs, shape, fused))
+		for i := range full {
+			require.Equal(t, full[i].Nodes, fused[i].Nodes)
+		}
+	}
+}
