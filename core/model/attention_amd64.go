@@ -15,3 +15,6 @@ func attnExp(x *float32, n int, mx float32) float32
 
 //go:noescape
 func attnWsum(p, v *float32, n, hd int, out *float32)
+
+//go:noescape
+func swigluAVX512(gate, up *float32, n int)

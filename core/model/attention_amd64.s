@@ -189,3 +189,67 @@ store:
 wdone:
 	VZEROUPPER
 	RET
+
+// func swigluAVX512(gate, up *float32, n int)
+// gate[i] = gate[i]·σ(gate[i])·up[i] for i < n (a multiple of 16), with
+// σ(g) = 1/(1+e^(-g)) and e^t as in attnExp (t clamped to [-87, 87]).
+TEXT ·swigluAVX512(SB), NOSPLIT, $0-24
+	MOVQ         gate+0(FP), SI
+	MOVQ         up+8(FP), DI
+	MOVQ         n+16(FP), CX
+	MOVL         $0x3fb8aa3b, AX
+	VPBROADCASTD AX, Z9
+	MOVL         $0x3f317200, AX
+	VPBROADCASTD AX, Z10
+	MOVL         $0x35bfbe8e, AX
+	VPBROADCASTD AX, Z11
+	MOVL         $0x3f000000, AX
+	VPBROADCASTD AX, Z12
+	MOVL         $0x3e2aaaab, AX
+	VPBROADCASTD AX, Z13
+	MOVL         $0x3d2aaaab, AX
+	VPBROADCASTD AX, Z14
+	MOVL         $0x3c088889, AX
+	VPBROADCASTD AX, Z15
+	MOVL         $0x3ab60b61, AX
+	VPBROADCASTD AX, Z16
+	MOVL         $0xc2ae0000, AX // -87
+	VPBROADCASTD AX, Z17
+	MOVL         $0x3f800000, AX // 1
+	VPBROADCASTD AX, Z18
+	MOVL         $0x42ae0000, AX // 87
+	VPBROADCASTD AX, Z19
+	MOVL         $0x80000000, AX // sign bit
+	VPBROADCASTD AX, Z20
+
+sloop:
+	CMPQ         CX, $16
+	JB           sdone
+	VMOVUPS      (SI), Z0      // g
+	VPXORD       Z20, Z0, Z1   // -g
+	VMAXPS       Z17, Z1, Z1
+	VMINPS       Z19, Z1, Z1
+	VMULPS       Z9, Z1, Z2
+	VRNDSCALEPS  $0, Z2, Z2
+	VFNMADD231PS Z10, Z2, Z1
+	VFNMADD231PS Z11, Z2, Z1
+	VMOVAPS      Z16, Z3
+	VFMADD213PS  Z15, Z1, Z3
+	VFMADD213PS  Z14, Z1, Z3
+	VFMADD213PS  Z13, Z1, Z3
+	VFMADD213PS  Z12, Z1, Z3
+	VFMADD213PS  Z18, Z1, Z3
+	VFMADD213PS  Z18, Z1, Z3
+	VSCALEFPS    Z2, Z3, Z3    // e^-g
+	VADDPS       Z18, Z3, Z3   // 1 + e^-g
+	VMULPS       (DI), Z0, Z0  // g·up
+	VDIVPS       Z3, Z0, Z0    // g·up / (1 + e^-g)
+	VMOVUPS      Z0, (SI)
+	ADDQ         $64, SI
+	ADDQ         $64, DI
+	SUBQ         $16, CX
+	JMP          sloop
+
+sdone:
+	VZEROUPPER
+	RET

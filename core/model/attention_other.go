@@ -7,5 +7,7 @@ const haveAVX512 = false
 func attnScores(q, k *float32, n, hd int, scale float32, out *float32) float32 {
 	panic("unreachable")
 }
-func attnExp(x *float32, n int, mx float32) float32 { panic("unreachable") }
+func attnExp(x *float32, n int, mx float32) float32   { panic("unreachable") }
 func attnWsum(p, v *float32, n, hd int, out *float32) { panic("unreachable") }
+
+func swigluAVX512(gate, up *float32, n int) { panic("unreachable") }

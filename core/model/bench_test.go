@@ -12,7 +12,6 @@ import (
 // Each reports tokens/s (tok/s). Decode keeps the context depth fixed: the
 // token is written to scratch and never committed.
 
-
 func BenchmarkDecode(b *testing.B) {
 	for _, threads := range []int{1, 2} {
 		for _, ctx := range []int{0, 256} {

@@ -57,6 +57,19 @@ func TestAttentionKernels(t *testing.T) {
 			}
 		}
 	}
+	// SwiGLU against float64.
+	n := 16*37 + 5
+	g, u := make([]float32, n), make([]float32, n)
+	for i := range g {
+		g[i], u[i] = float32(r.NormFloat64()*4), float32(r.NormFloat64())
+	}
+	g[0], g[1] = 100, -100
+	got := append([]float32(nil), g...)
+	swiglu(got, u, n)
+	for i := range g {
+		want := float64(g[i]) / (1 + math.Exp(-float64(g[i]))) * float64(u[i])
+		require.InDelta(t, want, float64(got[i]), 1e-6*(1+math.Abs(want)), "i=%d g=%g", i, g[i])
+	}
 	// expf (the Go fallback) over the range softmax and SiLU use.
 	for x := -86.9; x < 30; x += 0.37 {
 		require.InEpsilon(t, math.Exp(float64(float32(x))), float64(expf(float32(x))), 3e-7, "x=%g", x)

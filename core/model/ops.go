@@ -44,6 +44,11 @@ func addRows(x, y []float32, n int) {
 // swiglu writes gate[i] = silu(gate[i]) * up[i], silu(g) = g·σ(g).
 func swiglu(gate, up []float32, n int) {
 	gate, up = gate[:n], up[:n]
+	if haveAVX512 && n >= 16 {
+		m := n &^ 15
+		swigluAVX512(&gate[0], &up[0], m)
+		gate, up = gate[m:], up[m:]
+	}
 	for i, g := range gate {
 		gate[i] = g / (1 + expf(-g)) * up[i]
 	}
