@@ -250,3 +250,36 @@ func (m *rowModel) NextDistributions(qs []Query, out []float32) error {
 	}
 	return nil
 }
+
+// BenchmarkBeamTreeTopK is BenchmarkBeamTree with a TopKDraftModel: the
+// beam and tree bookkeeping alone, for 8 requests, B = 64 (d = 8, w = 4).
+func BenchmarkBeamTreeTopK(b *testing.B) {
+	seqs := newSeqs(8)
+	trees := make([]*Tree, 8)
+	for i := range trees {
+		trees[i] = &Tree{}
+	}
+	d := &BeamDrafter{Model: fixedTopK{}}
+	shape := (&Config{Budget: 64}).Shape(8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := d.Draft(seqs, shape, trees); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type fixedTopK struct{}
+
+func (fixedTopK) Vocab() int                                 { return 49152 }
+func (fixedTopK) NextDistributions([]Query, []float32) error { panic("unused") }
+func (fixedTopK) NextTopK(qs []Query, k int, ids []int32, probs []float32) error {
+	for i, q := range qs {
+		for j := range k {
+			ids[i*k+j] = int32(q.Node*7+j*131) % 49152
+			probs[i*k+j] = 0.5 / float32(j+1+q.Depth)
+		}
+	}
+	return nil
+}
