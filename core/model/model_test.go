@@ -2,6 +2,7 @@ package model
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -361,16 +362,27 @@ func TestLoadErrors(t *testing.T) {
 }
 
 func TestForwardAllocatesNothingWhenWarm(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation allocates")
+	}
 	m, _ := tinyModel(t, defaultTiny(quant.Q4_1), 2)
 	c := m.NewCache(64)
 	toks := randTokens(rand.New(rand.NewPCG(1, 1)), 8, m.Config().Vocab)
 	b := new(Batch).chain(c, toks, true)
 	logits := make([]float32, 8*m.Config().Vocab)
 	require.NoError(t, m.Forward(b, logits))
-	allocs := testing.AllocsPerRun(5, func() { _ = m.Forward(b, logits) })
-	// The pool's job records and closures are small, fixed-size
-	// allocations per parallel loop; nothing grows with the model or the
-	// batch.
-	t.Logf("allocations per warm Forward: %.0f", allocs)
-	require.Less(t, allocs, float64(20*len(m.layers)+20))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const runs = 10
+	for range runs {
+		require.NoError(t, m.Forward(b, logits))
+	}
+	runtime.ReadMemStats(&after)
+	// The pool's job records and closures are small fixed-size allocations
+	// per parallel loop (measured 52 per pass, ~6 KB, for 2 layers); nothing grows with
+	// the model or the batch (the scratch of this pass is ~300 KB).
+	bytes := float64(after.TotalAlloc-before.TotalAlloc) / runs
+	allocs := float64(after.Mallocs-before.Mallocs) / runs
+	t.Logf("per warm Forward: %.0f allocations, %.0f bytes", allocs, bytes)
+	require.Less(t, bytes, 32768.0)
 }
