@@ -125,8 +125,8 @@ func TestSampleMatchesDistribution(t *testing.T) {
 }
 
 func TestSampleMatchesDistributionLargeVocab(t *testing.T) {
-	if testing.Short() {
-		t.Skip("sorts a 49,152-token distribution")
+	if testing.Short() || raceEnabled {
+		t.Skip("slow (20k passes over 49,152 logits); skipped with -short and -race")
 	}
 	l := benchLogits()
 	// Fewer draws than the small-vocabulary test (each costs a pass over

@@ -457,14 +457,36 @@ func (s *Sampler) sampleDense(l []float32, lmax float32, invT float64) int32 {
 	// Distribution computes it: a token's bucket never claims a bound below
 	// its weight.
 	scale := invT * bucketsPerNat
-	for i, v := range l {
-		b := int((float64(lmax) - float64(v)) * scale)
+	top := float64(lmax)
+	// Neighbouring tokens mostly land in the same few buckets; counting
+	// even and odd positions separately halves the chain of dependent
+	// increments of one counter.
+	var odd [nBuckets]int32
+	i := 0
+	for ; i+1 < len(l); i += 2 {
+		b0 := int((top - float64(l[i])) * scale)
+		b1 := int((top - float64(l[i+1])) * scale)
 		// Also catches NaN and +Inf, whose conversions are out of range.
+		if uint(b0) >= nBuckets {
+			b0 = nBuckets - 1
+		}
+		if uint(b1) >= nBuckets {
+			b1 = nBuckets - 1
+		}
+		bkt[i], bkt[i+1] = uint8(b0), uint8(b1)
+		cnt[b0]++
+		odd[b1]++
+	}
+	if i < len(l) {
+		b := int((top - float64(l[i])) * scale)
 		if uint(b) >= nBuckets {
 			b = nBuckets - 1
 		}
 		bkt[i] = uint8(b)
 		cnt[b]++
+	}
+	for b, c := range odd {
+		cnt[b] += c
 	}
 	var total float64
 	for b, c := range cnt {
