@@ -4,9 +4,11 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import enum
+import operator
 import struct
 import threading
 import weakref
+from itertools import repeat
 from typing import (
     TYPE_CHECKING,
     AsyncIterator,
@@ -88,18 +90,24 @@ class StreamState(NamedTuple):
 _REASONS = tuple(FinishReason)
 _NOT_FINISHED = FinishReason.NOT_FINISHED
 
-# The lms_chunk struct, read with struct instead of ctypes attribute access:
-# ids pointer, n ids, text pointer, text length, finished, reason, error code,
-# batch index, message pointer; the usage is read only for terminal chunks.
+# The lms_chunk array is read through a memoryview of 64-bit words instead
+# of ctypes attribute access: word 0 is the ids pointer, 1 the number of ids,
+# 2 the text pointer, 3 the text length, 4 finished (low half) and reason
+# (high half), 5 error code and batch index, 6 the message pointer, then
+# the usage (read only for the terminal chunk).
 _SZ = ctypes.sizeof(LmsChunk)
+_W = _SZ // 8
 _USAGE_OFF = LmsChunk.usage.offset
-_HEAD = struct.Struct("@PNPNiiiiP%dx" % (_SZ - _USAGE_OFF))
 _USAGE = struct.Struct("@qqddqqq")
-assert _HEAD.size == _SZ and _USAGE.size == ctypes.sizeof(_lib.LmsUsage)
+_TAIL = struct.Struct("@iiiiP")  # finished, reason, error code, batch index, message
+assert _SZ % 8 == 0 and _USAGE.size == ctypes.sizeof(_lib.LmsUsage)
+assert [LmsChunk.token_ids.offset, LmsChunk.n_token_ids.offset, LmsChunk.text.offset,
+        LmsChunk.text_len.offset, LmsChunk.finished.offset] == [0, 8, 16, 24, 32]
 _I32 = struct.Struct("@i")
+_new = tuple.__new__
 
 
-class Chunk:
+class Chunk(tuple):
     """One delta of a stream: the tokens the engine accepted since the
     previous chunk and the text they completed.
 
@@ -107,75 +115,53 @@ class Chunk:
     always whole characters), ``finished`` (True on the terminal chunk only),
     ``reason`` (a FinishReason), ``usage`` (a Usage, on the terminal chunk),
     ``error`` (an LmstreamError when the stream failed, else None).
-    Text and ids are decoded lazily, on first access.
+
+    A chunk keeps the bytes it was popped with and decodes its text and ids
+    when they are read, so a consumer pays only for what it looks at. (It is
+    a tuple underneath, for speed; use the attributes, not the items.)
     """
 
-    __slots__ = ("_d", "_b", "_r", "_ids", "_text")
+    __slots__ = ()
 
-    # Defaults for non-terminal chunks; the terminal subclass has slots.
+    # Items: payload bytes, the address they were copied from, the ids
+    # pointer, the number of ids, the text length (the text follows the
+    # ids). Terminal chunks add reason, usage and error.
     finished = False
     reason = _NOT_FINISHED
     usage: Optional[Usage] = None
     error: Optional[LmstreamError] = None
-
-    def __init__(self, d: bytes, b: int, r: tuple) -> None:
-        # d: a copy of the popped payload; b: the address it was copied from;
-        # r: the unpacked struct (pointers are relative to b).
-        self._d = d
-        self._b = b
-        self._r = r
-        self._ids = None
-        self._text = None
 
     @classmethod
     def make(cls, token_ids: Sequence[int] = (), text: str = "", finished: bool = False,
              reason: FinishReason = _NOT_FINISHED, usage: Optional[Usage] = None,
              error: Optional[LmstreamError] = None) -> "Chunk":
         """A chunk built from values (for tests and synthetic streams)."""
-        c: Chunk = _Terminal.__new__(_Terminal) if finished else Chunk.__new__(Chunk)
-        c._d, c._b, c._r = b"", 0, ()
-        c._ids = list(token_ids)
-        c._text = text
+        ids = list(token_ids)
+        raw = text.encode("utf-8")
+        data = struct.pack("@%di" % len(ids), *ids) + raw
         if finished:
-            assert isinstance(c, _Terminal)
-            c.finished = True
-            c.reason = FinishReason(reason)
-            c.usage = usage
-            c.error = error
-        return c
+            return _new(_Terminal, (data, 0, 0, len(ids), len(raw), FinishReason(reason), usage, error))
+        return _new(Chunk, (data, 0, 0, len(ids), len(raw)))
 
     @property
     def token_ids(self) -> List[int]:
-        ids = self._ids
-        if ids is None:
-            r = self._r
-            n = r[1]
-            if n == 1:
-                ids = [_I32.unpack_from(self._d, r[0] - self._b)[0]]
-            elif n == 0:
-                ids = []
-            else:
-                o = r[0] - self._b
-                ids = memoryview(self._d)[o:o + 4 * n].cast("i").tolist()
-            self._ids = ids
-        return ids
+        n = self[3]
+        if n == 1:
+            return [_I32.unpack_from(self[0], self[2] - self[1])[0]]
+        if n == 0:
+            return []
+        o = self[2] - self[1]
+        return memoryview(self[0])[o:o + 4 * n].cast("i").tolist()
 
     @property
     def text(self) -> str:
-        t = self._text
-        if t is None:
-            r = self._r
-            o = r[2] - self._b
-            t = self._text = self._d[o:o + r[3]].decode("utf-8", "replace")
-        return t
+        o = self[2] - self[1] + 4 * self[3]
+        return self[0][o:o + self[4]].decode("utf-8", "replace")
 
     def _text_bytes(self) -> bytes:
         """The text as the library sent it (tests check it is UTF-8)."""
-        if not self._r:
-            return (self._text or "").encode("utf-8")
-        r = self._r
-        o = r[2] - self._b
-        return self._d[o:o + r[3]]
+        o = self[2] - self[1] + 4 * self[3]
+        return self[0][o:o + self[4]]
 
     @property
     def error_code(self) -> int:
@@ -198,11 +184,30 @@ class Chunk:
                 and self.finished == other.finished and self.reason == other.reason
                 and self.error_code == other.error_code)
 
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
     __hash__ = None  # type: ignore[assignment]
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __reduce__(self):  # copy and pickle by value
+        return (_make_chunk, (self.token_ids, self.text, self.finished, self.reason,
+                              self.usage, self.error))
+
+
+def _make_chunk(*args: object) -> Chunk:
+    return Chunk.make(*args)  # type: ignore[arg-type]
 
 
 class _Terminal(Chunk):
-    __slots__ = ("finished", "reason", "usage", "error")
+    __slots__ = ()
+    finished = True  # type: ignore[assignment]
+    reason = property(operator.itemgetter(5))  # type: ignore[assignment]
+    usage = property(operator.itemgetter(6))  # type: ignore[assignment]
+    error = property(operator.itemgetter(7))  # type: ignore[assignment]
 
 
 class _Scratch:
@@ -210,12 +215,13 @@ class _Scratch:
     the payload (ids and text). Parsed chunks copy what they need, so one
     set per thread serves every stream that thread reads."""
 
-    __slots__ = ("cap", "chunks", "cmv", "size", "buf", "addr", "nout")
+    __slots__ = ("cap", "chunks", "cmv", "words", "size", "buf", "addr", "nout")
 
     def __init__(self, cap: int = 1024, size: int = 1 << 16) -> None:
         self.cap = cap
         self.chunks = (LmsChunk * cap)()
         self.cmv = memoryview(self.chunks).cast("B")
+        self.words = self.cmv.cast("Q")
         self.nout = ctypes.c_size_t()
         self.grow(size)
 
@@ -390,34 +396,35 @@ class Stream:
             raise error_for(rc)
         n = sc.nout.value
         base = sc.addr
-        recs = list(_HEAD.iter_unpack(sc.cmv[:n * _SZ]))
-        last = recs[-1]
-        data = sc.buf[:last[2] - base + last[3]]
-        if not last[4]:
-            return [Chunk(data, base, r) for r in recs]
-        out = [Chunk(data, base, r) for r in recs[:-1]]
-        out.append(self._terminal(data, base, last, sc, n - 1))
+        w = sc.words
+        k = _W * (n - 1)  # the last chunk's first word
+        data = sc.buf[:w[k] - base + 4 * w[k + 1] + w[k + 3]]
+        end = _W * n
+        out = list(map(_new, repeat(Chunk, n), zip(repeat(data, n), repeat(base, n),
+                                                   w[0:end:_W], w[1:end:_W], w[3:end:_W])))
+        if w[k + 4] & 0xFFFFFFFF:
+            out[-1] = self._terminal(out[-1], sc, n - 1)
         return out
 
-    def _terminal(self, data: bytes, base: int, r: tuple, sc: _Scratch, i: int) -> Chunk:
-        c = _Terminal(data, base, r)
-        c.finished = True
-        c.reason = _REASONS[r[5]] if 0 <= r[5] < len(_REASONS) else FinishReason.ERROR
-        c.usage = Usage(*_USAGE.unpack_from(sc.cmv, i * _SZ + _USAGE_OFF))
-        code = r[6]
-        if code or c.reason == FinishReason.ERROR:
-            msg = ctypes.string_at(r[8]).decode("utf-8", "replace") if r[8] else ""
-            c.error = error_for(code or _lib.LMS_ERR_INTERNAL, msg, c)
-        else:
-            c.error = None
-        self.final = c
+    def _terminal(self, c: Chunk, sc: _Scratch, i: int) -> Chunk:
+        fin, reason, code, _, msg_ptr = _TAIL.unpack_from(sc.cmv, i * _SZ + 32)
+        reason = _REASONS[reason] if 0 <= reason < len(_REASONS) else FinishReason.ERROR
+        usage = Usage(*_USAGE.unpack_from(sc.cmv, i * _SZ + _USAGE_OFF))
+        err = None
+        if code or reason == FinishReason.ERROR:
+            msg = ctypes.string_at(msg_ptr).decode("utf-8", "replace") if msg_ptr else ""
+            err = error_for(code or _lib.LMS_ERR_INTERNAL, msg)
+        t = _new(_Terminal, (c[0], c[1], c[2], c[3], c[4], reason, usage, err))
+        if err is not None:
+            err.chunk = t
+        self.final = t
         self._done = True
         if self._release_at_end:
             h = self._h
             self._h = 0
             if h:
                 _release(h)
-        return c
+        return t
 
     def read(self, timeout: Optional[float] = None) -> List[Chunk]:
         """Every chunk pending now, waiting up to ``timeout`` seconds (None:
