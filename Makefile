@@ -51,8 +51,10 @@ $(MODEL): models/models.sha256
 $(BUILD)/stream: examples/stream.c include/lmstream.h $(LIB)
 	$(CC) -O2 -Wall -Wextra -Werror -Iinclude $< -L$(BUILD) -llmstream -Wl,-rpath,'$$ORIGIN' -o $@
 
-run: deps $(BUILD)/stream
-	$(BUILD)/stream --replay
+# PROMPT="..." make run asks something else.
+PROMPT ?= What is the capital of Japan?
+run: deps model $(BUILD)/stream
+	$(BUILD)/stream --model $(MODEL) "$(PROMPT)"
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \

@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	_ "github.com/lmstream/lmstream/core/cpu"
 	_ "github.com/lmstream/lmstream/core/replay"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"

@@ -1,0 +1,304 @@
+// Package cpu is the runtime backend that runs GGUF models on the CPU: it
+// tokenizes prompts (rendering chat messages with the model's template),
+// gives each sequence a KV cache reserved up front, and advances every
+// active sequence in one batched forward pass per iteration: prompt chunks of
+// new requests and the next token of running ones travel together, so a long
+// prompt never starves the streams already running.
+//
+// Runtime config fields (besides the runtime's own):
+//
+//	"model_path":     the GGUF file (required)
+//	"context_length": tokens per sequence (default: the model's, at most 2048)
+//	"prefill_chunk":  prompt tokens a sequence may prefill per iteration (128)
+//	"threads":        engine threads (default: GOMAXPROCS)
+//
+// Request fields it adds: "repetition_penalty", "presence_penalty",
+// "frequency_penalty", "repeat_last_n".
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+
+	"github.com/lmstream/lmstream/core/chat"
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/kv"
+	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/sample"
+	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/core/tokenizer"
+	"github.com/lmstream/lmstream/streaming"
+)
+
+func init() { runtime.Register("cpu", New) }
+
+// Backend runs one model for every slot of a runtime.
+type Backend struct {
+	file     *gguf.File
+	model    *model.Model
+	tok      *tokenizer.Tokenizer
+	template chat.Template // nil when the model has none or it is unknown
+	tmplErr  error         // why template is nil, for requests with messages
+
+	context      int
+	prefillChunk int
+	caches       []*kv.Cache // free caches, reserved at start
+
+	// Reused across iterations.
+	batch  model.Batch
+	logits []float32
+	rows   []int // per slot: its logits row in this iteration, or -1
+	ident  []int // 0, 1, 2, ...: commit every scratch entry of a chain, in order
+}
+
+// New loads the model named by the config's "model_path".
+func New(cfg *runtime.Config) (runtime.Backend, error) {
+	var path string
+	ctx, chunk, threads := 0, 128, goruntime.GOMAXPROCS(0)
+	for _, f := range []struct {
+		key string
+		dst any
+	}{{"model_path", &path}, {"context_length", &ctx}, {"prefill_chunk", &chunk}, {"threads", &threads}} {
+		if _, err := cfg.Extra.Take(f.key, f.dst); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case path == "":
+		return nil, status.Errorf(status.InvalidRequest, `config: the cpu backend needs "model_path" (a GGUF file; run "make model" for the default one)`)
+	case chunk < 1:
+		return nil, status.Errorf(status.InvalidRequest, `config field "prefill_chunk" must be at least 1, got %d`, chunk)
+	case threads < 1:
+		return nil, status.Errorf(status.InvalidRequest, `config field "threads" must be at least 1, got %d`, threads)
+	case ctx < 0:
+		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" must be positive, got %d`, ctx)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, status.Errorf(status.Model, "model %s: %v (run \"make model\" to fetch the default model)", path, errors.Unwrap(err))
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, status.Errorf(status.Model, "%v", err)
+	}
+	b, err := load(f, ctx, chunk, threads, cfg.MaxSlots)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+func load(f *gguf.File, ctx, chunk, threads, slots int) (*Backend, error) {
+	m, err := model.Load(f, threads)
+	if err != nil {
+		return nil, status.Errorf(status.Model, "%v", err)
+	}
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, status.Errorf(status.Model, "%v", err)
+	}
+	if tok.Size() != m.Config().Vocab {
+		return nil, status.Errorf(status.Model, "tokenizer has %d tokens but the model's output has %d", tok.Size(), m.Config().Vocab)
+	}
+	if ctx == 0 {
+		ctx = min(m.Config().ContextTrain, 2048)
+	}
+	b := &Backend{file: f, model: m, tok: tok, context: ctx, prefillChunk: chunk}
+	if text, err := f.String("tokenizer.chat_template"); err != nil {
+		b.tmplErr = fmt.Errorf("the model has no chat template; send a raw \"prompt\" instead")
+	} else if b.template, err = chat.Detect(text); err != nil {
+		b.tmplErr = err
+	}
+	for range slots {
+		b.caches = append(b.caches, m.NewCache(ctx))
+	}
+	return b, nil
+}
+
+func (b *Backend) Vocabulary() streaming.Vocabulary { return b.tok }
+
+func (b *Backend) EndOfGeneration(id int32) bool { return b.tok.EOG(id) }
+
+func (b *Backend) Close() error {
+	b.caches = nil
+	return b.file.Close()
+}
+
+// item is one prepared batch item.
+type item struct {
+	params sample.Params
+}
+
+// sequence is a slot's state.
+type sequence struct {
+	cache    *kv.Cache
+	sampler  *sample.Sampler
+	prefill  int   // prompt tokens already in the cache
+	next     int32 // the token to feed next, once the prompt is in
+	decoding bool
+	batched  int      // tokens this sequence has in the current batch
+	out      [1]int32 // this iteration's token, handed to the runtime
+}
+
+// Prepare renders and tokenizes each prompt, and checks it fits.
+func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
+	p := sample.Params{
+		Temperature: req.Temperature, TopK: req.TopK, TopP: req.TopP, MinP: req.MinP,
+		Seed: req.Seed, HasSeed: req.HasSeed,
+		RepetitionPenalty: 1, RepeatLastN: 64,
+	}
+	for _, f := range []struct {
+		key string
+		dst any
+	}{
+		{"repetition_penalty", &p.RepetitionPenalty}, {"presence_penalty", &p.PresencePenalty},
+		{"frequency_penalty", &p.FrequencyPenalty}, {"repeat_last_n", &p.RepeatLastN},
+	} {
+		if _, err := req.Extra.Take(f.key, f.dst); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := sample.New(p, b.tok.Size()); err != nil {
+		return nil, status.Errorf(status.InvalidRequest, "request: %v", err)
+	}
+	var texts []string
+	if len(req.Messages) > 0 {
+		if b.template == nil {
+			return nil, status.Errorf(status.InvalidRequest, "request: \"messages\" cannot be used: %v", b.tmplErr)
+		}
+		msgs := make([]chat.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
+		}
+		text, err := b.template.Render(msgs, true)
+		if err != nil {
+			return nil, status.Errorf(status.InvalidRequest, "request: %v", err)
+		}
+		texts = []string{text}
+	} else {
+		texts = req.Prompts
+	}
+	out := make([]runtime.Prepared, len(texts))
+	for i, text := range texts {
+		// Control tokens written in a prompt (<|im_start|>) are honoured,
+		// as raw prompts are how callers bypass the chat template.
+		ids := b.tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
+		switch {
+		case len(ids) == 0:
+			return nil, status.Errorf(status.InvalidRequest, "request: prompt %d is empty", i)
+		case len(ids) >= b.context:
+			return nil, status.Errorf(status.PromptTooLong, "request: prompt %d has %d tokens; the context holds %d (with room for at least one generated token)", i, len(ids), b.context)
+		}
+		out[i] = runtime.Prepared{Prompt: ids, Data: &item{params: p}}
+	}
+	return out, nil
+}
+
+// Open gives the slot a reserved cache.
+func (b *Backend) Open(s *runtime.Slot) error {
+	if len(b.caches) == 0 {
+		return status.Errorf(status.Capacity, "no free KV cache (more slots than caches)")
+	}
+	it := s.Data.(*item)
+	smp, err := sample.New(it.params, b.tok.Size())
+	if err != nil {
+		return status.Errorf(status.InvalidRequest, "%v", err)
+	}
+	c := b.caches[len(b.caches)-1]
+	b.caches = b.caches[:len(b.caches)-1]
+	c.Truncate(0)
+	s.State = &sequence{cache: c, sampler: smp}
+	return nil
+}
+
+func (b *Backend) Release(s *runtime.Slot) {
+	if q, ok := s.State.(*sequence); ok && q.cache != nil {
+		b.caches = append(b.caches, q.cache)
+		q.cache = nil
+	}
+	s.State = nil
+}
+
+// Step builds one batch from every slot — the next prompt chunk of those
+// still prefilling, the next token of those decoding — runs one forward
+// pass, and samples a token for each slot whose prompt is complete.
+func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
+	bt := &b.batch
+	bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
+	b.rows = b.rows[:0]
+	nLogits := 0
+	add := func(q *sequence, tok int32, pos int, logits bool) {
+		parent := -1
+		if k := len(bt.Tokens); k > 0 && bt.Cache[k-1] == q.cache {
+			parent = k - 1 // a chain: each prompt token follows the previous one
+		}
+		bt.Tokens = append(bt.Tokens, tok)
+		bt.Cache = append(bt.Cache, q.cache)
+		bt.Pos = append(bt.Pos, pos)
+		bt.Parent = append(bt.Parent, parent)
+		bt.Logits = append(bt.Logits, logits)
+		q.batched++
+	}
+	for _, s := range slots {
+		q := s.State.(*sequence)
+		q.batched = 0
+		row := -1
+		if !q.decoding {
+			end := min(q.prefill+b.prefillChunk, len(s.Prompt))
+			for i := q.prefill; i < end; i++ {
+				add(q, s.Prompt[i], i, i == len(s.Prompt)-1)
+			}
+			if end == len(s.Prompt) {
+				row = nLogits
+				nLogits++
+			}
+		} else {
+			add(q, q.next, q.cache.Len(), true)
+			row = nLogits
+			nLogits++
+		}
+		b.rows = append(b.rows, row)
+	}
+	vocab := b.model.Config().Vocab
+	if cap(b.logits) < nLogits*vocab {
+		b.logits = make([]float32, nLogits*vocab)
+	}
+	logits := b.logits[:nLogits*vocab]
+	if err := b.model.Forward(bt, logits); err != nil {
+		for i := range slots {
+			res[i].Err = status.Errorf(status.Backend, "forward pass: %v", err)
+		}
+		return
+	}
+	// Nothing above changed a sequence: the forward pass wrote only cache
+	// scratch. From here on, state moves (a panic above is retry-safe).
+	for i, s := range slots {
+		q := s.State.(*sequence)
+		for len(b.ident) < q.batched {
+			b.ident = append(b.ident, len(b.ident))
+		}
+		if err := q.cache.Commit(b.ident[:q.batched]); err != nil {
+			res[i].Err = status.Errorf(status.Internal, "kv cache: %v", err)
+			continue
+		}
+		if !q.decoding {
+			q.prefill = q.cache.Len()
+			if q.prefill < len(s.Prompt) {
+				continue // more prompt next iteration; no token yet
+			}
+			q.decoding = true
+		}
+		row := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
+		tok := q.sampler.Sample(row)
+		q.sampler.Accept(tok)
+		q.next = tok
+		q.out[0] = tok
+		res[i].Tokens = q.out[:]
+		// The sequence (prompt and generated tokens) never outgrows the
+		// context: this token would take the last entry when fed back.
+		res[i].ContextFull = q.cache.Len()+1 >= q.cache.Cap()
+	}
+}
