@@ -276,7 +276,7 @@ func (a *acts) get(at quant.Type, pool *quant.Pool) []byte {
 // matmul computes out[i] = w · acts row i for the current acts.
 func (m *Model) matmul(w *matrix, out []float32, n int) {
 	xq := m.s.acts.get(quant.ActType(w.typ), m.pool)
-	quant.MatMul(w.typ, w.data, w.rows, w.cols, xq, n, out[:n*w.rows], m.pool)
+	quant.MatMulPacked(w.packed, xq, n, out[:n*w.rows], m.pool)
 }
 
 // ropeTables fills the per-token cos/sin of each rotation frequency.

@@ -28,12 +28,15 @@ type Config struct {
 	TiedOutput                       bool // the output head is token_embd
 }
 
-// matrix is a weight matrix as the file stores it: rows of cols elements of
-// type typ, row-major.
+// matrix is a weight matrix as the file stores it (rows of cols elements of
+// type typ, row-major) and, prepared once at load, in the layout of
+// quant.Prepack that the batched kernels read (for Q4_1 and Q8_0 a
+// transposed copy of the same size; other types keep reading data).
 type matrix struct {
 	typ        quant.Type
 	data       []byte
 	rows, cols int
+	packed     *quant.Packed
 }
 
 type layer struct {
@@ -223,7 +226,8 @@ func (ld *loader) matrix(name string, cols, rows int) matrix {
 		ld.err = fmt.Errorf("model: tensor %s has type %s, which has no matmul kernel", name, t.Type)
 		return matrix{}
 	}
-	return matrix{typ: t.Type, data: t.Data, rows: rows, cols: cols}
+	return matrix{typ: t.Type, data: t.Data, rows: rows, cols: cols,
+		packed: quant.Prepack(t.Type, t.Data, rows, cols)}
 }
 
 func (ld *loader) vector(name string, n int) []float32 {
