@@ -90,8 +90,8 @@ def consumed(rt: lmstream.Runtime, streams: int, length: int, how: str,
         done[i] = time.perf_counter()
 
     async def aread(i: int) -> None:
-        s = ss[i] = rt.generate("p", script=scr, queue_limit=queue)
         sub[i] = time.perf_counter()
+        s = ss[i] = rt.generate("p", script=scr, queue_limit=queue)
         k = 0
         async for c in s:
             k += len(c.token_ids)
@@ -103,8 +103,8 @@ def consumed(rt: lmstream.Runtime, streams: int, length: int, how: str,
     if how == "threads":
         ts = []
         for i in range(n):
+            sub[i] = time.perf_counter()  # before lms_submit: the ratio errs low
             s = ss[i] = rt.generate("p", script=scr, queue_limit=queue)
-            sub[i] = time.perf_counter()
             t = threading.Thread(target=read, args=(i, s))
             t.start()
             ts.append(t)
@@ -152,8 +152,8 @@ def chunks_live(rt: lmstream.Runtime, streams: int, length: int) -> Tuple[float,
     t0 = time.perf_counter()
     ss, ts = [], []
     for _ in range(streams):
-        ss.append(rt.generate("p", script=scr, queue_limit=1 << 24))
         ts.append(time.perf_counter())
+        ss.append(rt.generate("p", script=scr, queue_limit=1 << 24))
     n = drain_round_robin(ss, touch_text=False)
     t1 = time.perf_counter()
     return n / (t1 - t0), n / (engine_end(ss, ts) - t0)

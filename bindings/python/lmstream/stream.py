@@ -270,6 +270,7 @@ class Stream:
         self._done = False  # the terminal chunk was popped
         self._closed = False  # closed by the user before the end
         self._fd = -1
+        self._waiter: Optional[tuple] = None  # (loop, future, fd) while a task waits
         self._raise = raise_on_error
         self._release_at_end = True
         self.index = index
@@ -331,10 +332,28 @@ class Stream:
 
     def close(self) -> None:
         """Cancels the request if it still runs and releases the channel.
-        Idempotent, from any thread; a consumer blocked in a wait returns."""
+        Idempotent, from any thread; a consumer blocked in a wait (a thread,
+        or a task in another thread's event loop) returns."""
         h = self._h
         if not h:
             return
+        w = self._waiter
+        if w is not None:
+            loop, fut, fd = w
+            if asyncio._get_running_loop() is not loop:
+                # The descriptor is registered in that loop: cancel now and
+                # let the loop's thread unregister it before it is closed.
+                if not _lib.FORKED:
+                    _cancel(h)
+                try:
+                    loop.call_soon_threadsafe(self.close)
+                    return
+                except RuntimeError:  # that loop is closed
+                    pass
+            else:
+                self._waiter = None
+                loop.remove_reader(fd)
+                _wake(fut)
         self._h = 0
         if not self._done:
             self._closed = True
@@ -516,14 +535,28 @@ class Stream:
             got = self._pop(0)
             if got is None or got:
                 return got
+            if not self._h:
+                return None
             fd = self.fileno()
             loop = asyncio.get_running_loop()
             fut = loop.create_future()
-            loop.add_reader(fd, _wake, fut)
+            try:
+                loop.add_reader(fd, _wake, fut)
+            except OSError:
+                if not self._h:  # closed by another thread meanwhile
+                    return None
+                raise
+            w = self._waiter = (loop, fut, fd)
+            if not self._h:
+                self._waiter = None
+                loop.remove_reader(fd)
+                return None
             try:
                 await fut
             finally:
-                loop.remove_reader(fd)
+                if self._waiter is w:
+                    self._waiter = None
+                    loop.remove_reader(fd)
 
     def __repr__(self) -> str:
         state = "finished" if self._done else ("closed" if self._h == 0 else "open")

@@ -1,6 +1,7 @@
 """asyncio: streams wait on the channel descriptor (add_reader), never block
 the event loop, and a cancelled task cancels its request."""
 import asyncio
+import threading
 import time
 
 import pytest
@@ -164,3 +165,47 @@ def test_async_batch_and_errors():
 
     with lmstream.Runtime.replay(vocab=VOCAB, eos_id=0) as rt:
         asyncio.run(main(rt))
+
+
+def test_close_from_another_thread_ends_an_async_reader():
+    async def main(rt):
+        s = rt.generate("p", script=[[2]] + [[3]] * 1000, delay_ms=500)
+        got = []
+
+        async def consume():
+            async for c in s:
+                got.append(c)
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.1)
+        assert s._waiter is not None  # the task waits on the descriptor
+        t = threading.Thread(target=s.close)
+        t.start()
+        await asyncio.wait_for(task, 1.0)
+        t.join()
+        # Either the loop saw the close first, or the runtime's cancelled
+        # terminal chunk (the request is cancelled at once).
+        assert s.closed
+        assert not s.finished or s.reason == lmstream.FinishReason.CANCELLED
+        assert all(c.finished for c in got)  # the first burst was 0.5 s away
+
+    with lmstream.Runtime.replay(vocab=VOCAB, eos_id=0) as rt:
+        asyncio.run(main(rt))
+        wait_idle(rt, timeout=0.5)
+
+
+def test_close_from_another_task_ends_an_async_reader():
+    async def main(rt):
+        s = rt.generate("p", script=[[2]] * 1000, delay_ms=500)
+
+        async def consume():
+            return [c async for c in s]
+
+        task = asyncio.create_task(consume())
+        await asyncio.sleep(0.05)
+        s.close()
+        assert await asyncio.wait_for(task, 1.0) == []
+
+    with lmstream.Runtime.replay(vocab=VOCAB, eos_id=0) as rt:
+        asyncio.run(main(rt))
+        wait_idle(rt, timeout=0.5)
