@@ -89,19 +89,23 @@ func f32s(b []byte, n int) []float32 {
 // Q4_1 the activations are first repacked (repackQ81) so that the
 // per-activation work is a handful of vector ops per block pair.
 //
-// For Q4_1 and Q8_0 with N ≥ packMinN none of that is used: MatMul packs
+// For Q4_1 and Q8_0 none of that is used when the packed kernels exist, for
+// any N (packMinN is 1): MatMul packs
 // each 16-row group on the fly into the transposed layout of packed.go
 // (one L1-resident group buffer per chunk) and runs the outer-product
 // kernels, up to 8 activation rows per pass over a group. Callers that
 // keep weights for many calls should Prepack them once and use
 // MatMulPacked, which skips the packing and is also the fastest N = 1 path
-// (see packed.go).
+// (see packed.go). N = 1 takes the packed path too, although the older
+// single-row kernels are faster for unpacked weights, because every N must
+// give every row bit-identical results (TestBatchInvariance): speculative
+// verification and continuous batching must not change a greedy output.
 //
 // Work split: about 4 chunks per thread (whole tiles when N > 1, at least
 // minChunkRows rows), handed out dynamically by the Pool so a thread that
 // loses its core on a shared machine delays only its current chunk.
 const (
-	packMinN     = 2 // from this N on, MatMul packs Q4_1/Q8_0 weights on the fly (packed.go)
+	packMinN     = 1 // from this N on, MatMul packs Q4_1/Q8_0 weights on the fly (packed.go)
 	tileBytes    = 16 << 10
 	minChunkRows = 16
 )
