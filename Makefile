@@ -23,7 +23,7 @@ CAPI_C     := $(wildcard capi/*.c) include/lmstream.h
 # Fuzz targets as package:FuzzName.
 FUZZ_TARGETS := ./streaming:FuzzSanitizer ./streaming:FuzzStopMatcher ./core/gguf:FuzzParse ./core/tokenizer:FuzzRoundTrip
 
-.PHONY: all lib check-header run test test-go test-py test-c fuzz-smoke fuzz bench deps model clean vet
+.PHONY: all lib check-header run test test-go test-py test-c test-elixir fuzz-smoke fuzz bench deps model clean vet
 
 all: lib check-header
 
@@ -61,7 +61,7 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-test: deps model all vet test-go fuzz-smoke test-py test-c
+test: deps model all vet test-go fuzz-smoke test-py test-c test-elixir
 
 test-go:
 	$(GO) test -race -count=1 ./...
@@ -83,14 +83,16 @@ fuzz:
 test-py: $(LIB)
 	python3 -m pytest -q tests/tokenizer
 
+test-elixir: $(LIB)
+	cd bindings/elixir && MIX_ENV=test mix test
+
 test-c: $(LIB)
-	@if [ -f tests/c/Makefile ]; then \
-	  $(MAKE) -C tests/c all test valgrind; \
-	else echo "tests/c: no C suite yet"; fi
+	$(MAKE) -C tests/c all test valgrind
 
 bench: deps model all
 	$(GO) test -run='^$$' -bench=. -count=3 ./streaming ./core/... | tee $(BUILD)/bench-go.txt
-	@if [ -f tests/c/Makefile ]; then $(MAKE) -C tests/c all bench; fi
+	$(MAKE) -C tests/c all bench
+	cd bindings/elixir && mix run bench/bench.exs
 
 clean:
 	rm -rf $(BUILD)

@@ -10,6 +10,9 @@ command -v make >/dev/null || apt_needed+=(make)
 command -v valgrind >/dev/null || apt_needed+=(valgrind)
 command -v unzip >/dev/null || apt_needed+=(unzip)
 command -v python3 >/dev/null || apt_needed+=(python3 python3-pip)
+# The Elixir binding: mix and the erl_nif headers (Hex is not used).
+command -v mix >/dev/null || apt_needed+=(elixir)
+[ -f /usr/lib/erlang/usr/include/erl_nif.h ] || ls /usr/lib/erlang/erts-*/include/erl_nif.h >/dev/null 2>&1 || apt_needed+=(erlang-dev)
 if [ ${#apt_needed[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${apt_needed[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
