@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 import time
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple, TypeVar
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -214,9 +214,12 @@ def model_rate(max_tokens: int) -> Optional[Tuple[float, float, str]]:
         return consumer, engine, note
 
 
-def best(f: Callable[[], object], repeat: int, key: Callable[[object], float] = lambda x: x) -> object:  # type: ignore[assignment,return-value]
+T = TypeVar("T")
+
+
+def best(f: Callable[[], T], repeat: int, key: Optional[Callable[[T], float]] = None) -> T:
     results = [f() for _ in range(repeat)]
-    return max(results, key=key)  # type: ignore[arg-type]
+    return max(results, key=key) if key is not None else max(results)  # type: ignore[type-var]
 
 
 def main() -> int:
@@ -238,8 +241,8 @@ def main() -> int:
             pr = cProfile.Profile()
             pr.enable()
             for s in ss:
-                for c in s:
-                    c.text
+                for ch in s:
+                    ch.text
             pr.disable()
             pstats.Stats(pr).sort_stats("tottime").print_stats(12)
             return 0

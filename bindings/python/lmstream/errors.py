@@ -1,7 +1,7 @@
 """The exception hierarchy: one class per LMS_ERR_* status code."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, Optional, Type
+from typing import TYPE_CHECKING, Dict, Optional, Tuple, Type
 
 if TYPE_CHECKING:  # pragma: no cover
     from .stream import Chunk
@@ -30,7 +30,7 @@ class LmstreamError(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.message!r}, code={self.code})"
 
-    def __reduce__(self):  # picklable across processes
+    def __reduce__(self) -> "Tuple[Type[LmstreamError], Tuple[str, int]]":  # picklable across processes
         return (type(self), (self.message, self.code))
 
 

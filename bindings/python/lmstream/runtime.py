@@ -289,7 +289,7 @@ class Runtime:
             if not isinstance(p, (bytes, bytearray)):
                 raise InvalidType(f"vocab[{i}] must be bytes or str, got {_type_name(p)}")
             pieces.append(bytes(p).hex())
-        cfg = {"backend": "replay", "vocab": pieces,
+        cfg: Dict[str, Any] = {"backend": "replay", "vocab": pieces,
                "eos_id": _int("eos_id", eos_id, 0),
                "special_ids": _int_list("special_ids", special_ids, 0)}
         cfg.update(config)

@@ -12,11 +12,13 @@ from itertools import repeat
 from typing import (
     TYPE_CHECKING,
     AsyncIterator,
+    Callable,
     Iterator,
     List,
     NamedTuple,
     Optional,
     Sequence,
+    Tuple,
 )
 
 from . import _lib
@@ -156,12 +158,14 @@ class Chunk(tuple):
     @property
     def text(self) -> str:
         o = self[2] - self[1] + 4 * self[3]
-        return self[0][o:o + self[4]].decode("utf-8", "replace")
+        text: str = self[0][o:o + self[4]].decode("utf-8", "replace")
+        return text
 
     def _text_bytes(self) -> bytes:
         """The text as the library sent it (tests check it is UTF-8)."""
         o = self[2] - self[1] + 4 * self[3]
-        return self[0][o:o + self[4]]
+        raw: bytes = self[0][o:o + self[4]]
+        return raw
 
     @property
     def error_code(self) -> int:
@@ -193,7 +197,7 @@ class Chunk(tuple):
     def __bool__(self) -> bool:
         return True
 
-    def __reduce__(self):  # copy and pickle by value
+    def __reduce__(self) -> "Tuple[Callable[..., Chunk], Tuple[object, ...]]":  # copy and pickle by value
         return (_make_chunk, (self.token_ids, self.text, self.finished, self.reason,
                               self.usage, self.error))
 
@@ -205,9 +209,9 @@ def _make_chunk(*args: object) -> Chunk:
 class _Terminal(Chunk):
     __slots__ = ()
     finished = True  # type: ignore[assignment]
-    reason = property(operator.itemgetter(5))  # type: ignore[assignment]
-    usage = property(operator.itemgetter(6))  # type: ignore[assignment]
-    error = property(operator.itemgetter(7))  # type: ignore[assignment]
+    reason = property(operator.itemgetter(5))
+    usage = property(operator.itemgetter(6))
+    error = property(operator.itemgetter(7))
 
 
 class _Scratch:
@@ -270,7 +274,8 @@ class Stream:
         self._done = False  # the terminal chunk was popped
         self._closed = False  # closed by the user before the end
         self._fd = -1
-        self._waiter: Optional[tuple] = None  # (loop, future, fd) while a task waits
+        # (loop, future, fd) while a task waits on the descriptor.
+        self._waiter: Optional[Tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]", int]] = None
         self._raise = raise_on_error
         self._release_at_end = True
         self.index = index
