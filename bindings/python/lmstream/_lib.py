@@ -122,16 +122,18 @@ class LibraryNotFound(ImportError):
 
 
 def candidate_paths() -> List[str]:
-    """Where the library is looked for, in order."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    out = []
+    """Where the library is looked for, in order: $LMSTREAM_LIBRARY alone
+    when it is set; else inside the package (wheels carry it there), then
+    <repo>/build/ for in-repo development."""
     env = os.environ.get("LMSTREAM_LIBRARY")
     if env:
-        out.append(env)
-    out.append(os.path.join(here, LIBRARY_NAME))  # the wheel carries it here
-    # In-repo development: <repo>/bindings/python/lmstream -> <repo>/build.
-    out.append(os.path.normpath(os.path.join(here, "..", "..", "..", "build", LIBRARY_NAME)))
-    return out
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    return [
+        os.path.join(here, LIBRARY_NAME),
+        # <repo>/bindings/python/lmstream -> <repo>/build
+        os.path.normpath(os.path.join(here, "..", "..", "..", "build", LIBRARY_NAME)),
+    ]
 
 
 def _load() -> Tuple[ctypes.CDLL, str]:
@@ -141,16 +143,12 @@ def _load() -> Tuple[ctypes.CDLL, str]:
             tried.append(f"{path} (absent)")
             continue
         try:
-            lib = ctypes.CDLL(path)
+            return ctypes.CDLL(path), path
         except OSError as e:
             tried.append(f"{path} ({e})")
-            if path == os.environ.get("LMSTREAM_LIBRARY"):
-                break
-            continue
-        return lib, path
-    raise LibraryNotFound(
-        "cannot load liblmstream.so; set LMSTREAM_LIBRARY or build it with `make lib`. Tried: "
-        + "; ".join(tried))
+    hint = ("fix LMSTREAM_LIBRARY" if os.environ.get("LMSTREAM_LIBRARY")
+            else "set LMSTREAM_LIBRARY, or build it with `make lib` at the repository root")
+    raise LibraryNotFound(f"cannot load liblmstream.so ({hint}); tried: " + "; ".join(tried))
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -161,13 +159,17 @@ def _declare(lib: ctypes.CDLL) -> None:
 
 
 lib, path = _load()
-_declare(lib)
-
-abi = lib.lms_abi_version()
+try:
+    _abi_fn = lib.lms_abi_version
+except AttributeError:
+    raise ImportError(f"{path} is not liblmstream (it has no lms_abi_version)") from None
+_abi_fn.restype, _abi_fn.argtypes = FUNCTIONS["lms_abi_version"]
+abi = _abi_fn()
 if abi != ABI_VERSION:
     raise ImportError(
         f"{path} has ABI version {abi}, but this lmstream package was written for "
         f"version {ABI_VERSION}; install matching versions")
+_declare(lib)
 
 
 def strerror(code: int) -> str:
