@@ -232,3 +232,25 @@ def test_error_vector_text(path):
         (s,) = submit(rt, v, raise_on_error=False)
         assert s.text() == exp["text"]
         assert s.reason == lmstream.FinishReason.ERROR
+
+
+def random_vectors(count=120, seed=20261122):
+    """generate.py's random vectors (random vocabularies, bursts, stops,
+    intervals and limits, with the oracle's expected chunks), as the Go
+    suite's TestRandomStreams runs them. LMSTREAM_RANDOM_SEED and
+    LMSTREAM_RANDOM_COUNT pick others."""
+    import subprocess
+    import sys
+    seed = int(os.environ.get("LMSTREAM_RANDOM_SEED", seed))
+    count = int(os.environ.get("LMSTREAM_RANDOM_COUNT", count))
+    out = subprocess.run([sys.executable, os.path.join(CONFORMANCE_DIR, "generate.py"), "--random",
+                          str(count), str(seed)], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+RANDOM = random_vectors()
+
+
+@pytest.mark.parametrize("i", range(len(RANDOM)), ids=[v["name"] for v in RANDOM])
+def test_random_vector(i):
+    run_vector(RANDOM[i], "sync" if i % 2 == 0 else "async")

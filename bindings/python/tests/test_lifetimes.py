@@ -195,3 +195,15 @@ def test_read_timeout(rt):
     assert s.read(timeout=0.1) == []
     assert 0.08 < time.monotonic() - t0 < 0.4
     s.close()
+
+
+def test_ctrl_c_during_complete(rt):
+    """complete() waits in short slices too, so Ctrl-C interrupts it."""
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT))
+    t0 = time.monotonic()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        rt.complete("p", script=[[2]] * 20, delay_ms=100)  # 2 s
+    assert time.monotonic() - t0 < 0.3 + 0.2
+    timer.join()
