@@ -161,18 +161,18 @@ def test_interpreter_exit_cancels_streams():
         atexit.register(check)
         import lmstream
         rt = lmstream.Runtime.replay(vocab=[b"</s>", b"a"], eos_id=0)
-        s = rt.generate("p", script=[[1]] * 100000, delay_ms=50)
-        t = rt.generate("p", script=[[1]] * 100000, delay_ms=50)
+        s = rt.generate("p", script=[[1]] * 10000, delay_ms=50)
+        t = rt.generate("p", script=[[1]] * 10000, delay_ms=50)
         threading.Thread(target=lambda: [None for _ in t], daemon=True).start()
         state.update(s=s, t=t, rt=rt)
         time.sleep(0.2)
         print("exiting", rt.stats()["active_slots"], flush=True)
     """)
     t0 = time.monotonic()
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=20)
+    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["exiting", "2", "closed", "True", "True", "True"], p.stdout
-    assert time.monotonic() - t0 < 10
+    assert time.monotonic() - t0 < 15  # no hang (generous: loaded CI machines)
 
 
 def test_read_in_batches(rt):
