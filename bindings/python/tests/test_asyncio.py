@@ -136,7 +136,7 @@ def test_wait_for_timeout_cancels():
 
     with lmstream.Runtime.replay(vocab=VOCAB, eos_id=0) as rt:
         asyncio.run(main(rt))
-        wait_idle(rt, timeout=0.5)
+        wait_idle(rt, timeout=1.0)
 
 
 def test_async_break_cancels():
@@ -151,7 +151,7 @@ def test_async_break_cancels():
 
     with lmstream.Runtime.replay(vocab=VOCAB, eos_id=0) as rt:
         asyncio.run(main(rt))
-        wait_idle(rt, timeout=0.5)
+        wait_idle(rt, timeout=1.0)
 
 
 def test_async_batch_and_errors():
@@ -191,7 +191,7 @@ def test_close_from_another_thread_ends_an_async_reader():
 
     with lmstream.Runtime.replay(vocab=VOCAB, eos_id=0) as rt:
         asyncio.run(main(rt))
-        wait_idle(rt, timeout=0.5)
+        wait_idle(rt, timeout=1.0)
 
 
 def test_close_from_another_task_ends_an_async_reader():
@@ -208,4 +208,4 @@ def test_close_from_another_task_ends_an_async_reader():
 
     with lmstream.Runtime.replay(vocab=VOCAB, eos_id=0) as rt:
         asyncio.run(main(rt))
-        wait_idle(rt, timeout=0.5)
+        wait_idle(rt, timeout=1.0)

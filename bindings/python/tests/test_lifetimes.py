@@ -32,7 +32,7 @@ def test_break_after_three_chunks(rt):
         if len(got) == 3:
             break
     assert [c.text for c in got] == ["H"] * 3
-    st = wait_idle(rt, timeout=0.5)
+    st = wait_idle(rt, timeout=1.0)
     assert st["finished"] == st["submitted"] == 1
 
 
@@ -41,7 +41,7 @@ def test_break_with_a_named_stream(rt):
     for _ in s:
         break
     assert s.closed and not s.finished
-    wait_idle(rt, timeout=0.5)
+    wait_idle(rt, timeout=1.0)
 
 
 def test_close_and_with_block(rt):
@@ -51,18 +51,18 @@ def test_close_and_with_block(rt):
     s.close()  # idempotent
     assert s.closed
     assert list(s) == []  # a closed stream yields nothing
-    wait_idle(rt, timeout=0.5)
+    wait_idle(rt, timeout=1.0)
     with rt.generate("p", **SLOW) as s:
         next(iter(s))
     assert s.closed
-    wait_idle(rt, timeout=0.5)
+    wait_idle(rt, timeout=1.0)
 
 
 def test_del_of_an_unconsumed_stream(rt):
     s = rt.generate("p", **SLOW)
     wait_active(rt)
     del s
-    wait_idle(rt, timeout=0.5)
+    wait_idle(rt, timeout=1.0)
 
 
 def test_garbage_collection_of_a_stream_in_a_cycle(rt):
@@ -71,7 +71,7 @@ def test_garbage_collection_of_a_stream_in_a_cycle(rt):
     wait_active(rt)
     del s
     gc.collect()
-    wait_idle(rt, timeout=0.5)
+    wait_idle(rt, timeout=1.0)
 
 
 def test_dropped_runtime_lives_while_its_stream_does():
@@ -96,7 +96,7 @@ def test_close_from_another_thread_wakes_the_reader(rt):
     s.close()
     assert done.wait(1.0), "the blocked reader did not wake up"
     t.join()
-    wait_idle(rt, timeout=0.5)
+    wait_idle(rt, timeout=1.0)
 
 
 @pytest.mark.parametrize("how", ["pthread_kill", "os.kill"])
@@ -123,9 +123,9 @@ def test_ctrl_c_during_a_wait(rt, how):
     elapsed = time.monotonic() - t0
     timer.join()
     assert got and got[0].text == "H"
-    assert elapsed < 0.6 + 0.15, f"KeyboardInterrupt took {elapsed:.2f}s"
+    assert elapsed < 0.6 + 0.3, f"KeyboardInterrupt took {elapsed:.2f}s"
     assert s.closed
-    wait_idle(rt, timeout=0.5)
+    wait_idle(rt, timeout=1.0)
 
 
 def test_runtime_close_ends_running_streams():
@@ -193,7 +193,7 @@ def test_read_timeout(rt):
     s = rt.generate("p", script=[[2]] * 3, delay_ms=500)
     t0 = time.monotonic()
     assert s.read(timeout=0.1) == []
-    assert 0.08 < time.monotonic() - t0 < 0.4
+    assert 0.08 < time.monotonic() - t0 < 1.0
     s.close()
 
 
@@ -205,5 +205,5 @@ def test_ctrl_c_during_complete(rt):
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         rt.complete("p", script=[[2]] * 20, delay_ms=100)  # 2 s
-    assert time.monotonic() - t0 < 0.3 + 0.2
+    assert time.monotonic() - t0 < 0.3 + 0.3
     timer.join()
