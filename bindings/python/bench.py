@@ -7,10 +7,10 @@ what the engine produces in the same run.
     python3 bench.py --profile       # cProfile of the batch-pop consumer
 
 Figures (best of --repeat runs):
-  consumer tokens/s             8 replay streams (delay_ms=0, 1-token bursts) read by Python
-                                threads (for chunk in stream) or asyncio (async for), against
-                                the engine's rate in the same run (from each stream's usage:
-                                ttft + tpot per token). With the default queue of 256 chunks a
+  consumer tokens/s             8 replay streams (one request of 8 prompts, delay_ms=0,
+                                1-token bursts) read by Python threads (for chunk in stream)
+                                or asyncio (async for), against the engine's rate in the
+                                same run (from each stream's usage: ttft + tpot per token). With the default queue of 256 chunks a
                                 consumer slower than the engine reads one token per chunk;
                                 with a small queue the backlog coalesces into fewer chunks.
   chunks/s, 64 live streams     64 streams of 1-token bursts drained by one thread with big
@@ -58,7 +58,10 @@ def script(length: int) -> List[List[int]]:
 
 def engine_end(ss: List[Stream], submitted: List[float]) -> float:
     """When the engine made the last token of these streams, from their
-    usage: submission + ttft + tpot per later token."""
+    usage: submission + ttft + tpot per later token. The engine stamps the
+    submission once it parsed the request, at the end of lms_submit, so the
+    time generate() returns stands for it (a few microseconds late); the
+    two clocks differ by scheduling noise, a few percent on a loaded box."""
     last = 0.0
     for s, t in zip(ss, submitted):
         u = s.usage
@@ -69,15 +72,14 @@ def engine_end(ss: List[Stream], submitted: List[float]) -> float:
 
 def consumed(rt: lmstream.Runtime, streams: int, length: int, how: str,
              queue: int) -> Tuple[float, float]:
-    """(consumer tokens/s, engine tokens/s) of one run, both from the start
-    of the first submission: to the last token the consumers received, and
-    to the last token the engine made. Each consumer submits its own stream
-    and reads it at once."""
+    """(consumer tokens/s, engine tokens/s) of one run: one request with
+    `streams` prompts sharing one script (a single lms_submit, so every
+    stream starts at once), read by one thread per stream or by asyncio
+    tasks. Both rates count from the submission: to the last token the
+    consumers received, and to the last token the engine made."""
     wait_idle(rt)
     scr = script(length)
     n = streams
-    ss: List[Optional[Stream]] = [None] * n
-    sub = [0.0] * n
     counts = [0] * n
     done = [0.0] * n
 
@@ -89,9 +91,7 @@ def consumed(rt: lmstream.Runtime, streams: int, length: int, how: str,
         counts[i] = k
         done[i] = time.perf_counter()
 
-    async def aread(i: int) -> None:
-        sub[i] = time.perf_counter()
-        s = ss[i] = rt.generate("p", script=scr, queue_limit=queue)
+    async def aread(i: int, s: Stream) -> None:
         k = 0
         async for c in s:
             k += len(c.token_ids)
@@ -100,67 +100,64 @@ def consumed(rt: lmstream.Runtime, streams: int, length: int, how: str,
         done[i] = time.perf_counter()
 
     t0 = time.perf_counter()
+    ss = rt.generate_batch(["p"] * n, script=scr, queue_limit=queue)
+    t_sub = time.perf_counter()
     if how == "threads":
-        ts = []
-        for i in range(n):
-            sub[i] = time.perf_counter()  # before lms_submit: the ratio errs low
-            s = ss[i] = rt.generate("p", script=scr, queue_limit=queue)
-            t = threading.Thread(target=read, args=(i, s))
+        ts = [threading.Thread(target=read, args=(i, s)) for i, s in enumerate(ss)]
+        for t in ts:
             t.start()
-            ts.append(t)
         for t in ts:
             t.join()
     else:
         async def main() -> None:
-            await asyncio.gather(*(aread(i) for i in range(n)))
+            await asyncio.gather(*(aread(i, s) for i, s in enumerate(ss)))
         asyncio.run(main())
     total = sum(counts)
-    e1 = engine_end(ss, sub)  # type: ignore[arg-type]
+    e1 = engine_end(ss, [t_sub] * n)
     return total / (max(done) - t0), total / (e1 - t0)
 
 
 def drain_round_robin(ss: List[Stream], touch_text: bool) -> int:
     """One thread, big batch pops (stream.read(timeout=0)) over every
-    stream in turn; sleeps briefly only when all are empty."""
+    stream in turn. A sweep that found little pauses for a moment, so the
+    next pops are big (and the engine keeps its core) instead of many
+    small ones."""
     n = 0
     live = list(ss)
     while live:
         nxt = []
-        empty = True
+        got_now = 0
         for s in live:
             got = s.read(timeout=0)
             if got:
-                empty = False
-                n += len(got)
+                got_now += len(got)
                 if touch_text:
                     for c in got:
                         c.text
             if not s.finished:
                 nxt.append(s)
+        n += got_now
         live = nxt
-        if empty and live:
-            time.sleep(0.0001)
+        if live and got_now < 16 * len(live):
+            time.sleep(0.0005)
     return n
 
 
 def chunks_live(rt: lmstream.Runtime, streams: int, length: int) -> Tuple[float, float]:
-    """(chunks/s the consumer drained, chunks/s the engine made) from the
-    first submission, while the engine runs: every token is one chunk
-    (1-token bursts, no coalescing)."""
+    """(chunks/s the consumer drained, chunks/s the engine made) while the
+    engine runs: one request of `streams` prompts (one lms_submit), every
+    token one chunk (1-token bursts, no coalescing), one thread draining."""
     wait_idle(rt)
-    scr = [[1]] * length
     t0 = time.perf_counter()
-    ss, ts = [], []
-    for _ in range(streams):
-        ts.append(time.perf_counter())
-        ss.append(rt.generate("p", script=scr, queue_limit=1 << 24))
+    ss = rt.generate_batch(["p"] * streams, script=[[1]] * length, queue_limit=1 << 24)
+    t_sub = time.perf_counter()
     n = drain_round_robin(ss, touch_text=False)
     t1 = time.perf_counter()
-    return n / (t1 - t0), n / (engine_end(ss, ts) - t0)
+    return n / (t1 - t0), n / (engine_end(ss, [t_sub] * streams) - t0)
 
 
 def chunks_queued(rt: lmstream.Runtime, streams: int, length: int, how: str) -> float:
-    ss = [rt.generate("p", script=[[1]] * length, queue_limit=1 << 24) for _ in range(streams)]
+    ss = rt.generate_batch(["p"] * streams, script=[[1]] * length, queue_limit=1 << 24)
     wait_idle(rt)
     t0 = time.perf_counter()
     if how == "read":
@@ -236,7 +233,7 @@ def main() -> int:
         if args.profile:
             import cProfile
             import pstats
-            ss = [rt.generate("p", script=[[1]] * length, queue_limit=1 << 24) for _ in range(64)]
+            ss = rt.generate_batch(["p"] * 64, script=[[1]] * length, queue_limit=1 << 24)
             wait_idle(rt)
             pr = cProfile.Profile()
             pr.enable()
@@ -251,7 +248,7 @@ def main() -> int:
         for label, how in (("8 threads", "threads"), ("asyncio", "asyncio")):
             for q in (256, 16):
                 c, e = best(lambda: consumed(rt, streams, length, how, q), args.repeat,
-                            key=lambda x: x[0] / x[1])
+                            key=lambda x: x[0])
                 rows.append((f"consumer tokens/s, {label}, queue {q}", c, "tok/s",
                              f"{c / e:.1%} of the engine's {e:,.0f} tok/s in the run"))
         n64 = length // 2
