@@ -7,6 +7,7 @@ import enum
 import operator
 import struct
 import threading
+import time
 import weakref
 from itertools import repeat
 from typing import (
@@ -316,8 +317,8 @@ class Stream:
     def fileno(self) -> int:
         """The channel's readiness descriptor (readable while chunks are
         pending or the stream is finished), for select/poll/epoll."""
+        h = self._live_handle()
         if self._fd < 0:
-            h = self._live_handle()
             fd = ctypes.c_int()
             rc = lib.lms_channel_fd(h, fd)
             if rc < 0:
@@ -457,7 +458,6 @@ class Stream:
         if timeout is not None:
             if timeout <= 0:
                 return self._pop(0) or []
-            import time
             deadline = time.monotonic() + timeout
             while True:
                 left = deadline - time.monotonic()
