@@ -30,6 +30,9 @@ type kernelSet struct {
 	q41p, q80p       func(wp []byte, nb int, x []byte, xs int, sc, out []float32, rows int, mask uint16, na int)
 	q41pack, q80pack func(w []byte, wrb, nb int, dst []byte)
 	q81Scales        func(x []byte, nb int, dst []float32)
+	// Activation quantizers (whole blocks; bit-identical to the generic
+	// code whichever set is active).
+	quantQ80, quantQ81 func(src []float32, dst []byte)
 }
 
 var genericKernels = kernelSet{
@@ -40,6 +43,7 @@ var genericKernels = kernelSet{
 	q4K:  DotQ4_KQ8_KGeneric, q5K: DotQ5_KQ8_KGeneric, q6K: DotQ6_KQ8_KGeneric,
 	f32: DotF32Generic, f16: DotF16F32Generic, bf16: DotBF16F32Generic,
 	q81Scales: q81ScalesGeneric,
+	quantQ80:  quantizeQ8_0Generic, quantQ81: quantizeQ8_1Generic,
 }
 
 var simdKernels = genericKernels

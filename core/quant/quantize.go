@@ -63,6 +63,13 @@ func checkQuant(t Type, src []float32, dst []byte) int {
 // QuantizeQ8_0 quantizes whole 32-element blocks of src into dst.
 func QuantizeQ8_0(src []float32, dst []byte) {
 	nb := checkQuant(Q8_0, src, dst)
+	active.Load().quantQ80(src[:32*nb], dst)
+}
+
+// quantizeQ8_0Generic is QuantizeQ8_0 in plain Go, the definition the SIMD
+// quantizer reproduces bit for bit (len(src) a multiple of 32, dst checked).
+func quantizeQ8_0Generic(src []float32, dst []byte) {
+	nb := len(src) / 32
 	for i := 0; i < nb; i++ {
 		x, b := src[32*i:32*i+32], dst[34*i:34*i+34]
 		amax, _ := absMax(x)
@@ -79,6 +86,12 @@ func QuantizeQ8_0(src []float32, dst []byte) {
 // Q5_1 dot add its per-block offset m as m·s without touching the int8s.
 func QuantizeQ8_1(src []float32, dst []byte) {
 	nb := checkQuant(Q8_1, src, dst)
+	active.Load().quantQ81(src[:32*nb], dst)
+}
+
+// quantizeQ8_1Generic is QuantizeQ8_1 in plain Go (see quantizeQ8_0Generic).
+func quantizeQ8_1Generic(src []float32, dst []byte) {
+	nb := len(src) / 32
 	for i := 0; i < nb; i++ {
 		x, b := src[32*i:32*i+32], dst[36*i:36*i+36]
 		amax, _ := absMax(x)

@@ -41,6 +41,8 @@ func setupSIMD(k *kernelSet) {
 		k.f32 = dotF32SIMD
 		k.f16 = halfDot(dotF16F32AVX512, DotF16F32Generic)
 		k.bf16 = halfDot(dotBF16F32AVX512, DotBF16F32Generic)
+		k.quantQ80 = quantQ8SIMD(false)
+		k.quantQ81 = quantQ8SIMD(true)
 	}
 	if !hasVNNI512() {
 		return

@@ -1,0 +1,126 @@
+//go:build amd64 && !noasm
+
+#include "textflag.h"
+
+// func quantQ8AVX512(x *float32, nb int, dst *byte, stride, qoff int, q81 bool) int
+//
+// Quantizes nb 32-element blocks of x to Q8_0 (stride 34, qoff 2) or Q8_1
+// (stride 36, qoff 4, q81 set: s = f16(d·Σq) at dst+2), bit-identical to
+// QuantizeQ8_0/QuantizeQ8_1's generic code:
+//
+//	amax = max |x|                  (integer max of the |x| bit patterns)
+//	h    = f16(amax/127), d = f32(h) (VCVTPS2PH round-to-nearest-even)
+//	id   = 1/d (0 when d = 0)
+//	q    = clamp(round(x·id), ±127) where round is math.Round (half away
+//	       from zero): trunc(y + copysign(0.5-2⁻²⁵, y)) is exactly that for
+//	       |y| < 2²³ in round-to-nearest-even float32 arithmetic.
+//
+// It returns the number of blocks done: it stops at the first block whose
+// |x| bit pattern reaches 2²² (amax ≥ 4194304, ±Inf or NaN), which the
+// caller quantizes with the generic code (f16 overflow and NaN semantics).
+TEXT ·quantQ8AVX512(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ dst+16(FP), DI
+	MOVQ stride+24(FP), R8
+	MOVQ qoff+32(FP), R9
+	MOVBLZX q81+40(FP), R10
+	XORQ R11, R11 // blocks done
+
+	MOVL         $0x7fffffff, AX
+	VPBROADCASTD AX, Z31 // |.| mask
+	MOVL         $0x80000000, AX
+	VPBROADCASTD AX, Z30 // sign mask
+	MOVL         $0x3effffff, AX
+	VPBROADCASTD AX, Z29 // 0.5 - 2^-25
+	MOVL         $127, AX
+	VPBROADCASTD AX, Z28
+	MOVL         $-127, AX
+	VPBROADCASTD AX, Z27
+	MOVL         $0x42fe0000, AX // 127.0
+	VMOVD        AX, X26
+	MOVL         $0x3f800000, AX // 1.0
+	VMOVD        AX, X25
+
+loop:
+	CMPQ R11, CX
+	JAE  done
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VPANDD  Z31, Z0, Z2
+	VPANDD  Z31, Z1, Z3
+	VPMAXUD Z3, Z2, Z2
+	VEXTRACTI64X4 $1, Z2, Y3
+	VPMAXUD Y3, Y2, Y2
+	VEXTRACTI128 $1, Y2, X3
+	VPMAXUD X3, X2, X2
+	VPSHUFD $0x4e, X2, X3
+	VPMAXUD X3, X2, X2
+	VPSHUFD $0xb1, X2, X3
+	VPMAXUD X3, X2, X2
+	VMOVD   X2, AX
+	CMPL    AX, $0x4a800000
+	JAE     done
+
+	VDIVSS    X26, X2, X4 // amax/127
+	VCVTPS2PH $0, X4, X5  // h
+	VMOVD     X5, AX
+	MOVW      AX, (DI)
+	TESTL     $0xffff, AX
+	JZ        zero
+	VCVTPH2PS X5, X6      // d
+	VDIVSS    X6, X25, X7 // id = 1/d
+	VBROADCASTSS X7, Z7
+	VMULPS  Z7, Z0, Z0
+	VMULPS  Z7, Z1, Z1
+	VPANDD  Z30, Z0, Z8
+	VPANDD  Z30, Z1, Z9
+	VPORD   Z29, Z8, Z8
+	VPORD   Z29, Z9, Z9
+	VADDPS  Z8, Z0, Z0
+	VADDPS  Z9, Z1, Z1
+	VCVTTPS2DQ Z0, Z0
+	VCVTTPS2DQ Z1, Z1
+	VPMINSD Z28, Z0, Z0
+	VPMINSD Z28, Z1, Z1
+	VPMAXSD Z27, Z0, Z0
+	VPMAXSD Z27, Z1, Z1
+	VPMOVDB Z0, (DI)(R9*1)
+	VPMOVDB Z1, 16(DI)(R9*1)
+	TESTQ   R10, R10
+	JZ      next
+	VPADDD  Z1, Z0, Z0
+	VEXTRACTI64X4 $1, Z0, Y1
+	VPADDD  Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPADDD  X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPADDD  X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPADDD  X1, X0, X0
+	VCVTDQ2PS X0, X0
+	VMULSS  X6, X0, X0 // d·Σq
+	VCVTPS2PH $0, X0, X0
+	VMOVD   X0, AX
+	MOVW    AX, 2(DI)
+
+next:
+	ADDQ $128, SI
+	ADDQ R8, DI
+	INCQ R11
+	JMP  loop
+
+zero:
+	// d = 0: every q is round(x·0) = 0 and s = f16(0·0) = 0.
+	VPXORD  X0, X0, X0
+	VMOVDQU X0, (DI)(R9*1)
+	VMOVDQU X0, 16(DI)(R9*1)
+	TESTQ   R10, R10
+	JZ      next
+	MOVW    $0, 2(DI)
+	JMP     next
+
+done:
+	MOVQ R11, ret+48(FP)
+	VZEROUPPER
+	RET
