@@ -23,7 +23,7 @@ CAPI_C     := $(wildcard capi/*.c) include/lmstream.h
 # Fuzz targets as package:FuzzName.
 FUZZ_TARGETS := ./streaming:FuzzSanitizer ./streaming:FuzzStopMatcher ./core/gguf:FuzzParse ./core/tokenizer:FuzzRoundTrip
 
-.PHONY: all lib check-header run test test-go test-py test-c test-elixir fuzz-smoke fuzz bench deps model clean vet
+.PHONY: all lib check-header run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps model clean vet
 
 all: lib check-header
 
@@ -81,7 +81,7 @@ fuzz:
 
 # pytest exits 5 when it collects nothing; that is a failure here too.
 test-py: $(LIB)
-	python3 -m pytest -q tests/tokenizer
+	python3 -m pytest -q tests/tokenizer bindings/python/tests
 
 test-elixir: $(LIB)
 	cd bindings/elixir && MIX_ENV=test mix test
@@ -92,7 +92,12 @@ test-c: $(LIB)
 bench: deps model all
 	$(GO) test -run='^$$' -bench=. -count=3 ./streaming ./core/... | tee $(BUILD)/bench-go.txt
 	$(MAKE) -C tests/c all bench
+	python3 bindings/python/bench.py
 	cd bindings/elixir && mix run bench/bench.exs
+
+# A wheel that carries liblmstream.so (bindings/python/dist/).
+wheel: $(LIB)
+	$(MAKE) -C bindings/python wheel
 
 clean:
 	rm -rf $(BUILD)

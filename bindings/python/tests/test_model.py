@@ -16,15 +16,7 @@ PROMPT = [{"role": "user", "content": "Write two sentences about the sea."}]
 def model_rt():
     if not os.path.exists(MODEL):
         pytest.skip(f"model {MODEL} absent (run `make model`)")
-    try:
-        rt = lmstream.Runtime(model_path=MODEL)
-    except lmstream.InvalidRequest as e:
-        # TEMPORARY: the CPU backend is being finished in parallel; until it
-        # is registered the library answers 'unknown backend "cpu"'. Only
-        # that exact error skips; remove this once the backend lands.
-        if 'unknown backend "cpu"' in str(e):
-            pytest.skip(f'CPU backend not in this liblmstream yet ({e}): skip until it lands')
-        raise
+    rt = lmstream.Runtime(model_path=MODEL)
     with rt:
         yield rt
 
