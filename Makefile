@@ -89,8 +89,12 @@ test-elixir: $(LIB)
 test-c: $(LIB)
 	$(MAKE) -C tests/c all test valgrind
 
+# LMSTREAM_PEER_PYTHON=/path/to/python (with llama-cpp-python installed)
+# adds llama.cpp's decode and prefill, measured in the same run, with ratios.
 bench: deps model all
-	$(GO) test -run='^$$' -bench=. -count=3 ./streaming ./core/... | tee $(BUILD)/bench-go.txt
+	$(GO) run ./core/cmd/lmsbench -model $(MODEL)
+	$(GO) test -run='^$$' -bench='Text|StreamChunk|ChunkThroughput' -count=3 ./streaming ./core/runtime
+	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand' -benchtime=20x ./core/quant
 	$(MAKE) -C tests/c all bench
 	python3 bindings/python/bench.py
 	cd bindings/elixir && mix run bench/bench.exs

@@ -1,0 +1,283 @@
+// Command lmsbench measures the CPU engine on a GGUF model and prints a
+// table: decode and prefill tokens/s at 1 and 2 threads, the cost of one
+// forward pass over N tokens relative to one token, and the weight bytes read
+// per second next to a memory-bandwidth measurement taken in the same run.
+//
+//	lmsbench [-model PATH] [-rounds 5]
+//
+// Every figure is the median of -rounds measurements, with the min–max
+// spread: the machines are shared and noisy, so compare ratios taken in one
+// run, never absolute numbers across runs.
+//
+// Peers: when LMSTREAM_PEER_PYTHON names a Python interpreter that has
+// llama-cpp-python installed, the same decode and prefill figures are
+// measured for llama.cpp in the same run and printed with ratios. Nothing
+// here builds or installs llama.cpp.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/kv"
+	"github.com/lmstream/lmstream/core/model"
+)
+
+type figure struct {
+	name, unit string
+	samples    []float64
+	peer       float64 // same figure for the peer, measured in this run (0: none)
+}
+
+func (f *figure) median() float64 {
+	s := append([]float64(nil), f.samples...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func (f *figure) spread() string {
+	s := append([]float64(nil), f.samples...)
+	sort.Float64s(s)
+	return fmt.Sprintf("%.4g–%.4g", s[0], s[len(s)-1])
+}
+
+func main() {
+	path := flag.String("model", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model")
+	rounds := flag.Int("rounds", 5, "measurements per figure")
+	flag.Parse()
+	f, err := gguf.Open(*path)
+	if err != nil {
+		fatal(err)
+	}
+	defer f.Close()
+	m, err := model.Load(f, 1)
+	if err != nil {
+		fatal(err)
+	}
+	weightBytes := 0
+	for _, t := range f.Tensors {
+		weightBytes += len(t.Data)
+	}
+
+	var figs []*figure
+	add := func(name, unit string, measure func() float64) *figure {
+		fg := &figure{name: name, unit: unit}
+		for range *rounds {
+			fg.samples = append(fg.samples, measure())
+		}
+		figs = append(figs, fg)
+		return fg
+	}
+
+	bw := map[int]*figure{}
+	decode := map[int]*figure{}
+	prefill := map[int]*figure{}
+	for _, threads := range []int{1, 2} {
+		m.SetThreads(threads)
+		bw[threads] = add(fmt.Sprintf("memory read bandwidth, %d thread(s)", threads), "GB/s", func() float64 { return readBandwidth(threads) })
+		decode[threads] = add(fmt.Sprintf("decode, ctx 0→128, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 0, 128) })
+		add(fmt.Sprintf("decode at ctx 256, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 256, 64) })
+		prefill[threads] = add(fmt.Sprintf("prefill pp512, %d thread(s)", threads), "tok/s", func() float64 { return prefillRate(m, 512) })
+	}
+	for _, threads := range []int{1, 2} {
+		figs = append(figs, &figure{
+			name: fmt.Sprintf("weight bytes read in decode / bandwidth, %d thread(s)", threads), unit: "ratio",
+			samples: []float64{decode[threads].median() * float64(weightBytes) / 1e9 / bw[threads].median()},
+		})
+	}
+	m.SetThreads(2)
+	var t1 float64
+	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
+		fg := add(fmt.Sprintf("forward over N=%d at ctx 256, 2 threads", n), "ms", func() float64 { return forwardMs(m, 256, n) })
+		if n == 1 {
+			t1 = fg.median()
+		} else {
+			figs = append(figs, &figure{name: fmt.Sprintf("  T(%d)/T(1)", n), unit: "ratio", samples: []float64{fg.median() / t1}})
+		}
+	}
+
+	if py := os.Getenv("LMSTREAM_PEER_PYTHON"); py != "" {
+		peer, err := llamaCpp(py, *path, *rounds)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "peer: llama.cpp not measured:", err)
+		} else {
+			for threads := 1; threads <= 2; threads++ {
+				decode[threads].peer = peer[fmt.Sprintf("tg128_t%d", threads)]
+				prefill[threads].peer = peer[fmt.Sprintf("pp512_t%d", threads)]
+			}
+		}
+	}
+
+	fmt.Printf("model %s (%.1f MB of weights), Go %s, GOMAXPROCS %d, %d rounds\n\n", *path, float64(weightBytes)/1e6, runtime.Version(), runtime.GOMAXPROCS(0), *rounds)
+	fmt.Printf("%-52s %10s %-6s %-17s %12s %8s\n", "figure", "median", "unit", "min–max", "llama.cpp", "ratio")
+	for _, fg := range figs {
+		peer, ratio := "", ""
+		if fg.peer > 0 {
+			peer, ratio = fmt.Sprintf("%.4g", fg.peer), fmt.Sprintf("%.2f×", fg.median()/fg.peer)
+		}
+		spread := ""
+		if len(fg.samples) > 1 {
+			spread = fg.spread()
+		}
+		fmt.Printf("%-52s %10.4g %-6s %-17s %12s %8s\n", fg.name, fg.median(), fg.unit, spread, peer, ratio)
+	}
+}
+
+// readBandwidth sums a 256 MB buffer (far beyond the caches) on threads
+// goroutines, as decode streams the weights.
+func readBandwidth(threads int) float64 {
+	const words = 32 << 20
+	buf := bandwidthBuf()
+	start := time.Now()
+	var wg sync.WaitGroup
+	sums := make([]uint64, threads*8)
+	for t := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			part := buf[t*words/threads : (t+1)*words/threads]
+			var a, b, c, d uint64
+			for i := 0; i+4 <= len(part); i += 4 {
+				a += part[i]
+				b += part[i+1]
+				c += part[i+2]
+				d += part[i+3]
+			}
+			sums[t*8] = a + b + c + d
+		}()
+	}
+	wg.Wait()
+	return float64(words*8) / time.Since(start).Seconds() / 1e9
+}
+
+var bandwidthBuf = sync.OnceValue(func() []uint64 {
+	b := make([]uint64, 32<<20)
+	for i := range b {
+		b[i] = uint64(i)
+	}
+	return b
+})
+
+func chain(c *kv.Cache, toks []int32, allLogits bool) *model.Batch {
+	b := &model.Batch{}
+	base := c.Len()
+	for i, t := range toks {
+		b.Tokens = append(b.Tokens, t)
+		b.Cache = append(b.Cache, c)
+		b.Pos = append(b.Pos, base+i)
+		b.Parent = append(b.Parent, i-1)
+		b.Logits = append(b.Logits, allLogits || i == len(toks)-1)
+	}
+	return b
+}
+
+func tokens(n int) []int32 {
+	t := make([]int32, n)
+	for i := range t {
+		t[i] = int32(100 + (i*7919)%5000)
+	}
+	return t
+}
+
+func commitAll(c *kv.Cache, n int) {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	if err := c.Commit(idx); err != nil {
+		fatal(err)
+	}
+}
+
+// decodeRate feeds n tokens one at a time after a context of ctx tokens.
+func decodeRate(m *model.Model, ctx, n int) float64 {
+	c := m.NewCache(ctx + n + 1)
+	logits := make([]float32, m.Config().Vocab)
+	if ctx > 0 {
+		forward(m, chain(c, tokens(ctx), false), logits)
+		commitAll(c, ctx)
+	}
+	start := time.Now()
+	for i := range n {
+		forward(m, chain(c, []int32{int32(200 + i)}, true), logits)
+		commitAll(c, 1)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func prefillRate(m *model.Model, n int) float64 {
+	c := m.NewCache(n)
+	logits := make([]float32, m.Config().Vocab)
+	start := time.Now()
+	forward(m, chain(c, tokens(n), false), logits)
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// forwardMs is one pass over n new tokens (logits for all, as a speculative
+// verification needs) after ctx cached ones; the best of three, since one
+// pass is short enough for a scheduler hiccup to dominate.
+func forwardMs(m *model.Model, ctx, n int) float64 {
+	c := m.NewCache(ctx + n)
+	logits := make([]float32, n*m.Config().Vocab)
+	forward(m, chain(c, tokens(ctx), false), logits)
+	commitAll(c, ctx)
+	best := 0.0
+	for range 3 {
+		start := time.Now()
+		forward(m, chain(c, tokens(n), true), logits)
+		if ms := float64(time.Since(start).Microseconds()) / 1e3; best == 0 || ms < best {
+			best = ms
+		}
+		if err := c.Truncate(ctx); err != nil {
+			fatal(err)
+		}
+	}
+	return best
+}
+
+func forward(m *model.Model, b *model.Batch, logits []float32) {
+	if err := m.Forward(b, logits); err != nil {
+		fatal(err)
+	}
+}
+
+// llamaCpp measures llama.cpp (through an installed llama-cpp-python) on the
+// same model: decode of 128 tokens and a 512-token prefill, median of rounds.
+func llamaCpp(python, path string, rounds int) (map[string]float64, error) {
+	const script = `
+import json, sys, time, statistics
+from llama_cpp import Llama
+path, rounds = sys.argv[1], int(sys.argv[2])
+out = {}
+for t in (1, 2):
+    m = Llama(model_path=path, n_ctx=1024, n_threads=t, n_threads_batch=t, n_batch=512, verbose=False)
+    toks = [100 + (i * 7919) % 5000 for i in range(512)]
+    tg, pp = [], []
+    for _ in range(rounds):
+        m.reset(); s = time.perf_counter(); m.eval(toks); pp.append(512 / (time.perf_counter() - s))
+        m.reset(); m.eval([200]); s = time.perf_counter()
+        for i in range(128): m.eval([201 + i])
+        tg.append(128 / (time.perf_counter() - s))
+    out[f"tg128_t{t}"] = statistics.median(tg); out[f"pp512_t{t}"] = statistics.median(pp)
+print(json.dumps(out))
+`
+	out, err := exec.Command(python, "-c", script, path, fmt.Sprint(rounds)).Output()
+	if err != nil {
+		return nil, err
+	}
+	res := map[string]float64{}
+	return res, json.Unmarshal(out, &res)
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "lmsbench:", err)
+	os.Exit(1)
+}
