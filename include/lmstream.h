@@ -125,7 +125,8 @@ const char *lms_strerror(int status);
 const char *lms_finish_reason_name(int reason);
 
 /* Process-wide settings, as JSON, any subset of:
-**   {"threads": N,            engine threads and GOMAXPROCS (N >= 1)
+**   {"threads": N,            GOMAXPROCS, and the engine threads of runtimes
+**                             created afterwards (N >= 1)
 **    "gc_percent": P,         Go's GOGC (negative turns the GC off)
 **    "memory_limit_bytes": B} Go's soft memory limit (B > 0)
 ** err (may be NULL) receives a message on failure. */
