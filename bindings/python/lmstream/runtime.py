@@ -19,7 +19,7 @@ from typing import (
 )
 
 from . import _lib
-from ._lib import LMS_ERR_INVALID_HANDLE, LMS_OK, LmsChunk, lib
+from ._lib import LMS_ERR_INVALID_HANDLE, LMS_OK, lib
 from .errors import (
     ForkedProcess,
     InvalidRequest,
@@ -29,12 +29,9 @@ from .errors import (
     error_for,
 )
 from .stream import (
-    _REASONS,
     Chunk,
-    FinishReason,
     QueuePolicy,
     Stream,
-    Usage,
     _live as _live_streams,
 )
 
@@ -393,7 +390,7 @@ class Runtime:
 
     def _submit(self, prompt: Any, prompts: Any, messages: Any, n: int,
                 kw: Dict[str, Any], extra: Dict[str, Any]) -> List[Stream]:
-        h = self._handle()
+        self._handle()  # raises ShutdownError when the runtime is closed
         raise_on_error = _bool("raise_on_error", kw["raise_on_error"])
         settings = _ChannelSettings(kw["stream_interval"], kw["skip_special_tokens"],
                                     kw["queue_limit"], kw["queue_policy"])
@@ -443,42 +440,33 @@ class Runtime:
                  ttft_slo_ms: Optional[float] = None,
                  raise_on_error: bool = True,
                  **extra: Any) -> Chunk:
-        """The non-streaming call (lms_complete): blocks until the request
-        ends and returns its whole answer as one terminal Chunk (all token
-        ids, ``.text``, ``.reason``, ``.usage``). A failed request raises
-        (unless raise_on_error=False).
+        """The non-streaming call: blocks until the request ends and returns
+        its whole answer as one terminal Chunk (all token ids, ``.text``,
+        ``.reason``, ``.usage``). A failed request raises (unless
+        raise_on_error=False).
 
-        The call runs on a helper thread so that Ctrl-C interrupts the wait;
-        lms_complete has no cancellation, so an interrupted request still
-        runs to its end in the engine (bound it with max_tokens).
+        It reads a channel internally rather than calling lms_complete,
+        because lms_complete cannot be cancelled: this way Ctrl-C (or any
+        exception) during the wait cancels the request and frees its slot,
+        as leaving a stream does.
         """
-        h = self._handle()
         _bool("raise_on_error", raise_on_error)
-        data = _request(prompt, None, messages, max_tokens=max_tokens, temperature=temperature,
-                        top_p=top_p, top_k=top_k, min_p=min_p, seed=seed, stop=stop,
-                        stop_token_ids=stop_token_ids, include_stop=include_stop,
-                        tpot_slo_ms=tpot_slo_ms, ttft_slo_ms=ttft_slo_ms, extra=extra)
-        box: List[Any] = []
-
-        def call() -> None:
-            out = ctypes.POINTER(LmsChunk)()
-            err = _err_buf()
-            rc = lib.lms_complete(h, data, ctypes.byref(out), err, _ERR_SIZE)
-            try:
-                box.append((rc, err.value, _copy_chunk(out) if rc == LMS_OK and out else None))
-            finally:
-                if out:
-                    lib.lms_chunk_free(out)
-
-        t = threading.Thread(target=call, name="lmstream-complete", daemon=True)
-        t.start()
-        while t.is_alive():
-            t.join(0.05)
-        rc, msg, chunk = box[0]
-        if rc != LMS_OK:
-            if rc == LMS_ERR_INVALID_HANDLE and self._h == 0:
-                raise ShutdownError("the runtime is closed")
-            raise error_for(rc, msg.decode("utf-8", "replace"))
+        stream = self.generate(prompt, messages=messages, max_tokens=max_tokens,
+                               temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+                               seed=seed, stop=stop, stop_token_ids=stop_token_ids,
+                               include_stop=include_stop, tpot_slo_ms=tpot_slo_ms,
+                               ttft_slo_ms=ttft_slo_ms, raise_on_error=False, **extra)
+        ids: List[int] = []
+        parts: List[str] = []
+        final: Optional[Chunk] = None
+        with stream:
+            for c in stream:
+                ids.extend(c.token_ids)
+                parts.append(c.text)
+                if c.finished:
+                    final = c
+        assert final is not None, "a stream always ends with a terminal chunk"
+        chunk = Chunk.make(ids, "".join(parts), True, final.reason, final.usage, final.error)
         if chunk.error is not None and raise_on_error:
             raise chunk.error
         return chunk
@@ -505,25 +493,6 @@ class Runtime:
     def __repr__(self) -> str:
         what = self.config.get("model_path") or self.config.get("backend", "cpu")
         return f"<lmstream.Runtime {what!s} {'closed' if self._h == 0 else 'open'}>"
-
-
-def _copy_chunk(p: "ctypes._Pointer[LmsChunk]") -> Chunk:
-    """A Python Chunk from a library-allocated lms_chunk (not freed here)."""
-    c = p.contents
-    ids = c.token_ids[:c.n_token_ids] if c.n_token_ids else []
-    text = ctypes.string_at(c.text, c.text_len).decode("utf-8", "replace") if c.text_len else ""
-    reason = _REASONS[c.reason] if 0 <= c.reason < len(_REASONS) else FinishReason.ERROR
-    u = c.usage
-    usage = Usage(u.prompt_tokens, u.generated_tokens, u.ttft_ms, u.tpot_ms,
-                  u.draft_tokens_proposed, u.draft_tokens_accepted, u.verify_passes)
-    err = None
-    if c.error_code or reason == FinishReason.ERROR:
-        msg = (c.error_message or b"").decode("utf-8", "replace")
-        err = error_for(c.error_code or _lib.LMS_ERR_INTERNAL, msg)
-    chunk = Chunk.make(ids, text, finished=bool(c.finished), reason=reason, usage=usage, error=err)
-    if err is not None:
-        err.chunk = chunk
-    return chunk
 
 
 def configure_process(*, threads: Optional[int] = None, gc_percent: Optional[int] = None,

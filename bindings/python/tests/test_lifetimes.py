@@ -198,7 +198,8 @@ def test_read_timeout(rt):
 
 
 def test_ctrl_c_during_complete(rt):
-    """complete() waits in short slices too, so Ctrl-C interrupts it."""
+    """complete() waits in short slices too, so Ctrl-C interrupts it, and
+    the interrupted request is cancelled: its slot is freed."""
     main = threading.main_thread().ident
     timer = threading.Timer(0.3, lambda: signal.pthread_kill(main, signal.SIGINT))
     t0 = time.monotonic()
@@ -207,3 +208,7 @@ def test_ctrl_c_during_complete(rt):
         rt.complete("p", script=[[2]] * 20, delay_ms=100)  # 2 s
     assert time.monotonic() - t0 < 0.3 + 0.3
     timer.join()
+    deadline = time.monotonic() + 1.0
+    while rt.stats()["active_slots"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert rt.stats()["active_slots"] == 0
