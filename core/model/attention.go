@@ -11,22 +11,26 @@ import "math"
 func (m *Model) attention(b *Batch, li int) {
 	c, s := &m.cfg, &m.s
 	n := len(b.Tokens)
-	items := n * c.Heads
 	threads := m.pool.Threads()
 	if s.attBufs == nil || s.attBufsThreads != threads {
-		s.attBufs = make(chan []float32, threads)
+		s.attBufs = make(chan *attnBuf, threads)
 		for range threads {
-			s.attBufs <- nil
+			s.attBufs <- new(attnBuf)
 		}
 		s.attBufsThreads = threads
 	}
+	if m.groupedAttention() {
+		m.attentionGrouped(b, li)
+		return
+	}
+	items := n * c.Heads
 	grain := max(1, items/(4*threads))
 	m.pool.Run(items, grain, func(lo, hi int) {
-		buf := <-s.attBufs
+		ab := <-s.attBufs
 		for it := lo; it < hi; it++ {
-			buf = m.attendOne(b, li, it/c.Heads, it%c.Heads, buf)
+			ab.sc = m.attendOne(b, li, it/c.Heads, it%c.Heads, ab.sc)
 		}
-		s.attBufs <- buf
+		s.attBufs <- ab
 	})
 }
 

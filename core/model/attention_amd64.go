@@ -18,3 +18,9 @@ func attnWsum(p, v *float32, n, hd int, out *float32)
 
 //go:noescape
 func swigluAVX512(gate, up *float32, n int)
+
+//go:noescape
+func attnScores16(q *float32, nq, qs int, k *float32, nblk, hd int, scale float32, out *float32, os int, mx *float32, last uint16)
+
+//go:noescape
+func attnWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool)

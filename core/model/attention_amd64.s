@@ -253,3 +253,330 @@ sloop:
 sdone:
 	VZEROUPPER
 	RET
+
+DATA attn_perm16<>+0(SB)/4, $0
+DATA attn_perm16<>+4(SB)/4, $4
+DATA attn_perm16<>+8(SB)/4, $8
+DATA attn_perm16<>+12(SB)/4, $12
+DATA attn_perm16<>+16(SB)/4, $1
+DATA attn_perm16<>+20(SB)/4, $5
+DATA attn_perm16<>+24(SB)/4, $9
+DATA attn_perm16<>+28(SB)/4, $13
+DATA attn_perm16<>+32(SB)/4, $2
+DATA attn_perm16<>+36(SB)/4, $6
+DATA attn_perm16<>+40(SB)/4, $10
+DATA attn_perm16<>+44(SB)/4, $14
+DATA attn_perm16<>+48(SB)/4, $3
+DATA attn_perm16<>+52(SB)/4, $7
+DATA attn_perm16<>+56(SB)/4, $11
+DATA attn_perm16<>+60(SB)/4, $15
+GLOBL attn_perm16<>(SB), RODATA|NOPTR, $64
+
+// PAIR1 folds the 256-bit halves of two key accumulators a, b into r:
+// lanes 0-7 a[i]+a[i+8], lanes 8-15 b[i]+b[i+8].
+#define PAIR1(a, b, r) \
+	VSHUFF32X4 $0x44, b, a, Z17; \
+	VSHUFF32X4 $0xee, b, a, r; \
+	VADDPS     Z17, r, r
+
+// PAIR2 folds two PAIR1 results x, y (two keys each) into r: 128-bit
+// quarter k holds 4 partial sums of key k (keys of x, then of y).
+#define PAIR2(x, y, r) \
+	VSHUFF32X4 $0x88, y, x, Z17; \
+	VSHUFF32X4 $0xdd, y, x, r; \
+	VADDPS     Z17, r, r
+
+// func attnScores16(q *float32, nq, qs int, k *float32, nblk, hd int, scale float32, out *float32, os int, mx *float32, last uint16)
+//
+// For each query h < nq (q + h·qs floats) and each key j < 16·nblk (rows
+// of hd floats from k): out[h·os + j] = scale·(q_h·k_j), and mx[h] =
+// max(mx[h], those scores), where the last block counts only the keys set
+// in last. Every score is the same arithmetic whatever its key's slot and
+// whatever nq: a 16-lane FMA chain over hd (q chunk by chunk), then the
+// fixed tree (lanes i+8, i+4, i+2, i+1) of PAIR1/PAIR2/VSHUFPS. hd is a
+// multiple of 16.
+TEXT ·attnScores16(SB), NOSPLIT, $0-82
+	MOVQ         k+24(FP), R10
+	MOVQ         hd+40(FP), DX
+	SHLQ         $2, DX               // key stride in bytes
+	LEAQ         (DX)(DX*2), R11      // 3 strides
+	VBROADCASTSS scale+48(FP), Z25
+	VMOVDQU32    attn_perm16<>(SB), Z26
+	MOVQ         nblk+32(FP), R15
+
+blk:
+	TESTQ R15, R15
+	JZ    sdone16
+	XORQ  R8, R8 // query index
+	MOVQ  q+0(FP), SI
+	MOVQ  out+56(FP), DI
+
+query:
+	CMPQ   R8, nq+8(FP)
+	JAE    nextblk
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	MOVQ   R10, AX
+	LEAQ   (R10)(DX*4), BX
+	LEAQ   (BX)(DX*4), CX
+	LEAQ   (CX)(DX*4), R9
+	XORQ   R12, R12
+
+chunk:
+	VMOVUPS     (SI)(R12*1), Z16
+	VFMADD231PS (AX), Z16, Z0
+	VFMADD231PS (AX)(DX*1), Z16, Z1
+	VFMADD231PS (AX)(DX*2), Z16, Z2
+	VFMADD231PS (AX)(R11*1), Z16, Z3
+	VFMADD231PS (BX), Z16, Z4
+	VFMADD231PS (BX)(DX*1), Z16, Z5
+	VFMADD231PS (BX)(DX*2), Z16, Z6
+	VFMADD231PS (BX)(R11*1), Z16, Z7
+	VFMADD231PS (CX), Z16, Z8
+	VFMADD231PS (CX)(DX*1), Z16, Z9
+	VFMADD231PS (CX)(DX*2), Z16, Z10
+	VFMADD231PS (CX)(R11*1), Z16, Z11
+	VFMADD231PS (R9), Z16, Z12
+	VFMADD231PS (R9)(DX*1), Z16, Z13
+	VFMADD231PS (R9)(DX*2), Z16, Z14
+	VFMADD231PS (R9)(R11*1), Z16, Z15
+	ADDQ        $64, AX
+	ADDQ        $64, BX
+	ADDQ        $64, CX
+	ADDQ        $64, R9
+	ADDQ        $64, R12
+	CMPQ        R12, DX
+	JB          chunk
+
+	PAIR1(Z0, Z1, Z18)
+	PAIR1(Z2, Z3, Z19)
+	PAIR1(Z4, Z5, Z20)
+	PAIR1(Z6, Z7, Z21)
+	PAIR1(Z8, Z9, Z22)
+	PAIR1(Z10, Z11, Z23)
+	PAIR1(Z12, Z13, Z24)
+	PAIR1(Z14, Z15, Z27)
+	PAIR2(Z18, Z19, Z0)
+	PAIR2(Z20, Z21, Z1)
+	PAIR2(Z22, Z23, Z2)
+	PAIR2(Z24, Z27, Z3)
+	// Quarter l of Z0|Z1: keys l, 4+l; of Z2|Z3: keys 8+l, 12+l.
+	VSHUFPS $0x44, Z1, Z0, Z17
+	VSHUFPS $0xee, Z1, Z0, Z4
+	VADDPS  Z17, Z4, Z4
+	VSHUFPS $0x44, Z3, Z2, Z17
+	VSHUFPS $0xee, Z3, Z2, Z5
+	VADDPS  Z17, Z5, Z5
+	VSHUFPS $0x88, Z5, Z4, Z17
+	VSHUFPS $0xdd, Z5, Z4, Z6
+	VADDPS  Z17, Z6, Z6
+	VPERMPS Z6, Z26, Z6 // lane j = key j
+	VMULPS  Z25, Z6, Z6
+	VMOVUPS Z6, (DI)
+
+	// Running maximum of this query's scores.
+	MOVQ         mx+72(FP), AX
+	VBROADCASTSS (AX)(R8*4), Z7
+	MOVW         $0xffff, BX
+	CMPQ         R15, $1
+	JNE          fullmask
+	MOVWLZX      last+80(FP), BX
+
+fullmask:
+	KMOVW   BX, K1
+	VMAXPS  Z6, Z7, K1, Z7
+	VEXTRACTF64X4 $1, Z7, Y8
+	VMAXPS  Y8, Y7, Y7
+	VEXTRACTF128 $1, Y7, X8
+	VMAXPS  X8, X7, X7
+	VPERMILPS $0x4e, X7, X8
+	VMAXPS  X8, X7, X7
+	VPERMILPS $0xb1, X7, X8
+	VMAXSS  X8, X7, X7
+	VMOVSS  X7, (AX)(R8*4)
+
+	MOVQ qs+16(FP), AX
+	LEAQ (SI)(AX*4), SI
+	MOVQ os+64(FP), AX
+	LEAQ (DI)(AX*4), DI
+	INCQ R8
+	JMP  query
+
+nextblk:
+	LEAQ (R10)(DX*8), R10
+	LEAQ (R10)(DX*8), R10
+	MOVQ out+56(FP), AX
+	ADDQ $64, AX
+	MOVQ AX, out+56(FP)
+	DECQ R15
+	JMP  blk
+
+sdone16:
+	VZEROUPPER
+	RET
+
+// func attnWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool)
+//
+// For each head h < nh (1 to 4): out[h·os : h·os+hd] (= 0, or its current
+// value when acc) += Σ_j p[h·ps + j]·v[j·hd : (j+1)·hd] over j < n, one
+// FMA per key and element in key order: the same arithmetic whatever nh,
+// and a call over keys [0, a) then one with acc over [a, n) gives what one
+// call over [0, n) gives. hd is a multiple of 64.
+TEXT ·attnWsumG(SB), NOSPLIT, $0-65
+	MOVQ    p+0(FP), SI
+	MOVQ    ps+8(FP), R13
+	SHLQ    $2, R13
+	MOVQ    nh+16(FP), R14
+	MOVQ    v+24(FP), DI
+	MOVQ    hd+40(FP), DX
+	SHLQ    $2, DX
+	MOVQ    out+48(FP), R8
+	MOVQ    os+56(FP), R15
+	SHLQ    $2, R15
+	MOVBLZX acc+64(FP), R12
+	XORQ    BX, BX // column offset in bytes
+
+wblock:
+	CMPQ BX, DX
+	JAE  wgdone
+	// Accumulators: head h in Z(8+4h) .. Z(11+4h).
+	LEAQ (R8)(BX*1), AX // out of head 0, this column block
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	TESTQ  R12, R12
+	JZ     wkeys
+	VMOVUPS (AX), Z8
+	VMOVUPS 64(AX), Z9
+	VMOVUPS 128(AX), Z10
+	VMOVUPS 192(AX), Z11
+	CMPQ    R14, $2
+	JB      wkeys
+	ADDQ    R15, AX
+	VMOVUPS (AX), Z12
+	VMOVUPS 64(AX), Z13
+	VMOVUPS 128(AX), Z14
+	VMOVUPS 192(AX), Z15
+	CMPQ    R14, $3
+	JB      wkeys
+	ADDQ    R15, AX
+	VMOVUPS (AX), Z16
+	VMOVUPS 64(AX), Z17
+	VMOVUPS 128(AX), Z18
+	VMOVUPS 192(AX), Z19
+	CMPQ    R14, $4
+	JB      wkeys
+	ADDQ    R15, AX
+	VMOVUPS (AX), Z20
+	VMOVUPS 64(AX), Z21
+	VMOVUPS 128(AX), Z22
+	VMOVUPS 192(AX), Z23
+
+wkeys:
+	LEAQ (DI)(BX*1), R10 // value row j, this column block
+	MOVQ SI, R9          // p of head 0, key j
+	MOVQ n+32(FP), CX
+
+wkey:
+	TESTQ        CX, CX
+	JZ           wstore
+	VMOVUPS      (R10), Z0
+	VMOVUPS      64(R10), Z1
+	VMOVUPS      128(R10), Z2
+	VMOVUPS      192(R10), Z3
+	VBROADCASTSS (R9), Z4
+	VFMADD231PS  Z0, Z4, Z8
+	VFMADD231PS  Z1, Z4, Z9
+	VFMADD231PS  Z2, Z4, Z10
+	VFMADD231PS  Z3, Z4, Z11
+	CMPQ         R14, $2
+	JB           wnext
+	VBROADCASTSS (R9)(R13*1), Z5
+	VFMADD231PS  Z0, Z5, Z12
+	VFMADD231PS  Z1, Z5, Z13
+	VFMADD231PS  Z2, Z5, Z14
+	VFMADD231PS  Z3, Z5, Z15
+	CMPQ         R14, $3
+	JB           wnext
+	VBROADCASTSS (R9)(R13*2), Z6
+	VFMADD231PS  Z0, Z6, Z16
+	VFMADD231PS  Z1, Z6, Z17
+	VFMADD231PS  Z2, Z6, Z18
+	VFMADD231PS  Z3, Z6, Z19
+	CMPQ         R14, $4
+	JB           wnext
+	LEAQ         (R9)(R13*2), AX
+	VBROADCASTSS (AX)(R13*1), Z7
+	VFMADD231PS  Z0, Z7, Z20
+	VFMADD231PS  Z1, Z7, Z21
+	VFMADD231PS  Z2, Z7, Z22
+	VFMADD231PS  Z3, Z7, Z23
+
+wnext:
+	ADDQ $4, R9
+	ADDQ DX, R10
+	DECQ CX
+	JMP  wkey
+
+wstore:
+	LEAQ    (R8)(BX*1), AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VMOVUPS Z10, 128(AX)
+	VMOVUPS Z11, 192(AX)
+	CMPQ    R14, $2
+	JB      wnextblock
+	ADDQ    R15, AX
+	VMOVUPS Z12, (AX)
+	VMOVUPS Z13, 64(AX)
+	VMOVUPS Z14, 128(AX)
+	VMOVUPS Z15, 192(AX)
+	CMPQ    R14, $3
+	JB      wnextblock
+	ADDQ    R15, AX
+	VMOVUPS Z16, (AX)
+	VMOVUPS Z17, 64(AX)
+	VMOVUPS Z18, 128(AX)
+	VMOVUPS Z19, 192(AX)
+	CMPQ    R14, $4
+	JB      wnextblock
+	ADDQ    R15, AX
+	VMOVUPS Z20, (AX)
+	VMOVUPS Z21, 64(AX)
+	VMOVUPS Z22, 128(AX)
+	VMOVUPS Z23, 192(AX)
+
+wnextblock:
+	ADDQ $256, BX
+	JMP  wblock
+
+wgdone:
+	VZEROUPPER
+	RET

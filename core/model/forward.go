@@ -42,7 +42,7 @@ type scratch struct {
 	extra          []int32   // visible scratch entries outside a token's span (see tokInfo)
 	seqs           []seqInfo
 	rows           []int // tokens whose logits are wanted
-	attBufs        chan []float32
+	attBufs        chan *attnBuf
 	attBufsThreads int
 }
 

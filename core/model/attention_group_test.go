@@ -1,0 +1,94 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The grouped attention kernels against plain Go loops, and the properties
+// batch invariance rests on: a head's scores and value sums do not depend
+// on how many heads a call takes, on a key's slot in its block of 16, or on
+// splitting the value sum into two calls.
+func TestGroupedAttentionKernels(t *testing.T) {
+	if !haveAVX512 {
+		t.Skip("no AVX-512 kernels on this machine")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, hd := range []int{64, 128} {
+		for _, nblk := range []int{1, 2, 5} {
+			n := 16 * nblk
+			q := make([]float32, 4*hd)
+			k, v := make([]float32, (n+16)*hd), make([]float32, n*hd)
+			for i := range q {
+				q[i] = float32(r.NormFloat64())
+			}
+			for i := range k {
+				k[i] = float32(r.NormFloat64())
+			}
+			for i := range v {
+				v[i] = float32(r.NormFloat64())
+			}
+			// All heads at once, then one at a time.
+			sst := n + 16
+			all := make([]float32, 4*sst)
+			mxAll := [4]float32{}
+			for h := range mxAll {
+				mxAll[h] = float32(math.Inf(-1))
+			}
+			attnScores16(&q[0], 4, hd, &k[0], nblk, hd, 0.125, &all[0], sst, &mxAll[0], 0x00ff)
+			for h := 0; h < 4; h++ {
+				one := make([]float32, n)
+				mx := float32(math.Inf(-1))
+				attnScores16(&q[h*hd], 1, hd, &k[0], nblk, hd, 0.125, &one[0], n, &mx, 0x00ff)
+				wantMx := float32(math.Inf(-1))
+				for j := 0; j < n; j++ {
+					require.Equal(t, math.Float32bits(all[h*sst+j]), math.Float32bits(one[j]), "hd %d head %d key %d", hd, h, j)
+					w := dot(q[h*hd:(h+1)*hd], k[j*hd:(j+1)*hd]) * 0.125
+					require.InDelta(t, w, one[j], 1e-5)
+					if j < n-8 {
+						wantMx = max(wantMx, one[j])
+					}
+				}
+				require.Equal(t, wantMx, mx)
+				require.Equal(t, mxAll[h], mx)
+				// The same keys one slot later give the same scores.
+				shifted := make([]float32, n+16)
+				mx2 := float32(math.Inf(-1))
+				ks := append(make([]float32, hd), k[:(n+15)*hd]...)
+				attnScores16(&q[h*hd], 1, hd, &ks[0], nblk+1, hd, 0.125, &shifted[0], n+16, &mx2, 0xffff)
+				for j := 0; j < n; j++ {
+					require.Equal(t, math.Float32bits(one[j]), math.Float32bits(shifted[j+1]), "slot shift, key %d", j)
+				}
+			}
+			// Value sums: 1..4 heads, whole or split, against axpy.
+			p := make([]float32, 4*n)
+			for i := range p {
+				p[i] = float32(r.Float64())
+			}
+			ref := make([]float32, 4*hd)
+			attnWsumG(&p[0], n, 4, &v[0], n, hd, &ref[0], hd, false)
+			for nh := 1; nh <= 4; nh++ {
+				got := make([]float32, nh*hd)
+				attnWsumG(&p[0], n, nh, &v[0], n, hd, &got[0], hd, false)
+				split := make([]float32, nh*hd)
+				a := n / 3
+				attnWsumG(&p[0], n, nh, &v[0], a, hd, &split[0], hd, false)
+				attnWsumG(&p[a], n, nh, &v[a*hd], n-a, hd, &split[0], hd, true)
+				for h := 0; h < nh; h++ {
+					want := make([]float32, hd)
+					for j := 0; j < n; j++ {
+						axpy(want, p[h*n+j], v[j*hd:(j+1)*hd])
+					}
+					for d := 0; d < hd; d++ {
+						require.Equal(t, math.Float32bits(ref[h*hd+d]), math.Float32bits(got[h*hd+d]), "nh %d", nh)
+						require.Equal(t, math.Float32bits(ref[h*hd+d]), math.Float32bits(split[h*hd+d]), "split, nh %d", nh)
+						require.InDelta(t, want[d], got[h*hd+d], 1e-4)
+					}
+				}
+			}
+		}
+	}
+}
