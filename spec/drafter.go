@@ -22,6 +22,12 @@ type Seq struct {
 	// NoSpec turns speculation off for this request: it is never drafted
 	// for and its tree is its root alone (plain decoding).
 	NoSpec bool
+	// MaxDepth, when positive, caps the depth of the request's tree, and
+	// MaxNodes, when positive, its node count (root included): the room
+	// left in its KV cache, or the tokens max_tokens still allows. Plan
+	// prunes the candidate tree to them (breadth-first, so what stays is
+	// ancestor-closed) before the selection spends budget on it.
+	MaxDepth, MaxNodes int
 	// DraftState belongs to the Drafter (an n-gram index, a draft model's
 	// cache); the runtime only keeps it alive with the Seq.
 	DraftState any

@@ -22,6 +22,8 @@ type Scheduler struct {
 	Timing  Timing
 
 	sel    Selector
+	prune  []int
+	pruned Tree
 	cands  []Tree
 	out    []Tree
 	outP   []*Tree
@@ -54,6 +56,9 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 			return nil, err
 		}
 	}
+	for i, q := range seqs {
+		s.limit(q, &s.cands[i])
+	}
 	tspec := s.Timing.Estimate()
 	s.reqs = s.reqs[:0]
 	for i, q := range seqs {
@@ -74,4 +79,28 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 		s.outP = append(s.outP, &s.out[i])
 	}
 	return s.outP, nil
+}
+
+// limit prunes a candidate tree to the sequence's MaxDepth and MaxNodes.
+// The breadth-first order lists nodes by depth, so a prefix of it is
+// ancestor-closed.
+func (s *Scheduler) limit(q *Seq, t *Tree) {
+	n := t.Len()
+	if q.MaxNodes > 0 {
+		n = min(n, q.MaxNodes)
+	}
+	if q.MaxDepth > 0 {
+		for n > 1 && int(t.Nodes[n-1].Depth) > q.MaxDepth {
+			n--
+		}
+	}
+	if n == t.Len() {
+		return
+	}
+	s.prune = s.prune[:0]
+	for i := range max(n, 1) {
+		s.prune = append(s.prune, i)
+	}
+	t.Subtree(s.prune, &s.pruned)
+	t.Nodes = append(t.Nodes[:0], s.pruned.Nodes...)
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"time"
 
 	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/gguf"
@@ -30,6 +31,7 @@ import (
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/core/tokenizer"
+	"github.com/lmstream/lmstream/spec"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -37,20 +39,31 @@ func init() { runtime.Register("cpu", New) }
 
 // Backend runs one model for every slot of a runtime.
 type Backend struct {
-	file     *gguf.File
-	model    *model.Model
-	tok      *tokenizer.Tokenizer
-	template chat.Template // nil when the model has none or it is unknown
-	tmplErr  error         // why template is nil, for requests with messages
+	file      *gguf.File
+	draftFile *gguf.File // a separate draft model's file
+	model     *model.Model
+	tok       *tokenizer.Tokenizer
+	template  chat.Template // nil when the model has none or it is unknown
+	tmplErr   error         // why template is nil, for requests with messages
 
 	context      int
 	prefillChunk int
 	caches       []*kv.Cache // free caches, reserved at start
 
+	spec    specConfig
+	sched   spec.Scheduler
+	drafts  drafters
+	seqs    []*spec.Seq // decoding sequences of this iteration
+	trees   []*spec.Tree
+	root    []spec.Tree // root-only trees when nothing speculates
+	rootP   []*spec.Tree
+	dist    spec.Dist // the target distribution handed to verification
+	timings Timings
+
 	// Reused across iterations.
 	batch  model.Batch
 	logits []float32
-	rows   []int // per slot: its logits row in this iteration, or -1
+	rows   []int // per slot: its first logits row in this iteration, or -1
 	ident  []int // 0, 1, 2, ...: commit every scratch entry of a chain, in order
 }
 
@@ -76,6 +89,10 @@ func New(cfg *runtime.Config) (runtime.Backend, error) {
 	case ctx < 0:
 		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" must be positive, got %d`, ctx)
 	}
+	sc, err := takeSpecConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(path); err != nil {
 		return nil, status.Errorf(status.Model, "model %s: %v (run \"make model\" to fetch the default model)", path, errors.Unwrap(err))
 	}
@@ -86,6 +103,10 @@ func New(cfg *runtime.Config) (runtime.Backend, error) {
 	b, err := load(f, ctx, chunk, threads, cfg.MaxSlots)
 	if err != nil {
 		f.Close()
+		return nil, err
+	}
+	if err := b.setupSpec(sc, path, threads); err != nil {
+		b.Close()
 		return nil, err
 	}
 	return b, nil
@@ -124,23 +145,34 @@ func (b *Backend) EndOfGeneration(id int32) bool { return b.tok.EOG(id) }
 
 func (b *Backend) Close() error {
 	b.caches = nil
-	return b.file.Close()
+	err := b.file.Close()
+	if b.draftFile != nil {
+		b.draftFile.Close()
+	}
+	return err
 }
 
 // item is one prepared batch item.
 type item struct {
-	params sample.Params
+	params  sample.Params
+	drafter drafterKind // draftNone: no speculation
+	slo     time.Duration
 }
 
 // sequence is a slot's state.
 type sequence struct {
 	cache    *kv.Cache
 	sampler  *sample.Sampler
+	greedy   bool
+	kind     drafterKind
 	prefill  int   // prompt tokens already in the cache
 	next     int32 // the token to feed next, once the prompt is in
 	decoding bool
-	batched  int      // tokens this sequence has in the current batch
-	out      [1]int32 // this iteration's token, handed to the runtime
+	batched  int        // tokens this sequence has in the current batch
+	tree     *spec.Tree // the tree verified this iteration (decoding)
+	seq      spec.Seq   // prompt and output, for the drafters and the scheduler
+	res      spec.Result
+	out      []int32 // this iteration's tokens, handed to the runtime
 }
 
 // Prepare renders and tokenizes each prompt, and checks it fits.
@@ -163,6 +195,10 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	}
 	if _, err := sample.New(p, b.tok.Size()); err != nil {
 		return nil, status.Errorf(status.InvalidRequest, "request: %v", err)
+	}
+	it, err := b.specItem(req, p)
+	if err != nil {
+		return nil, err
 	}
 	var texts []string
 	if len(req.Messages) > 0 {
@@ -192,7 +228,7 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 		case len(ids) >= b.context:
 			return nil, status.Errorf(status.PromptTooLong, "request: prompt %d has %d tokens; the context holds %d (with room for at least one generated token)", i, len(ids), b.context)
 		}
-		out[i] = runtime.Prepared{Prompt: ids, Data: &item{params: p}}
+		out[i] = runtime.Prepared{Prompt: ids, Data: it}
 	}
 	return out, nil
 }
@@ -210,7 +246,11 @@ func (b *Backend) Open(s *runtime.Slot) error {
 	c := b.caches[len(b.caches)-1]
 	b.caches = b.caches[:len(b.caches)-1]
 	c.Truncate(0)
-	s.State = &sequence{cache: c, sampler: smp}
+	q := &sequence{cache: c, sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter}
+	q.seq = spec.Seq{Tokens: append(make([]int32, 0, len(s.Prompt)+256), s.Prompt...), Prompt: len(s.Prompt),
+		SLO: it.slo, NoSpec: it.drafter == draftNone}
+	b.drafts.kind[&q.seq] = it.drafter
+	s.State = q
 	return nil
 }
 
@@ -218,30 +258,41 @@ func (b *Backend) Release(s *runtime.Slot) {
 	if q, ok := s.State.(*sequence); ok && q.cache != nil {
 		b.caches = append(b.caches, q.cache)
 		q.cache = nil
+		delete(b.drafts.kind, &q.seq)
+		for _, d := range []*modelDrafter{b.drafts.model, b.drafts.early} {
+			if d != nil {
+				d.dm.release(&q.seq)
+			}
+		}
 	}
 	s.State = nil
 }
 
 // Step builds one batch from every slot — the next prompt chunk of those
-// still prefilling, the next token of those decoding — runs one forward
-// pass, and samples a token for each slot whose prompt is complete.
+// still prefilling, the token tree of those decoding (the newest token as
+// its root, and what the drafter proposed and the scheduler selected below
+// it; the root alone without speculation) — runs one forward pass, verifies
+// each tree against the target's logits, commits the accepted path in the
+// KV cache and hands back the accepted burst.
 func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
+	t0 := time.Now()
 	bt := &b.batch
 	bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
 	b.rows = b.rows[:0]
-	nLogits := 0
-	add := func(q *sequence, tok int32, pos int, logits bool) {
-		parent := -1
-		if k := len(bt.Tokens); k > 0 && bt.Cache[k-1] == q.cache {
-			parent = k - 1 // a chain: each prompt token follows the previous one
+
+	// Draft and select for the decoding sequences.
+	b.seqs = b.seqs[:0]
+	for _, s := range slots {
+		q := s.State.(*sequence)
+		if q.decoding {
+			b.limit(s, q)
+			b.seqs = append(b.seqs, &q.seq)
 		}
-		bt.Tokens = append(bt.Tokens, tok)
-		bt.Cache = append(bt.Cache, q.cache)
-		bt.Pos = append(bt.Pos, pos)
-		bt.Parent = append(bt.Parent, parent)
-		bt.Logits = append(bt.Logits, logits)
-		q.batched++
 	}
+	trees := b.plan(t0)
+	t1 := time.Now()
+
+	nLogits, di := 0, 0
 	for _, s := range slots {
 		q := s.State.(*sequence)
 		q.batched = 0
@@ -249,16 +300,35 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		if !q.decoding {
 			end := min(q.prefill+b.prefillChunk, len(s.Prompt))
 			for i := q.prefill; i < end; i++ {
-				add(q, s.Prompt[i], i, i == len(s.Prompt)-1)
+				parent := -1
+				if i > q.prefill {
+					parent = len(bt.Tokens) - 1 // a chain: each prompt token follows the previous one
+				}
+				bt.Tokens = append(bt.Tokens, s.Prompt[i])
+				bt.Cache = append(bt.Cache, q.cache)
+				bt.Pos = append(bt.Pos, i)
+				bt.Parent = append(bt.Parent, parent)
+				bt.Logits = append(bt.Logits, i == len(s.Prompt)-1)
+				q.batched++
 			}
 			if end == len(s.Prompt) {
 				row = nLogits
 				nLogits++
 			}
 		} else {
-			add(q, q.next, q.cache.Len(), true)
+			// Every node of the tree, root included, gets logits: the
+			// root's give the first token, each node's the one after it.
+			q.tree = trees[di]
+			di++
+			off := len(bt.Tokens)
+			bt.Tokens, bt.Parent, bt.Pos = q.tree.AppendBatch(bt.Tokens, bt.Parent, bt.Pos, off, q.cache.Len())
+			for range q.tree.Len() {
+				bt.Cache = append(bt.Cache, q.cache)
+				bt.Logits = append(bt.Logits, true)
+			}
+			q.batched = q.tree.Len()
 			row = nLogits
-			nLogits++
+			nLogits += q.tree.Len()
 		}
 		b.rows = append(b.rows, row)
 	}
@@ -273,32 +343,57 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		}
 		return
 	}
+	t2 := time.Now()
 	// Nothing above changed a sequence: the forward pass wrote only cache
-	// scratch. From here on, state moves (a panic above is retry-safe).
+	// scratch, the drafters only their own state. From here on, state
+	// moves (a panic above is retry-safe).
 	for i, s := range slots {
 		q := s.State.(*sequence)
-		for len(b.ident) < q.batched {
-			b.ident = append(b.ident, len(b.ident))
-		}
-		if err := q.cache.Commit(b.ident[:q.batched]); err != nil {
-			res[i].Err = status.Errorf(status.Internal, "kv cache: %v", err)
-			continue
-		}
 		if !q.decoding {
+			for len(b.ident) < q.batched {
+				b.ident = append(b.ident, len(b.ident))
+			}
+			if err := q.cache.Commit(b.ident[:q.batched]); err != nil {
+				res[i].Err = status.Errorf(status.Internal, "kv cache: %v", err)
+				continue
+			}
 			q.prefill = q.cache.Len()
 			if q.prefill < len(s.Prompt) {
 				continue // more prompt next iteration; no token yet
 			}
 			q.decoding = true
+			row := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
+			tok := q.sampler.Sample(row)
+			q.sampler.Accept(tok)
+			q.next = tok
+			q.seq.Tokens = append(q.seq.Tokens, tok)
+			q.seq.Start = t2
+			q.out = append(q.out[:0], tok)
+			res[i].Tokens = q.out
+			res[i].ContextFull = q.cache.Len()+1 >= q.cache.Cap()
+			continue
 		}
-		row := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
-		tok := q.sampler.Sample(row)
-		q.sampler.Accept(tok)
-		q.next = tok
-		q.out[0] = tok
-		res[i].Tokens = q.out[:]
+		b.verify(q, logits[b.rows[i]*vocab:(b.rows[i]+q.tree.Len())*vocab])
+		if err := q.cache.Commit(q.res.Path); err != nil {
+			res[i].Err = status.Errorf(status.Internal, "kv cache: %v", err)
+			continue
+		}
+		q.out = append(q.out[:0], q.res.Tokens...)
+		q.next = q.out[len(q.out)-1]
+		q.seq.Tokens = append(q.seq.Tokens, q.out...)
+		res[i].Tokens = q.out
+		if !q.seq.NoSpec && b.sched.Drafter != nil && b.spec.sched.Policy != spec.Incremental {
+			res[i].DraftProposed = q.tree.Len() - 1
+			res[i].DraftAccepted = q.res.Accepted()
+			res[i].VerifyPasses = 1
+		}
 		// The sequence (prompt and generated tokens) never outgrows the
-		// context: this token would take the last entry when fed back.
+		// context: the bonus token would take the last entry when fed back.
 		res[i].ContextFull = q.cache.Len()+1 >= q.cache.Cap()
+	}
+	t3 := time.Now()
+	if len(b.seqs) > 0 {
+		b.sched.Timing.Observe(t3.Sub(t0))
+		b.timings.add(t1.Sub(t0), t2.Sub(t1), t3.Sub(t2))
 	}
 }

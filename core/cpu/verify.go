@@ -1,0 +1,218 @@
+package cpu
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/kv"
+	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/sample"
+	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/core/tokenizer"
+	"github.com/lmstream/lmstream/spec"
+)
+
+// Timings splits the time of the iterations that decoded something.
+type Timings struct {
+	Iterations int
+	// Plan is drafting plus selection, Forward the target's pass (prefill
+	// chunks and trees together), Verify the walk over each tree, the KV
+	// commit and the penalty bookkeeping.
+	Plan, Forward, Verify time.Duration
+}
+
+func (t *Timings) add(plan, fwd, ver time.Duration) {
+	t.Iterations++
+	t.Plan += plan
+	t.Forward += fwd
+	t.Verify += ver
+}
+
+// setupSpec builds the scheduler, the drafters and the budget.
+func (b *Backend) setupSpec(sc specConfig, path string, threads int) error {
+	b.spec = sc
+	b.sched.Config = sc.sched
+	b.sched.Drafter = &b.drafts
+	b.drafts.kind = map[*spec.Seq]drafterKind{}
+	cfg := b.model.Config()
+	if sc.draftModelPath != "" {
+		dm, err := b.loadDraftModel(sc.draftModelPath, path, threads)
+		if err != nil {
+			return err
+		}
+		b.drafts.model = &modelDrafter{dm: dm}
+		b.drafts.model.beam.Model = dm
+	}
+	layers := sc.earlyExit
+	if layers == 0 {
+		layers = max(1, cfg.Layers/3)
+	}
+	if layers > cfg.Layers {
+		return status.Errorf(status.InvalidRequest, `config field "early_exit_layers" is %d but the model has %d layers`, layers, cfg.Layers)
+	}
+	ctx := b.context
+	early := &draftNet{m: b.model, layers: layers, owner: map[*spec.Seq]*draftState{},
+		newCache: func() *kv.Cache { return kv.New(layers, cfg.KVHeads, cfg.HeadDim, ctx) }}
+	b.drafts.early = &modelDrafter{dm: early}
+	b.drafts.early.beam.Model = early
+	if !sc.budgetGiven && sc.sched.Policy != spec.Incremental {
+		b.sched.Config.Budget = calibrate(fmt.Sprintf("%s/%d", path, threads), b.model, 48)
+	}
+	return nil
+}
+
+// Budget is the verification budget B in use (configured or calibrated).
+func (b *Backend) Budget() int { return b.sched.Config.Budget }
+
+// loadDraftModel opens the draft model and checks that it shares the
+// target's vocabulary, piece for piece. The target's own file is shared,
+// not loaded twice.
+func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNet, error) {
+	m, tok := b.model, b.tok
+	if path != targetPath {
+		f, err := gguf.Open(path)
+		if err != nil {
+			return nil, status.Errorf(status.Model, "draft model %s: %v", path, err)
+		}
+		if m, err = model.Load(f, threads); err == nil {
+			tok, err = tokenizer.FromGGUF(f)
+		}
+		if err != nil {
+			f.Close()
+			return nil, status.Errorf(status.Model, "draft model %s: %v", path, err)
+		}
+		if err := sameVocabulary(b.tok, tok, m.Config().Vocab); err != nil {
+			f.Close()
+			return nil, status.Errorf(status.Model, "draft model %s cannot draft for %s: %v", path, targetPath, err)
+		}
+		b.draftFile = f
+	}
+	ctx := b.context
+	return &draftNet{m: m, owner: map[*spec.Seq]*draftState{},
+		newCache: func() *kv.Cache { return m.NewCache(ctx) }}, nil
+}
+
+// sameVocabulary checks that a draft model's tokens are the target's.
+func sameVocabulary(target, draft *tokenizer.Tokenizer, draftOutputs int) error {
+	if draft.Size() != target.Size() || draftOutputs != target.Size() {
+		return fmt.Errorf("its vocabulary has %d tokens (%d outputs), the target's %d", draft.Size(), draftOutputs, target.Size())
+	}
+	for id := int32(0); int(id) < target.Size(); id++ {
+		if !bytes.Equal(target.Piece(id), draft.Piece(id)) {
+			return fmt.Errorf("token %d is %q in the draft model but %q in the target", id, draft.Piece(id), target.Piece(id))
+		}
+	}
+	return nil
+}
+
+// specItem reads a request's speculation fields.
+func (b *Backend) specItem(req *runtime.Request, p sample.Params) (*item, error) {
+	it := &item{params: p, drafter: b.spec.drafter, slo: time.Duration(req.TPOTSLOMs * float64(time.Millisecond))}
+	var name string
+	named, err := req.Extra.Take("drafter", &name)
+	if err != nil {
+		return nil, err
+	}
+	if named {
+		if it.drafter, err = parseDrafter("request", name); err != nil {
+			return nil, err
+		}
+	}
+	var on bool
+	given, err := req.Extra.Take("speculate", &on)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case given && !on:
+		it.drafter = draftNone
+	case given && on && it.drafter == draftNone && !named:
+		it.drafter = draftNGram
+	}
+	if it.drafter == draftModel && b.drafts.model == nil {
+		return nil, status.Errorf(status.InvalidRequest, `request field "drafter": "draft_model" needs a draft model: set "draft_model_path" in the runtime config`)
+	}
+	return it, nil
+}
+
+// limit caps a decoding sequence's tree to what its cache and max_tokens
+// leave: d accepted nodes emit d+1 tokens and leave the cache d+1 entries
+// longer, with the bonus token still to feed.
+func (b *Backend) limit(s *runtime.Slot, q *sequence) {
+	room := q.cache.Cap() - q.cache.Len()
+	d := room - 2
+	if mt := s.Request.MaxTokens; mt > 0 {
+		d = min(d, mt-q.seq.Generated()-1)
+	}
+	q.seq.MaxNodes, q.seq.MaxDepth = room, 0
+	if d <= 0 {
+		q.seq.MaxNodes = 1
+	} else {
+		q.seq.MaxDepth = d
+	}
+}
+
+// plan drafts and selects the trees of this iteration's decoding
+// sequences; root-only trees when nothing speculates.
+func (b *Backend) plan(now time.Time) []*spec.Tree {
+	if len(b.seqs) == 0 {
+		return nil
+	}
+	speculating := false
+	for _, s := range b.seqs {
+		speculating = speculating || !s.NoSpec
+	}
+	if speculating && b.spec.sched.Policy != spec.Incremental {
+		if trees, err := b.sched.Plan(b.seqs, now); err == nil {
+			return trees
+		}
+		b.drafts.errs++
+	}
+	for len(b.root) < len(b.seqs) {
+		b.root = append(b.root, spec.Tree{})
+	}
+	b.rootP = b.rootP[:0]
+	for i, s := range b.seqs {
+		b.root[i].Reset(s.Tokens[len(s.Tokens)-1])
+		b.rootP = append(b.rootP, &b.root[i])
+	}
+	return b.rootP
+}
+
+// verify walks a decoding sequence's tree against the target's logits (one
+// row per node) and leaves the accepted path and tokens in q.res. The
+// sampler's penalty window follows the walk: a node's distribution is
+// computed after accepting the tokens of its path, exactly as plain
+// decoding would have, and the bonus token is accepted last.
+func (b *Backend) verify(q *sequence, rows []float32) {
+	vocab := b.model.Config().Vocab
+	if q.tree.Len() == 1 {
+		// Plain decoding: the sampler's own fast path and random stream.
+		tok := q.sampler.Sample(rows[:vocab])
+		q.sampler.Accept(tok)
+		q.res.Path = append(q.res.Path[:0], 0)
+		q.res.Tokens = append(q.res.Tokens[:0], tok)
+		return
+	}
+	target := func(node int) spec.Dist {
+		if node > 0 {
+			q.sampler.Accept(q.tree.Nodes[node].Token)
+		}
+		d := q.sampler.Distribution(rows[node*vocab : (node+1)*vocab])
+		b.dist.IDs = d.IDs
+		b.dist.P = b.dist.P[:0]
+		for _, p := range d.Probs {
+			b.dist.P = append(b.dist.P, float32(p))
+		}
+		return b.dist
+	}
+	if q.greedy {
+		spec.VerifyGreedy(q.tree, target, &q.res)
+	} else {
+		spec.VerifySample(q.tree, target, q.sampler, &q.res)
+	}
+	q.sampler.Accept(q.res.Bonus())
+}
