@@ -7,14 +7,9 @@ import "math"
 // and scores come 16 keys at a time (attnScores16 reduces 16 keys' lane sums
 // in one shuffle tree instead of one horizontal sum per key).
 
-// maxGroupHeads is the most query heads attnScores16/attnWsumG take at once;
-// below attnGroupMinItems (token, KV head) items per thread, attention goes
-// one query head per item, for balance. A head's arithmetic is the same
-// either way.
-const (
-	maxGroupHeads     = 4
-	attnGroupMinItems = 2
-)
+// maxGroupHeads is the most query heads attnScores16/attnWsumG take at once
+// (larger groups are split into near-equal parts).
+const maxGroupHeads = 4
 
 // attnBuf is one pool chunk's attention scratch.
 type attnBuf struct {
@@ -23,32 +18,38 @@ type attnBuf struct {
 }
 
 func (m *Model) groupedAttention() bool {
-	c := &m.cfg
-	return haveAVX512 && c.HeadDim%64 == 0 && c.Heads/c.KVHeads <= maxGroupHeads
+	return haveAVX512 && m.cfg.HeadDim%64 == 0
 }
 
+// attentionGrouped spreads (token, part of a KV head's query group) items
+// over the pool. The parts are fixed by the model's shape, never by the
+// batch; a head's arithmetic does not depend on them anyway. Whole groups
+// are faster than single heads even when they balance worse over the
+// threads (decode: 3 groups on 2 threads): a single head's value sum is
+// bound by its 4 accumulators' FMA latency, a group of 3 by FMA throughput.
 func (m *Model) attentionGrouped(b *Batch, li int) {
 	c, s := &m.cfg, &m.s
 	n := len(b.Tokens)
 	threads := m.pool.Threads()
-	per := c.Heads / c.KVHeads
-	if n*c.KVHeads < attnGroupMinItems*threads {
-		per = 1
-	}
-	units := c.Heads / per
+	group := c.Heads / c.KVHeads
+	parts := (group + maxGroupHeads - 1) / maxGroupHeads
+	units := c.KVHeads * parts
 	items := n * units
 	grain := max(1, items/(4*threads))
 	m.pool.Run(items, grain, func(lo, hi int) {
 		ab := <-s.attBufs
 		for it := lo; it < hi; it++ {
-			m.attendGroup(b, li, it/units, it%units*per, per, ab)
+			u := it % units
+			g, p := u/parts, u%parts
+			h0, h1 := g*group+p*group/parts, g*group+(p+1)*group/parts
+			m.attendGroup(b, li, it/units, h0, h1-h0, ab)
 		}
 		s.attBufs <- ab
 	})
 }
 
-// attendGroup computes query heads [h0, h0+nh) of token i, which share one
-// KV head. Scores come in blocks of 16 keys: the whole blocks of the
+// attendGroup computes query heads [h0, h0+nh) of token i (nh ≤
+// maxGroupHeads), which share one KV head. Scores come in blocks of 16 keys: the whole blocks of the
 // contiguous run straight from the cache, the rest of the run and the extra
 // entries gathered into kg (zero-padded). Every score, the softmax and the
 // value sum of a (token, head) are the same arithmetic whatever nh, the rest

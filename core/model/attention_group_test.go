@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/core/quant"
 )
 
 // The grouped attention kernels against plain Go loops, and the properties
@@ -90,5 +92,52 @@ func TestGroupedAttentionKernels(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// With the grouped kernels every token's logits are bit-identical however
+// it is batched: one token per pass, a chain, or a branch of a tree (whose
+// ancestors are partly "extra" entries). Speculative verification relies on
+// this to reproduce plain greedy decoding exactly.
+func TestGroupedAttentionBatchInvariant(t *testing.T) {
+	if !haveAVX512 {
+		t.Skip("no AVX-512 kernels on this machine")
+	}
+	wide := defaultTiny(quant.Q4_1)
+	wide.embd, wide.heads, wide.kvHeads = 768, 12, 2 // groups of 6: two parts of 3
+	for name, spec := range map[string]tinySpec{"Q4_1": defaultTiny(quant.Q4_1), "Q8_0": defaultTiny(quant.Q8_0), "wide-Q4_1": wide} {
+		t.Run(name, func(t *testing.T) {
+			m, _ := tinyModel(t, spec, 2)
+			require.True(t, m.groupedAttention())
+			r := rand.New(rand.NewPCG(9, 9))
+			v := m.Config().Vocab
+			prefix := randTokens(r, 21, v)
+			nodes := randTokens(r, len(treeParent), v)
+			c := m.NewCache(64)
+			run(t, m, new(Batch).chain(c, prefix, false))
+			commitAll(t, c)
+			tree := run(t, m, treeBatch(c, nodes))
+			for i := range treeParent {
+				var path []int32
+				for _, j := range treePath(i) {
+					path = append(path, nodes[j])
+				}
+				// The path as one chain, and one token at a time.
+				fresh := m.NewCache(64)
+				run(t, m, new(Batch).chain(fresh, prefix, false))
+				commitAll(t, fresh)
+				chain := run(t, m, new(Batch).chain(fresh, path, true))
+				step := m.NewCache(64)
+				run(t, m, new(Batch).chain(step, prefix, false))
+				commitAll(t, step)
+				var last [][]float32
+				for _, tok := range path {
+					last = run(t, m, new(Batch).chain(step, []int32{tok}, true))
+					commitAll(t, step)
+				}
+				require.Equal(t, chain[len(chain)-1], tree[i], "node %d: tree vs chain", i)
+				require.Equal(t, last[0], tree[i], "node %d: tree vs one token per pass", i)
+			}
+		})
 	}
 }

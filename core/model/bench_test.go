@@ -99,3 +99,46 @@ func BenchmarkForwardN(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAttention is one layer's attention for a decode token (N=1) and
+// a 64-token chain, with 256 cached, 1 thread: the per-head kernels
+// (attendOne), the grouped kernels one head per call, and whole groups.
+func BenchmarkAttention(b *testing.B) {
+	for _, n := range []int{1, 64} {
+		m, _ := realModel(b, 1)
+		c := m.NewCache(256 + 64)
+		toks := make([]int32, 256)
+		for i := range toks {
+			toks[i] = int32(100 + i%1000)
+		}
+		run(b, m, new(Batch).chain(c, toks, false))
+		commitAll(b, c)
+		bt := new(Batch).chain(c, toks[:n], false)
+		run(b, m, bt) // leaves q, the plan and the scratch K/V of bt in place
+		cfg := m.Config()
+		ab := new(attnBuf)
+		b.Run(fmt.Sprintf("N=%d/per-head-old", n), func(b *testing.B) {
+			for range b.N {
+				for i := 0; i < n; i++ {
+					for h := 0; h < cfg.Heads; h++ {
+						ab.sc = m.attendOne(bt, 5, i, h, ab.sc)
+					}
+				}
+			}
+		})
+		if !m.groupedAttention() {
+			continue
+		}
+		for _, per := range []int{1, cfg.Heads / cfg.KVHeads} {
+			b.Run(fmt.Sprintf("N=%d/grouped=%d", n, per), func(b *testing.B) {
+				for range b.N {
+					for i := 0; i < n; i++ {
+						for h := 0; h < cfg.Heads; h += per {
+							m.attendGroup(bt, 5, i, h, per, ab)
+						}
+					}
+				}
+			})
+		}
+	}
+}
