@@ -239,7 +239,7 @@ func (b *Backend) Open(s *runtime.Slot) error {
 		return status.Errorf(status.Capacity, "no free KV cache (more slots than caches)")
 	}
 	it := s.Data.(*item)
-	smp, err := sample.New(it.params, b.tok.Size())
+	smp, err := sample.New(it.params, b.model.Config().Vocab)
 	if err != nil {
 		return status.Errorf(status.InvalidRequest, "%v", err)
 	}
