@@ -79,6 +79,12 @@ type Config struct {
 	ExcludeRoot bool
 	// Branch is SpecInfer's tree (default DefaultBranch).
 	Branch []int
+	// MinProb, when positive, stops the throughput phase (and the greedy
+	// baselines) at nodes whose path probability is below it: where a
+	// verified token costs a sizeable share of a forward pass (a CPU is
+	// compute-bound past a few tokens), a node expected to yield less than
+	// that share slows decoding down, budget or not.
+	MinProb float64
 }
 
 func (c *Config) maxDepth() int {
@@ -260,7 +266,7 @@ func (s *Selector) Select(cfg *Config, depth int, reqs []Candidate) [][]int {
 		for i := range reqs {
 			s.h = s.h[:0]
 			s.pushChildren(reqs, i, 0)
-			for q := 0; q < quota && len(s.h) > 0; q++ {
+			for q := 0; q < quota && len(s.h) > 0 && s.h[0].prob >= cfg.MinProb; q++ {
 				s.take(reqs, keep, s.h.pop())
 			}
 		}
@@ -270,7 +276,7 @@ func (s *Selector) Select(cfg *Config, depth int, reqs []Candidate) [][]int {
 		for i := range reqs {
 			s.pushChildren(reqs, i, 0)
 		}
-		s.fill(reqs, keep, budget)
+		s.fill(reqs, keep, budget, cfg.MinProb)
 		return s.sorted(keep)
 	}
 
@@ -329,7 +335,7 @@ func (s *Selector) Select(cfg *Config, depth int, reqs []Candidate) [][]int {
 	for _, it := range s.left {
 		s.h.push(it)
 	}
-	s.fill(reqs, keep, budget)
+	s.fill(reqs, keep, budget, cfg.MinProb)
 	return s.sorted(keep)
 }
 
@@ -359,8 +365,8 @@ func (s *Selector) take(reqs []Candidate, keep [][]int, it item) {
 	s.pushChildren(reqs, int(it.req), int(it.node))
 }
 
-func (s *Selector) fill(reqs []Candidate, keep [][]int, budget int) {
-	for ; budget > 0 && len(s.h) > 0; budget-- {
+func (s *Selector) fill(reqs []Candidate, keep [][]int, budget int, minProb float64) {
+	for ; budget > 0 && len(s.h) > 0 && s.h[0].prob >= minProb; budget-- {
 		s.take(reqs, keep, s.h.pop())
 	}
 }

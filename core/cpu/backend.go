@@ -59,6 +59,7 @@ type Backend struct {
 	rootP   []*spec.Tree
 	dist    spec.Dist // the target distribution handed to verification
 	timings Timings
+	knee    int // the calibrated knee of the forward pass cost (0: budget configured)
 
 	// Reused across iterations.
 	batch  model.Batch

@@ -67,14 +67,15 @@ const DefaultDrafter = "ngram"
 func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	var sc specConfig
 	drafter, policy, order := DefaultDrafter, "adaserve", "descending"
-	budget, depth, width := 0, 6, 2
+	budget, depth, width := 0, 8, 2
+	minProb := 0.25
 	for _, f := range []struct {
 		key string
 		dst any
 	}{
 		{"drafter", &drafter}, {"draft_model_path", &sc.draftModelPath}, {"early_exit_layers", &sc.earlyExit},
 		{"spec_budget", &budget}, {"spec_max_depth", &depth}, {"spec_max_width", &width},
-		{"spec_policy", &policy}, {"spec_order", &order},
+		{"spec_policy", &policy}, {"spec_order", &order}, {"spec_min_prob", &minProb},
 	} {
 		if _, err := cfg.Extra.Take(f.key, f.dst); err != nil {
 			return sc, err
@@ -107,6 +108,10 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	case sc.earlyExit < 0:
 		return sc, status.Errorf(status.InvalidRequest, `config field "early_exit_layers" must be positive, got %d`, sc.earlyExit)
 	}
+	if minProb < 0 || minProb > 1 {
+		return sc, status.Errorf(status.InvalidRequest, `config field "spec_min_prob" must be in [0, 1], got %g`, minProb)
+	}
+	sc.sched.MinProb = minProb
 	sc.sched.Budget, sc.budgetGiven = budget, budget > 0
 	sc.sched.MaxDepth, sc.sched.MaxWidth = depth, width
 	return sc, nil

@@ -59,10 +59,20 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int) error {
 	b.drafts.early = &modelDrafter{dm: early}
 	b.drafts.early.beam.Model = early
 	if !sc.budgetGiven && sc.sched.Policy != spec.Incremental {
-		b.sched.Config.Budget = calibrate(fmt.Sprintf("%s/%d", path, threads), b.model, 48)
+		// The knee of the forward pass's cost. On a CPU it comes early
+		// (two cores: compute-bound from about 3 tokens, so the knee is 2),
+		// which would leave one draft node per pass; the MinProb cut, not
+		// the budget, is what keeps unprofitable nodes out there, so the
+		// budget is at least DefaultMinBudget.
+		b.knee = calibrate(fmt.Sprintf("%s/%d", path, threads), b.model, 48)
+		b.sched.Config.Budget = max(DefaultMinBudget, b.knee)
 	}
 	return nil
 }
+
+// DefaultMinBudget is the least verification budget B when it is
+// calibrated rather than configured (see BenchmarkSpeculation).
+const DefaultMinBudget = 12
 
 // Budget is the verification budget B in use (configured or calibrated).
 func (b *Backend) Budget() int { return b.sched.Config.Budget }
@@ -131,6 +141,10 @@ func (b *Backend) specItem(req *runtime.Request, p sample.Params) (*item, error)
 		it.drafter = draftNone
 	case given && on && it.drafter == draftNone && !named:
 		it.drafter = draftNGram
+	case !given && !named && p.Temperature > 0:
+		// The default drafter is measured to pay for greedy requests;
+		// sampling ones speculate when they ask to.
+		it.drafter = draftNone
 	}
 	if it.drafter == draftModel && b.drafts.model == nil {
 		return nil, status.Errorf(status.InvalidRequest, `request field "drafter": "draft_model" needs a draft model: set "draft_model_path" in the runtime config`)
@@ -166,6 +180,21 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		speculating = speculating || !s.NoSpec
 	}
 	if speculating && b.spec.sched.Policy != spec.Incremental {
+		// A verified token costs about the same compute whoever it serves,
+		// while the time per emitted token shrinks as more sequences share
+		// the pass: with n decoding sequences a node must be n times as
+		// likely to pay off, roughly. Scale the cut so its complement
+		// shrinks as 1/n.
+		if !b.spec.budgetGiven && b.knee > 0 {
+			// Past the knee every token costs its full compute, so extra
+			// budget only pays while few sequences share the pass:
+			// DefaultMinBudget for one, shrinking as 1/n to the knee (at
+			// which n >= B leaves no draft node at all).
+			b.sched.Config.Budget = max(b.knee, DefaultMinBudget/len(b.seqs))
+		}
+		if m := b.spec.sched.MinProb; m > 0 {
+			b.sched.Config.MinProb = 1 - (1-m)/float64(len(b.seqs))
+		}
 		if trees, err := b.sched.Plan(b.seqs, now); err == nil {
 			return trees
 		}

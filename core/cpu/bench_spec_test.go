@@ -1,0 +1,284 @@
+package cpu
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/streaming"
+)
+
+const benchModel = "../../models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+func loadPrompts(tb testing.TB, name string) []string {
+	f, err := os.Open(filepath.Join("testdata", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l struct{ Content string }
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, l.Content)
+	}
+	return out
+}
+
+// specRun is what one configuration did over a prompt set.
+type specRun struct {
+	wall                                      time.Duration // sum over requests of first to last token
+	tokens, proposed, accepted, passes        int
+	timings                                   Timings
+	sloMet, sloReqs, sloMetTight, sloMetLoose int
+	tpot                                      []float64
+}
+
+func (r specRun) msPerToken() float64 {
+	return float64(r.wall.Microseconds()) / 1000 / float64(r.tokens)
+}
+
+// runSet runs every prompt of a set through a fresh runtime built from
+// config, `streams` at a time, and sums what happened. extra adds request
+// fields; slo, when given, sets tpot_slo_ms per request index.
+func runSet(tb testing.TB, config string, set []string, maxTokens, streams int, extra map[string]any, slo func(i int) float64) specRun {
+	cfg, err := runtime.ParseConfig([]byte(config))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	be, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b := be.(*Backend)
+	rt := runtime.Start(b, cfg.MaxSlots, cfg.MaxQueue)
+	defer rt.Close()
+	// Warm up (scratch buffers, page cache).
+	rt.Complete([]byte(`{"prompt":"Hello","max_tokens":4}`))
+	b.timings = Timings{}
+	var run specRun
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, streams)
+	start := time.Now()
+	for i, p := range set {
+		r := map[string]any{"messages": []map[string]string{{"role": "user", "content": p}}, "max_tokens": maxTokens}
+		for k, v := range extra {
+			r[k] = v
+		}
+		if slo != nil {
+			r["tpot_slo_ms"] = slo(i)
+		}
+		req, _ := json.Marshal(r)
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res, err := rt.Complete(req)
+			if err != nil || res[0].Reason == streaming.Error {
+				tb.Errorf("request %d: %v %s", i, err, res[0].ErrMessage)
+				return
+			}
+			u := res[0].Usage
+			mu.Lock()
+			defer mu.Unlock()
+			run.tokens += u.GeneratedTokens
+			run.proposed += u.DraftProposed
+			run.accepted += u.DraftAccepted
+			run.passes += u.VerifyPasses
+			run.wall += time.Duration(u.TPOTMs * float64(u.GeneratedTokens-1) * float64(time.Millisecond))
+			run.tpot = append(run.tpot, u.TPOTMs)
+			if slo != nil {
+				run.sloReqs++
+				if u.TPOTMs <= slo(i) {
+					run.sloMet++
+					if i%2 == 0 {
+						run.sloMetTight++
+					} else {
+						run.sloMetLoose++
+					}
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	if streams > 1 {
+		run.wall = time.Since(start)
+	}
+	run.timings = b.timings
+	return run
+}
+
+func benchConfig(extra string) string {
+	return `{"model_path":"` + benchModel + `","max_slots":8,"context_length":1024,"threads":2` + extra + `}`
+}
+
+func skipWithoutModel(tb testing.TB) {
+	if _, err := os.Stat(benchModel); err != nil {
+		tb.Skipf("default model absent: %v", err)
+	}
+}
+
+// compareSet runs every prompt of a set alone (one stream) under each
+// drafter ("none" is plain decoding) in one runtime, interleaving the
+// drafters prompt by prompt and keeping each prompt's fastest of reps runs,
+// so that load from other processes hits every drafter alike.
+func compareSet(tb testing.TB, config string, set []string, drafters []string, maxTokens, reps int) map[string]*specRun {
+	cfg, err := runtime.ParseConfig([]byte(config))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	be, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b := be.(*Backend)
+	rt := runtime.Start(b, cfg.MaxSlots, cfg.MaxQueue)
+	defer rt.Close()
+	rt.Complete([]byte(`{"prompt":"Hello","max_tokens":4}`))
+	out := map[string]*specRun{}
+	for _, d := range drafters {
+		out[d] = &specRun{}
+	}
+	for _, p := range set {
+		for _, d := range drafters {
+			best := time.Duration(1 << 62)
+			var bestRun specRun
+			for range reps {
+				r := map[string]any{"messages": []map[string]string{{"role": "user", "content": p}}, "max_tokens": maxTokens, "drafter": d}
+				req, _ := json.Marshal(r)
+				b.timings = Timings{}
+				res, err := rt.Complete(req)
+				if err != nil || res[0].Reason == streaming.Error {
+					tb.Fatalf("%v %s", err, res[0].ErrMessage)
+				}
+				u := res[0].Usage
+				wall := time.Duration(u.TPOTMs * float64(u.GeneratedTokens-1) * float64(time.Millisecond))
+				if wall < best {
+					best = wall
+					bestRun = specRun{wall: wall, tokens: u.GeneratedTokens - 1, proposed: u.DraftProposed,
+						accepted: u.DraftAccepted, passes: u.VerifyPasses, timings: b.timings}
+				}
+			}
+			o := out[d]
+			o.wall += bestRun.wall
+			o.tokens += bestRun.tokens
+			o.proposed += bestRun.proposed
+			o.accepted += bestRun.accepted
+			o.passes += bestRun.passes
+			o.timings.Plan += bestRun.timings.Plan
+			o.timings.Forward += bestRun.timings.Forward
+			o.timings.Verify += bestRun.timings.Verify
+		}
+	}
+	return out
+}
+
+// BenchmarkSpeculation prints, per prompt set and drafter, the decoding
+// speed of one stream (time per output token after the first) against plain
+// greedy decoding, the mean tokens per verify pass (accepted drafts plus the
+// bonus token), the share of drafts accepted and where the iteration time
+// goes (drafting and selection, the forward pass, verification).
+//
+//	go test -run '^$' -bench Speculation -benchtime 1x ./core/cpu
+//
+// LMSTREAM_SPEC_CONFIG adds runtime config fields (e.g. `,"spec_budget":12`),
+// LMSTREAM_SPEC_DRAFTERS picks the drafters (default ngram,early_exit,draft_model).
+func BenchmarkSpeculation(b *testing.B) {
+	skipWithoutModel(b)
+	extra := os.Getenv("LMSTREAM_SPEC_CONFIG") + `,"draft_model_path":"` + benchModel + `"`
+	drafters := append([]string{"none"}, strings.Split(envOr("LMSTREAM_SPEC_DRAFTERS", "ngram,early_exit,draft_model"), ",")...)
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n%-9s %-12s %9s %8s %12s %7s %7s %7s %7s\n", "set", "drafter", "ms/token", "speedup", "tokens/pass", "accept", "plan%", "fwd%", "verify%")
+	for b.Loop() {
+		for _, set := range []string{"grounded", "chat"} {
+			prompts := loadPrompts(b, set+".jsonl")
+			runs := compareSet(b, benchConfig(extra), prompts, drafters, 128, 2)
+			plain := runs["none"]
+			for _, d := range drafters {
+				r := runs[d]
+				tm := r.timings
+				tot := float64(tm.Plan + tm.Forward + tm.Verify)
+				tpp := float64(r.tokens) / float64(max(1, r.passes))
+				if d == "none" {
+					tpp = 1
+				}
+				fmt.Fprintf(&out, "%-9s %-12s %9.2f %7.2fx %12.2f %6.0f%% %6.1f%% %6.1f%% %6.1f%%\n", set, d, r.msPerToken(),
+					plain.msPerToken()/r.msPerToken(), tpp,
+					100*float64(r.accepted)/float64(max(1, r.proposed)),
+					100*float64(tm.Plan)/tot, 100*float64(tm.Forward)/tot, 100*float64(tm.Verify)/tot)
+			}
+		}
+	}
+	b.Log(out.String())
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// BenchmarkAdaServeOrder compares the two orders of AdaServe's SLO phase
+// with mixed SLOs: 8 concurrent greedy requests with the n-gram drafter,
+// half with a tight TPOT SLO and half with a loose one. It prints the share
+// of requests within their SLO and the throughput.
+//
+//	go test -run '^$' -bench AdaServeOrder -benchtime 1x ./core/cpu
+//
+// LMSTREAM_SLO_MS sets the two SLOs (default "20,100").
+func BenchmarkAdaServeOrder(b *testing.B) {
+	skipWithoutModel(b)
+	var tight, loose float64 = 20, 100
+	fmt.Sscanf(envOr("LMSTREAM_SLO_MS", "20,100"), "%g,%g", &tight, &loose)
+	prompts := append(loadPrompts(b, "grounded.jsonl")[:4], loadPrompts(b, "chat.jsonl")[:4]...)
+	slo := func(i int) float64 {
+		if i%2 == 0 {
+			return tight
+		}
+		return loose
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n%-11s %12s %12s %12s %10s\n", "order", "tight met", "loose met", "tokens/s", "mean TPOT")
+	for b.Loop() {
+		for _, order := range []string{"descending", "ascending", "none"} {
+			cfg := os.Getenv("LMSTREAM_SPEC_CONFIG") + `,"spec_order":"` + order + `"`
+			extra := map[string]any{"drafter": "ngram"}
+			if order == "none" {
+				cfg = ""
+				extra = map[string]any{"speculate": false}
+			}
+			var met [2]int
+			var tokens int
+			var wall time.Duration
+			var tpot float64
+			for rep := range 2 {
+				_ = rep
+				r := runSet(b, benchConfig(cfg), prompts, 96, 8, extra, slo)
+				tokens += r.tokens
+				wall += r.wall
+				for i, t := range r.tpot {
+					tpot += t / float64(len(r.tpot)) / 2
+					_ = i
+				}
+				met[0] += r.sloMetTight
+				met[1] += r.sloMetLoose
+			}
+			fmt.Fprintf(&out, "%-11s %11d/8 %11d/8 %12.1f %9.1fms\n", order, met[0], met[1], float64(tokens)/wall.Seconds(), tpot)
+		}
+	}
+	b.Log(out.String())
+}
