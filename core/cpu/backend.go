@@ -11,9 +11,22 @@
 //	"context_length": tokens per sequence (default: the model's, at most 2048)
 //	"prefill_chunk":  prompt tokens a sequence may prefill per iteration (128)
 //	"threads":        engine threads (default: GOMAXPROCS)
+//	"drafter":        default drafter: "ngram" (default), "draft_model", "early_exit", "none"
+//	"draft_model_path": a GGUF sharing the target's vocabulary (checked at load)
+//	"early_exit_layers": layers of the early-exit self-draft (a third of the model's)
+//	"spec_budget":    tokens per verify pass, roots included (default: max(knee, 12/n)
+//	                  for n decoding streams, the knee calibrated at start-up)
+//	"spec_max_depth", "spec_max_width": candidate tree shape limits (8, 2)
+//	"spec_min_prob":  least path probability worth verifying for one stream (0.25)
+//	"spec_policy":    "adaserve", "incremental", "specinfer", "equal_greedy", "global_greedy"
+//	"spec_order":     AdaServe SLO-phase order, "descending" (default) or "ascending"
 //
 // Request fields it adds: "repetition_penalty", "presence_penalty",
-// "frequency_penalty", "repeat_last_n".
+// "frequency_penalty", "repeat_last_n"; "drafter" and "speculate" (greedy
+// requests speculate with the default drafter unless they say
+// "speculate": false; sampling requests only when they ask). Speculation is
+// exact: greedy output is token-identical to plain decoding and sampling
+// keeps the target distribution (spec.VerifySample).
 package cpu
 
 import (
