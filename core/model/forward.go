@@ -104,7 +104,7 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 	for li := range m.layers {
 		l := &m.layers[li]
 		// Attention block: x += Wo · attention(rope(Wq·xn), rope(Wk·xn), Wv·xn)
-		rmsNormRows(s.xn, s.x, l.attnNorm, n, c.Embd, c.RMSEps)
+		m.rmsNorm(s.xn, s.x, l.attnNorm, n)
 		m.acts().set(s.xn, n, c.Embd)
 		m.matmul(&l.wq, s.q, n)
 		m.matmul(&l.wk, s.k, n)
@@ -128,7 +128,7 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		addRows(s.x, s.proj, n*c.Embd)
 
 		// FFN block: x += Wdown · (silu(Wgate·xn) ⊙ Wup·xn)
-		rmsNormRows(s.xn, s.x, l.ffnNorm, n, c.Embd, c.RMSEps)
+		m.rmsNorm(s.xn, s.x, l.ffnNorm, n)
 		m.acts().set(s.xn, n, c.Embd)
 		m.matmul(&l.wGate, s.gate, n)
 		m.matmul(&l.wUp, s.up, n)
@@ -147,10 +147,23 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 	for j, i := range s.rows {
 		copy(s.proj[j*c.Embd:(j+1)*c.Embd], s.x[i*c.Embd:(i+1)*c.Embd])
 	}
-	rmsNormRows(s.xn, s.proj, m.outNorm, nl, c.Embd, c.RMSEps)
+	m.rmsNorm(s.xn, s.proj, m.outNorm, nl)
 	m.acts().set(s.xn, nl, c.Embd)
 	m.matmul(&m.output, logits[:nl*c.Vocab], nl)
 	return nil
+}
+
+// rmsNorm is rmsNormRows over n rows of Embd, spread over the pool for
+// larger batches (rows are independent; each row's arithmetic is the same).
+func (m *Model) rmsNorm(dst, src, w []float32, n int) {
+	d, eps := m.cfg.Embd, m.cfg.RMSEps
+	if n < 8 {
+		rmsNormRows(dst, src, w, n, d, eps)
+		return
+	}
+	m.pool.Run(n, 4, func(lo, hi int) {
+		rmsNormRows(dst[lo*d:hi*d], src[lo*d:hi*d], w, hi-lo, d, eps)
+	})
 }
 
 // plan checks the batch and works out each token's sequence, scratch index

@@ -3,14 +3,30 @@ package model
 import "math"
 
 // rmsNormRows writes dst[i] = src[i] / rms(src[i]) ⊙ w for n rows of d.
+// The sum of squares runs in 8 interleaved partial sums (lanes j mod 8,
+// combined pairwise), so it is not one long dependency chain; each row's
+// arithmetic is fixed by d alone.
 func rmsNormRows(dst, src, w []float32, n, d int, eps float32) {
 	for i := 0; i < n; i++ {
 		x, y := src[i*d:(i+1)*d], dst[i*d:(i+1)*d]
 		y = y[:len(x)]
-		var ss float32
-		for _, v := range x {
-			ss += v * v
+		var s [8]float32
+		j := 0
+		for ; j+8 <= len(x); j += 8 {
+			v := x[j : j+8 : j+8]
+			s[0] += v[0] * v[0]
+			s[1] += v[1] * v[1]
+			s[2] += v[2] * v[2]
+			s[3] += v[3] * v[3]
+			s[4] += v[4] * v[4]
+			s[5] += v[5] * v[5]
+			s[6] += v[6] * v[6]
+			s[7] += v[7] * v[7]
 		}
+		for ; j < len(x); j++ {
+			s[j&7] += x[j] * x[j]
+		}
+		ss := ((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))
 		r := float32(1 / math.Sqrt(float64(ss/float32(d)+eps)))
 		w := w[:len(x)]
 		for j, v := range x {
