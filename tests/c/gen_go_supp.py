@@ -42,6 +42,10 @@ GO_FRAMES = [
     # the Go runtime and cgo glue
     "runtime.*", "runtime/*", "internal/*", "type:*", "go:*", "gogo", "gosave*",
     "x_cgo_*", "_cgo_*", "_cgoexp_*", "crosscall*",
+    # the runtime's file-local assembly helpers (TEXT name<>), which carry no
+    # package prefix: map hashing, memory compare, byte search, setg
+    "aeshashbody", "memeqbody", "cmpbody", "indexbytebody", "countbody",
+    "setg_gcc",
     # the standard library packages the library uses
     "sync.*", "sync/*", "time.*", "reflect.*", "encoding/*", "strconv.*",
     "unicode/*", "unicode.*", "errors.*", "fmt.*", "sort.*", "strings.*",
