@@ -53,9 +53,6 @@ func NewStream(sink *Sink, vocab Vocabulary, stops []string, includeStop bool) *
 	return s
 }
 
-// SetSkipSpecial overrides the skip-special setting of a collecting stream.
-func (s *Stream) SetSkipSpecial(skip bool) { s.skipSpecial = skip }
-
 // Generated is the number of tokens accepted so far.
 func (s *Stream) Generated() int { return s.generated }
 

@@ -89,9 +89,3 @@ func (s *Slot) Generated() int { return s.stream.Generated() }
 // goroutine's attention. A backend that waits inside Step (the replay
 // backend's pacing, a long prefill) selects on it and returns early.
 func (s *Slot) Interrupt() <-chan struct{} { return s.rt.wake }
-
-// CancelRequested reports whether the consumer has asked to stop; backends
-// may use it to cut a long prefill short.
-func (s *Slot) CancelRequested() bool {
-	return s.cancelled || s.stream.Cancelled() || s.rt.closing.Load()
-}
