@@ -100,6 +100,7 @@ func Load(f *gguf.File, threads int) (*Model, error) {
 	if ld.err != nil {
 		return nil, ld.err
 	}
+	m.pack()
 	m.ropeFreq = ropeFrequencies(cfg.RopeTheta, cfg.HeadDim)
 	m.pool = quant.NewPool(threads)
 	return m, nil
@@ -226,8 +227,31 @@ func (ld *loader) matrix(name string, cols, rows int) matrix {
 		ld.err = fmt.Errorf("model: tensor %s has type %s, which has no matmul kernel", name, t.Type)
 		return matrix{}
 	}
-	return matrix{typ: t.Type, data: t.Data, rows: rows, cols: cols,
-		packed: quant.Prepack(t.Type, t.Data, rows, cols)}
+	return matrix{typ: t.Type, data: t.Data, rows: rows, cols: cols}
+}
+
+// pack prepares every matmul weight for quant.MatMulPacked, in one arena
+// laid out in the order a forward pass reads them (layer by layer, then the
+// head), so that the ~90 MB streamed per pass sit on huge pages and run
+// sequentially through memory.
+func (m *Model) pack() {
+	var all []*matrix
+	for i := range m.layers {
+		l := &m.layers[i]
+		all = append(all, &l.wq, &l.wk, &l.wv, &l.wo, &l.wGate, &l.wUp, &l.wDown)
+	}
+	all = append(all, &m.output)
+	size := 0
+	for _, w := range all {
+		size += quant.PackedSize(w.typ, w.rows, w.cols)
+	}
+	arena := quant.NewArena(size)
+	for _, w := range all {
+		w.packed = quant.PrepackIn(arena, w.typ, w.data, w.rows, w.cols)
+	}
+	if m.cfg.TiedOutput {
+		m.tokEmbd.packed = m.output.packed
+	}
 }
 
 func (ld *loader) vector(name string, n int) []float32 {

@@ -328,8 +328,13 @@ func BenchmarkForwardMatMuls(b *testing.B) {
 		_, xq80, _ := benchMatrix(rng, Q8_0, 1, c, 64)
 		xs[c], xs[-c] = xq81, xq80
 	}
+	size := 0
+	for _, m := range mms {
+		size += PackedSize(m.s.wt, m.s.rows, m.s.cols)
+	}
+	arena := NewArena(size) // as core/model packs a model: one region on huge pages
 	for i := range mms {
-		mms[i].pk = Prepack(mms[i].s.wt, mms[i].w, mms[i].s.rows, mms[i].s.cols)
+		mms[i].pk = PrepackIn(arena, mms[i].s.wt, mms[i].w, mms[i].s.rows, mms[i].s.cols)
 		if mms[i].s.wt == Q8_0 {
 			mms[i].xq = xs[-mms[i].s.cols]
 		} else {

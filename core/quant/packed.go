@@ -40,7 +40,8 @@ import (
 // records: 8 × 64 B of qs (part k, lane r = bytes qs[4k:4k+4] of row r, each
 // stored +128 so VPDPBUSD can take them as its unsigned operand), then the 16
 // d values (f16). The +128 is taken back exactly in the integer domain: the
-// activation side carries 128·Σq_x per block (see q80ScalesGeneric).
+// activation side carries -128·Σq_x per block, the kernel's starting value
+// of each block's integer sum (see q80ScalesGeneric).
 const (
 	packGroup      = 16
 	q41PackedBlock = 256 + 32 + 32
@@ -84,6 +85,12 @@ type Packed struct {
 // ~0.1 s (1 thread) and 91 MB (PackedBytes: the Q4_1 layers and the Q8_0
 // head, exactly the size of the originals, which then are no longer read).
 func Prepack(wt Type, w []byte, rows, cols int) *Packed {
+	return PrepackIn(nil, wt, w, rows, cols)
+}
+
+// PrepackIn is Prepack with the packed copy placed in a (a nil or full
+// arena: a fresh allocation of its own).
+func PrepackIn(a *Arena, wt Type, w []byte, rows, cols int) *Packed {
 	ActType(wt) // panics for non-weight types
 	wrb, err := wt.RowBytes(cols)
 	if err != nil {
@@ -97,7 +104,9 @@ func Prepack(wt Type, w []byte, rows, cols int) *Packed {
 		nb := cols / 32
 		groups := (rows + packGroup - 1) / packGroup
 		gb := nb * rec
-		p.data = make([]byte, groups*gb)
+		if p.data = a.alloc(groups * gb); p.data == nil {
+			p.data = make([]byte, groups*gb)
+		}
 		for g := 0; g < groups; g++ {
 			packGroupOf(&simdKernels, wt, w, wrb, rows, cols, g, p.data[g*gb:(g+1)*gb])
 		}
@@ -212,7 +221,7 @@ func matmulPacked(k *kernelSet, wt Type, wp []byte, w []byte, wrb, rows, cols in
 	}
 
 	// Activation scales per row and block: float32 pairs (d_x, s_x) for
-	// Q8_1, (d_x, int32 128·Σq_x) for Q8_0.
+	// Q8_1, (d_x, int32 -128·Σq_x) for Q8_0.
 	scp := packBufPool.Get().(*[]byte)
 	need := n * nb * 8
 	if cap(*scp) < need+64 {
@@ -283,8 +292,8 @@ func q81ScalesGeneric(x []byte, nb int, dst []float32) {
 }
 
 // q80ScalesGeneric: for nb Q8_0 blocks, the float32 d and, in the bits of
-// the second float32, the int32 128·Σq (the correction for weights stored
-// +128).
+// the second float32, the int32 -128·Σq (the correction for weights stored
+// +128, which the kernels add by starting each block's sum from it).
 func q80ScalesGeneric(x []byte, nb int, dst []float32) {
 	for b := 0; b < nb; b++ {
 		blk := x[34*b : 34*b+34]
@@ -293,6 +302,6 @@ func q80ScalesGeneric(x []byte, nb int, dst []float32) {
 			s += int32(int8(q))
 		}
 		dst[2*b] = f16at(blk)
-		dst[2*b+1] = math.Float32frombits(uint32(128 * s))
+		dst[2*b+1] = math.Float32frombits(uint32(-128 * s))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -157,4 +158,54 @@ func TestPrepackOtherTypes(t *testing.T) {
 	require.Panics(t, func() { Prepack(Q8_1, nil, 1, 32) })
 	require.Panics(t, func() { Prepack(Q4_1, make([]byte, 19), 1, 32) })
 	require.NotPanics(t, func() { MatMulPacked(Prepack(Q4_1, nil, 0, 32), make([]byte, 3*36), 3, nil, nil) })
+}
+
+// TestPrepackInArena: matrices packed into one arena (sized by PackedSize)
+// give bit-identical results to matrices packed on their own, sit inside
+// the arena without overlapping, and an arena too small for the next one
+// falls back to a fresh allocation instead of failing.
+func TestPrepackInArena(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	type shape struct {
+		wt         Type
+		rows, cols int
+	}
+	shapes := []shape{{Q4_1, 48, 576}, {Q8_0, 40, 64}, {Q4_1, 7, 32}, {Q4_0, 16, 64}}
+	// Room for the first two: the third (320 B packed) must fall back.
+	arena := NewArena(PackedSize(shapes[0].wt, shapes[0].rows, shapes[0].cols) +
+		PackedSize(shapes[1].wt, shapes[1].rows, shapes[1].cols))
+	pool := NewPool(2)
+	defer pool.Close()
+	var inArena int
+	for i, s := range shapes {
+		w := randBlocks(rng, s.wt, s.rows*s.cols/32)
+		at := ActType(s.wt)
+		xrb, _ := at.RowBytes(s.cols)
+		const n = 5
+		xq := make([]byte, n*xrb)
+		x := make([]float32, n*s.cols)
+		for j := range x {
+			x[j] = float32(rng.NormFloat64())
+		}
+		QuantizeActs(at, x, n, s.cols, xq)
+		alone, packedIn := Prepack(s.wt, w, s.rows, s.cols), PrepackIn(arena, s.wt, w, s.rows, s.cols)
+		want, got := make([]float32, n*s.rows), make([]float32, n*s.rows)
+		MatMulPacked(alone, xq, n, want, pool)
+		MatMulPacked(packedIn, xq, n, got, pool)
+		require.Equal(t, want, got, "shape %d", i)
+		if packedIn.PackedBytes() == 0 {
+			require.Zero(t, PackedSize(s.wt, s.rows, s.cols), "shape %d has a packed layout but was not packed", i)
+			continue
+		}
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(arena.buf)))
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(packedIn.data)))
+		inside := p >= lo && p+uintptr(len(packedIn.data)) <= lo+uintptr(len(arena.buf))
+		if inside {
+			inArena++
+			require.LessOrEqual(t, cap(packedIn.data), len(arena.buf))
+		}
+	}
+	if simdKernels.q41p != nil {
+		require.Equal(t, 2, inArena, "the first two packed matrices fit; the third does not")
+	}
 }

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package quant
+
+func adviseHugePages(b []byte) {}
