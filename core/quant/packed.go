@@ -239,7 +239,7 @@ func matmulPacked(k *kernelSet, wt Type, wp []byte, w []byte, wrb, rows, cols in
 	// Split the activation rows into near-equal calls of at most packActs.
 	calls := (n + packActs - 1) / packActs
 	threads := pool.Threads()
-	chunk := max(1, (groups+4*threads-1)/(4*threads))
+	chunk := max(1, (groups+16*threads-1)/(16*threads))
 	pool.Run(groups, chunk, func(lo, hi int) {
 		var buf []byte
 		var bufp *[]byte
