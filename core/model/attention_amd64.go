@@ -24,3 +24,12 @@ func attnScores16(q *float32, nq, qs int, k *float32, nblk, hd int, scale float3
 
 //go:noescape
 func attnWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool)
+
+//go:noescape
+func attnMax(x *float32, n int) float32
+
+//go:noescape
+func rmsNormAVX512(dst, src, w *float32, d int, eps float32)
+
+//go:noescape
+func addAVX512(x, y *float32, n int)

@@ -580,3 +580,130 @@ wnextblock:
 wgdone:
 	VZEROUPPER
 	RET
+
+// func attnMax(x *float32, n int) float32
+// The largest of x[0:n] (-Inf for n = 0); the tail is a masked load, so
+// nothing past x[n-1] is read.
+TEXT ·attnMax(SB), NOSPLIT, $0-20
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	MOVL         $0xff800000, AX
+	VPBROADCASTD AX, Z0
+
+maxloop:
+	CMPQ    CX, $16
+	JB      maxtail
+	VMAXPS  (SI), Z0, Z0
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JMP     maxloop
+
+maxtail:
+	TESTQ  CX, CX
+	JZ     maxreduce
+	MOVL   $1, AX
+	SHLL   CX, AX
+	DECL   AX
+	KMOVW  AX, K1
+	VMAXPS (SI), Z0, K1, Z0
+
+maxreduce:
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VMAXPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VMAXSS        X1, X0, X0
+	VMOVSS        X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func rmsNormAVX512(dst, src, w *float32, d int, eps float32)
+// dst = src·r ⊙ w, r = 1/√(Σsrc²/d + eps), for one row of d (a multiple of
+// 16). The sum of squares runs in two interleaved accumulators (16-element
+// chunks alternate), so each row's arithmetic is fixed by d alone.
+TEXT ·rmsNormAVX512(SB), NOSPLIT, $0-36
+	MOVQ   dst+0(FP), DI
+	MOVQ   src+8(FP), SI
+	MOVQ   w+16(FP), DX
+	MOVQ   d+24(FP), CX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	XORQ   BX, BX
+	MOVQ   CX, R8
+	SHLQ   $2, R8 // bytes
+
+sq2:
+	LEAQ        128(BX), AX
+	CMPQ        AX, R8
+	JA          sq1
+	VMOVUPS     (SI)(BX*1), Z2
+	VMOVUPS     64(SI)(BX*1), Z3
+	VFMADD231PS Z2, Z2, Z0
+	VFMADD231PS Z3, Z3, Z1
+	MOVQ        AX, BX
+	JMP         sq2
+
+sq1:
+	CMPQ        BX, R8
+	JAE         sqdone
+	VMOVUPS     (SI)(BX*1), Z2
+	VFMADD231PS Z2, Z2, Z0
+
+sqdone:
+	VADDPS        Z1, Z0, Z0
+	VEXTRACTF64X4 $1, Z0, Y1
+	VADDPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0x4e, X0, X1
+	VADDPS        X1, X0, X0
+	VPERMILPS     $0xb1, X0, X1
+	VADDSS        X1, X0, X0
+	VCVTSI2SSQ    CX, X1, X1
+	VDIVSS        X1, X0, X0
+	VADDSS        eps+32(FP), X0, X0
+	VSQRTSS       X0, X0, X0
+	MOVL          $0x3f800000, AX
+	VMOVD         AX, X1
+	VDIVSS        X0, X1, X0
+	VBROADCASTSS  X0, Z0
+	XORQ          BX, BX
+
+scale:
+	CMPQ    BX, R8
+	JAE     normdone
+	VMULPS  (SI)(BX*1), Z0, Z2
+	VMULPS  (DX)(BX*1), Z2, Z2
+	VMOVUPS Z2, (DI)(BX*1)
+	ADDQ    $64, BX
+	JMP     scale
+
+normdone:
+	VZEROUPPER
+	RET
+
+// func addAVX512(x, y *float32, n int)
+// x[i] += y[i] for i < n (a multiple of 16).
+TEXT ·addAVX512(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), DI
+	MOVQ y+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHLQ $2, CX
+	XORQ BX, BX
+
+addloop:
+	CMPQ    BX, CX
+	JAE     adddone
+	VMOVUPS (DI)(BX*1), Z0
+	VADDPS  (SI)(BX*1), Z0, Z0
+	VMOVUPS Z0, (DI)(BX*1)
+	ADDQ    $64, BX
+	JMP     addloop
+
+adddone:
+	VZEROUPPER
+	RET
+

@@ -15,37 +15,169 @@ const maxGroupHeads = 4
 type attnBuf struct {
 	sc     []float32 // scores, one padded row per head
 	kg, vg []float32 // gathered key rows (run tail + extras, padded) and value rows (extras)
+	qg, mx []float32 // attendTokens: gathered queries, the kernel's running maxima
 }
 
 func (m *Model) groupedAttention() bool {
 	return haveAVX512 && m.cfg.HeadDim%64 == 0
 }
 
-// attentionGrouped spreads (token, part of a KV head's query group) items
-// over the pool. The parts are fixed by the model's shape, never by the
-// batch; a head's arithmetic does not depend on them anyway. Whole groups
-// are faster than single heads even when they balance worse over the
-// threads (decode: 3 groups on 2 threads): a single head's value sum is
-// bound by its 4 accumulators' FMA latency, a group of 3 by FMA throughput.
+// attnTokens is the most tokens one grouped-attention item takes. Tokens of
+// one sequence that form a chain (prefill, or a speculative chain) read the
+// same keys and values; an item of several of them streams each block of
+// keys and values from L2 once for all their query heads instead of once per
+// token. 4 tokens × 3 heads of the default model fill the score kernel's
+// query loop and still leave N/4 × KVHeads items to spread over the
+// threads.
+const attnTokens = 4
+
+// attnItem is one pool item: query heads [h0, h0+nh) (one KV head's group,
+// or part of it) of tokens [i0, i1).
+type attnItem struct{ i0, i1, h0, nh int32 }
+
+// attentionGrouped spreads attention items over the pool. An item is one
+// (token, part of a KV head's query group), or up to attnTokens consecutive
+// chain tokens of one sequence for that part. The parts are fixed by the
+// model's shape, never by the batch, and an item's arithmetic for each
+// (token, head) is the same whatever else the item holds. Whole groups are
+// faster than single heads even when they balance worse over the threads
+// (decode: 3 groups on 2 threads): a single head's value sum is bound by
+// its 4 accumulators' FMA latency, a group of 3 by FMA throughput.
 func (m *Model) attentionGrouped(b *Batch, li int) {
 	c, s := &m.cfg, &m.s
 	n := len(b.Tokens)
 	threads := m.pool.Threads()
 	group := c.Heads / c.KVHeads
 	parts := (group + maxGroupHeads - 1) / maxGroupHeads
-	units := c.KVHeads * parts
-	items := n * units
-	grain := max(1, items/(4*threads))
-	m.pool.Run(items, grain, func(lo, hi int) {
+	s.attItems = s.attItems[:0]
+	for i := 0; i < n; {
+		j := i + 1
+		if s.tok[i].extraHi == s.tok[i].extraLo {
+			for j < n && b.Cache[j] == b.Cache[i] && s.tok[j].extraHi == s.tok[j].extraLo {
+				j++
+			}
+		}
+		// [i, j): one token with extras, or a run of chain tokens of one
+		// sequence, cut into near-equal items of at most attnTokens.
+		cuts := (j - i + attnTokens - 1) / attnTokens
+		for k := 0; k < cuts; k++ {
+			lo, hi := i+(j-i)*k/cuts, i+(j-i)*(k+1)/cuts
+			for g := 0; g < c.KVHeads; g++ {
+				for p := 0; p < parts; p++ {
+					h0, h1 := g*group+p*group/parts, g*group+(p+1)*group/parts
+					s.attItems = append(s.attItems, attnItem{int32(lo), int32(hi), int32(h0), int32(h1 - h0)})
+				}
+			}
+		}
+		i = j
+	}
+	items := s.attItems
+	grain := max(1, len(items)/(4*threads))
+	m.pool.Run(len(items), grain, func(lo, hi int) {
 		ab := <-s.attBufs
-		for it := lo; it < hi; it++ {
-			u := it % units
-			g, p := u/parts, u%parts
-			h0, h1 := g*group+p*group/parts, g*group+(p+1)*group/parts
-			m.attendGroup(b, li, it/units, h0, h1-h0, ab)
+		for _, it := range items[lo:hi] {
+			if it.i1-it.i0 == 1 {
+				m.attendGroup(b, li, int(it.i0), int(it.h0), int(it.nh), ab)
+			} else {
+				m.attendTokens(b, li, int(it.i0), int(it.i1), int(it.h0), int(it.nh), ab)
+			}
 		}
 		s.attBufs <- ab
 	})
+}
+
+// attendTokens is attendGroup for the chain tokens [i0, i1) of one sequence
+// (no extra entries: token i sees its cache's entries [0, Len+span_i)), all
+// at once: one score-kernel call for every (token, head) query over the
+// union of their keys, then per query the maximum, softmax and value sum
+// over its own keys only. Each (token, head) gets exactly attendGroup's
+// arithmetic: the same per-key scores, the same maximum, the same
+// exponentials, and value sums taken in chunks of keys that continue one
+// accumulation (see attnWsumG).
+func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
+	c, s := &m.cfg, &m.s
+	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
+	cache := b.Cache[i0]
+	g := h0 / (c.Heads / c.KVHeads)
+	keys, vals := cache.K(li, g), cache.V(li, g)
+	nt := i1 - i0
+	nq := nt * nh
+	var runs [attnTokens]int
+	runMax := 0
+	for t := range nt {
+		runs[t] = cache.Len() + s.tok[i0+t].span
+		runMax = max(runMax, runs[t])
+	}
+	nfull := runMax / 16
+	ng := runMax - 16*nfull
+	gblk := (ng + 15) / 16
+	sst := 16 * (nfull + gblk)
+
+	// The queries, gathered: query t·nh+h is head h0+h of token i0+t.
+	ab.qg = grow(ab.qg, nq*hd)
+	qg := ab.qg
+	for t := range nt {
+		copy(qg[t*nh*hd:(t+1)*nh*hd], s.q[(i0+t)*qDim+h0*hd:(i0+t)*qDim+(h0+nh)*hd])
+	}
+	ab.kg = grow(ab.kg, gblk*16*hd)
+	kg := ab.kg
+	clear(kg[copy(kg, keys[16*nfull*hd:runMax*hd]):])
+	ab.sc = grow(ab.sc, nq*sst)
+	sc := ab.sc
+	// The kernel's running maxima span every query's keys up to runMax;
+	// each query's own maximum is taken below over its keys only.
+	ab.mx = grow(ab.mx, nq)
+	for q := range ab.mx {
+		ab.mx[q] = float32(math.Inf(-1))
+	}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	if nfull > 0 {
+		attnScores16(&qg[0], nq, hd, &keys[0], nfull, hd, scale, &sc[0], sst, &ab.mx[0], 0xffff)
+	}
+	if gblk > 0 {
+		attnScores16(&qg[0], nq, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &ab.mx[0], 0xffff)
+	}
+
+	// Softmax weights (unnormalised) per query over its own keys.
+	var sums [attnTokens * maxGroupHeads]float32
+	for q := range nq {
+		nv := runs[q/nh]
+		x := sc[q*sst : q*sst+nv]
+		mx := attnMax(&x[0], nv)
+		j := nv &^ 15
+		var sum float32
+		if j > 0 {
+			sum = attnExp(&x[0], j, mx)
+		}
+		for ; j < nv; j++ {
+			p := expf(x[j] - mx)
+			x[j] = p
+			sum += p
+		}
+		sums[q] = sum
+	}
+
+	// Value sums, 64 keys (16 KiB of values) at a time for every token, so
+	// each chunk of values is read from L2 once.
+	const chunk = 64
+	for k0 := 0; k0 < runMax; k0 += chunk {
+		for t := range nt {
+			if runs[t] <= k0 {
+				continue
+			}
+			out := s.att[(i0+t)*qDim+h0*hd : (i0+t)*qDim+(h0+nh)*hd]
+			attnWsumG(&sc[t*nh*sst+k0], sst, nh, &vals[k0*hd], min(chunk, runs[t]-k0), hd, &out[0], hd, k0 > 0)
+		}
+	}
+	for t := range nt {
+		for h := range nh {
+			inv := 1 / sums[t*nh+h]
+			o := s.att[(i0+t)*qDim+(h0+h)*hd : (i0+t)*qDim+(h0+h+1)*hd]
+			for d := range o {
+				o[d] *= inv
+			}
+		}
+	}
 }
 
 // attendGroup computes query heads [h0, h0+nh) of token i (nh ≤

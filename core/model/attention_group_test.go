@@ -141,3 +141,36 @@ func TestGroupedAttentionBatchInvariant(t *testing.T) {
 		})
 	}
 }
+
+// Chains long enough that one attendTokens item's tokens see different
+// numbers of 16-key blocks and of 64-key value chunks (prefixes ending just
+// before, on and after those edges) still give each token exactly the logits
+// of one token per pass.
+func TestChainItemsMatchOneTokenPerPass(t *testing.T) {
+	if !haveAVX512 {
+		t.Skip("no AVX-512 kernels on this machine")
+	}
+	m, _ := tinyModel(t, defaultTiny(quant.Q8_0), 2)
+	require.True(t, m.groupedAttention())
+	v := m.Config().Vocab
+	for _, pre := range []int{0, 13, 61, 62, 64, 70} {
+		r := rand.New(rand.NewPCG(uint64(pre), 5))
+		prefix, chain := randTokens(r, pre, v), randTokens(r, 9, v)
+		c := m.NewCache(96)
+		if pre > 0 {
+			run(t, m, new(Batch).chain(c, prefix, false))
+			commitAll(t, c)
+		}
+		batch := run(t, m, new(Batch).chain(c, chain, true))
+		step := m.NewCache(96)
+		if pre > 0 {
+			run(t, m, new(Batch).chain(step, prefix, false))
+			commitAll(t, step)
+		}
+		for i, tok := range chain {
+			got := run(t, m, new(Batch).chain(step, []int32{tok}, true))
+			commitAll(t, step)
+			require.Equal(t, got[0], batch[i], "prefix %d, chain token %d", pre, i)
+		}
+	}
+}

@@ -18,3 +18,8 @@ func attnScores16(q *float32, nq, qs int, k *float32, nblk, hd int, scale float3
 func attnWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool) {
 	panic("unreachable")
 }
+
+func attnMax(x *float32, n int) float32 { panic("unreachable") }
+
+func rmsNormAVX512(dst, src, w *float32, d int, eps float32) { panic("unreachable") }
+func addAVX512(x, y *float32, n int)                         { panic("unreachable") }

@@ -104,7 +104,7 @@ func BenchmarkForwardN(b *testing.B) {
 // a 64-token chain, with 256 cached, 1 thread: the per-head kernels
 // (attendOne), the grouped kernels one head per call, and whole groups.
 func BenchmarkAttention(b *testing.B) {
-	for _, n := range []int{1, 64} {
+	for _, n := range []int{1, 16, 64} {
 		m, _ := realModel(b, 1)
 		c := m.NewCache(256 + 64)
 		toks := make([]int32, 256)
@@ -129,6 +129,20 @@ func BenchmarkAttention(b *testing.B) {
 		if !m.groupedAttention() {
 			continue
 		}
+		group := cfg.Heads / cfg.KVHeads
+		b.Run(fmt.Sprintf("N=%d/tokens=%d", n, attnTokens), func(b *testing.B) {
+			for range b.N {
+				for i := 0; i < n; i += attnTokens {
+					for h := 0; h < cfg.Heads; h += group {
+						if n == 1 {
+							m.attendGroup(bt, 5, i, h, group, ab)
+						} else {
+							m.attendTokens(bt, 5, i, min(n, i+attnTokens), h, group, ab)
+						}
+					}
+				}
+			}
+		})
 		for _, per := range []int{1, cfg.Heads / cfg.KVHeads} {
 			b.Run(fmt.Sprintf("N=%d/grouped=%d", n, per), func(b *testing.B) {
 				for range b.N {
@@ -137,6 +151,32 @@ func BenchmarkAttention(b *testing.B) {
 							m.attendGroup(bt, 5, i, h, per, ab)
 						}
 					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkAttentionLayer is one layer's whole attention step (m.attention:
+// items spread over the pool) for N chain tokens over 256 cached, at 1 and
+// 2 threads.
+func BenchmarkAttentionLayer(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		for _, n := range []int{1, 16} {
+			b.Run(fmt.Sprintf("threads=%d/N=%d", threads, n), func(b *testing.B) {
+				m, _ := realModel(b, threads)
+				c := m.NewCache(256 + 64)
+				toks := make([]int32, 256)
+				for i := range toks {
+					toks[i] = int32(100 + i%1000)
+				}
+				run(b, m, new(Batch).chain(c, toks, false))
+				commitAll(b, c)
+				bt := new(Batch).chain(c, toks[:n], false)
+				run(b, m, bt)
+				b.ResetTimer()
+				for range b.N {
+					m.attention(bt, 5)
 				}
 			})
 		}

@@ -75,3 +75,47 @@ func TestAttentionKernels(t *testing.T) {
 		require.InEpsilon(t, math.Exp(float64(float32(x))), float64(expf(float32(x))), 3e-7, "x=%g", x)
 	}
 }
+
+// rmsNormAVX512, addAVX512 and attnMax against float64 and plain loops, at
+// widths that exercise the two-chunk loop's odd chunk and attnMax's tail.
+func TestRowKernels(t *testing.T) {
+	if !haveAVX512 {
+		t.Skip("no AVX-512 kernels on this machine")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, d := range []int{16, 32, 48, 576, 1536} {
+		x, w := make([]float32, d), make([]float32, d)
+		for i := range x {
+			x[i], w[i] = float32(r.NormFloat64()*3), float32(r.NormFloat64())
+		}
+		got := make([]float32, d)
+		rmsNormAVX512(&got[0], &x[0], &w[0], d, 1e-5)
+		var ss float64
+		for _, v := range x {
+			ss += float64(v) * float64(v)
+		}
+		rs := 1 / math.Sqrt(ss/float64(d)+1e-5)
+		for i := range x {
+			want := float64(x[i]) * rs * float64(w[i])
+			require.InDelta(t, want, float64(got[i]), 2e-6*(1+math.Abs(want)), "d=%d i=%d", d, i)
+		}
+		y := append([]float32(nil), x...)
+		addAVX512(&y[0], &w[0], d)
+		for i := range y {
+			require.Equal(t, x[i]+w[i], y[i])
+		}
+	}
+	for _, n := range []int{1, 5, 15, 16, 17, 33, 272} {
+		x := make([]float32, n+16)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		x[n] = 1e9 // past the end: never read
+		want := float32(math.Inf(-1))
+		for _, v := range x[:n] {
+			want = max(want, v)
+		}
+		require.Equal(t, want, attnMax(&x[0], n), "n=%d", n)
+	}
+	require.Equal(t, float32(math.Inf(-1)), attnMax(nil, 0))
+}

@@ -3,10 +3,18 @@ package model
 import "math"
 
 // rmsNormRows writes dst[i] = src[i] / rms(src[i]) ⊙ w for n rows of d.
-// The sum of squares runs in 8 interleaved partial sums (lanes j mod 8,
-// combined pairwise), so it is not one long dependency chain; each row's
-// arithmetic is fixed by d alone.
+// With AVX-512 (d a multiple of 16) a row is rmsNormAVX512; otherwise the
+// sum of squares runs in 8 interleaved partial sums (lanes j mod 8,
+// combined pairwise), so it is not one long dependency chain. Either way
+// each row's arithmetic is fixed by d alone.
 func rmsNormRows(dst, src, w []float32, n, d int, eps float32) {
+	if haveAVX512 && d%16 == 0 && d > 0 {
+		src, dst, w = src[:n*d], dst[:n*d], w[:d]
+		for i := 0; i < n; i++ {
+			rmsNormAVX512(&dst[i*d], &src[i*d], &w[0], d, eps)
+		}
+		return
+	}
 	for i := 0; i < n; i++ {
 		x, y := src[i*d:(i+1)*d], dst[i*d:(i+1)*d]
 		y = y[:len(x)]
@@ -52,6 +60,11 @@ func addBiasRows(x, bias []float32, n int) {
 // addRows adds the first n elements of y into x (the residual connection).
 func addRows(x, y []float32, n int) {
 	x, y = x[:n], y[:n]
+	if haveAVX512 && n >= 16 {
+		m := n &^ 15
+		addAVX512(&x[0], &y[0], m)
+		x, y = x[m:], y[m:]
+	}
 	for i, v := range y {
 		x[i] += v
 	}
