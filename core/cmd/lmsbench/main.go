@@ -11,7 +11,8 @@
 //
 // Peers: when LMSTREAM_PEER_PYTHON names a Python interpreter that has
 // llama-cpp-python installed, the same decode and prefill figures are
-// measured for llama.cpp in the same run and printed with ratios. Nothing
+// measured for llama.cpp in the same run and printed with ratios, and so
+// is the forward pass over N tokens (through llama_decode). Nothing
 // here builds or installs llama.cpp.
 package main
 
@@ -95,12 +96,16 @@ func main() {
 	}
 	m.SetThreads(2)
 	var t1 float64
+	forwardN := map[int]*figure{}
+	ratioN := map[int]*figure{}
 	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
 		fg := add(fmt.Sprintf("forward over N=%d at ctx 256, 2 threads", n), "ms", func() float64 { return forwardMs(m, 256, n) })
+		forwardN[n] = fg
 		if n == 1 {
 			t1 = fg.median()
 		} else {
-			figs = append(figs, &figure{name: fmt.Sprintf("  T(%d)/T(1)", n), unit: "ratio", samples: []float64{fg.median() / t1}})
+			ratioN[n] = &figure{name: fmt.Sprintf("  T(%d)/T(1)", n), unit: "ratio", samples: []float64{fg.median() / t1}}
+			figs = append(figs, ratioN[n])
 		}
 	}
 
@@ -113,10 +118,17 @@ func main() {
 				decode[threads].peer = peer[fmt.Sprintf("tg128_t%d", threads)]
 				prefill[threads].peer = peer[fmt.Sprintf("pp512_t%d", threads)]
 			}
+			for n, fg := range forwardN {
+				fg.peer = peer[fmt.Sprintf("forward_n%d", n)]
+				if p1 := peer["forward_n1"]; ratioN[n] != nil && p1 > 0 {
+					ratioN[n].peer = fg.peer / p1
+				}
+			}
 		}
 	}
 
 	fmt.Printf("model %s (%.1f MB of weights), Go %s, GOMAXPROCS %d, %d rounds\n\n", *path, float64(weightBytes)/1e6, runtime.Version(), runtime.GOMAXPROCS(0), *rounds)
+	fmt.Printf("ratio = lmstream ÷ llama.cpp: above 1 is better for tok/s, below 1 for ms and T(N)/T(1)\n\n")
 	fmt.Printf("%-52s %10s %-6s %-17s %12s %8s\n", "figure", "median", "unit", "min–max", "llama.cpp", "ratio")
 	for _, fg := range figs {
 		peer, ratio := "", ""
@@ -267,6 +279,35 @@ for t in (1, 2):
         for i in range(128): m.eval([201 + i])
         tg.append(128 / (time.perf_counter() - s))
     out[f"tg128_t{t}"] = statistics.median(tg); out[f"pp512_t{t}"] = statistics.median(pp)
+# One pass over N new tokens after 256 cached, logits for all N, 2 threads,
+# through llama_decode itself (no Python per token): best of 3 passes per
+# round, median of rounds, as lmsbench measures its own.
+try:
+    import llama_cpp
+    m = Llama(model_path=path, n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=512, n_ubatch=512, verbose=False)
+    ctx = m._ctx.ctx
+    mem = llama_cpp.llama_get_memory(ctx)
+    b = llama_cpp.llama_batch_init(512, 0, 1)
+    def decode(ts, pos0, all_logits):
+        b.n_tokens = len(ts)
+        for i, tok in enumerate(ts):
+            b.token[i] = tok; b.pos[i] = pos0 + i; b.n_seq_id[i] = 1; b.seq_id[i][0] = 0
+            b.logits[i] = 1 if all_logits or i == len(ts) - 1 else 0
+        if llama_cpp.llama_decode(ctx, b) != 0:
+            raise RuntimeError("llama_decode failed")
+    decode(toks[:256], 0, False)
+    for n in (1, 2, 4, 8, 16, 32, 64):
+        meds = []
+        for _ in range(rounds):
+            best = None
+            for _ in range(3):
+                llama_cpp.llama_memory_seq_rm(mem, 0, 256, -1)
+                s = time.perf_counter(); decode(toks[:n], 256, True); ms = (time.perf_counter() - s) * 1e3
+                best = ms if best is None else min(best, ms)
+            meds.append(best)
+        out[f"forward_n{n}"] = statistics.median(meds)
+except Exception as e:
+    print("forward over N not measured:", e, file=sys.stderr)
 print(json.dumps(out))
 `
 	out, err := exec.Command(python, "-c", script, path, fmt.Sprint(rounds)).Output()
