@@ -1,15 +1,17 @@
 // Package kv holds the key/value cache of one sequence.
 //
-// Layout. Keys and values are float32, one contiguous block per
-// (layer, kv head): [layer][kvhead][pos][headdim]. Attention for one query
-// head reads the keys of one (layer, kv head) pair as a dense array of
-// positions, so a head's scan over the context is a linear walk through
-// memory (the whole context of one head at 2048 positions × 64 dims is 512
-// KiB, L2-resident). float32 rather than float16: the attention dots then
-// need no conversion, and at the depths this runtime serves (hundreds to a
-// few thousand tokens) the cache is a small part of the bytes a forward pass
-// reads next to the weights.
-//
+// Layout. Keys and values are IEEE float16 (uint16 bits), one contiguous
+// block per (layer, kv head): [layer][kvhead][pos][headdim]. Attention for
+// one query head reads the keys of one (layer, kv head) pair as a dense
+// array of positions, so a head's scan over the context is a linear walk
+// through memory. float16, llama.cpp's default cache type, rather than
+// float32: a pass reads every cached entry of every layer, and by a few
+// hundred positions that is a tenth of the bytes the weights take (at 2048
+// positions as many as the weights of the default model); half the bytes is
+// half that traffic and half the memory a slot reserves. The attention
+// kernels widen entries to float32 exactly, so only the rounding at store
+// time differs from a float32 cache.
+
 // Scratch. A forward pass over a batch writes the K/V of a sequence's new
 // tokens into scratch entries Len()+k, k = 0, 1, ... (the token's index among
 // that sequence's tokens in the batch). Nothing is committed by the forward
@@ -26,9 +28,9 @@ import (
 // Cache is the K/V cache of one sequence, reserved in full up front.
 type Cache struct {
 	layers, kvHeads, headDim, cap int
-	k, v                          []float32
-	n                             int // committed entries
-	pending                       int // scratch entries written by the last forward pass
+	k, v                          []uint16 // float16 bits
+	n                             int      // committed entries
+	pending                       int      // scratch entries written by the last forward pass
 }
 
 // New reserves a cache of ctx positions for a model with the given shape.
@@ -38,7 +40,7 @@ func New(layers, kvHeads, headDim, ctx int) *Cache {
 	}
 	size := layers * kvHeads * ctx * headDim
 	return &Cache{layers: layers, kvHeads: kvHeads, headDim: headDim, cap: ctx,
-		k: make([]float32, size), v: make([]float32, size)}
+		k: make([]uint16, size), v: make([]uint16, size)}
 }
 
 // Len is the number of committed entries.
@@ -61,14 +63,16 @@ func (c *Cache) Reserve(n int) error {
 	return nil
 }
 
-// K is the key block of one (layer, kv head): Cap() rows of HeadDim floats.
-func (c *Cache) K(layer, head int) []float32 {
+// K is the key block of one (layer, kv head): Cap() rows of HeadDim float16
+// values.
+func (c *Cache) K(layer, head int) []uint16 {
 	o := (layer*c.kvHeads + head) * c.cap * c.headDim
 	return c.k[o : o+c.cap*c.headDim : o+c.cap*c.headDim]
 }
 
-// V is the value block of one (layer, kv head): Cap() rows of HeadDim floats.
-func (c *Cache) V(layer, head int) []float32 {
+// V is the value block of one (layer, kv head): Cap() rows of HeadDim
+// float16 values.
+func (c *Cache) V(layer, head int) []uint16 {
 	o := (layer*c.kvHeads + head) * c.cap * c.headDim
 	return c.v[o : o+c.cap*c.headDim : o+c.cap*c.headDim]
 }

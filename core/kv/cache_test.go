@@ -3,6 +3,8 @@ package kv
 import (
 	"testing"
 
+	"github.com/lmstream/lmstream/core/quant"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -13,8 +15,8 @@ func fill(c *Cache, e int, val float32) {
 		for h := 0; h < c.kvHeads; h++ {
 			k, v := c.K(l, h)[e*c.headDim:(e+1)*c.headDim], c.V(l, h)[e*c.headDim:(e+1)*c.headDim]
 			for d := range k {
-				v[d] = float32(1000*l+100*h) + val
-				k[d] = -v[d]
+				v[d] = quant.F32ToF16(float32(1000*l+100*h) + val)
+				k[d] = quant.F32ToF16(-(float32(1000*l+100*h) + val))
 			}
 		}
 	}
@@ -26,8 +28,8 @@ func requireEntry(t *testing.T, c *Cache, e int, val float32) {
 		for h := 0; h < c.kvHeads; h++ {
 			want := float32(1000*l+100*h) + val
 			for d := 0; d < c.headDim; d++ {
-				require.Equal(t, want, c.V(l, h)[e*c.headDim+d], "entry %d layer %d head %d", e, l, h)
-				require.Equal(t, -want, c.K(l, h)[e*c.headDim+d])
+				require.Equal(t, want, quant.F16ToF32(c.V(l, h)[e*c.headDim+d]), "entry %d layer %d head %d", e, l, h)
+				require.Equal(t, -want, quant.F16ToF32(c.K(l, h)[e*c.headDim+d]))
 			}
 		}
 	}

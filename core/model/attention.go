@@ -28,49 +28,52 @@ func (m *Model) attention(b *Batch, li int) {
 	m.pool.Run(items, grain, func(lo, hi int) {
 		ab := <-s.attBufs
 		for it := lo; it < hi; it++ {
-			ab.sc = m.attendOne(b, li, it/c.Heads, it%c.Heads, ab.sc)
+			m.attendOne(b, li, it/c.Heads, it%c.Heads, ab)
 		}
 		s.attBufs <- ab
 	})
 }
 
-// attendOne is one (token i, head h) item; buf is scratch for the scores,
-// grown if needed and returned.
-func (m *Model) attendOne(b *Batch, li, i, h int, buf []float32) []float32 {
+// attendOne is one (token i, head h) item (the path without the grouped
+// AVX-512 kernels); ab is the chunk's scratch.
+func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 	c, s := &m.cfg, &m.s
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
 	t := s.tok[i]
 	cache := b.Cache[i]
 	g := h / (c.Heads / c.KVHeads)
-	keys, vals := cache.K(li, g), cache.V(li, g)
 	q := s.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
 	out := s.att[i*qDim+h*hd : i*qDim+(h+1)*hd]
 
-	run := cache.Len() + t.span // contiguous entries [0, run)
+	// The visible keys and values, widened: the contiguous entries [0, run),
+	// then the extra ones in order.
+	run := cache.Len() + t.span
 	extra := s.extra[t.extraLo:t.extraHi]
 	nv := run + len(extra)
-	if cap(buf) < nv {
-		buf = make([]float32, nv+nv/2)
+	ab.kf, ab.vf = grow(ab.kf, nv*hd), grow(ab.vf, nv*hd)
+	keys, vals := ab.kf, ab.vf
+	k16, v16 := cache.K(li, g), cache.V(li, g)
+	widen(keys[:run*hd], k16[:run*hd])
+	widen(vals[:run*hd], v16[:run*hd])
+	for e, k := range extra {
+		j := cache.Len() + int(k)
+		widen(keys[(run+e)*hd:(run+e+1)*hd], k16[j*hd:(j+1)*hd])
+		widen(vals[(run+e)*hd:(run+e+1)*hd], v16[j*hd:(j+1)*hd])
 	}
-	sc := buf[:nv]
+	ab.sc = grow(ab.sc, nv)
+	sc := ab.sc
 
 	// Scores and their maximum.
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	mx := float32(math.Inf(-1))
-	if haveAVX512 && hd%16 == 0 && run > 0 {
-		mx = attnScores(&q[0], &keys[0], run, hd, scale, &sc[0])
+	if haveAVX512 && hd%16 == 0 {
+		mx = attnScores(&q[0], &keys[0], nv, hd, scale, &sc[0])
 	} else {
-		for j := 0; j < run; j++ {
+		for j := 0; j < nv; j++ {
 			v := dot(q, keys[j*hd:(j+1)*hd]) * scale
 			sc[j] = v
 			mx = max(mx, v)
 		}
-	}
-	for e, k := range extra {
-		j := cache.Len() + int(k)
-		v := dot(q, keys[j*hd:(j+1)*hd]) * scale
-		sc[run+e] = v
-		mx = max(mx, v)
 	}
 	// Softmax weights (unnormalised) and the weighted sum of values.
 	var sum float32
@@ -84,21 +87,16 @@ func (m *Model) attendOne(b *Batch, li, i, h int, buf []float32) []float32 {
 		sc[j] = p
 		sum += p
 	}
-	if haveAVX512 && hd%64 == 0 && run > 0 {
-		attnWsum(&sc[0], &vals[0], run, hd, &out[0])
+	if haveAVX512 && hd%64 == 0 {
+		attnWsum(&sc[0], &vals[0], nv, hd, &out[0])
 	} else {
 		clear(out)
-		for j := 0; j < run; j++ {
+		for j := 0; j < nv; j++ {
 			axpy(out, sc[j], vals[j*hd:(j+1)*hd])
 		}
-	}
-	for e, k := range extra {
-		j := cache.Len() + int(k)
-		axpy(out, sc[run+e], vals[j*hd:(j+1)*hd])
 	}
 	inv := 1 / sum
 	for d := range out {
 		out[d] *= inv
 	}
-	return buf
 }

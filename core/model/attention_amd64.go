@@ -33,3 +33,9 @@ func rmsNormAVX512(dst, src, w *float32, d int, eps float32)
 
 //go:noescape
 func addAVX512(x, y *float32, n int)
+
+//go:noescape
+func widenF16(dst *float32, src *uint16, n int)
+
+//go:noescape
+func narrowF16(dst *uint16, src *float32, n int)

@@ -707,3 +707,47 @@ adddone:
 	VZEROUPPER
 	RET
 
+
+// func widenF16(dst *float32, src *uint16, n int)
+// dst[i] = float32(src[i]) (exact) for i < n, a multiple of 16.
+TEXT ·widenF16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ   widendone
+
+widenloop:
+	VCVTPH2PS (SI), Z0
+	VMOVUPS   Z0, (DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       widenloop
+
+widendone:
+	VZEROUPPER
+	RET
+
+// func narrowF16(dst *uint16, src *float32, n int)
+// dst[i] = float16(src[i]), rounded to nearest even, for i < n, a multiple
+// of 16.
+TEXT ·narrowF16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ   narrowdone
+
+narrowloop:
+	VMOVUPS   (SI), Z0
+	VCVTPS2PH $0, Z0, Y1
+	VMOVDQU   Y1, (DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       narrowloop
+
+narrowdone:
+	VZEROUPPER
+	RET

@@ -3,8 +3,9 @@ package model
 import "math"
 
 // Grouped attention (AVX-512): the query heads that share a KV head are
-// computed together, so each key and value row is read once for all of them,
-// and scores come 16 keys at a time (attnScores16 reduces 16 keys' lane sums
+// computed together, so each key and value row is read (and widened from
+// the float16 cache, attnChunk rows at a time) once for all of them, and
+// scores come 16 keys at a time (attnScores16 reduces 16 keys' lane sums
 // in one shuffle tree instead of one horizontal sum per key).
 
 // maxGroupHeads is the most query heads attnScores16/attnWsumG take at once
@@ -16,7 +17,13 @@ type attnBuf struct {
 	sc     []float32 // scores, one padded row per head
 	kg, vg []float32 // gathered key rows (run tail + extras, padded) and value rows (extras)
 	qg, mx []float32 // attendTokens: gathered queries, the kernel's running maxima
+	kf, vf []float32 // a chunk of the cache's keys or values, widened to float32
 }
+
+// attnChunk is how many keys (or values) are widened from the float16 cache
+// at a time: 64 rows of 64 dims, 16 KiB of float32, stay in L1 while every
+// query of the item reads them.
+const attnChunk = 64
 
 func (m *Model) groupedAttention() bool {
 	return haveAVX512 && m.cfg.HeadDim%64 == 0
@@ -121,7 +128,11 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	}
 	ab.kg = grow(ab.kg, gblk*16*hd)
 	kg := ab.kg
-	clear(kg[copy(kg, keys[16*nfull*hd:runMax*hd]):])
+	nk := (runMax - 16*nfull) * hd
+	widen(kg[:nk], keys[16*nfull*hd:runMax*hd])
+	clear(kg[nk:])
+	ab.kf, ab.vf = grow(ab.kf, attnChunk*hd), grow(ab.vf, attnChunk*hd)
+	kf, vf := ab.kf, ab.vf
 	ab.sc = grow(ab.sc, nq*sst)
 	sc := ab.sc
 	// The kernel's running maxima span every query's keys up to runMax;
@@ -131,8 +142,10 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 		ab.mx[q] = float32(math.Inf(-1))
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	if nfull > 0 {
-		attnScores16(&qg[0], nq, hd, &keys[0], nfull, hd, scale, &sc[0], sst, &ab.mx[0], 0xffff)
+	for b0 := 0; b0 < nfull; b0 += attnChunk / 16 {
+		nb := min(attnChunk/16, nfull-b0)
+		widen(kf[:nb*16*hd], keys[b0*16*hd:(b0+nb)*16*hd])
+		attnScores16(&qg[0], nq, hd, &kf[0], nb, hd, scale, &sc[16*b0], sst, &ab.mx[0], 0xffff)
 	}
 	if gblk > 0 {
 		attnScores16(&qg[0], nq, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &ab.mx[0], 0xffff)
@@ -157,16 +170,16 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 		sums[q] = sum
 	}
 
-	// Value sums, 64 keys (16 KiB of values) at a time for every token, so
-	// each chunk of values is read from L2 once.
-	const chunk = 64
-	for k0 := 0; k0 < runMax; k0 += chunk {
+	// Value sums, attnChunk values at a time, widened once for every token.
+	for k0 := 0; k0 < runMax; k0 += attnChunk {
+		nn := min(attnChunk, runMax-k0)
+		widen(vf[:nn*hd], vals[k0*hd:(k0+nn)*hd])
 		for t := range nt {
 			if runs[t] <= k0 {
 				continue
 			}
 			out := s.att[(i0+t)*qDim+h0*hd : (i0+t)*qDim+(h0+nh)*hd]
-			attnWsumG(&sc[t*nh*sst+k0], sst, nh, &vals[k0*hd], min(chunk, runs[t]-k0), hd, &out[0], hd, k0 > 0)
+			attnWsumG(&sc[t*nh*sst+k0], sst, nh, &vf[0], min(attnChunk, runs[t]-k0), hd, &out[0], hd, k0 > 0)
 		}
 	}
 	for t := range nt {
@@ -206,12 +219,16 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	sc := ab.sc
 	ab.kg = grow(ab.kg, gblk*16*hd)
 	kg := ab.kg
-	nk := copy(kg, keys[16*nfull*hd:run*hd])
+	nk := (run - 16*nfull) * hd
+	widen(kg[:nk], keys[16*nfull*hd:run*hd])
 	for _, k := range extra {
 		j := cache.Len() + int(k)
-		nk += copy(kg[nk:], keys[j*hd:(j+1)*hd])
+		widen(kg[nk:nk+hd], keys[j*hd:(j+1)*hd])
+		nk += hd
 	}
 	clear(kg[nk:])
+	ab.kf = grow(ab.kf, attnChunk*hd)
+	kf := ab.kf
 
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	var mx [maxGroupHeads]float32
@@ -219,8 +236,10 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 		mx[h] = float32(math.Inf(-1))
 	}
 	q := &s.q[i*qDim+h0*hd]
-	if nfull > 0 {
-		attnScores16(q, nh, hd, &keys[0], nfull, hd, scale, &sc[0], sst, &mx[0], 0xffff)
+	for b0 := 0; b0 < nfull; b0 += attnChunk / 16 {
+		nb := min(attnChunk/16, nfull-b0)
+		widen(kf[:nb*16*hd], keys[b0*16*hd:(b0+nb)*16*hd])
+		attnScores16(q, nh, hd, &kf[0], nb, hd, scale, &sc[16*b0], sst, &mx[0], 0xffff)
 	}
 	if gblk > 0 {
 		last := uint16(1<<(ng-16*(gblk-1)) - 1)
@@ -247,15 +266,19 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	// Weighted value sums: the run from the cache, then the extra rows
 	// gathered, continuing the same accumulation.
 	out := s.att[i*qDim+h0*hd : i*qDim+(h0+nh)*hd]
-	if run > 0 {
-		attnWsumG(&sc[0], sst, nh, &vals[0], run, hd, &out[0], hd, false)
+	ab.vf = grow(ab.vf, attnChunk*hd)
+	vf := ab.vf
+	for k0 := 0; k0 < run; k0 += attnChunk {
+		nn := min(attnChunk, run-k0)
+		widen(vf[:nn*hd], vals[k0*hd:(k0+nn)*hd])
+		attnWsumG(&sc[k0], sst, nh, &vf[0], nn, hd, &out[0], hd, k0 > 0)
 	}
 	if len(extra) > 0 {
 		ab.vg = grow(ab.vg, len(extra)*hd)
 		vg := ab.vg
 		for e, k := range extra {
 			j := cache.Len() + int(k)
-			copy(vg[e*hd:(e+1)*hd], vals[j*hd:(j+1)*hd])
+			widen(vg[e*hd:(e+1)*hd], vals[j*hd:(j+1)*hd])
 		}
 		attnWsumG(&sc[run], sst, nh, &vg[0], len(extra), hd, &out[0], hd, run > 0)
 	}

@@ -23,3 +23,6 @@ func attnMax(x *float32, n int) float32 { panic("unreachable") }
 
 func rmsNormAVX512(dst, src, w *float32, d int, eps float32) { panic("unreachable") }
 func addAVX512(x, y *float32, n int)                         { panic("unreachable") }
+
+func widenF16(dst *float32, src *uint16, n int)  { panic("unreachable") }
+func narrowF16(dst *uint16, src *float32, n int) { panic("unreachable") }

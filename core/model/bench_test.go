@@ -14,7 +14,7 @@ import (
 
 func BenchmarkDecode(b *testing.B) {
 	for _, threads := range []int{1, 2} {
-		for _, ctx := range []int{0, 256} {
+		for _, ctx := range []int{0, 256, 1024} {
 			b.Run(fmt.Sprintf("threads=%d/ctx=%d", threads, ctx), func(b *testing.B) {
 				m, _ := realModel(b, threads)
 				c := m.NewCache(ctx + 8)
@@ -121,7 +121,7 @@ func BenchmarkAttention(b *testing.B) {
 			for range b.N {
 				for i := 0; i < n; i++ {
 					for h := 0; h < cfg.Heads; h++ {
-						ab.sc = m.attendOne(bt, 5, i, h, ab.sc)
+						m.attendOne(bt, 5, i, h, ab)
 					}
 				}
 			}

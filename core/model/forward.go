@@ -305,7 +305,8 @@ func (m *Model) ropeTables(pos []int) {
 	}
 }
 
-// storeKV writes each token's K and V into its cache's scratch entry.
+// storeKV writes each token's K and V into its cache's scratch entry,
+// rounded to float16.
 func (m *Model) storeKV(b *Batch, li int) {
 	c, s := &m.cfg, &m.s
 	hd, kvDim := c.HeadDim, c.KVHeads*c.HeadDim
@@ -313,8 +314,8 @@ func (m *Model) storeKV(b *Batch, li int) {
 		cache := b.Cache[i]
 		e := (cache.Len() + t.k) * hd
 		for g := 0; g < c.KVHeads; g++ {
-			copy(cache.K(li, g)[e:e+hd], s.k[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
-			copy(cache.V(li, g)[e:e+hd], s.v[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
+			narrow(cache.K(li, g)[e:e+hd], s.k[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
+			narrow(cache.V(li, g)[e:e+hd], s.v[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/core/quant"
 )
 
 // The assembly attention kernels against plain Go loops.
@@ -118,4 +120,40 @@ func TestRowKernels(t *testing.T) {
 		require.Equal(t, want, attnMax(&x[0], n), "n=%d", n)
 	}
 	require.Equal(t, float32(math.Inf(-1)), attnMax(nil, 0))
+}
+
+// narrowF16/widenF16 (VCVTPS2PH/VCVTPH2PS) against quant's Go conversions,
+// bit for bit: the cache must hold the same float16 whichever path stored
+// it. Covers normals, subnormals, overflow to ±Inf, ±0, rounding ties and
+// every float16 bit pattern back to float32 (NaNs compared as NaN).
+func TestF16Conversions(t *testing.T) {
+	if !haveAVX512 {
+		t.Skip("no AVX-512 kernels on this machine")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	src := []float32{0, float32(math.Copysign(0, -1)), 1, -1, 65504, 65520, -65520, 1e9, 6e-8, 3e-8, 2.9e-8,
+		1.0009765625, 1.00048828125, 1.00146484375, 5.960464477539063e-08, float32(math.Inf(1))}
+	for len(src)%16 != 0 || len(src) < 4096 {
+		e := r.IntN(40) - 28 // 2^-28 .. 2^11: subnormal to large
+		src = append(src, float32(r.NormFloat64()*math.Ldexp(1, e)))
+	}
+	got := make([]uint16, len(src))
+	narrow(got, src)
+	for i, f := range src {
+		require.Equal(t, quant.F32ToF16(f), got[i], "narrow %g (%#x)", f, math.Float32bits(f))
+	}
+	all := make([]uint16, 1<<16)
+	for i := range all {
+		all[i] = uint16(i)
+	}
+	wide := make([]float32, len(all))
+	widen(wide, all)
+	for i, h := range all {
+		want := quant.F16ToF32(h)
+		if want != want {
+			require.True(t, wide[i] != wide[i], "widen %#x", h)
+			continue
+		}
+		require.Equal(t, math.Float32bits(want), math.Float32bits(wide[i]), "widen %#x", h)
+	}
 }

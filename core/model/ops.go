@@ -1,6 +1,37 @@
 package model
 
-import "math"
+import (
+	"math"
+
+	"github.com/lmstream/lmstream/core/quant"
+)
+
+// widen converts the float16 cache entries src to float32 in dst (exact).
+func widen(dst []float32, src []uint16) {
+	dst = dst[:len(src)]
+	i := 0
+	if haveAVX512 && len(src) >= 16 {
+		i = len(src) &^ 15
+		widenF16(&dst[0], &src[0], i)
+	}
+	for ; i < len(src); i++ {
+		dst[i] = quant.F16ToF32(src[i])
+	}
+}
+
+// narrow rounds src to float16 (to nearest even) into dst, as a K or V
+// entry is stored. The assembly and Go conversions agree bit for bit.
+func narrow(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	i := 0
+	if haveAVX512 && len(src) >= 16 {
+		i = len(src) &^ 15
+		narrowF16(&dst[0], &src[0], i)
+	}
+	for ; i < len(src); i++ {
+		dst[i] = quant.F32ToF16(src[i])
+	}
+}
 
 // rmsNormRows writes dst[i] = src[i] / rms(src[i]) ⊙ w for n rows of d.
 // With AVX-512 (d a multiple of 16) a row is rmsNormAVX512; otherwise the

@@ -275,6 +275,11 @@ func (r *refModel) logits(seq []int32) [][]float64 {
 			q[i], k[i], v[i] = refMatVec(l.wq, xn, l.bq), refMatVec(l.wk, xn, l.bk), refMatVec(l.wv, xn, l.bv)
 			r.refRope(q[i], i)
 			r.refRope(k[i], i)
+			// The K/V cache holds float16 (see kv.Cache).
+			for d := range k[i] {
+				k[i][d] = float64(quant.F16ToF32(quant.F32ToF16(float32(k[i][d]))))
+				v[i][d] = float64(quant.F16ToF32(quant.F32ToF16(float32(v[i][d]))))
+			}
 		}
 		for i := range x {
 			att := make([]float64, r.heads*r.hd)
