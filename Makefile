@@ -7,10 +7,14 @@
 #   make bench    benchmarks, printing numbers and ratios
 #   make fuzz     long fuzzing runs (FUZZTIME per target)
 #   make model    fetch the default model into models/
+#   make install  the library, lmstream.h, lmstream.hpp and lmstream.pc under
+#                 PREFIX (/usr/local), staged under DESTDIR if set; make uninstall
 #   make clean
 
+VERSION  := 0.1.0
 GO       ?= go
 CC       ?= gcc
+PREFIX   ?= /usr/local
 BUILD    := build
 LIB      := $(BUILD)/liblmstream.so
 MODEL    := models/SmolLM2-135M-Instruct.Q4_1.gguf
@@ -23,7 +27,8 @@ CAPI_C     := $(wildcard capi/*.c) include/lmstream.h
 # Fuzz targets as package:FuzzName.
 FUZZ_TARGETS := ./streaming:FuzzSanitizer ./streaming:FuzzStopMatcher ./core/gguf:FuzzParse ./core/tokenizer:FuzzRoundTrip
 
-.PHONY: all lib check-header run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps model clean vet
+.PHONY: all lib check-header run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps model clean vet \
+        install uninstall test-install
 
 all: lib check-header
 
@@ -90,8 +95,54 @@ test-py: $(LIB)
 test-elixir: $(LIB)
 	cd bindings/elixir && MIX_ENV=test mix test
 
-test-c: $(LIB)
+test-c: $(LIB) test-install
 	$(MAKE) -C tests/c all test valgrind
+
+# Installed files, for C and C++ programs that find them with pkg-config.
+# lmstream.pc is written from lmstream.pc.in at install time, so it always
+# names the PREFIX it was installed with (DESTDIR only stages the files).
+INSTALL_LIB = $(DESTDIR)$(PREFIX)/lib
+INSTALL_INC = $(DESTDIR)$(PREFIX)/include
+install: $(LIB)
+	install -d $(INSTALL_LIB)/pkgconfig $(INSTALL_INC)
+	install -m 755 $(LIB) $(INSTALL_LIB)/liblmstream.so
+	install -m 644 include/lmstream.h include/lmstream.hpp $(INSTALL_INC)/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' lmstream.pc.in > $(INSTALL_LIB)/pkgconfig/lmstream.pc
+	chmod 644 $(INSTALL_LIB)/pkgconfig/lmstream.pc
+
+uninstall:
+	rm -f $(INSTALL_LIB)/liblmstream.so $(INSTALL_LIB)/pkgconfig/lmstream.pc \
+	      $(INSTALL_INC)/lmstream.h $(INSTALL_INC)/lmstream.hpp
+
+# Proves an installation is complete and usable: installs under build/, then
+# builds examples/stream.c (gcc) and examples/stream.cpp (g++) with nothing but
+# what `pkg-config --cflags --libs lmstream` says, streams the replay demo
+# through both (their output must be identical), checks that a missing model
+# fails with exit status 1, and that DESTDIR staging and uninstall work.
+TI := $(abspath $(BUILD))/install-test
+test-install: $(LIB)
+	@command -v pkg-config >/dev/null || { echo "test-install needs pkg-config (make deps)"; exit 1; }
+	rm -rf $(TI)
+	$(MAKE) --no-print-directory install PREFIX=$(TI)/prefix DESTDIR=
+	@set -e; export PKG_CONFIG_PATH=$(TI)/prefix/lib/pkgconfig; \
+	test "$$(pkg-config --modversion lmstream)" = "$(VERSION)"; \
+	flags="$$(pkg-config --cflags --libs lmstream) -Wl,-rpath,$$(pkg-config --variable=libdir lmstream)"; \
+	echo "pkg-config: $$flags"; \
+	set -x; \
+	$(CC) -O2 -Wall -Wextra -Werror examples/stream.c $$flags -o $(TI)/stream-c; \
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -Werror examples/stream.cpp $$flags -o $(TI)/stream-cpp; \
+	$(TI)/stream-c --replay > $(TI)/out-c.txt; \
+	$(TI)/stream-cpp --replay > $(TI)/out-cpp.txt; \
+	cmp $(TI)/out-c.txt $(TI)/out-cpp.txt; \
+	grep -q '^Hello from lmstream!' $(TI)/out-cpp.txt; \
+	rc=0; $(TI)/stream-cpp --model $(TI)/no-such-model.gguf 2>/dev/null || rc=$$?; test $$rc = 1; \
+	rc=0; $(TI)/stream-c --model $(TI)/no-such-model.gguf 2>/dev/null || rc=$$?; test $$rc = 1
+	$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(TI)/stage
+	grep -qx 'prefix=/usr' $(TI)/stage/usr/lib/pkgconfig/lmstream.pc
+	test -f $(TI)/stage/usr/lib/liblmstream.so -a -f $(TI)/stage/usr/include/lmstream.hpp
+	$(MAKE) --no-print-directory uninstall PREFIX=/usr DESTDIR=$(TI)/stage
+	test -z "$$(find $(TI)/stage -type f)"
+	@echo "test-install: installed files build and run C and C++ programs"
 
 # LMSTREAM_PEER_PYTHON=/path/to/python (with llama-cpp-python installed)
 # adds llama.cpp's decode and prefill, measured in the same run, with ratios.

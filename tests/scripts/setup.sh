@@ -6,6 +6,9 @@ cd "$(dirname "$0")/../.."
 
 apt_needed=()
 command -v gcc >/dev/null || apt_needed+=(gcc)
+# The C++ wrapper's test and `make test-install` (pkg-config finds the installed files).
+command -v g++ >/dev/null || apt_needed+=(g++)
+command -v pkg-config >/dev/null || apt_needed+=(pkg-config)
 command -v make >/dev/null || apt_needed+=(make)
 command -v valgrind >/dev/null || apt_needed+=(valgrind)
 command -v unzip >/dev/null || apt_needed+=(unzip)
