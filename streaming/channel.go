@@ -65,6 +65,12 @@ type Channel struct {
 	efd      int
 	efdReady bool // the eventfd counter is nonzero
 
+	// The mux this channel belongs to (nil: none), its key there, and the
+	// readiness last reported to it.
+	mux      *Mux
+	muxKey   uint64
+	muxReady bool
+
 	cancelled atomic.Bool
 	onCancel  func() // set by the runtime at attach: wakes the engine
 	onDrain   func() // set by the runtime at attach: a paused slot may resume
@@ -190,6 +196,9 @@ func (c *Channel) Release() {
 	}
 	c.released = true
 	c.queue, c.head = nil, 0
+	if c.mux != nil {
+		c.leaveMuxLocked()
+	}
 	if c.efd >= 0 {
 		unix.Close(c.efd)
 		c.efd = -1
@@ -219,8 +228,10 @@ func (c *Channel) Fd() (int, error) {
 	return c.efd, nil
 }
 
-// syncFdLocked makes the descriptor's readability match the queue state.
+// syncFdLocked makes the descriptor's readability (and the mux's view of
+// the channel) match the queue state.
 func (c *Channel) syncFdLocked() {
+	c.syncMuxLocked()
 	if c.efd < 0 {
 		return
 	}
