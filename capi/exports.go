@@ -29,6 +29,7 @@ import (
 var (
 	runtimes table[*runtime.Runtime]
 	channels table[*streaming.Channel]
+	muxes    table[*streaming.Mux]
 )
 
 // Every export recovers: a Go panic that unwound into C would abort the host.
@@ -438,5 +439,122 @@ func lmsgo_channel_release(h C.lms_channel) (rc C.int) {
 		return C.LMS_ERR_INVALID_HANDLE
 	}
 	ch.Release()
+	return C.LMS_OK
+}
+
+func muxErr(err error) C.int {
+	switch err {
+	case nil:
+		return C.LMS_OK
+	case streaming.ErrInMux, streaming.ErrNotMember, streaming.ErrDupKey:
+		return C.LMS_ERR_STATE
+	case streaming.ErrMuxClosed, streaming.ErrReleased:
+		return C.LMS_ERR_CLOSED
+	case streaming.ErrEmpty:
+		return C.LMS_EMPTY
+	}
+	return C.LMS_ERR_INTERNAL
+}
+
+//export lmsgo_mux_create
+func lmsgo_mux_create(out *C.lms_mux) (rc C.int) {
+	defer recovered(&rc)
+	if out == nil {
+		return C.LMS_ERR_INVALID_ARGUMENT
+	}
+	*out = 0
+	m, err := streaming.NewMux()
+	if err != nil {
+		return C.LMS_ERR_INTERNAL
+	}
+	*out = C.lms_mux(muxes.add(m))
+	return C.LMS_OK
+}
+
+// muxAndChannel resolves both handles of a membership call.
+func muxAndChannel(mh C.lms_mux, ch C.lms_channel) (*streaming.Mux, *streaming.Channel, C.int) {
+	m, ok := muxes.get(uint64(mh))
+	if !ok {
+		return nil, nil, C.LMS_ERR_INVALID_HANDLE
+	}
+	c, ok := channels.get(uint64(ch))
+	if !ok {
+		return nil, nil, C.LMS_ERR_INVALID_HANDLE
+	}
+	return m, c, C.LMS_OK
+}
+
+//export lmsgo_mux_add
+func lmsgo_mux_add(mh C.lms_mux, ch C.lms_channel) (rc C.int) {
+	defer recovered(&rc)
+	m, c, rc := muxAndChannel(mh, ch)
+	if rc != C.LMS_OK {
+		return rc
+	}
+	// The channel's handle is its key: lms_mux_ready hands it back.
+	return muxErr(m.Add(c, uint64(ch)))
+}
+
+//export lmsgo_mux_remove
+func lmsgo_mux_remove(mh C.lms_mux, ch C.lms_channel) (rc C.int) {
+	defer recovered(&rc)
+	m, c, rc := muxAndChannel(mh, ch)
+	if rc != C.LMS_OK {
+		return rc
+	}
+	return muxErr(m.Remove(c))
+}
+
+//export lmsgo_mux_fd
+func lmsgo_mux_fd(mh C.lms_mux, fd *C.int) (rc C.int) {
+	defer recovered(&rc)
+	if fd == nil {
+		return C.LMS_ERR_INVALID_ARGUMENT
+	}
+	m, ok := muxes.get(uint64(mh))
+	if !ok {
+		return C.LMS_ERR_INVALID_HANDLE
+	}
+	f, err := m.Fd()
+	if err != nil {
+		return muxErr(err)
+	}
+	*fd = C.int(f)
+	return C.LMS_OK
+}
+
+//export lmsgo_mux_ready
+func lmsgo_mux_ready(mh C.lms_mux, timeoutMs C.int32_t, out *C.lms_channel, maxN C.size_t, n *C.size_t) (rc C.int) {
+	defer recovered(&rc)
+	if n == nil || out == nil || maxN == 0 {
+		return C.LMS_ERR_INVALID_ARGUMENT
+	}
+	*n = 0
+	m, ok := muxes.get(uint64(mh))
+	if !ok {
+		return C.LMS_ERR_INVALID_HANDLE
+	}
+	if timeoutMs != 0 {
+		if err := m.Wait(timeout(timeoutMs)); err != nil {
+			return muxErr(err)
+		}
+	}
+	dst := unsafe.Slice((*uint64)(unsafe.Pointer(out)), int(min(maxN, math.MaxInt32)))
+	k := m.Ready(dst)
+	*n = C.size_t(k)
+	if k == 0 {
+		return C.LMS_EMPTY
+	}
+	return C.LMS_OK
+}
+
+//export lmsgo_mux_destroy
+func lmsgo_mux_destroy(mh C.lms_mux) (rc C.int) {
+	defer recovered(&rc)
+	m, ok := muxes.remove(uint64(mh))
+	if !ok {
+		return C.LMS_ERR_INVALID_HANDLE
+	}
+	m.Close()
 	return C.LMS_OK
 }

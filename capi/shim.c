@@ -153,3 +153,33 @@ int lms_channel_release(lms_channel ch) {
     LMS_GUARD();
     return lmsgo_channel_release(ch);
 }
+
+int lms_mux_create(lms_mux *out) {
+    LMS_GUARD();
+    return lmsgo_mux_create(out);
+}
+
+int lms_mux_add(lms_mux mux, lms_channel ch) {
+    LMS_GUARD();
+    return lmsgo_mux_add(mux, ch);
+}
+
+int lms_mux_remove(lms_mux mux, lms_channel ch) {
+    LMS_GUARD();
+    return lmsgo_mux_remove(mux, ch);
+}
+
+int lms_mux_fd(lms_mux mux, int *fd) {
+    LMS_GUARD();
+    return lmsgo_mux_fd(mux, fd);
+}
+
+int lms_mux_ready(lms_mux mux, int32_t timeout_ms, lms_channel *out, size_t max, size_t *n) {
+    LMS_GUARD();
+    return lmsgo_mux_ready(mux, timeout_ms, out, max, n);
+}
+
+int lms_mux_destroy(lms_mux mux) {
+    LMS_GUARD();
+    return lmsgo_mux_destroy(mux);
+}

@@ -86,6 +86,7 @@ extern "C" {
 
 typedef uint64_t lms_runtime;
 typedef uint64_t lms_channel;
+typedef uint64_t lms_mux;
 
 /* Usage, meaningful on the terminal chunk. */
 typedef struct lms_usage {
@@ -260,6 +261,41 @@ int lms_channel_state(lms_channel ch, int *finished, int *reason, size_t *pendin
 ** chunks, closes the descriptor, and wakes blocked waiters with
 ** LMS_ERR_CLOSED. The handle is invalid afterwards. */
 int lms_channel_release(lms_channel ch);
+
+/* ---- Multiplexing ----------------------------------------------------- */
+
+/* A multiplexer gathers many channels behind one readiness descriptor, for
+** an event loop serving many streams: it waits on one descriptor instead of
+** one per channel, and lms_mux_ready names exactly the channels that have
+** chunks to pop, so a wake-up costs work in proportion to the streams that
+** moved. A member is ready while it has chunks pending (its terminal chunk
+** included); popping keeps that current, so a channel whose terminal chunk
+** was popped stops being listed without being removed. A channel belongs to
+** at most one multiplexer; releasing it removes it. */
+int lms_mux_create(lms_mux *out);
+
+/* Adds a channel (ready at once if chunks are already pending).
+** LMS_ERR_STATE: it already belongs to a multiplexer. */
+int lms_mux_add(lms_mux mux, lms_channel ch);
+
+/* Removes a channel. LMS_ERR_STATE: it is not a member of this mux. */
+int lms_mux_remove(lms_mux mux, lms_channel ch);
+
+/* A file descriptor that is readable while some member is ready. Do not
+** read from it or close it; it is valid until the multiplexer is destroyed. */
+int lms_mux_fd(lms_mux mux, int *fd);
+
+/* Writes the handles of up to max ready members to out and their number to
+** *n. timeout_ms: 0 returns at once, a negative value waits without limit,
+** otherwise waits up to that many milliseconds for a member to be ready.
+** Returns LMS_OK with *n >= 1, or LMS_EMPTY with *n = 0. Members stay ready
+** (and listed) until their chunks are popped. */
+int lms_mux_ready(lms_mux mux, int32_t timeout_ms, lms_channel *out, size_t max, size_t *n);
+
+/* Destroys the multiplexer: its channels stay valid and leave it, waiters
+** wake with LMS_ERR_CLOSED, the descriptor is closed, the handle is invalid
+** afterwards. */
+int lms_mux_destroy(lms_mux mux);
 
 #ifdef __cplusplus
 }

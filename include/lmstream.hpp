@@ -512,6 +512,60 @@ private:
     lms_runtime h_ = 0;
 };
 
+/* One readiness descriptor for many channels (see lms_mux_create). It owns
+** its handle and destroys it on destruction; the channels stay valid and
+** owned by their Channel objects, and leave it. A channel whose terminal
+** chunk was popped stops being listed by ready() by itself. Move-only, like
+** Channel. ready() may block on one thread while others pop. */
+class Mux {
+public:
+    Mux() { detail::check(lms_mux_create(&h_), "lms_mux_create"); }
+    ~Mux() {
+        if (h_) lms_mux_destroy(std::exchange(h_, 0));
+    }
+    Mux(const Mux &) = delete;
+    Mux &operator=(const Mux &) = delete;
+    Mux(Mux &&other) noexcept : h_(std::exchange(other.h_, 0)) {}
+    Mux &operator=(Mux &&other) noexcept {
+        if (this != &other) {
+            if (h_) lms_mux_destroy(h_);
+            h_ = std::exchange(other.h_, 0);
+        }
+        return *this;
+    }
+
+    lms_mux handle() const noexcept { return h_; }
+
+    /* Membership; LMS_ERR_STATE when the channel is in another mux (add)
+    ** or not in this one (remove). */
+    void add(const Channel &ch) { detail::check(lms_mux_add(h_, ch.handle()), "lms_mux_add"); }
+    void remove(const Channel &ch) { detail::check(lms_mux_remove(h_, ch.handle()), "lms_mux_remove"); }
+
+    /* Readable while some member has chunks pending; valid while the Mux
+    ** lives. */
+    int fd() const {
+        int out = -1;
+        detail::check(lms_mux_fd(h_, &out), "lms_mux_fd");
+        return out;
+    }
+
+    /* The handles of the members with chunks pending (at most max_channels),
+    ** after waiting up to timeout for one (0: no wait, negative: no limit);
+    ** empty on timeout. Compare them with Channel::handle(). */
+    std::vector<lms_channel> ready(std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+                                   std::size_t max_channels = 256) const {
+        std::vector<lms_channel> out(max_channels == 0 ? 1 : max_channels);
+        std::size_t n = 0;
+        int rc = lms_mux_ready(h_, detail::timeout_ms(timeout), out.data(), out.size(), &n);
+        detail::check(rc, "lms_mux_ready");
+        out.resize(rc == LMS_OK ? n : 0);
+        return out;
+    }
+
+private:
+    lms_mux h_ = 0;
+};
+
 } // namespace lmstream
 
 #endif /* LMSTREAM_HPP */

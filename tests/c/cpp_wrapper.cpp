@@ -30,6 +30,7 @@
 using namespace std::chrono_literals;
 using lmstream::Channel;
 using lmstream::Chunk;
+using lmstream::Mux;
 using lmstream::Runtime;
 using lmstream::Status;
 
@@ -425,6 +426,40 @@ static void test_fd_poll() {
     s.expect_complete(text);
 }
 
+/* Many streams through one Mux: wait on ready(), drain the listed
+** channels; drained streams drop out; membership errors throw. */
+static void test_mux() {
+    Runtime rt(runtime_config(16));
+    Mux mux;
+    std::vector<Channel> chans(24);
+    std::vector<Stream> got(chans.size());
+    for (Channel &c : chans) mux.add(c);
+    expect_error(LMS_ERR_STATE, [&] { mux.add(chans[0]); }, "adding a member twice");
+    for (size_t i = 0; i < chans.size(); i++) rt.submit(spell("mux stream " + std::to_string(i), 1), chans[i]);
+    size_t finished = 0;
+    std::vector<Chunk> batch;
+    auto deadline = std::chrono::steady_clock::now() + patience(30s);
+    while (finished < chans.size()) {
+        CHECK(std::chrono::steady_clock::now() < deadline, "%zu of %zu streams finished", finished, chans.size());
+        for (lms_channel h : mux.ready(patience(1s))) {
+            size_t i = 0;
+            while (i < chans.size() && chans[i].handle() != h) i++;
+            CHECK(i < chans.size(), "ready() listed an unknown handle");
+            CHECK(!chans[i].done(), "stream %zu listed after its terminal chunk was popped", i);
+            if (chans[i].pop_batch(batch) != Status::ok) continue;
+            for (const Chunk &c : batch) got[i].fold(c);
+            if (chans[i].done()) finished++;
+        }
+    }
+    for (size_t i = 0; i < chans.size(); i++) got[i].expect_complete("mux stream " + std::to_string(i));
+    CHECK(mux.ready().empty(), "a drained mux still lists channels");
+    mux.remove(chans[3]);
+    expect_error(LMS_ERR_STATE, [&] { mux.remove(chans[3]); }, "removing a non-member");
+    Mux moved(std::move(mux));
+    CHECK(moved.handle() != 0 && mux.handle() == 0, "move did not transfer the handle");
+    moved.add(chans[3]);
+}
+
 static void test_errors() {
     auto e = expect_error(LMS_ERR_BAD_JSON, [] { Runtime rt("{not json"); }, "Runtime from bad JSON");
     CHECK(e.message()[0] != 0, "no message with LMS_ERR_BAD_JSON");
@@ -479,6 +514,7 @@ struct Test {
 
 static const Test tests[] = {
     {"wait_pop", test_wait_pop},
+    {"mux", test_mux},
     {"pop_batch", test_pop_batch},
     {"pop_batch_grows", test_pop_batch_grows},
     {"consume", test_consume},

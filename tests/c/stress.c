@@ -988,6 +988,113 @@ static int test_fd(void) {
     return 1;
 }
 
+/* ---- Test: one multiplexer serves many streams --------------------------- */
+
+typedef struct {
+    lms_mux mux;
+    int rc;
+} mux_waiter;
+
+static void *mux_wait_thread(void *arg) {
+    mux_waiter *w = arg;
+    lms_channel ready[4];
+    size_t n = 0;
+    w->rc = lms_mux_ready(w->mux, -1, ready, 4, &n);
+    return NULL;
+}
+
+/* Paced streams read through one multiplexer: poll on its descriptor, list
+** the ready channels, drain each with a batch pop. Every stream arrives
+** whole and in order; drained streams drop out of the ready list; the
+** membership rules and a destroy that wakes a blocked waiter hold. */
+static int test_mux(void) {
+    int count = quick ? 40 : 300;
+    lms_runtime rt;
+    if (!make_runtime(&rt, 64, count + 16)) return 0;
+    lms_mux mux;
+    CHECK_RC(lms_mux_create(&mux), LMS_OK);
+    int fd = -1;
+    CHECK_RC(lms_mux_fd(mux, &fd), LMS_OK);
+    CHECK(fd >= 0 && !readable(fd, 0), "an empty multiplexer is readable");
+    lms_channel *chans = calloc((size_t)count, sizeof *chans);
+    stream_result *res = calloc((size_t)count, sizeof *res);
+    char (*want)[40] = calloc((size_t)count, sizeof *want);
+    for (int i = 0; i < count; i++) {
+        snprintf(want[i], sizeof want[i], "mux %d: %x~", i, i * 2654435761u);
+        CHECK_RC(lms_channel_create(&chans[i]), LMS_OK);
+        CHECK_RC(lms_mux_add(mux, chans[i]), LMS_OK);
+    }
+    CHECK_RC(lms_mux_add(mux, chans[0]), LMS_ERR_STATE);
+    lms_mux other;
+    CHECK_RC(lms_mux_create(&other), LMS_OK);
+    CHECK_RC(lms_mux_add(other, chans[0]), LMS_ERR_STATE);
+    CHECK_RC(lms_mux_remove(other, chans[0]), LMS_ERR_STATE);
+    for (int i = 0; i < count; i++) {
+        char *req = spell(want[i], under_valgrind ? 2 : 0.5);
+        int ok = submit_one(rt, chans[i], req);
+        free(req);
+        if (!ok) return 0;
+    }
+    int finished = 0, wakeups = 0;
+    double deadline = now_ms() + patience(30000);
+    while (finished < count) {
+        CHECK(now_ms() < deadline, "%d of %d streams finished", finished, count);
+        if (!readable(fd, 1000)) continue;
+        wakeups++;
+        lms_channel ready[64];
+        size_t n = 0;
+        int rc = lms_mux_ready(mux, 0, ready, 64, &n);
+        CHECK(rc == LMS_OK || rc == LMS_EMPTY, "lms_mux_ready: %s", lms_strerror(rc));
+        for (size_t k = 0; k < n; k++) {
+            int i = -1;
+            for (int j = 0; j < count; j++) if (chans[j] == ready[k]) { i = j; break; }
+            CHECK(i >= 0, "lms_mux_ready listed an unknown handle");
+            CHECK(!res[i].terminals, "stream %d listed after its terminal chunk was popped", i);
+            lms_chunk chunks[16];
+            char buf[1024];
+            size_t got = 0;
+            CHECK_RC(lms_channel_pop_batch(chans[i], chunks, 16, buf, sizeof buf, 0, &got), LMS_OK);
+            for (size_t c = 0; c < got; c++) if (!fold(&res[i], &chunks[c])) return 0;
+            if (res[i].terminals) finished++;
+        }
+    }
+    for (int i = 0; i < count; i++) {
+        CHECK(!strcmp(res[i].text, want[i]) && res[i].reason == LMS_FINISH_END_ID,
+              "stream %d: \"%s\"", i, res[i].text);
+    }
+    /* Everything drained: nothing listed, nothing readable. */
+    lms_channel ready[4];
+    size_t n = 9;
+    CHECK_RC(lms_mux_ready(mux, 0, ready, 4, &n), LMS_EMPTY);
+    CHECK(n == 0 && !readable(fd, 0), "drained multiplexer still ready");
+    CHECK_RC(lms_mux_ready(mux, 10, ready, 4, &n), LMS_EMPTY);
+    CHECK_RC(lms_mux_ready(mux, 0, ready, 0, &n), LMS_ERR_INVALID_ARGUMENT);
+    /* Released channels leave; removed ones can join another multiplexer. */
+    CHECK_RC(lms_channel_release(chans[1]), LMS_OK);
+    CHECK_RC(lms_mux_remove(mux, chans[1]), LMS_ERR_INVALID_HANDLE);
+    CHECK_RC(lms_mux_remove(mux, chans[0]), LMS_OK);
+    CHECK_RC(lms_mux_add(other, chans[0]), LMS_OK);
+    /* Destroy wakes a waiter blocked without a timeout. */
+    mux_waiter w = {mux, 99};
+    pthread_t t;
+    pthread_create(&t, NULL, mux_wait_thread, &w);
+    sleep_ms(under_valgrind ? 200 : 20);
+    CHECK_RC(lms_mux_destroy(mux), LMS_OK);
+    pthread_join(t, NULL);
+    CHECK(w.rc == LMS_ERR_CLOSED || w.rc == LMS_ERR_INVALID_HANDLE, "waiter woke with %s", lms_strerror(w.rc));
+    CHECK_RC(lms_mux_destroy(mux), LMS_ERR_INVALID_HANDLE);
+    CHECK_RC(lms_mux_fd(mux, &fd), LMS_ERR_INVALID_HANDLE);
+    CHECK_RC(lms_mux_add(0, chans[2]), LMS_ERR_INVALID_HANDLE);
+    CHECK_RC(lms_mux_create(NULL), LMS_ERR_INVALID_ARGUMENT);
+    CHECK_RC(lms_mux_destroy(other), LMS_OK);
+    for (int i = 0; i < count; i++) if (i != 1) CHECK_RC(lms_channel_release(chans[i]), LMS_OK);
+    free(chans);
+    free(res);
+    free(want);
+    CHECK_RC(lms_runtime_destroy(rt), LMS_OK);
+    return 1;
+}
+
 /* ---- Test: complete, stats, configure_process ----------------------------- */
 
 static int test_complete_stats_config(void) {
@@ -1132,6 +1239,7 @@ static const test tests[] = {
     {"fd", test_fd, 0},
     {"complete_stats_config", test_complete_stats_config, 0},
     {"pause_policy", test_pause_policy, 0},
+    {"mux", test_mux, 0},
 };
 
 int main(int argc, char **argv) {
