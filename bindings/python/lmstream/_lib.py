@@ -55,6 +55,7 @@ LMS_QUEUE_PAUSE = 1
 
 lms_runtime = c_uint64
 lms_channel = c_uint64
+lms_mux = c_uint64
 
 
 class LmsUsage(Structure):
@@ -113,6 +114,12 @@ FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
     "lms_channel_fd": (c_int, [lms_channel, POINTER(c_int)]),
     "lms_channel_state": (c_int, [lms_channel, POINTER(c_int), POINTER(c_int), POINTER(c_size_t)]),
     "lms_channel_release": (c_int, [lms_channel]),
+    "lms_mux_create": (c_int, [POINTER(lms_mux)]),
+    "lms_mux_add": (c_int, [lms_mux, lms_channel]),
+    "lms_mux_remove": (c_int, [lms_mux, lms_channel]),
+    "lms_mux_fd": (c_int, [lms_mux, POINTER(c_int)]),
+    "lms_mux_ready": (c_int, [lms_mux, c_int32, POINTER(lms_channel), c_size_t, POINTER(c_size_t)]),
+    "lms_mux_destroy": (c_int, [lms_mux]),
 }
 
 

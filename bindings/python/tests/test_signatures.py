@@ -20,6 +20,7 @@ SCALARS = {
     "uint64_t": ctypes.c_uint64,
     "lms_runtime": ctypes.c_uint64,
     "lms_channel": ctypes.c_uint64,
+    "lms_mux": ctypes.c_uint64,
     "lms_chunk": _lib.LmsChunk,
     "lms_usage": _lib.LmsUsage,
 }
