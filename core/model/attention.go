@@ -76,17 +76,7 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 		}
 	}
 	// Softmax weights (unnormalised) and the weighted sum of values.
-	var sum float32
-	j := 0
-	if haveAVX512 && nv >= 16 {
-		j = nv &^ 15
-		sum = attnExp(&sc[0], j, mx)
-	}
-	for ; j < nv; j++ {
-		p := expf(sc[j] - mx)
-		sc[j] = p
-		sum += p
-	}
+	sum := softmaxWeights(sc[:nv], mx)
 	if haveAVX512 && hd%64 == 0 {
 		attnWsum(&sc[0], &vals[0], nv, hd, &out[0])
 	} else {
@@ -95,8 +85,31 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 			axpy(out, sc[j], vals[j*hd:(j+1)*hd])
 		}
 	}
-	inv := 1 / sum
-	for d := range out {
-		out[d] *= inv
+	scaleRow(out, 1/sum)
+}
+
+// softmaxWeights replaces x by e^(x-mx) (the unnormalised softmax weights)
+// and returns their sum: whole 16-lane blocks with attnExp, the tail in Go.
+// Every attention path uses it, so a score gets the same weight whichever
+// path computed it.
+func softmaxWeights(x []float32, mx float32) float32 {
+	var sum float32
+	j := 0
+	if haveAVX512 && len(x) >= 16 {
+		j = len(x) &^ 15
+		sum = attnExp(&x[0], j, mx)
+	}
+	for ; j < len(x); j++ {
+		p := expf(x[j] - mx)
+		x[j] = p
+		sum += p
+	}
+	return sum
+}
+
+// scaleRow multiplies o by f.
+func scaleRow(o []float32, f float32) {
+	for d := range o {
+		o[d] *= f
 	}
 }

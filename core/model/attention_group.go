@@ -142,11 +142,7 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 		ab.mx[q] = float32(math.Inf(-1))
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	for b0 := 0; b0 < nfull; b0 += attnChunk / 16 {
-		nb := min(attnChunk/16, nfull-b0)
-		widen(kf[:nb*16*hd], keys[b0*16*hd:(b0+nb)*16*hd])
-		attnScores16(&qg[0], nq, hd, &kf[0], nb, hd, scale, &sc[16*b0], sst, &ab.mx[0], 0xffff)
-	}
+	scoreCached(&qg[0], nq, hd, keys, nfull, kf, scale, sc, sst, &ab.mx[0])
 	if gblk > 0 {
 		attnScores16(&qg[0], nq, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &ab.mx[0], 0xffff)
 	}
@@ -154,20 +150,8 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	// Softmax weights (unnormalised) per query over its own keys.
 	var sums [attnTokens * maxGroupHeads]float32
 	for q := range nq {
-		nv := runs[q/nh]
-		x := sc[q*sst : q*sst+nv]
-		mx := attnMax(&x[0], nv)
-		j := nv &^ 15
-		var sum float32
-		if j > 0 {
-			sum = attnExp(&x[0], j, mx)
-		}
-		for ; j < nv; j++ {
-			p := expf(x[j] - mx)
-			x[j] = p
-			sum += p
-		}
-		sums[q] = sum
+		x := sc[q*sst : q*sst+runs[q/nh]]
+		sums[q] = softmaxWeights(x, attnMax(&x[0], len(x)))
 	}
 
 	// Value sums, attnChunk values at a time, widened once for every token.
@@ -184,11 +168,7 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	}
 	for t := range nt {
 		for h := range nh {
-			inv := 1 / sums[t*nh+h]
-			o := s.att[(i0+t)*qDim+(h0+h)*hd : (i0+t)*qDim+(h0+h+1)*hd]
-			for d := range o {
-				o[d] *= inv
-			}
+			scaleRow(s.att[(i0+t)*qDim+(h0+h)*hd:(i0+t)*qDim+(h0+h+1)*hd], 1/sums[t*nh+h])
 		}
 	}
 }
@@ -236,11 +216,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 		mx[h] = float32(math.Inf(-1))
 	}
 	q := &s.q[i*qDim+h0*hd]
-	for b0 := 0; b0 < nfull; b0 += attnChunk / 16 {
-		nb := min(attnChunk/16, nfull-b0)
-		widen(kf[:nb*16*hd], keys[b0*16*hd:(b0+nb)*16*hd])
-		attnScores16(q, nh, hd, &kf[0], nb, hd, scale, &sc[16*b0], sst, &mx[0], 0xffff)
-	}
+	scoreCached(q, nh, hd, keys, nfull, kf, scale, sc, sst, &mx[0])
 	if gblk > 0 {
 		last := uint16(1<<(ng-16*(gblk-1)) - 1)
 		attnScores16(q, nh, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &mx[0], last)
@@ -249,18 +225,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	// Softmax weights (unnormalised) per head.
 	var sums [maxGroupHeads]float32
 	for h := range nh {
-		x := sc[h*sst : h*sst+nv]
-		j := nv &^ 15
-		var sum float32
-		if j > 0 {
-			sum = attnExp(&x[0], j, mx[h])
-		}
-		for ; j < nv; j++ {
-			p := expf(x[j] - mx[h])
-			x[j] = p
-			sum += p
-		}
-		sums[h] = sum
+		sums[h] = softmaxWeights(sc[h*sst:h*sst+nv], mx[h])
 	}
 
 	// Weighted value sums: the run from the cache, then the extra rows
@@ -283,10 +248,17 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 		attnWsumG(&sc[run], sst, nh, &vg[0], len(extra), hd, &out[0], hd, run > 0)
 	}
 	for h := range nh {
-		inv := 1 / sums[h]
-		o := out[h*hd : (h+1)*hd]
-		for d := range o {
-			o[d] *= inv
-		}
+		scaleRow(out[h*hd:(h+1)*hd], 1/sums[h])
+	}
+}
+
+// scoreCached scores nq queries (stride hd) against the whole 16-key blocks
+// [0, nfull) of a float16 key block, widening attnChunk keys at a time into
+// kf: scores go to sc (row stride sst), running maxima to mx.
+func scoreCached(q *float32, nq, hd int, keys []uint16, nfull int, kf []float32, scale float32, sc []float32, sst int, mx *float32) {
+	for b0 := 0; b0 < nfull; b0 += attnChunk / 16 {
+		nb := min(attnChunk/16, nfull-b0)
+		widen(kf[:nb*16*hd], keys[b0*16*hd:(b0+nb)*16*hd])
+		attnScores16(q, nq, hd, &kf[0], nb, hd, scale, &sc[16*b0], sst, mx, 0xffff)
 	}
 }
