@@ -42,18 +42,15 @@ const attnTokens = 4
 // or part of it) of tokens [i0, i1).
 type attnItem struct{ i0, i1, h0, nh int32 }
 
-// attentionGrouped spreads attention items over the pool. An item is one
-// (token, part of a KV head's query group), or up to attnTokens consecutive
-// chain tokens of one sequence for that part. The parts are fixed by the
-// model's shape, never by the batch, and an item's arithmetic for each
-// (token, head) is the same whatever else the item holds. Whole groups are
-// faster than single heads even when they balance worse over the threads
-// (decode: 3 groups on 2 threads): a single head's value sum is bound by
-// its 4 accumulators' FMA latency, a group of 3 by FMA throughput.
-func (m *Model) attentionGrouped(b *Batch, li int) {
+// planAttnItems cuts the batch into attention items, once per pass (every
+// layer uses the same items). An item is one (token, part of a KV head's
+// query group), or up to attnTokens consecutive chain tokens of one
+// sequence for that part. The parts are fixed by the model's shape, never
+// by the batch, and an item's arithmetic for each (token, head) is the same
+// whatever else the item holds.
+func (m *Model) planAttnItems(b *Batch) {
 	c, s := &m.cfg, &m.s
 	n := len(b.Tokens)
-	threads := m.pool.Threads()
 	group := c.Heads / c.KVHeads
 	parts := (group + maxGroupHeads - 1) / maxGroupHeads
 	s.attItems = s.attItems[:0]
@@ -78,6 +75,16 @@ func (m *Model) attentionGrouped(b *Batch, li int) {
 		}
 		i = j
 	}
+}
+
+// attentionGrouped spreads the pass's attention items (planAttnItems) over
+// the pool. Whole groups are faster than single heads even when they
+// balance worse over the threads (decode: 3 groups on 2 threads): a single
+// head's value sum is bound by its 4 accumulators' FMA latency, a group of
+// 3 by FMA throughput.
+func (m *Model) attentionGrouped(b *Batch, li int) {
+	s := &m.s
+	threads := m.pool.Threads()
 	items := s.attItems
 	grain := max(1, len(items)/(4*threads))
 	m.pool.Run(len(items), grain, func(lo, hi int) {

@@ -101,6 +101,9 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		}
 	}
 	m.ropeTables(b.Pos)
+	if m.groupedAttention() {
+		m.planAttnItems(b)
+	}
 
 	for li := range m.layers {
 		l := &m.layers[li]
