@@ -235,17 +235,21 @@ func (c *Channel) syncFdLocked() {
 	if c.efd < 0 {
 		return
 	}
-	ready := c.head < len(c.queue) || c.finished
+	setLevel(c.efd, &c.efdReady, c.head < len(c.queue) || c.finished)
+}
+
+// setLevel makes the eventfd fd readable exactly when want; *readable is its
+// current state, so the counter is written or drained only on a change.
+func setLevel(fd int, readable *bool, want bool) {
 	switch {
-	case ready && !c.efdReady:
+	case want && !*readable:
 		var one = [8]byte{1}
-		unix.Write(c.efd, one[:])
-		c.efdReady = true
-	case !ready && c.efdReady:
+		unix.Write(fd, one[:])
+	case !want && *readable:
 		var buf [8]byte
-		unix.Read(c.efd, buf[:])
-		c.efdReady = false
+		unix.Read(fd, buf[:])
 	}
+	*readable = want
 }
 
 func (c *Channel) broadcastLocked() {

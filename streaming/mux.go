@@ -195,16 +195,10 @@ func (m *Mux) setReadyLocked(key uint64, ready bool) {
 		m.ready = m.ready[:last]
 		delete(m.slot, key)
 	}
-	switch {
-	case len(m.ready) > 0 && !m.efdReady:
-		var one = [8]byte{1}
-		unix.Write(m.efd, one[:])
-		m.efdReady = true
+	wasReady := m.efdReady
+	setLevel(m.efd, &m.efdReady, len(m.ready) > 0)
+	if m.efdReady && !wasReady {
 		m.broadcastLocked()
-	case len(m.ready) == 0 && m.efdReady:
-		var buf [8]byte
-		unix.Read(m.efd, buf[:])
-		m.efdReady = false
 	}
 }
 
