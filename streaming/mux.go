@@ -28,12 +28,11 @@ var (
 // channel belongs to at most one mux at a time; releasing it removes it.
 // Every method is safe for concurrent use.
 type Mux struct {
-	mu      sync.Mutex
-	members map[*Channel]uint64
-	keys    map[uint64]*Channel
-	ready   []uint64       // the ready members' keys, unordered
-	slot    map[uint64]int // key → index in ready
-	closed  bool
+	mu     sync.Mutex
+	keys   map[uint64]*Channel // the members, by key
+	ready  []uint64            // the ready members' keys, unordered
+	slot   map[uint64]int      // key → index in ready
+	closed bool
 
 	efd      int
 	efdReady bool
@@ -48,7 +47,7 @@ func NewMux() (*Mux, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Mux{members: map[*Channel]uint64{}, keys: map[uint64]*Channel{},
+	return &Mux{keys: map[uint64]*Channel{},
 		slot: map[uint64]int{}, efd: fd, wake: make(chan struct{})}, nil
 }
 
@@ -82,7 +81,7 @@ func (m *Mux) Add(c *Channel, key uint64) error {
 	if _, taken := m.keys[key]; taken {
 		return ErrDupKey
 	}
-	m.members[c], m.keys[key] = key, c
+	m.keys[key] = c
 	c.mux, c.muxKey, c.muxReady = m, key, c.head < len(c.queue)
 	if c.muxReady {
 		m.setReadyLocked(key, true)
@@ -157,8 +156,8 @@ func (m *Mux) Close() {
 		return
 	}
 	m.closed = true
-	members := make([]*Channel, 0, len(m.members))
-	for c := range m.members {
+	members := make([]*Channel, 0, len(m.keys))
+	for _, c := range m.keys {
 		members = append(members, c)
 	}
 	unix.Close(m.efd)
@@ -231,7 +230,6 @@ func (c *Channel) leaveMuxLocked() {
 	m := c.mux
 	m.mu.Lock()
 	m.setReadyLocked(c.muxKey, false)
-	delete(m.members, c)
 	delete(m.keys, c.muxKey)
 	m.mu.Unlock()
 	c.mux, c.muxKey, c.muxReady = nil, 0, false
