@@ -53,10 +53,9 @@ func (a *Arena) alloc(n int) []byte {
 // wt on this CPU (0 when the matrix keeps its stored layout), plus the
 // alignment an Arena may add.
 func PackedSize(wt Type, rows, cols int) int {
-	rec := packedRecord(wt)
-	if rec == 0 || simdKernels.q41p == nil || rows <= 0 || cols <= 0 || cols%32 != 0 {
+	groups, gb := packedShape(wt, rows, cols)
+	if groups == 0 {
 		return 0
 	}
-	groups := (rows + packGroup - 1) / packGroup
-	return groups*(cols/32)*rec + 63
+	return groups*gb + 63
 }

@@ -100,10 +100,7 @@ func PrepackIn(a *Arena, wt Type, w []byte, rows, cols int) *Packed {
 		panic(fmt.Sprintf("quant: Prepack %s %d×%d: w %d B", wt, rows, cols, len(w)))
 	}
 	p := &Packed{Type: wt, Rows: rows, Cols: cols, w: w[:rows*wrb]}
-	if rec := packedRecord(wt); rec > 0 && simdKernels.q41p != nil && rows > 0 && cols > 0 {
-		nb := cols / 32
-		groups := (rows + packGroup - 1) / packGroup
-		gb := nb * rec
+	if groups, gb := packedShape(wt, rows, cols); groups > 0 {
 		if p.data = a.alloc(groups * gb); p.data == nil {
 			p.data = make([]byte, groups*gb)
 		}
@@ -112,6 +109,17 @@ func PrepackIn(a *Arena, wt Type, w []byte, rows, cols int) *Packed {
 		}
 	}
 	return p
+}
+
+// packedShape is the number of 16-row groups and the bytes of one group in
+// wt's packed layout on this CPU, or 0, 0 when a rows×cols matrix of wt
+// keeps its stored layout.
+func packedShape(wt Type, rows, cols int) (groups, groupBytes int) {
+	rec := packedRecord(wt)
+	if rec == 0 || simdKernels.q41p == nil || rows <= 0 || cols <= 0 {
+		return 0, 0
+	}
+	return (rows + packGroup - 1) / packGroup, cols / 32 * rec
 }
 
 // PackedBytes is the memory the packed copy takes (0 when Prepack only
