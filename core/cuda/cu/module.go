@@ -1,0 +1,136 @@
+package cu
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/lmstream/lmstream/core/cuda/internal/cmem"
+)
+
+// Module is a loaded cubin (CUmodule).
+type Module struct {
+	c *Context
+	h uintptr
+}
+
+// Function is a kernel in a Module (CUfunction).
+type Function struct {
+	m    *Module
+	h    uintptr
+	name string
+}
+
+// LoadModule loads a cubin (or PTX/fatbin, which the driver also accepts)
+// with cuModuleLoadData. The image is copied to page-aligned memory outside
+// the Go heap first: the driver parses it in place, and an ELF image wants
+// better alignment than a Go byte slice promises.
+func (c *Context) LoadModule(image []byte) (*Module, error) {
+	if len(image) == 0 {
+		return nil, fmt.Errorf("cuda: LoadModule: empty image")
+	}
+	buf, err := cmem.New(len(image) + 1) // +1: a NUL, should the driver read PTX text
+	if err != nil {
+		return nil, err
+	}
+	defer buf.Free()
+	copy(buf.Bytes(), image)
+	m := &Module{c: c}
+	if err := c.d.check("cuModuleLoadData", c.d.ModuleLoadData(unsafe.Pointer(&m.h), buf.Ptr(0))); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Function looks up the kernel called name (its extern "C" name).
+func (m *Module) Function(name string) (*Function, error) {
+	cname := append([]byte(name), 0)
+	f := &Function{m: m, name: name}
+	if err := m.c.d.check("cuModuleGetFunction", m.c.d.ModuleGetFunction(unsafe.Pointer(&f.h), m.h, unsafe.Pointer(&cname[0]))); err != nil {
+		return nil, fmt.Errorf("kernel %q: %w", name, err)
+	}
+	return f, nil
+}
+
+// Unload unloads the module; its Functions become invalid. A second Unload
+// does nothing.
+func (m *Module) Unload() error {
+	if m == nil || m.h == 0 {
+		return nil
+	}
+	h := m.h
+	m.h = 0
+	return m.c.d.check("cuModuleUnload", m.c.d.ModuleUnload(h))
+}
+
+// Name is the kernel's name.
+func (f *Function) Name() string { return f.name }
+
+// SetMaxDynamicShared allows launches of f with up to bytes of dynamic
+// shared memory; needed above 48 KiB (cuFuncSetAttribute
+// MAX_DYNAMIC_SHARED_SIZE_BYTES), up to AttrMaxSharedMemoryPerBlockOptin.
+func (f *Function) SetMaxDynamicShared(bytes int) error {
+	return f.m.c.d.check("cuFuncSetAttribute", f.m.c.d.FuncSetAttribute(f.h, funcAttrMaxDynamicSharedBytes, int32(bytes)))
+}
+
+// The launch arena: one mapping per Context holding, at fixed offsets,
+//
+//	[0, 40)   extra = {BUFFER_POINTER, &blob, BUFFER_SIZE, &size, END}
+//	[40, 48)  size  (size_t)
+//	[64, ...) blob  (the kernel's argument struct)
+//
+// The addresses never change, so only the size and the blob are written per
+// launch. cuLaunchKernel (and stream capture) copies the blob before
+// returning, so the next launch may overwrite it at once.
+const (
+	arenaSizeOff = 40
+	arenaBlobOff = 64
+	// MaxArgBytes is the largest argument struct Launch takes: the driver's
+	// limit for kernel parameters on Volta and newer with CUDA 12.1+.
+	MaxArgBytes     = 32764
+	launchArenaSize = arenaBlobOff + 32768
+)
+
+func initArena(a *cmem.Block) {
+	a.PutWord(0, launchParamBufferPointer)
+	a.PutWord(8, a.Addr(arenaBlobOff))
+	a.PutWord(16, launchParamBufferSize)
+	a.PutWord(24, a.Addr(arenaSizeOff))
+	a.PutWord(32, launchParamEnd)
+}
+
+// Launch queues f on s (nil: the legacy default stream) with grid×block
+// threads and sharedBytes of dynamic shared memory. args is the kernel's one
+// parameter, a struct passed by value (__global__ void k(const Args a)),
+// exactly sizeof(Args) bytes in the C layout: build it with ArgWriter. It
+// travels through cuLaunchKernel's extra array (kernelParams NULL), copied
+// into the Context's launch arena, which a mutex guards (the engine
+// launches from one goroutine per context, so it is never contended).
+// A kernel without parameters takes nil args.
+func (c *Context) Launch(f *Function, grid, block [3]uint32, sharedBytes int, s *Stream, args []byte) error {
+	if f == nil || f.h == 0 {
+		return fmt.Errorf("cuda: Launch: nil function")
+	}
+	if len(args) > MaxArgBytes {
+		return fmt.Errorf("cuda: Launch %s: %d argument bytes, at most %d", f.name, len(args), MaxArgBytes)
+	}
+	if sharedBytes < 0 {
+		return fmt.Errorf("cuda: Launch %s: negative shared memory", f.name)
+	}
+	c.launchMu.Lock()
+	defer c.launchMu.Unlock()
+	if c.arena == nil {
+		return fmt.Errorf("cuda: Launch %s: context is closed", f.name)
+	}
+	var extra unsafe.Pointer
+	if len(args) > 0 {
+		copy(c.arena.Bytes()[arenaBlobOff:], args)
+		c.arena.PutWord(arenaSizeOff, uintptr(len(args)))
+		extra = c.arena.Ptr(0)
+	}
+	res := c.d.LaunchKernel(f.h, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+		uint32(sharedBytes), s.handle(), nil, extra)
+	if res != 0 {
+		return fmt.Errorf("kernel %s: %w", f.name, c.d.check("cuLaunchKernel", res))
+	}
+	return nil
+}
