@@ -58,7 +58,7 @@ func TestOpenGoesOnPastABrokenLibrary(t *testing.T) {
 	}
 	_, _, err := Open([]string{"stub", "other"})
 	require.EqualError(t, err, "cuda: no usable libcuda.so.1 (tried: stub: loaded, but driver lacks cuLaunchKernel, cuGraphLaunch "+
-		"(a CUDA 12 or newer driver is needed); other: other: cannot open shared object file)")
+		"(a CUDA 12 or newer driver is needed); other: cannot open shared object file)")
 }
 
 func TestErrorMapping(t *testing.T) {
@@ -113,7 +113,7 @@ func TestContextFacts(t *testing.T) {
 	require.NoError(t, c.Close())
 	require.NoError(t, c.Close())
 	require.Equal(t, 0, g.retained, "Close releases the primary context exactly once")
-	require.Error(t, c.Launch(&Function{h: 1}, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, nil, []byte{1, 2, 3, 4}))
+	require.Error(t, c.Launch(&Function{h: 1, argBytes: -1}, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, nil, []byte{1, 2, 3, 4}))
 
 	_, err = NewContext(d, 1)
 	require.EqualError(t, err, "cuda: device 1 does not exist (1 device(s))")
@@ -196,9 +196,12 @@ func TestLaunchPassesArgsThroughExtra(t *testing.T) {
 	require.NoError(t, err)
 	_, err = m.Function("nope")
 	require.EqualError(t, err, `kernel "nope": cuda: cuModuleGetFunction: CUresult(500) (500)`)
+	// struct { void* p; int i; float f; unsigned u; } as one parameter
+	g.kParams = [][2]uintptr{{0, 24}}
 	f, err := m.Function("k")
 	require.NoError(t, err)
 	require.Equal(t, "k", f.Name())
+	require.Equal(t, 24, f.ArgBytes())
 	require.NoError(t, f.SetMaxDynamicShared(100<<10))
 	require.Equal(t, 1, g.called("cuFuncSetAttribute(8,102400)"))
 
@@ -212,7 +215,25 @@ func TestLaunchPassesArgsThroughExtra(t *testing.T) {
 	args := w.Bytes()
 	require.Len(t, args, 24)
 	require.NoError(t, c.Launch(f, [3]uint32{4, 2, 1}, [3]uint32{128, 1, 1}, 4096, s, args))
-	require.NoError(t, c.Launch(f, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, nil, nil))
+	// The wrong size is refused before the driver sees it.
+	require.EqualError(t, c.Launch(f, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, nil, args[:16]),
+		"cuda: Launch k: 16 argument bytes, the kernel takes 24")
+	// A kernel without parameters takes nil, with extra NULL; two
+	// parameters make a block up to the end of the second.
+	g.kParams = nil
+	f0, err := m.Function("k")
+	require.NoError(t, err)
+	require.Equal(t, 0, f0.ArgBytes())
+	require.NoError(t, c.Launch(f0, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, nil, nil))
+	g.kParams = [][2]uintptr{{0, 4}, {8, 8}}
+	f2, err := m.Function("k")
+	require.NoError(t, err)
+	require.Equal(t, 16, f2.ArgBytes())
+	// A driver before 12.4 cannot tell: no check.
+	c.d.FuncGetParamInfo = nil
+	fu, err := m.Function("k")
+	require.NoError(t, err)
+	require.Equal(t, -1, fu.ArgBytes())
 
 	require.Len(t, g.launches, 2)
 	l := g.launches[0]
@@ -232,7 +253,7 @@ func TestLaunchPassesArgsThroughExtra(t *testing.T) {
 	require.Equal(t, c.arena.Addr(arenaSizeOff), l.extraWords[3])
 	require.True(t, g.launches[1].extraNil && g.launches[1].paramsNil && g.launches[1].stream == 0)
 
-	require.Error(t, c.Launch(f, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, nil, make([]byte, MaxArgBytes+1)))
+	require.Error(t, c.Launch(fu, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, nil, make([]byte, MaxArgBytes+1)))
 	require.Error(t, c.Launch(nil, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 0, nil, nil))
 
 	_, err = c.LoadModule([]byte("not an elf"))
@@ -246,7 +267,7 @@ func TestLaunchPassesArgsThroughExtra(t *testing.T) {
 // guarded (run under -race).
 func TestLaunchConcurrent(t *testing.T) {
 	g, c := newFakeContext(t)
-	f := &Function{m: &Module{c: c, h: 1}, h: 2, name: "k"}
+	f := &Function{m: &Module{c: c, h: 1}, h: 2, name: "k", argBytes: -1}
 	var wg sync.WaitGroup
 	for i := 0; i < 8; i++ {
 		wg.Add(1)

@@ -54,6 +54,9 @@ type Driver struct {
 	ModuleUnload      func(m uintptr) uint32                                        // cuModuleUnload
 	ModuleGetFunction func(f unsafe.Pointer, m uintptr, name unsafe.Pointer) uint32 // cuModuleGetFunction(CUfunction*, CUmodule, const char*)
 	FuncSetAttribute  func(f uintptr, attr int32, v int32) uint32                   // cuFuncSetAttribute
+	// FuncGetParamInfo is cuFuncGetParamInfo(f, index, size_t* offset,
+	// size_t* size), nil on drivers older than CUDA 12.4 (optional).
+	FuncGetParamInfo func(f, index uintptr, off, size unsafe.Pointer) uint32
 	// LaunchKernel is cuLaunchKernel(f, grid xyz, block xyz, sharedMemBytes,
 	// stream, kernelParams, extra).
 	LaunchKernel func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, s uintptr, params, extra unsafe.Pointer) uint32

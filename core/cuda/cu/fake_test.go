@@ -22,6 +22,7 @@ type fakeGPU struct {
 	retained int
 	hostBufs map[unsafe.Pointer]*cmem.Block
 	captures []uint32
+	kParams  [][2]uintptr // cuFuncGetParamInfo's {offset, size} per parameter of every kernel
 }
 
 type fakeLaunch struct {
@@ -193,6 +194,13 @@ func newFake() (*fakeGPU, *Driver) {
 		return newHandle(f, "cuModuleGetFunction")
 	}
 	d.FuncSetAttribute = func(f uintptr, attr, v int32) uint32 { return r(fmt.Sprintf("cuFuncSetAttribute(%d,%d)", attr, v)) }
+	d.FuncGetParamInfo = func(f, i uintptr, off, size unsafe.Pointer) uint32 {
+		if int(i) >= len(g.kParams) {
+			return 1
+		}
+		*(*uintptr)(off), *(*uintptr)(size) = g.kParams[i][0], g.kParams[i][1]
+		return 0
+	}
 	d.LaunchKernel = func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, s uintptr, params, extra unsafe.Pointer) uint32 {
 		l := fakeLaunch{f: f, grid: [3]uint32{gx, gy, gz}, block: [3]uint32{bx, by, bz}, shared: shared, stream: s,
 			paramsNil: params == nil, extraNil: extra == nil}

@@ -48,7 +48,7 @@ func Open(paths []string) (*Driver, string, error) {
 	for _, p := range paths {
 		h, err := dlopen(p)
 		if err != nil {
-			tried = append(tried, fmt.Sprintf("%s: %v", p, err))
+			tried = append(tried, placeErr(p, err))
 			continue
 		}
 		loaded = true
@@ -80,6 +80,15 @@ type openError struct {
 func (e *openError) Error() string { return e.msg }
 func (e *openError) Unwrap() error { return e.last }
 
+// placeErr is "path: error", without repeating the path when the loader's
+// message already starts with it (dlerror's usually does).
+func placeErr(path string, err error) string {
+	if msg := err.Error(); strings.HasPrefix(msg, path+":") {
+		return msg
+	}
+	return fmt.Sprintf("%s: %v", path, err)
+}
+
 // ret keeps the CUresult (a 32-bit enum; the upper half of the register is
 // undefined) from SyscallN's results.
 func ret(r1, _, _ uintptr) uint32 { return uint32(r1) }
@@ -102,6 +111,11 @@ func bind(h uintptr) (*Driver, error) {
 		}
 		missing = append(missing, names[0])
 		return 0
+	}
+	// opt resolves an entry point newer drivers have; 0 when absent.
+	opt := func(name string) uintptr {
+		p, _ := dlsym(h, name)
+		return p
 	}
 	var (
 		pInit             = sym("cuInit")
@@ -143,6 +157,7 @@ func bind(h uintptr) (*Driver, error) {
 		pModuleUnload  = sym("cuModuleUnload")
 		pModuleGetFunc = sym("cuModuleGetFunction")
 		pFuncSetAttr   = sym("cuFuncSetAttribute")
+		pFuncParamInfo = opt("cuFuncGetParamInfo") // CUDA 12.4+
 		pLaunch        = sym("cuLaunchKernel")
 		pBeginCapture  = sym("cuStreamBeginCapture_v2")
 		pEndCapture    = sym("cuStreamEndCapture")
@@ -216,6 +231,11 @@ func bind(h uintptr) (*Driver, error) {
 	}
 	d.FuncSetAttribute = func(f uintptr, attr, v int32) uint32 {
 		return ret(call(pFuncSetAttr, f, uintptr(attr), uintptr(v)))
+	}
+	if pFuncParamInfo != 0 {
+		d.FuncGetParamInfo = func(f, i uintptr, off, size unsafe.Pointer) uint32 {
+			return ret(call(pFuncParamInfo, f, i, uintptr(off), uintptr(size)))
+		}
 	}
 	d.LaunchKernel = func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, s uintptr, params, extra unsafe.Pointer) uint32 {
 		return ret(call(pLaunch, f, uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),

@@ -18,6 +18,9 @@ type Function struct {
 	m    *Module
 	h    uintptr
 	name string
+	// argBytes is the size of the kernel's parameter block, from
+	// cuFuncGetParamInfo; -1 when the driver cannot tell (before 12.4).
+	argBytes int
 }
 
 // LoadModule loads a cubin (or PTX/fatbin, which the driver also accepts)
@@ -44,12 +47,37 @@ func (c *Context) LoadModule(image []byte) (*Module, error) {
 // Function looks up the kernel called name (its extern "C" name).
 func (m *Module) Function(name string) (*Function, error) {
 	cname := append([]byte(name), 0)
-	f := &Function{m: m, name: name}
+	f := &Function{m: m, name: name, argBytes: -1}
 	if err := m.c.d.check("cuModuleGetFunction", m.c.d.ModuleGetFunction(unsafe.Pointer(&f.h), m.h, unsafe.Pointer(&cname[0]))); err != nil {
 		return nil, fmt.Errorf("kernel %q: %w", name, err)
 	}
+	f.argBytes = paramBytes(m.c.d, f.h)
 	return f, nil
 }
+
+// paramBytes is the end of a kernel's last parameter (sizeof(Args) for the
+// one-struct kernels; 0 for none), or -1 when the driver cannot say. The
+// driver does not check the size of the block passed through extra: a short
+// one makes the kernel read past it, typically an illegal-address fault that
+// poisons the whole context, so Launch checks it here instead.
+func paramBytes(d *Driver, f uintptr) int {
+	if d.FuncGetParamInfo == nil {
+		return -1
+	}
+	end := 0
+	for i := uintptr(0); i < 1024; i++ {
+		var off, size uintptr
+		if d.FuncGetParamInfo(f, i, unsafe.Pointer(&off), unsafe.Pointer(&size)) != 0 {
+			break // CUDA_ERROR_INVALID_VALUE past the last parameter
+		}
+		end = int(off + size)
+	}
+	return end
+}
+
+// ArgBytes is the size of the argument block the kernel takes, as the
+// driver reports it (-1 on drivers before CUDA 12.4, which cannot tell).
+func (f *Function) ArgBytes() int { return f.argBytes }
 
 // Unload unloads the module; its Functions become invalid. A second Unload
 // does nothing.
@@ -112,6 +140,9 @@ func (c *Context) Launch(f *Function, grid, block [3]uint32, sharedBytes int, s 
 	}
 	if len(args) > MaxArgBytes {
 		return fmt.Errorf("cuda: Launch %s: %d argument bytes, at most %d", f.name, len(args), MaxArgBytes)
+	}
+	if f.argBytes >= 0 && len(args) != f.argBytes {
+		return fmt.Errorf("cuda: Launch %s: %d argument bytes, the kernel takes %d", f.name, len(args), f.argBytes)
 	}
 	if sharedBytes < 0 {
 		return fmt.Errorf("cuda: Launch %s: negative shared memory", f.name)

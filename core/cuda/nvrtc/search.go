@@ -152,7 +152,7 @@ func (e env) open(explicit string, maxMajor int) (*NVRTC, error) {
 	try := func(path, how string) *NVRTC {
 		n, err := e.try(path, how, maxMajor)
 		if err != nil {
-			tried = append(tried, fmt.Sprintf("%s: %v", path, err))
+			tried = append(tried, placeErr(path, err))
 			return nil
 		}
 		n.tried = tried
@@ -213,7 +213,7 @@ func (e env) explicit(v, how string, maxMajor int) (*NVRTC, error) {
 			if err == nil {
 				return n, nil
 			}
-			errs = append(errs, fmt.Sprintf("%s: %v", p, err))
+			errs = append(errs, placeErr(p, err))
 		}
 		if len(errs) == 0 {
 			return nil, fmt.Errorf("directory holds no %s", strings.Join(sonames, ", "))
@@ -275,6 +275,15 @@ func (e env) sitePackages() []string {
 		dirs = append(dirs, m...)
 	}
 	return dedup(dirs)
+}
+
+// placeErr is "path: error", without repeating the path when the loader's
+// message already starts with it (dlerror's usually does).
+func placeErr(path string, err error) string {
+	if msg := err.Error(); strings.HasPrefix(msg, path+":") {
+		return msg
+	}
+	return fmt.Sprintf("%s: %v", path, err)
 }
 
 func isFile(p string) bool {
