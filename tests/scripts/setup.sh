@@ -30,6 +30,8 @@ python3 -c "import pytest" 2>/dev/null || py_needed+=(pytest)
 python3 -c "import tokenizers" 2>/dev/null || py_needed+=(tokenizers)
 python3 -c "import gguf" 2>/dev/null || py_needed+=(gguf)
 python3 -c "import regex" 2>/dev/null || py_needed+=(regex)
+# NVRTC (CUDA 13) for the CUDA kernels' compile tests; no GPU is needed.
+python3 -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 || py_needed+=(nvidia-cuda-nvrtc)
 if [ ${#py_needed[@]} -gt 0 ]; then
   echo "setup: installing PyPI packages: ${py_needed[*]}"
   python3 -m pip install -q "${py_needed[@]}"
