@@ -38,7 +38,6 @@ import (
 
 	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/gguf"
-	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
@@ -50,18 +49,36 @@ import (
 
 func init() { runtime.Register("cpu", New) }
 
+// New is the CPU backend: NewBackend with the model on the CPU.
+func New(cfg *runtime.Config) (runtime.Backend, error) { return NewBackend(cfg, "cpu", openCPU) }
+
+// OpenRunner loads the model of a GGUF file onto a device, with threads
+// host threads for the work the device leaves to the CPU.
+type OpenRunner func(f *gguf.File, threads int) (model.Runner, error)
+
+func openCPU(f *gguf.File, threads int) (model.Runner, error) {
+	m, err := model.Load(f, threads)
+	if err != nil {
+		return nil, err
+	}
+	return model.CPU{Model: m}, nil
+}
+
 // Backend runs one model for every slot of a runtime.
 type Backend struct {
 	file      *gguf.File
-	draftFile *gguf.File // a separate draft model's file
-	model     *model.Model
+	draftFile *gguf.File   // a separate draft model's file
+	device    string       // the runner's device, "cpu" or another backend's name
+	open      OpenRunner   // loads a model (the target, and a draft model) on the device
+	model     model.Runner // the target
+	draft     model.Runner // a separate draft model, nil without one
 	tok       *tokenizer.Tokenizer
 	template  chat.Template // nil when the model has none or it is unknown
 	tmplErr   error         // why template is nil, for requests with messages
 
 	context      int
 	prefillChunk int
-	caches       []*kv.Cache // free caches, reserved at start
+	caches       []model.Cache // free caches, reserved at start
 
 	spec    specConfig
 	sched   spec.Scheduler
@@ -81,8 +98,11 @@ type Backend struct {
 	ident  []int // 0, 1, 2, ...: commit every scratch entry of a chain, in order
 }
 
-// New loads the model named by the config's "model_path".
-func New(cfg *runtime.Config) (runtime.Backend, error) {
+// NewBackend loads the model named by the config's "model_path" with open
+// and runs it through this package's engine: batching, speculation,
+// sampling and verification are the same on every device. device names the
+// backend in messages and calibration keys.
+func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Backend, error) {
 	var path string
 	ctx, chunk, threads := 0, 128, goruntime.GOMAXPROCS(0)
 	for _, f := range []struct {
@@ -114,7 +134,7 @@ func New(cfg *runtime.Config) (runtime.Backend, error) {
 	if err != nil {
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
-	b, err := load(f, ctx, chunk, threads, cfg.MaxSlots)
+	b, err := load(f, device, open, ctx, chunk, threads, cfg.MaxSlots)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -126,8 +146,8 @@ func New(cfg *runtime.Config) (runtime.Backend, error) {
 	return b, nil
 }
 
-func load(f *gguf.File, ctx, chunk, threads, slots int) (*Backend, error) {
-	m, err := model.Load(f, threads)
+func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, threads, slots int) (*Backend, error) {
+	m, err := open(f, threads)
 	if err != nil {
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
@@ -141,14 +161,19 @@ func load(f *gguf.File, ctx, chunk, threads, slots int) (*Backend, error) {
 	if ctx == 0 {
 		ctx = min(m.Config().ContextTrain, 2048)
 	}
-	b := &Backend{file: f, model: m, tok: tok, context: ctx, prefillChunk: chunk}
+	b := &Backend{file: f, device: device, open: open, model: m, tok: tok, context: ctx, prefillChunk: chunk}
 	if text, err := f.String("tokenizer.chat_template"); err != nil {
 		b.tmplErr = fmt.Errorf("the model has no chat template; send a raw \"prompt\" instead")
 	} else if b.template, err = chat.Detect(text); err != nil {
 		b.tmplErr = err
 	}
 	for range slots {
-		b.caches = append(b.caches, m.NewCache(ctx))
+		c, err := m.NewCache(ctx)
+		if err != nil {
+			m.Close()
+			return nil, status.Errorf(status.Capacity, "kv cache: %v", err)
+		}
+		b.caches = append(b.caches, c)
 	}
 	return b, nil
 }
@@ -159,7 +184,13 @@ func (b *Backend) EndOfGeneration(id int32) bool { return b.tok.EOG(id) }
 
 func (b *Backend) Close() error {
 	b.caches = nil
-	err := b.file.Close()
+	err := b.model.Close()
+	if b.draft != nil {
+		b.draft.Close()
+	}
+	if e := b.file.Close(); err == nil {
+		err = e
+	}
 	if b.draftFile != nil {
 		b.draftFile.Close()
 	}
@@ -175,7 +206,7 @@ type item struct {
 
 // sequence is a slot's state.
 type sequence struct {
-	cache    *kv.Cache
+	cache    model.Cache
 	sampler  *sample.Sampler
 	greedy   bool
 	kind     drafterKind

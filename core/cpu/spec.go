@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
@@ -123,11 +122,14 @@ var calibrated sync.Map // string -> int
 
 // calibrate measures the knee of the forward pass's cost over N tokens (see
 // spec.Calibrate), on a throwaway cache: about a second on two cores.
-func calibrate(key string, m *model.Model, maxN int) int {
+func calibrate(key string, m model.Runner, maxN int) int {
 	if b, ok := calibrated.Load(key); ok {
 		return b.(int)
 	}
-	c := m.NewCache(maxN + 1)
+	c, err := m.NewCache(maxN + 1)
+	if err != nil {
+		return DefaultMinBudget
+	}
 	var bt model.Batch
 	logits := make([]float32, m.Config().Vocab)
 	cost := func(n int) time.Duration {
@@ -216,20 +218,20 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 // draftState is a sequence's state in a draft model: its own KV cache,
 // which holds the sequence's tokens up to and including the last root.
 type draftState struct {
-	cache *kv.Cache
+	cache model.Cache
 }
 
-// draftNet is spec.TopKDraftModel over a model.Model (or its first
+// draftNet is spec.TopKDraftModel over a model.Runner (or its first
 // layers). Each sequence keeps a KV cache of every emitted token; a Draft's
 // first call catches it up (the new tokens, ending with the root, committed
 // at once: they are final), and each later call feeds the union of its
 // queries' paths below the root as a tree, attending to the committed
 // context through Parent = -1 and to its ancestors in the batch.
 type draftNet struct {
-	m        *model.Model
-	layers   int
-	newCache func() *kv.Cache
-	free     []*kv.Cache
+	m        model.Runner
+	layers   int // > 0: the early exit, through m's first layers (m is a model.PrefixRunner)
+	newCache func() (model.Cache, error)
+	free     []model.Cache
 
 	seqs   []*spec.Seq
 	batch  model.Batch
@@ -246,26 +248,36 @@ func (d *draftNet) Vocab() int { return d.m.Config().Vocab }
 
 func (d *draftNet) forward(logits []float32) error {
 	if d.layers > 0 {
-		return d.m.ForwardPrefix(&d.batch, logits, d.layers)
+		return d.m.(model.PrefixRunner).ForwardPrefix(&d.batch, logits, d.layers)
 	}
 	return d.m.Forward(&d.batch, logits)
 }
 
-// state returns the sequence's draft cache, taking one from the pool.
-func (d *draftNet) state(s *spec.Seq) *draftState {
-	st := d.owner[s]
-	if st == nil {
-		var c *kv.Cache
+// state returns the sequence's draft state (see ensureStates).
+func (d *draftNet) state(s *spec.Seq) *draftState { return d.owner[s] }
+
+// ensureStates gives every queried sequence a draft cache, taking one from
+// the pool or reserving a new one (which can fail on a device short of
+// memory: the drafter then fails this iteration, not the streams).
+func (d *draftNet) ensureStates(queries []spec.Query) error {
+	for _, q := range queries {
+		s := d.seqs[q.Seq]
+		if d.owner[s] != nil {
+			continue
+		}
+		var c model.Cache
 		if n := len(d.free); n > 0 {
 			c, d.free = d.free[n-1], d.free[:n-1]
 			c.Truncate(0)
 		} else {
-			c = d.newCache()
+			var err error
+			if c, err = d.newCache(); err != nil {
+				return fmt.Errorf("draft cache: %w", err)
+			}
 		}
-		st = &draftState{cache: c}
-		d.owner[s] = st
+		d.owner[s] = &draftState{cache: c}
 	}
-	return st
+	return nil
 }
 
 // release returns a finished sequence's cache to the pool.
@@ -276,7 +288,7 @@ func (d *draftNet) release(s *spec.Seq) {
 	}
 }
 
-func (d *draftNet) add(c *kv.Cache, tok int32, pos, parent int, logits bool) int {
+func (d *draftNet) add(c model.Cache, tok int32, pos, parent int, logits bool) int {
 	b := &d.batch
 	b.Tokens = append(b.Tokens, tok)
 	b.Cache = append(b.Cache, c)
@@ -293,6 +305,9 @@ func (d *draftNet) NextDistributions(queries []spec.Query, out []float32) error 
 // NextTopK runs the draft model once over every query's context and writes
 // each query's k most probable next tokens (softmax over the full row).
 func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []float32) error {
+	if err := d.ensureStates(queries); err != nil {
+		return err
+	}
 	b := &d.batch
 	b.Tokens, b.Cache, b.Pos, b.Parent, b.Logits = b.Tokens[:0], b.Cache[:0], b.Pos[:0], b.Parent[:0], b.Logits[:0]
 	d.qrow = d.qrow[:0]

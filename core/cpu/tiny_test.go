@@ -204,7 +204,7 @@ func TestSamplingPreservesDistribution(t *testing.T) {
 				accepted += pa[1]
 			}
 			pr := append(append([]int32{}, prompt...), 3, 7, 1, 5, 9)
-			exact := exactPairs(t, b.model, pr, p)
+			exact := exactPairs(t, b.model.(model.CPU).Model, pr, p)
 			chi, df := 0.0, -1
 			var restE, restO float64
 			for k, e := range exact {

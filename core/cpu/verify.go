@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/core/gguf"
-	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
@@ -43,6 +42,7 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int) error {
 		if err != nil {
 			return err
 		}
+		b.draft = dm.m
 		b.drafts.model = &modelDrafter{dm: dm}
 		b.drafts.model.beam.Model = dm
 	}
@@ -53,18 +53,22 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int) error {
 	if layers > cfg.Layers {
 		return status.Errorf(status.InvalidRequest, `config field "early_exit_layers" is %d but the model has %d layers`, layers, cfg.Layers)
 	}
-	ctx := b.context
-	early := &draftNet{m: b.model, layers: layers, owner: map[*spec.Seq]*draftState{},
-		newCache: func() *kv.Cache { return kv.New(layers, cfg.KVHeads, cfg.HeadDim, ctx) }}
-	b.drafts.early = &modelDrafter{dm: early}
-	b.drafts.early.beam.Model = early
+	// The early exit runs the target's first layers: only runners that can
+	// stop there offer it (requests asking for it elsewhere are refused).
+	if pr, ok := b.model.(model.PrefixRunner); ok {
+		ctx := b.context
+		early := &draftNet{m: b.model, layers: layers, owner: map[*spec.Seq]*draftState{},
+			newCache: func() (model.Cache, error) { return pr.NewPrefixCache(ctx, layers) }}
+		b.drafts.early = &modelDrafter{dm: early}
+		b.drafts.early.beam.Model = early
+	}
 	if !sc.budgetGiven && sc.sched.Policy != spec.Incremental {
 		// The knee of the forward pass's cost. On a CPU it comes early
 		// (two cores: compute-bound from about 3 tokens, so the knee is 2),
 		// which would leave one draft node per pass; the MinProb cut, not
 		// the budget, is what keeps unprofitable nodes out there, so the
 		// budget is at least DefaultMinBudget.
-		b.knee = calibrate(fmt.Sprintf("%s/%d", path, threads), b.model, 48)
+		b.knee = calibrate(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, 48)
 		b.sched.Config.Budget = max(DefaultMinBudget, b.knee)
 	}
 	return nil
@@ -87,14 +91,15 @@ func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNe
 		if err != nil {
 			return nil, status.Errorf(status.Model, "draft model %s: %v", path, err)
 		}
-		if m, err = model.Load(f, threads); err == nil {
-			tok, err = tokenizer.FromGGUF(f)
+		if tok, err = tokenizer.FromGGUF(f); err == nil {
+			m, err = b.open(f, threads)
 		}
 		if err != nil {
 			f.Close()
 			return nil, status.Errorf(status.Model, "draft model %s: %v", path, err)
 		}
 		if err := sameVocabulary(b.tok, tok, m.Config().Vocab); err != nil {
+			m.Close()
 			f.Close()
 			return nil, status.Errorf(status.Model, "draft model %s cannot draft for %s: %v", path, targetPath, err)
 		}
@@ -102,7 +107,7 @@ func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNe
 	}
 	ctx := b.context
 	return &draftNet{m: m, owner: map[*spec.Seq]*draftState{},
-		newCache: func() *kv.Cache { return m.NewCache(ctx) }}, nil
+		newCache: func() (model.Cache, error) { return m.NewCache(ctx) }}, nil
 }
 
 // sameVocabulary checks that a draft model's tokens are the target's.
@@ -148,6 +153,9 @@ func (b *Backend) specItem(req *runtime.Request, p sample.Params) (*item, error)
 	}
 	if it.drafter == draftModel && b.drafts.model == nil {
 		return nil, status.Errorf(status.InvalidRequest, `request field "drafter": "draft_model" needs a draft model: set "draft_model_path" in the runtime config`)
+	}
+	if it.drafter == draftEarlyExit && b.drafts.early == nil {
+		return nil, status.Errorf(status.InvalidRequest, `request field "drafter": "early_exit" is not available on the %s backend`, b.device)
 	}
 	return it, nil
 }

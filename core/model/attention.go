@@ -40,7 +40,7 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 	c, s := &m.cfg, &m.s
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
 	t := s.tok[i]
-	cache := b.Cache[i]
+	cache := s.seqs[t.seq].cache
 	g := h / (c.Heads / c.KVHeads)
 	q := s.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
 	out := s.att[i*qDim+h*hd : i*qDim+(h+1)*hd]

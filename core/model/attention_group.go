@@ -57,7 +57,7 @@ func (m *Model) planAttnItems(b *Batch) {
 	for i := 0; i < n; {
 		j := i + 1
 		if s.tok[i].extraHi == s.tok[i].extraLo {
-			for j < n && b.Cache[j] == b.Cache[i] && s.tok[j].extraHi == s.tok[j].extraLo {
+			for j < n && s.tok[j].seq == s.tok[i].seq && s.tok[j].extraHi == s.tok[j].extraLo {
 				j++
 			}
 		}
@@ -111,7 +111,7 @@ func (m *Model) attentionGrouped(b *Batch, li int) {
 func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	c, s := &m.cfg, &m.s
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
-	cache := b.Cache[i0]
+	cache := s.seqs[s.tok[i0].seq].cache
 	g := h0 / (c.Heads / c.KVHeads)
 	keys, vals := cache.K(li, g), cache.V(li, g)
 	nt := i1 - i0
@@ -191,7 +191,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	c, s := &m.cfg, &m.s
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
 	t := s.tok[i]
-	cache := b.Cache[i]
+	cache := s.seqs[t.seq].cache
 	g := h0 / (c.Heads / c.KVHeads)
 	keys, vals := cache.K(li, g), cache.V(li, g)
 	run := cache.Len() + t.span

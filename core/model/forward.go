@@ -12,8 +12,9 @@ import (
 // All slices have one entry per token.
 type Batch struct {
 	Tokens []int32
-	// Cache is the token's sequence's cache.
-	Cache []*kv.Cache
+	// Cache is the token's sequence's cache. The CPU pass needs *kv.Cache;
+	// another device's runner takes its own (see Cache).
+	Cache []Cache
 	// Pos is the token's position: its cache's committed length plus its
 	// depth in the tree (siblings share a position).
 	Pos []int
@@ -38,7 +39,8 @@ type scratch struct {
 	gate, up       []float32 // [N][FF]
 	acts           acts      // quantized matmul inputs
 	cos, sin       []float32 // [N][HeadDim/2] RoPE rotation of each token
-	tok            []tokInfo // per token: its sequence and visible scratch
+	plan           Plan
+	tok            []tokInfo // per token: its sequence and visible scratch (from plan)
 	extra          []int32   // visible scratch entries outside a token's span (see tokInfo)
 	seqs           []seqInfo
 	rows           []int // tokens whose logits are wanted
@@ -171,81 +173,34 @@ func (m *Model) rmsNorm(dst, src, w []float32, n int) {
 }
 
 // plan checks the batch and works out each token's sequence, scratch index
-// and visible scratch entries, and reserves the scratch in each cache.
+// and visible scratch entries (Plan, shared with the other devices), and
+// reserves the scratch in each cache.
 func (m *Model) plan(b *Batch, nLogits int) error {
-	n := len(b.Tokens)
-	if len(b.Cache) != n || len(b.Pos) != n || len(b.Parent) != n || len(b.Logits) != n {
-		return fmt.Errorf("model: batch of %d tokens has %d caches, %d positions, %d parents, %d logits flags",
-			n, len(b.Cache), len(b.Pos), len(b.Parent), len(b.Logits))
-	}
 	s := &m.s
-	s.seqs, s.rows, s.extra = s.seqs[:0], s.rows[:0], s.extra[:0]
+	p := &s.plan
+	if err := p.Build(b, m.cfg.Vocab, nLogits); err != nil {
+		return err
+	}
+	s.seqs = s.seqs[:0]
+	for i, q := range p.Seqs {
+		c, ok := q.Cache.(*kv.Cache)
+		if !ok || c == nil {
+			return fmt.Errorf("model: sequence %d of the batch has a %T, not a CPU cache", i, q.Cache)
+		}
+		s.seqs = append(s.seqs, seqInfo{cache: c, n: q.N})
+	}
+	if err := p.Reserve(); err != nil {
+		return err
+	}
+	n := len(p.Tok)
 	if cap(s.tok) < n {
 		s.tok = make([]tokInfo, n)
 	}
 	s.tok = s.tok[:n]
-	for i := 0; i < n; i++ {
-		t, cache, p := b.Tokens[i], b.Cache[i], b.Parent[i]
-		if t < 0 || int(t) >= m.cfg.Vocab {
-			return fmt.Errorf("model: batch token %d is %d, outside the vocabulary of %d", i, t, m.cfg.Vocab)
-		}
-		if cache == nil {
-			return fmt.Errorf("model: batch token %d has no cache", i)
-		}
-		if p < -1 || p >= i {
-			return fmt.Errorf("model: batch token %d has parent %d; a parent must come earlier in the batch (or be -1)", i, p)
-		}
-		seq := -1
-		for j := range s.seqs {
-			if s.seqs[j].cache == cache {
-				seq = j
-				break
-			}
-		}
-		if seq < 0 {
-			seq = len(s.seqs)
-			s.seqs = append(s.seqs, seqInfo{cache: cache})
-		}
-		ti := tokInfo{seq: seq, k: s.seqs[seq].n}
-		s.seqs[seq].n++
-		wantPos := cache.Len()
-		lo := len(s.extra)
-		if p >= 0 {
-			if b.Cache[p] != cache {
-				return fmt.Errorf("model: batch token %d has parent %d from another sequence", i, p)
-			}
-			pt := s.tok[p]
-			wantPos = b.Pos[p] + 1
-			ti.span = pt.span
-			s.extra = append(s.extra, s.extra[pt.extraLo:pt.extraHi]...)
-		}
-		if len(s.extra) == lo && ti.k == ti.span {
-			ti.span++
-		} else {
-			s.extra = append(s.extra, int32(ti.k))
-		}
-		ti.extraLo, ti.extraHi = lo, len(s.extra)
-		if b.Pos[i] != wantPos {
-			return fmt.Errorf("model: batch token %d has position %d, want %d (committed length + depth)", i, b.Pos[i], wantPos)
-		}
-		s.tok[i] = ti
-		if b.Logits[i] {
-			s.rows = append(s.rows, i)
-		}
+	for i, t := range p.Tok {
+		s.tok[i] = tokInfo{seq: t.Seq, k: t.K, span: t.Span, extraLo: t.ExtraLo, extraHi: t.ExtraHi}
 	}
-	if need := len(s.rows) * m.cfg.Vocab; nLogits < need {
-		return fmt.Errorf("model: %d tokens want logits: %d floats needed, got %d", len(s.rows), need, nLogits)
-	}
-	for _, q := range s.seqs {
-		if q.cache.Len()+q.n > q.cache.Cap() {
-			return fmt.Errorf("model: %d new tokens on %d cached overflow the cache of %d", q.n, q.cache.Len(), q.cache.Cap())
-		}
-	}
-	for _, q := range s.seqs {
-		if err := q.cache.Reserve(q.n); err != nil {
-			return fmt.Errorf("model: %w", err)
-		}
-	}
+	s.extra, s.rows = p.Extra, p.Rows
 	return nil
 }
 
@@ -314,7 +269,7 @@ func (m *Model) storeKV(b *Batch, li int) {
 	c, s := &m.cfg, &m.s
 	hd, kvDim := c.HeadDim, c.KVHeads*c.HeadDim
 	for i, t := range s.tok {
-		cache := b.Cache[i]
+		cache := s.seqs[t.seq].cache
 		e := (cache.Len() + t.k) * hd
 		for g := 0; g < c.KVHeads; g++ {
 			narrow(cache.K(li, g)[e:e+hd], s.k[i*kvDim+g*hd:i*kvDim+(g+1)*hd])

@@ -321,11 +321,11 @@ func TestBatchErrors(t *testing.T) {
 		b    *Batch
 		want string
 	}{
-		{"lengths", &Batch{Tokens: []int32{1}, Cache: []*kv.Cache{c}}, "has 1 caches, 0 positions"},
+		{"lengths", &Batch{Tokens: []int32{1}, Cache: []Cache{c}}, "has 1 caches, 0 positions"},
 		{"token", new(Batch).chain(c, []int32{int32(v)}, false), "outside the vocabulary"},
-		{"nil cache", &Batch{Tokens: []int32{1}, Cache: []*kv.Cache{nil}, Pos: []int{0}, Parent: []int{-1}, Logits: []bool{true}}, "no cache"},
-		{"parent after", &Batch{Tokens: []int32{1, 2}, Cache: []*kv.Cache{c, c}, Pos: []int{0, 1}, Parent: []int{1, -1}, Logits: []bool{true, true}}, "must come earlier"},
-		{"position", &Batch{Tokens: []int32{1}, Cache: []*kv.Cache{c}, Pos: []int{3}, Parent: []int{-1}, Logits: []bool{true}}, "position 3, want 0"},
+		{"nil cache", &Batch{Tokens: []int32{1}, Cache: []Cache{nil}, Pos: []int{0}, Parent: []int{-1}, Logits: []bool{true}}, "no cache"},
+		{"parent after", &Batch{Tokens: []int32{1, 2}, Cache: []Cache{c, c}, Pos: []int{0, 1}, Parent: []int{1, -1}, Logits: []bool{true, true}}, "must come earlier"},
+		{"position", &Batch{Tokens: []int32{1}, Cache: []Cache{c}, Pos: []int{3}, Parent: []int{-1}, Logits: []bool{true}}, "position 3, want 0"},
 		{"overflow", new(Batch).chain(c, make([]int32, 9), false), "overflow the cache of 8"},
 	} {
 		require.ErrorContains(t, m.Forward(tc.b, logits), tc.want, tc.name)

@@ -1,0 +1,62 @@
+package model
+
+import "github.com/lmstream/lmstream/core/kv"
+
+// Cache is one sequence's K/V cache as the code above the model sees it:
+// committed entries, and the scratch entries a forward pass writes after
+// them (see kv.Cache, the CPU's, for the full contract). Each device keeps
+// its entries in its own memory; a Batch names caches of the runner that
+// runs it.
+type Cache interface {
+	// Len is the number of committed entries.
+	Len() int
+	// Cap is the number of positions the cache holds (committed plus scratch).
+	Cap() int
+	// Reserve makes room for n scratch entries after the committed ones.
+	Reserve(n int) error
+	// Commit keeps the given scratch entries, strictly increasing, as the
+	// next committed ones and drops the rest.
+	Commit(scratch []int) error
+	// Truncate drops committed entries from n on (and any scratch).
+	Truncate(n int) error
+}
+
+// Runner runs forward passes of one model on one device. The engine's
+// batching, speculation, sampling and verification are written against it
+// once, for every device. Methods are called from one goroutine at a time.
+type Runner interface {
+	Config() Config
+	// NewCache reserves a cache for one sequence of up to ctx tokens.
+	NewCache(ctx int) (Cache, error)
+	// Forward has Model.Forward's contract: the logits of the tokens with
+	// Logits[i] set, one Vocab-row each in batch order, and each token's K/V
+	// in its cache's scratch.
+	Forward(b *Batch, logits []float32) error
+	// Close frees what the runner holds on its device.
+	Close() error
+}
+
+// PrefixRunner is a Runner that can also run the model's first layers alone
+// (the early-exit self-draft; see Model.ForwardPrefix).
+type PrefixRunner interface {
+	Runner
+	ForwardPrefix(b *Batch, logits []float32, layers int) error
+	// NewPrefixCache reserves a cache for the first layers alone.
+	NewPrefixCache(ctx, layers int) (Cache, error)
+}
+
+// CPU is the Runner of a Model on the CPU.
+type CPU struct{ *Model }
+
+// NewCache reserves a CPU cache (kv.Cache).
+func (r CPU) NewCache(ctx int) (Cache, error) { return r.Model.NewCache(ctx), nil }
+
+// NewPrefixCache reserves a CPU cache of the first layers.
+func (r CPU) NewPrefixCache(ctx, layers int) (Cache, error) {
+	c := r.Model.Config()
+	return kv.New(layers, c.KVHeads, c.HeadDim, ctx), nil
+}
+
+// Close is a no-op: the model's weights live in its file's mapping and its
+// arena, freed with them.
+func (r CPU) Close() error { return nil }
