@@ -173,3 +173,15 @@ wheel: $(LIB)
 
 clean:
 	rm -rf $(BUILD)
+
+# The CUDA backend's GPU check, for a machine with an NVIDIA GPU and no Go:
+# `make gpu-bundle` builds the GPU test binaries (cgo off: purego needs no
+# cgo) and a 4-layer copy of the default model (small enough to carry);
+# `tests/gpu/check.sh` runs them there with LMSTREAM_REQUIRE_GPU=1.
+GPU_BUNDLE := $(BUILD)/gpu
+gpu-bundle: $(MODEL)
+	@mkdir -p $(GPU_BUNDLE)
+	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/cuda.test ./core/cuda
+	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/cu.test ./core/cuda/cu
+	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/nvrtc.test ./core/cuda/nvrtc
+	$(GO) run ./tests/gpu/trim -layers 4 $(MODEL) $(GPU_BUNDLE)/model.gguf

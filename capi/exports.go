@@ -20,6 +20,7 @@ import (
 	"unsafe"
 
 	_ "github.com/lmstream/lmstream/core/cpu"
+	_ "github.com/lmstream/lmstream/core/cuda"
 	_ "github.com/lmstream/lmstream/core/replay"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"

@@ -149,6 +149,9 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, threads, slots int) (*Backend, error) {
 	m, err := open(f, threads)
 	if err != nil {
+		if status.CodeOf(err) != status.Internal {
+			return nil, err // the device said what failed (LMS_ERR_BACKEND: no driver, ...)
+		}
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
 	tok, err := tokenizer.FromGGUF(f)

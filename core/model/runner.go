@@ -1,6 +1,9 @@
 package model
 
-import "github.com/lmstream/lmstream/core/kv"
+import (
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/kv"
+)
 
 // Cache is one sequence's K/V cache as the code above the model sees it:
 // committed entries, and the scratch entries a forward pass writes after
@@ -60,3 +63,19 @@ func (r CPU) NewPrefixCache(ctx, layers int) (Cache, error) {
 // Close is a no-op: the model's weights live in its file's mapping and its
 // arena, freed with them.
 func (r CPU) Close() error { return nil }
+
+// ReadConfig reads a model's shape from its GGUF metadata, for runners that
+// load the weights themselves (Load does this and more for the CPU).
+func ReadConfig(f *gguf.File) (Config, error) {
+	c, err := readConfig(f)
+	if err != nil {
+		return c, err
+	}
+	_, hasOutput := f.Tensor("output.weight")
+	c.TiedOutput = !hasOutput
+	return c, nil
+}
+
+// RopeFrequencies are the rotation frequencies base^(-2i/HeadDim) of each
+// pair, in float64 as the CPU pass computes its angles.
+func RopeFrequencies(c Config) []float64 { return ropeFrequencies(c.RopeTheta, c.HeadDim) }

@@ -1,0 +1,35 @@
+package cuda
+
+import (
+	"github.com/lmstream/lmstream/core/cpu"
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/status"
+)
+
+// The "cuda" backend is the engine of package cpu over a Runner on the GPU.
+// Config fields besides the cpu backend's: "cuda_device" (ordinal, 0) and
+// "nvrtc_path" (an NVRTC library or folder; searched when absent).
+func init() { runtime.Register("cuda", New) }
+
+// New loads the config's model onto the GPU.
+func New(cfg *runtime.Config) (runtime.Backend, error) {
+	var o Options
+	if _, err := cfg.Extra.Take("cuda_device", &o.Device); err != nil {
+		return nil, err
+	}
+	if _, err := cfg.Extra.Take("nvrtc_path", &o.NVRTCPath); err != nil {
+		return nil, err
+	}
+	if o.Device < 0 {
+		return nil, status.Errorf(status.InvalidRequest, `config field "cuda_device" must be at least 0, got %d`, o.Device)
+	}
+	return cpu.NewBackend(cfg, "cuda", func(f *gguf.File, threads int) (model.Runner, error) {
+		r, err := Load(f, o)
+		if err != nil {
+			return nil, status.Errorf(status.Backend, "cuda backend: %v", err)
+		}
+		return r, nil
+	})
+}

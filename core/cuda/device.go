@@ -1,0 +1,106 @@
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/lmstream/lmstream/core/cuda/cu"
+	"github.com/lmstream/lmstream/core/cuda/kernels"
+	"github.com/lmstream/lmstream/core/cuda/nvrtc"
+)
+
+// Options choose the GPU and where its libraries come from.
+type Options struct {
+	Device      int      // CUDA device ordinal
+	NVRTCPath   string   // an NVRTC library or folder; "" searches (see nvrtc.Open)
+	DriverPaths []string // libcuda candidates; nil: the usual places
+}
+
+// device is one GPU with the kernels loaded and a stream to queue them on.
+type device struct {
+	ctx    *cu.Context
+	stream *cu.Stream
+	mod    *cu.Module
+	nv     *nvrtc.NVRTC
+	where  string // what was loaded from where, for messages
+	k      kernelSet
+}
+
+type kernelSet struct {
+	embed, rmsnormQuant, quant, matvec, ropeStore, attention, kvCommit, argmax *cu.Function
+}
+
+// openDevice opens the driver and NVRTC, compiles the kernels for the
+// device's architecture (or takes them from the cubin cache) and loads them.
+func openDevice(o Options) (*device, error) {
+	d, driverPath, err := cu.Open(o.DriverPaths)
+	if err != nil {
+		return nil, err
+	}
+	ver, err := d.Version()
+	if err != nil {
+		return nil, err
+	}
+	ctx, err := cu.NewContext(d, o.Device)
+	if err != nil {
+		return nil, err
+	}
+	dev := &device{ctx: ctx}
+	fail := func(err error) (*device, error) {
+		dev.close()
+		return nil, err
+	}
+	leave, err := ctx.Enter()
+	if err != nil {
+		return fail(err)
+	}
+	defer leave()
+	if dev.nv, err = nvrtc.OpenForDriver(o.NVRTCPath, ver); err != nil {
+		return fail(err)
+	}
+	cubin, err := dev.nv.CompileCached(kernels.Source, kernels.Name, ctx.Arch(), nil)
+	if err != nil {
+		return fail(fmt.Errorf("cuda: compiling the kernels for %s: %w", ctx.Arch(), err))
+	}
+	if dev.mod, err = ctx.LoadModule(cubin); err != nil {
+		return fail(err)
+	}
+	for name, f := range map[string]**cu.Function{
+		"embed": &dev.k.embed, "rmsnorm_quant": &dev.k.rmsnormQuant, "quant": &dev.k.quant,
+		"matvec": &dev.k.matvec, "rope_store": &dev.k.ropeStore, "attention": &dev.k.attention,
+		"kv_commit": &dev.k.kvCommit, "argmax": &dev.k.argmax,
+	} {
+		if *f, err = dev.mod.Function(name); err != nil {
+			return fail(err)
+		}
+	}
+	if dev.stream, err = ctx.NewStream(); err != nil {
+		return fail(err)
+	}
+	dev.where = fmt.Sprintf("%s (%s, driver %s, %s)", ctx.Name(), ctx.Arch(), driverPath, dev.nv.Found())
+	return dev, nil
+}
+
+func (d *device) close() {
+	if d.ctx == nil {
+		return
+	}
+	if leave, err := d.ctx.Enter(); err == nil {
+		if d.stream != nil {
+			d.stream.Sync()
+			d.stream.Destroy()
+		}
+		if d.mod != nil {
+			d.mod.Unload()
+		}
+		leave()
+	}
+	d.ctx.Close()
+	d.ctx = nil
+}
+
+// launch queues kernel f with the packed argument struct args.
+func (d *device) launch(f *cu.Function, grid, block [3]uint32, args []byte) error {
+	return d.ctx.Launch(f, grid, block, 0, d.stream, args)
+}
+
+func ceilDiv(a, b int) uint32 { return uint32((a + b - 1) / b) }

@@ -1,0 +1,353 @@
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/streaming"
+)
+
+// The GPU tests need an NVIDIA GPU, its driver and NVRTC. Without them they
+// skip with the loader's error, unless LMSTREAM_REQUIRE_GPU=1 (the GPU
+// check script sets it) turns the skip into a failure. The model is
+// $LMSTREAM_TEST_MODEL, else the default model.
+
+func testModel(t testing.TB) string {
+	p := os.Getenv("LMSTREAM_TEST_MODEL")
+	if p == "" {
+		p = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("test model absent (run `make model` or set LMSTREAM_TEST_MODEL): %v", err)
+	}
+	return p
+}
+
+func skipOrFail(t testing.TB, err error) {
+	t.Helper()
+	if os.Getenv("LMSTREAM_REQUIRE_GPU") == "1" {
+		t.Fatalf("GPU required (LMSTREAM_REQUIRE_GPU=1): %v", err)
+	}
+	t.Skipf("no GPU: %v", err)
+}
+
+// pair is the same model loaded on the GPU and on the CPU.
+type pair struct {
+	gpu *Runner
+	cpu *model.Model
+	cfg model.Config
+}
+
+func loadPair(t testing.TB) *pair {
+	path := testModel(t)
+	f, err := gguf.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	g, err := Load(f, Options{})
+	if err != nil {
+		skipOrFail(t, err)
+	}
+	t.Cleanup(func() { g.Close() })
+	t.Logf("device: %s", g.Device())
+	m, err := model.Load(f, 0)
+	require.NoError(t, err)
+	return &pair{gpu: g, cpu: m, cfg: m.Config()}
+}
+
+// chain appends tokens as a chain after the cache's committed entries.
+func chain(b *model.Batch, c model.Cache, toks []int32, logits bool) {
+	for i, tok := range toks {
+		b.Tokens = append(b.Tokens, tok)
+		b.Cache = append(b.Cache, c)
+		b.Pos = append(b.Pos, c.Len()+i)
+		parent := -1
+		if i > 0 {
+			parent = len(b.Tokens) - 2
+		}
+		b.Parent = append(b.Parent, parent)
+		b.Logits = append(b.Logits, logits)
+	}
+}
+
+func commitAll(t testing.TB, c model.Cache, n int) {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	require.NoError(t, c.Commit(idx))
+}
+
+func argmax(row []float32) int {
+	best := 0
+	for i, v := range row {
+		if v > row[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// compareRows checks GPU logits against the CPU's: max |Δ| within tol and
+// the same argmax wherever the CPU's top two are not within tol.
+func compareRows(t *testing.T, what string, got, want []float32, vocab int, tol float64) {
+	t.Helper()
+	worst := 0.0
+	for i := range want {
+		require.False(t, math.IsNaN(float64(got[i])), "%s: NaN at %d", what, i)
+		worst = max(worst, math.Abs(float64(got[i]-want[i])))
+	}
+	for r := 0; r < len(want)/vocab; r++ {
+		g, w := got[r*vocab:(r+1)*vocab], want[r*vocab:(r+1)*vocab]
+		ag, aw := argmax(g), argmax(w)
+		if ag != aw && math.Abs(float64(w[ag]-w[aw])) > tol {
+			t.Errorf("%s: row %d: GPU argmax %d, CPU %d (CPU logits %.4f vs %.4f)", what, r, ag, aw, w[ag], w[aw])
+		}
+	}
+	t.Logf("%s: max |Δlogit| %.5f over %d rows", what, worst, len(want)/vocab)
+	require.LessOrEqual(t, worst, tol, "%s: logits differ beyond the tolerance", what)
+}
+
+// logitTol: the GPU sums the same integer dot products in another order
+// and rounds K/V the same way, so logits agree to float32 summation noise
+// amplified through the layers.
+const logitTol = 0.05
+
+// TestPrefillAndTreeMatchCPU runs a prefill chunk and then a branching
+// token tree on both devices and compares every logits row.
+func TestPrefillAndTreeMatchCPU(t *testing.T) {
+	p := loadPair(t)
+	v := p.cfg.Vocab
+	gc, err := p.gpu.NewCache(256)
+	require.NoError(t, err)
+	cc := p.cpu.NewCache(256)
+	rng := rand.New(rand.NewSource(1))
+	prompt := make([]int32, 37)
+	for i := range prompt {
+		prompt[i] = int32(rng.Intn(v))
+	}
+	var gb, cb model.Batch
+	chain(&gb, gc, prompt, true)
+	chain(&cb, cc, prompt, true)
+	gl, cl := make([]float32, len(prompt)*v), make([]float32, len(prompt)*v)
+	require.NoError(t, p.gpu.Forward(&gb, gl))
+	require.NoError(t, p.cpu.Forward(&cb, cl))
+	compareRows(t, "prefill", gl, cl, v, logitTol)
+	commitAll(t, gc, len(prompt))
+	commitAll(t, cc, len(prompt))
+
+	// A tree below the committed prompt: root, two children, a grandchild
+	// under the second child, and a chain under the first.
+	parents := []int{-1, 0, 0, 2, 1, 4}
+	tree := func(c model.Cache) *model.Batch {
+		b := &model.Batch{}
+		depth := make([]int, len(parents))
+		for i, par := range parents {
+			if par >= 0 {
+				depth[i] = depth[par] + 1
+			}
+			b.Tokens = append(b.Tokens, int32((i*7919+13)%v))
+			b.Cache = append(b.Cache, c)
+			b.Pos = append(b.Pos, c.Len()+depth[i])
+			b.Parent = append(b.Parent, par)
+			b.Logits = append(b.Logits, true)
+		}
+		return b
+	}
+	gl, cl = make([]float32, len(parents)*v), make([]float32, len(parents)*v)
+	require.NoError(t, p.gpu.Forward(tree(gc), gl))
+	require.NoError(t, p.cpu.Forward(tree(cc), cl))
+	compareRows(t, "tree", gl, cl, v, logitTol)
+
+	// Commit the path 0 → 2 → 3 (moving scratch entries 2, 3 down) and
+	// check the next token sees the same cache on both devices.
+	require.NoError(t, gc.Commit([]int{0, 2, 3}))
+	require.NoError(t, cc.Commit([]int{0, 2, 3}))
+	gb, cb = model.Batch{}, model.Batch{}
+	chain(&gb, gc, []int32{42}, true)
+	chain(&cb, cc, []int32{42}, true)
+	gl, cl = make([]float32, v), make([]float32, v)
+	require.NoError(t, p.gpu.Forward(&gb, gl))
+	require.NoError(t, p.cpu.Forward(&cb, cl))
+	compareRows(t, "after commit", gl, cl, v, logitTol)
+}
+
+// greedy decodes steps tokens after prompt, one token per pass.
+func greedy(t testing.TB, run func(*model.Batch, []float32) error, c model.Cache, prompt []int32, steps, vocab int) []int32 {
+	var b model.Batch
+	chain(&b, c, prompt, false)
+	b.Logits[len(b.Logits)-1] = true
+	logits := make([]float32, vocab)
+	require.NoError(t, run(&b, logits))
+	commitAll(t, c, len(prompt))
+	var out []int32
+	for range steps {
+		tok := int32(argmax(logits))
+		out = append(out, tok)
+		b = model.Batch{}
+		chain(&b, c, []int32{tok}, true)
+		require.NoError(t, run(&b, logits))
+		commitAll(t, c, 1)
+	}
+	return out
+}
+
+// TestGreedyMatchesCPU: 64 greedy tokens from 20 prompts, GPU against CPU.
+func TestGreedyMatchesCPU(t *testing.T) {
+	p := loadPair(t)
+	v := p.cfg.Vocab
+	rng := rand.New(rand.NewSource(2))
+	same := 0
+	for i := range 20 {
+		prompt := make([]int32, 4+rng.Intn(40))
+		for j := range prompt {
+			prompt[j] = int32(rng.Intn(v))
+		}
+		gc, err := p.gpu.NewCache(256)
+		require.NoError(t, err)
+		g := greedy(t, p.gpu.Forward, gc, prompt, 64, v)
+		c := greedy(t, p.cpu.Forward, p.cpu.NewCache(256), prompt, 64, v)
+		if fmt.Sprint(g) == fmt.Sprint(c) {
+			same++
+		} else {
+			t.Errorf("prompt %d: GPU %v\nCPU %v", i, g, c)
+		}
+	}
+	t.Logf("%d of 20 prompts decode the same 64 greedy tokens", same)
+}
+
+func newRuntime(t *testing.T, backend, extra string) *runtime.Runtime {
+	t.Helper()
+	rt, err := runtime.New([]byte(`{"backend":"` + backend + `","model_path":"` + testModel(t) + `","max_slots":4,"context_length":512` + extra + `}`))
+	if err != nil && backend == "cuda" {
+		skipOrFail(t, err)
+	}
+	require.NoError(t, err)
+	t.Cleanup(rt.Close)
+	return rt
+}
+
+func collect(t *testing.T, rt *runtime.Runtime, req string) ([]int32, string, streaming.Chunk) {
+	t.Helper()
+	ch := streaming.NewChannel()
+	defer ch.Release()
+	require.NoError(t, rt.Submit([]byte(req), []*streaming.Channel{ch}))
+	var ids []int32
+	var text strings.Builder
+	for {
+		c, err := ch.WaitPop(120 * time.Second)
+		require.NoError(t, err)
+		ids = append(ids, c.TokenIDs...)
+		text.WriteString(c.Text)
+		if c.Finished {
+			return ids, text.String(), c
+		}
+	}
+}
+
+// TestRuntimeStreamsOnGPU: the whole engine on "backend": "cuda" — plain
+// greedy decoding and n-gram speculation give the CPU backend's tokens.
+func TestRuntimeStreamsOnGPU(t *testing.T) {
+	gpu := newRuntime(t, "cuda", "")
+	cpuRT := newRuntime(t, "cpu", "")
+	prompts := []string{
+		"The quick brown fox jumps over the lazy dog. The quick brown fox",
+		"def fib(n):\n    if n < 2:\n        return n\n    return",
+		"Paris is the capital of",
+	}
+	for _, pr := range prompts {
+		q, _ := jsonString(pr)
+		plain := `{"prompt":` + q + `,"max_tokens":48,"speculate":false}`
+		spec := `{"prompt":` + q + `,"max_tokens":48,"drafter":"ngram"}`
+		g, text, last := collect(t, gpu, plain)
+		c, _, _ := collect(t, cpuRT, plain)
+		gs, _, lastSpec := collect(t, gpu, spec)
+		require.Equal(t, g, gs, "speculative GPU decoding must equal plain GPU decoding")
+		require.Equal(t, c, g, "GPU tokens must equal the CPU backend's")
+		require.NotEqual(t, streaming.FinishReason(0), last.Reason)
+		t.Logf("%q → %q (spec: %d/%d drafts accepted in %d passes)", pr, text,
+			lastSpec.Usage.DraftAccepted, lastSpec.Usage.DraftProposed, lastSpec.Usage.VerifyPasses)
+	}
+}
+
+func jsonString(s string) (string, error) {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String(), nil
+}
+
+// TestGPUBench prints decode, prefill and T(N)/T(1) on the GPU (with
+// LMSTREAM_GPU_BENCH=1): numbers, never asserted.
+func TestGPUBench(t *testing.T) {
+	if os.Getenv("LMSTREAM_GPU_BENCH") != "1" {
+		t.Skip("set LMSTREAM_GPU_BENCH=1")
+	}
+	p := loadPair(t)
+	v := p.cfg.Vocab
+	c, err := p.gpu.NewCache(1024)
+	require.NoError(t, err)
+	logits := make([]float32, 512*v)
+	timeIt := func(n, ctx int, allLogits bool) time.Duration {
+		var ts []time.Duration
+		for range 7 {
+			c.Truncate(0)
+			var b model.Batch
+			if ctx > 0 {
+				chain(&b, c, make([]int32, ctx), false)
+				require.NoError(t, p.gpu.Forward(&b, logits))
+				commitAll(t, c, ctx)
+				b = model.Batch{}
+			}
+			toks := make([]int32, n)
+			for i := range toks {
+				toks[i] = int32(i * 31 % v)
+			}
+			chain(&b, c, toks, allLogits)
+			b.Logits[n-1] = true
+			t0 := time.Now()
+			require.NoError(t, p.gpu.Forward(&b, logits))
+			ts = append(ts, time.Since(t0))
+		}
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		return ts[len(ts)/2]
+	}
+	// Decode: 128 single-token passes from an empty cache.
+	c.Truncate(0)
+	t0 := time.Now()
+	greedy(t, p.gpu.Forward, c, []int32{1}, 128, v)
+	dec := time.Since(t0)
+	fmt.Printf("device: %s\n", p.gpu.Device())
+	fmt.Printf("decode tg128: %.0f tok/s (%.3f ms/token, eager launches)\n", 129/dec.Seconds(), dec.Seconds()*1000/129)
+	pp := timeIt(512, 0, false)
+	fmt.Printf("prefill pp512: %.0f tok/s (%.2f ms)\n", 512/pp.Seconds(), pp.Seconds()*1000)
+	t1 := timeIt(1, 256, true)
+	fmt.Printf("forward at ctx 256, all logits: N=1 %.3f ms\n", t1.Seconds()*1000)
+	for _, n := range []int{2, 4, 8, 16, 32, 64, 128, 256} {
+		tn := timeIt(n, 256, true)
+		fmt.Printf("  N=%-3d %.3f ms  T(N)/T(1) %.2f\n", n, tn.Seconds()*1000, tn.Seconds()/t1.Seconds())
+	}
+}

@@ -1,0 +1,361 @@
+// Package cuda is the CUDA backend: core/model's forward pass on an NVIDIA
+// GPU, behind model.Runner, so the engine's batching, speculation, sampling
+// and verification (core/cpu's NewBackend) run unchanged on top of it.
+//
+// Nothing links CUDA: the driver and NVRTC are opened at run time (package
+// cu, package nvrtc), and the kernels (package kernels) are compiled for the
+// device's exact architecture when a runtime is created, then cached.
+//
+// The files read top to bottom: device.go (driver, compiler, kernels),
+// weights.go (upload), runner.go (load, buffers, the pass), cache.go (the
+// device KV cache), args.go (each kernel's argument struct).
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/lmstream/lmstream/core/cuda/cu"
+	"github.com/lmstream/lmstream/core/cuda/kernels"
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/model"
+)
+
+type layer struct {
+	attnNorm, ffnNorm cu.DevicePtr
+	wq, wk, wv, wo    dmat
+	bq, bk, bv        cu.DevicePtr // 0 without bias
+	wGate, wUp, wDown dmat
+}
+
+// Runner is a model on one GPU. Like model.Model, it is used from one
+// goroutine at a time.
+type Runner struct {
+	dev     *device
+	cfg     model.Config
+	tokEmbd dmat
+	output  dmat
+	outNorm cu.DevicePtr
+	layers  []layer
+	freq    cu.DevicePtr // float64 rotation frequencies
+
+	plan   model.Plan
+	bufs   buffers
+	allocs map[cu.DevicePtr]bool // every device allocation, freed by Close
+}
+
+// buffers are the pass's activations, sized for capTok tokens, capRows
+// logits rows and capExtra extra visibility entries; grown on demand.
+type buffers struct {
+	capTok, capRows, capExtra int
+	x, q, k, v, att           cu.DevicePtr // float32 activations
+	gate, up                  cu.DevicePtr
+	xq, xds                   cu.DevicePtr // quantized matmul input
+	logits, ids               cu.DevicePtr
+	pass                      cu.DevicePtr // Pass, Tok[capTok], extra[capExtra], rows[capRows]
+	host                      *cu.HostBuf  // pinned staging of pass
+	logitsHost                *cu.HostBuf
+}
+
+// Load uploads the model of a GGUF file (Llama and Qwen2 families, Q4_1 and
+// Q8_0 matrices) to the GPU chosen by o.
+func Load(f *gguf.File, o Options) (*Runner, error) {
+	cfg, err := model.ReadConfig(f)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkShape(cfg); err != nil {
+		return nil, err
+	}
+	dev, err := openDevice(o)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{dev: dev, cfg: cfg, allocs: map[cu.DevicePtr]bool{}}
+	leave, err := dev.ctx.Enter()
+	if err != nil {
+		dev.close()
+		return nil, err
+	}
+	defer leave()
+	ld := &loader{f: f, r: r}
+	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	r.tokEmbd = ld.matrix("token_embd.weight", cfg.Embd, cfg.Vocab, true)
+	r.outNorm = ld.vector("output_norm.weight", cfg.Embd)
+	if cfg.TiedOutput {
+		r.output = r.tokEmbd
+		if r.output.typ.String() == "F32" {
+			ld.err = fmt.Errorf("cuda: the tied output head is F32, which has no CUDA matmul kernel yet")
+		}
+	} else {
+		r.output = ld.matrix("output.weight", cfg.Embd, cfg.Vocab, false)
+	}
+	for i := 0; i < cfg.Layers && ld.err == nil; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		r.layers = append(r.layers, layer{
+			attnNorm: ld.vector(p+"attn_norm.weight", cfg.Embd),
+			wq:       ld.matrix(p+"attn_q.weight", cfg.Embd, qDim, false),
+			wk:       ld.matrix(p+"attn_k.weight", cfg.Embd, kvDim, false),
+			wv:       ld.matrix(p+"attn_v.weight", cfg.Embd, kvDim, false),
+			wo:       ld.matrix(p+"attn_output.weight", qDim, cfg.Embd, false),
+			ffnNorm:  ld.vector(p+"ffn_norm.weight", cfg.Embd),
+			wGate:    ld.matrix(p+"ffn_gate.weight", cfg.Embd, cfg.FF, false),
+			wUp:      ld.matrix(p+"ffn_up.weight", cfg.Embd, cfg.FF, false),
+			wDown:    ld.matrix(p+"ffn_down.weight", cfg.FF, cfg.Embd, false),
+			bq:       ld.optionalVector(p+"attn_q.bias", qDim),
+			bk:       ld.optionalVector(p+"attn_k.bias", kvDim),
+			bv:       ld.optionalVector(p+"attn_v.bias", kvDim),
+		})
+	}
+	r.freq = ld.upload(f64Bytes(model.RopeFrequencies(cfg)))
+	if ld.err != nil {
+		r.closeLocked()
+		return nil, ld.err
+	}
+	return r, nil
+}
+
+// checkShape refuses shapes the kernels are not written for.
+func checkShape(c model.Config) error {
+	switch {
+	case c.HeadDim%32 != 0 || c.HeadDim > kernels.MaxHeadDim:
+		return fmt.Errorf("cuda: head dimension %d: the attention kernel takes multiples of 32 up to %d", c.HeadDim, kernels.MaxHeadDim)
+	case c.Heads%c.KVHeads != 0:
+		return fmt.Errorf("cuda: %d heads do not share %d kv heads evenly", c.Heads, c.KVHeads)
+	case c.Embd%32 != 0 || c.FF%32 != 0:
+		return fmt.Errorf("cuda: embedding %d and feed-forward %d must be multiples of 32", c.Embd, c.FF)
+	}
+	return nil
+}
+
+// Device says which GPU runs the model and where its libraries came from.
+func (r *Runner) Device() string { return r.dev.where }
+
+func (r *Runner) Config() model.Config { return r.cfg }
+
+func (r *Runner) alloc(n int) (cu.DevicePtr, error) {
+	p, err := r.dev.ctx.Alloc(max(n, 1))
+	if err == nil {
+		r.allocs[p] = true
+	}
+	return p, err
+}
+
+func (r *Runner) free(p cu.DevicePtr) {
+	if p != 0 && r.allocs[p] {
+		r.dev.ctx.Free(p)
+		delete(r.allocs, p)
+	}
+}
+
+// NewCache reserves a device cache for one sequence of up to ctx tokens.
+func (r *Runner) NewCache(ctx int) (model.Cache, error) { return r.newCache(ctx, r.cfg.Layers) }
+
+// NewPrefixCache reserves a cache of the first layers (the early exit).
+func (r *Runner) NewPrefixCache(ctx, layers int) (model.Cache, error) { return r.newCache(ctx, layers) }
+
+func (r *Runner) newCache(ctx, layers int) (model.Cache, error) {
+	if ctx < 1 || layers < 1 || layers > r.cfg.Layers {
+		return nil, fmt.Errorf("cuda: cache of %d positions over %d layers", ctx, layers)
+	}
+	leave, err := r.dev.ctx.Enter()
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	size := layers * r.cfg.KVHeads * ctx * r.cfg.HeadDim * 2
+	c := &Cache{r: r, layers: layers, cap: ctx}
+	if c.k, err = r.alloc(size); err != nil {
+		return nil, err
+	}
+	if c.v, err = r.alloc(size); err != nil {
+		r.free(c.k)
+		return nil, err
+	}
+	return c, nil
+}
+
+// Close frees every device allocation, the kernels and the context.
+func (r *Runner) Close() error {
+	if r.dev == nil {
+		return nil
+	}
+	if leave, err := r.dev.ctx.Enter(); err == nil {
+		r.closeLocked()
+		leave()
+	}
+	r.dev.close()
+	r.dev = nil
+	return nil
+}
+
+func (r *Runner) closeLocked() {
+	r.dev.stream.Sync()
+	for p := range r.allocs {
+		r.dev.ctx.Free(p)
+	}
+	r.allocs = map[cu.DevicePtr]bool{}
+	for _, h := range []*cu.HostBuf{r.bufs.host, r.bufs.logitsHost} {
+		if h != nil {
+			h.Free()
+		}
+	}
+	r.bufs = buffers{}
+}
+
+// ensure grows the pass buffers to hold n tokens, rows logits rows and
+// extra visibility entries.
+func (r *Runner) ensure(n, rows, extra int) error {
+	b := &r.bufs
+	if n <= b.capTok && rows <= b.capRows && extra <= b.capExtra {
+		return nil
+	}
+	c := r.cfg
+	capTok, capRows, capExtra := max(b.capTok, 64), max(b.capRows, 16), max(b.capExtra, 1024)
+	for capTok < n {
+		capTok *= 2
+	}
+	for capRows < rows {
+		capRows *= 2
+	}
+	for capExtra < extra {
+		capExtra *= 2
+	}
+	r.dev.stream.Sync()
+	for _, p := range []cu.DevicePtr{b.x, b.q, b.k, b.v, b.att, b.gate, b.up, b.xq, b.xds, b.logits, b.ids, b.pass} {
+		r.free(p)
+	}
+	for _, h := range []*cu.HostBuf{b.host, b.logitsHost} {
+		if h != nil {
+			h.Free()
+		}
+	}
+	*b = buffers{capTok: capTok, capRows: capRows, capExtra: capExtra}
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	maxCols := max(c.Embd, qDim, c.FF)
+	var err error
+	for _, a := range []struct {
+		p *cu.DevicePtr
+		n int
+	}{
+		{&b.x, capTok * c.Embd * 4}, {&b.q, capTok * qDim * 4}, {&b.k, capTok * kvDim * 4},
+		{&b.v, capTok * kvDim * 4}, {&b.att, capTok * qDim * 4}, {&b.gate, capTok * c.FF * 4},
+		{&b.up, capTok * c.FF * 4}, {&b.xq, capTok * maxCols}, {&b.xds, capTok * maxCols / 32 * 4},
+		{&b.logits, capRows * c.Vocab * 4}, {&b.ids, capRows * 4}, {&b.pass, r.passBytes()},
+	} {
+		if *a.p, err = r.alloc(a.n); err != nil {
+			return err
+		}
+	}
+	if b.host, err = r.dev.ctx.HostAlloc(r.passBytes()); err != nil {
+		return err
+	}
+	b.logitsHost, err = r.dev.ctx.HostAlloc(capRows * c.Vocab * 4)
+	return err
+}
+
+// The pass buffer's layout.
+func (r *Runner) passBytes() int {
+	b := &r.bufs
+	return r.rowsOff() + 4*b.capRows
+}
+func (r *Runner) toksOff() int  { return 16 }
+func (r *Runner) extraOff() int { return 16 + kernels.TokBytes*r.bufs.capTok }
+func (r *Runner) rowsOff() int  { return r.extraOff() + 4*r.bufs.capExtra }
+
+// writePass fills the pinned staging copy of the pass: the header, a Tok
+// per token (its cache, committed length, scratch index and visibility),
+// the extra entries and the logits rows.
+func (r *Runner) writePass(b *model.Batch) {
+	p, h := &r.plan, r.bufs.host.Bytes()
+	le := binary.LittleEndian
+	le.PutUint32(h[0:], uint32(len(p.Tok)))
+	le.PutUint32(h[4:], uint32(len(p.Rows)))
+	for i, t := range p.Tok {
+		c := p.Seqs[t.Seq].Cache.(*Cache)
+		o := r.toksOff() + kernels.TokBytes*i
+		le.PutUint64(h[o:], uint64(c.k))
+		le.PutUint64(h[o+8:], uint64(c.v))
+		for j, v := range []int{c.n, c.cap, t.K, t.Span, t.ExtraLo, t.ExtraHi, b.Pos[i], int(b.Tokens[i])} {
+			le.PutUint32(h[o+16+4*j:], uint32(int32(v)))
+		}
+	}
+	for i, e := range p.Extra {
+		le.PutUint32(h[r.extraOff()+4*i:], uint32(e))
+	}
+	for i, row := range p.Rows {
+		le.PutUint32(h[r.rowsOff()+4*i:], uint32(row))
+	}
+}
+
+// Forward runs the model over b on the GPU: Model.Forward's contract.
+func (r *Runner) Forward(b *model.Batch, logits []float32) error {
+	return r.forward(b, logits, len(r.layers))
+}
+
+// ForwardPrefix is Forward through the first layers only (the early exit).
+func (r *Runner) ForwardPrefix(b *model.Batch, logits []float32, layers int) error {
+	if layers < 1 || layers > len(r.layers) {
+		return fmt.Errorf("cuda: ForwardPrefix over %d layers of %d", layers, len(r.layers))
+	}
+	return r.forward(b, logits, layers)
+}
+
+func (r *Runner) forward(b *model.Batch, logits []float32, layers int) error {
+	if r.dev == nil {
+		return fmt.Errorf("cuda: runner is closed")
+	}
+	p := &r.plan
+	if err := p.Build(b, r.cfg.Vocab, len(logits)); err != nil {
+		return err
+	}
+	for i, q := range p.Seqs {
+		c, ok := q.Cache.(*Cache)
+		if !ok || c == nil || c.r != r {
+			return fmt.Errorf("cuda: sequence %d of the batch has a %T, not a cache of this runner", i, q.Cache)
+		}
+		if c.layers < layers {
+			return fmt.Errorf("cuda: sequence %d's cache holds %d layers, the pass runs %d", i, c.layers, layers)
+		}
+	}
+	n, rows := len(p.Tok), len(p.Rows)
+	if n == 0 {
+		return nil
+	}
+	leave, err := r.dev.ctx.Enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
+	if err := r.ensure(n, rows, len(p.Extra)); err != nil {
+		return err
+	}
+	if err := p.Reserve(); err != nil {
+		return err
+	}
+	r.writePass(b)
+	d := r.dev
+	if err := d.ctx.HtoDAsync(r.bufs.pass, r.bufs.host, 0, r.passBytes(), d.stream); err != nil {
+		return err
+	}
+	if err := r.launchPass(n, rows, layers); err != nil {
+		return err
+	}
+	if rows > 0 {
+		nb := rows * r.cfg.Vocab * 4
+		if err := d.ctx.DtoHAsync(r.bufs.logitsHost, 0, r.bufs.logits, nb, d.stream); err != nil {
+			return err
+		}
+	}
+	if err := d.stream.Sync(); err != nil {
+		return err
+	}
+	if rows > 0 {
+		src := r.bufs.logitsHost.Bytes()
+		for i := range logits[:rows*r.cfg.Vocab] {
+			logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	}
+	return nil
+}

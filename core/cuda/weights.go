@@ -1,0 +1,156 @@
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/lmstream/lmstream/core/cuda/cu"
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/quant"
+)
+
+// dmat is a weight matrix on the device, repacked from GGUF blocks into a
+// quants array and a scales array, so that every quant load is an aligned
+// 4-byte word: Q4_1 keeps (d, m) halves and 16 bytes of nibbles per block
+// of 32, Q8_0 a d half and 32 int8s; F32 (embeddings only) keeps its floats
+// in qs.
+type dmat struct {
+	typ        quant.Type
+	rows, cols int
+	qs, scales cu.DevicePtr
+}
+
+// repack splits GGUF blocks into (scales, quants) as the kernels read them.
+func repack(typ quant.Type, data []byte, rows, cols int) (qs, scales []byte, err error) {
+	nb := rows * cols / 32
+	switch typ {
+	case quant.Q4_1: // d, m (halves), 16 bytes of nibbles
+		qs, scales = make([]byte, nb*16), make([]byte, nb*4)
+		for b := 0; b < nb; b++ {
+			blk := data[b*20 : b*20+20]
+			copy(scales[b*4:], blk[:4])
+			copy(qs[b*16:], blk[4:])
+		}
+	case quant.Q8_0: // d (half), 32 int8s
+		qs, scales = make([]byte, nb*32), make([]byte, nb*2)
+		for b := 0; b < nb; b++ {
+			blk := data[b*34 : b*34+34]
+			copy(scales[b*2:], blk[:2])
+			copy(qs[b*32:], blk[2:])
+		}
+	case quant.F32:
+		qs = data[:rows*cols*4]
+	default:
+		return nil, nil, fmt.Errorf("type %s has no CUDA kernel yet (Q4_1, Q8_0)", typ)
+	}
+	return qs, scales, nil
+}
+
+// loader uploads a GGUF file's tensors, checking their shapes, and keeps
+// the first error.
+type loader struct {
+	f   *gguf.File
+	r   *Runner
+	err error
+}
+
+func (ld *loader) tensor(name string, dims ...int) *gguf.Tensor {
+	if ld.err != nil {
+		return nil
+	}
+	t, ok := ld.f.Tensor(name)
+	if !ok {
+		ld.err = fmt.Errorf("cuda: tensor %s is missing", name)
+		return nil
+	}
+	same := len(t.Dims) == len(dims)
+	for i := 0; same && i < len(dims); i++ {
+		same = t.Dims[i] == dims[i]
+	}
+	if !same {
+		ld.err = fmt.Errorf("cuda: tensor %s has dims %v, the config wants %v", name, t.Dims, dims)
+		return nil
+	}
+	return t
+}
+
+// matrix uploads a rows×cols weight matrix (GGUF dims cols, rows). Matmul
+// weights must be Q4_1 or Q8_0; the embedding table may also be F32.
+func (ld *loader) matrix(name string, cols, rows int, embedding bool) dmat {
+	t := ld.tensor(name, cols, rows)
+	if t == nil {
+		return dmat{}
+	}
+	if t.Type == quant.F32 && !embedding {
+		ld.err = fmt.Errorf("cuda: tensor %s: F32 matrices have no CUDA matmul kernel yet", name)
+		return dmat{}
+	}
+	if cols%32 != 0 {
+		ld.err = fmt.Errorf("cuda: tensor %s has rows of %d, not a multiple of 32", name, cols)
+		return dmat{}
+	}
+	qs, sc, err := repack(t.Type, t.Data, rows, cols)
+	if err != nil {
+		ld.err = fmt.Errorf("cuda: tensor %s: %w", name, err)
+		return dmat{}
+	}
+	m := dmat{typ: t.Type, rows: rows, cols: cols}
+	m.qs = ld.upload(qs)
+	if len(sc) > 0 {
+		m.scales = ld.upload(sc)
+	}
+	return m
+}
+
+// vector uploads a float32 copy of a norm weight or bias.
+func (ld *loader) vector(name string, n int) cu.DevicePtr {
+	t := ld.tensor(name, n)
+	if t == nil {
+		return 0
+	}
+	v := make([]float32, n)
+	if err := quant.Dequantize(t.Type, t.Data, v); err != nil {
+		ld.err = fmt.Errorf("cuda: tensor %s: %w", name, err)
+		return 0
+	}
+	return ld.upload(f32Bytes(v))
+}
+
+func (ld *loader) optionalVector(name string, n int) cu.DevicePtr {
+	if _, ok := ld.f.Tensor(name); !ok || ld.err != nil {
+		return 0
+	}
+	return ld.vector(name, n)
+}
+
+func (ld *loader) upload(b []byte) cu.DevicePtr {
+	if ld.err != nil {
+		return 0
+	}
+	p, err := ld.r.alloc(len(b))
+	if err == nil {
+		err = ld.r.dev.ctx.HtoD(p, b)
+	}
+	if err != nil {
+		ld.err = err
+		return 0
+	}
+	return p
+}
+
+func f32Bytes(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func f64Bytes(v []float64) []byte {
+	b := make([]byte, 8*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
+	}
+	return b
+}

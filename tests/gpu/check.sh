@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The GPU check: one invocation on a machine with an NVIDIA GPU verifies the
+# CUDA backend and measures it. It runs test binaries built elsewhere (no Go
+# toolchain needed there) with LMSTREAM_REQUIRE_GPU=1, so nothing passes by
+# skipping. Build them first with `make gpu-bundle` (on any machine).
+#
+#   tests/gpu/check.sh [bundle-dir] [log-dir]
+set -u
+bundle=${1:-build/gpu}
+log=${2:-build/gpu-log}
+mkdir -p "$log"
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv 2>&1
+  ldconfig -p | grep -E 'libcuda\.so|libnvrtc' 2>&1
+  ls /usr/local/cuda/lib64/libnvrtc.so* 2>/dev/null
+} | tee "$log/env.txt"
+export LMSTREAM_REQUIRE_GPU=1 LMSTREAM_REQUIRE_NVRTC=1
+export LMSTREAM_TEST_MODEL=${LMSTREAM_TEST_MODEL:-$bundle/model.gguf}
+export LMSTREAM_CACHE_DIR=${LMSTREAM_CACHE_DIR:-$log/cubin}
+status=0
+for t in "$bundle"/*.test; do
+  echo "== $t"
+  "$t" -test.v -test.count=1 -test.timeout=8m 2>&1 | tee "$log/$(basename "$t").log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+done
+echo "== benchmark"
+LMSTREAM_GPU_BENCH=1 "$bundle/cuda.test" -test.run '^TestGPUBench$' -test.v 2>&1 | tee "$log/bench.txt"
+echo "== summary"
+grep -hE '^(--- FAIL|--- PASS|--- SKIP|FAIL|ok|PASS)' "$log"/*.test.log
+exit $status
