@@ -14,7 +14,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
+	"unsafe"
 
 	"github.com/lmstream/lmstream/core/cuda/cu"
 	"github.com/lmstream/lmstream/core/cuda/kernels"
@@ -42,6 +42,8 @@ type Runner struct {
 
 	plan   model.Plan
 	bufs   buffers
+	graphs map[graphKey]*cu.GraphExec
+	eager  bool // launch kernel by kernel instead of replaying graphs
 	allocs map[cu.DevicePtr]bool // every device allocation, freed by Close
 }
 
@@ -129,6 +131,10 @@ func checkShape(c model.Config) error {
 	return nil
 }
 
+// SetGraphs chooses graph replay (the default) or one launch per kernel:
+// the same kernels with the same arguments either way, so the same logits.
+func (r *Runner) SetGraphs(on bool) { r.eager = !on }
+
 // Device says which GPU runs the model and where its libraries came from.
 func (r *Runner) Device() string { return r.dev.where }
 
@@ -192,6 +198,7 @@ func (r *Runner) Close() error {
 
 func (r *Runner) closeLocked() {
 	r.dev.stream.Sync()
+	r.dropGraphs()
 	for p := range r.allocs {
 		r.dev.ctx.Free(p)
 	}
@@ -223,6 +230,7 @@ func (r *Runner) ensure(n, rows, extra int) error {
 		capExtra *= 2
 	}
 	r.dev.stream.Sync()
+	r.dropGraphs()
 	for _, p := range []cu.DevicePtr{b.x, b.q, b.k, b.v, b.att, b.gate, b.up, b.xq, b.xds, b.logits, b.ids, b.pass} {
 		r.free(p)
 	}
@@ -339,7 +347,12 @@ func (r *Runner) forward(b *model.Batch, logits []float32, layers int) error {
 	if err := d.ctx.HtoDAsync(r.bufs.pass, r.bufs.host, 0, r.passBytes(), d.stream); err != nil {
 		return err
 	}
-	if err := r.launchPass(n, rows, layers); err != nil {
+	if r.eager {
+		err = r.launchPass(n, rows, layers)
+	} else {
+		err = r.runGraph(n, rows, layers)
+	}
+	if err != nil {
 		return err
 	}
 	if rows > 0 {
@@ -352,10 +365,11 @@ func (r *Runner) forward(b *model.Batch, logits []float32, layers int) error {
 		return err
 	}
 	if rows > 0 {
+		// The pinned buffer holds little-endian float32s, as the host does:
+		// one memmove, not a conversion per float (a 64-row verify pass
+		// reads back 12 MB).
 		src := r.bufs.logitsHost.Bytes()
-		for i := range logits[:rows*r.cfg.Vocab] {
-			logits[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
-		}
+		copy(logits[:rows*r.cfg.Vocab], unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), rows*r.cfg.Vocab))
 	}
 	return nil
 }

@@ -26,6 +26,8 @@ for t in "$bundle"/*.test; do
 done
 echo "== benchmark"
 LMSTREAM_GPU_BENCH=1 "$bundle/cuda.test" -test.run '^TestGPUBench$' -test.v 2>&1 | tee "$log/bench.txt"
+echo "== benchmark, 30 layers (the 4 real ones repeated)"
+LMSTREAM_GPU_BENCH=1 LMSTREAM_BENCH_LAYERS=30 "$bundle/cuda.test" -test.run '^TestGPUBench$' -test.v 2>&1 | tee "$log/bench30.txt"
 echo "== summary"
 grep -hE '^(--- FAIL|--- PASS|--- SKIP|FAIL|ok|PASS)' "$log"/*.test.log
 exit $status
