@@ -43,7 +43,7 @@ type Runner struct {
 	plan   model.Plan
 	bufs   buffers
 	graphs map[graphKey]*cu.GraphExec
-	eager  bool // launch kernel by kernel instead of replaying graphs
+	eager  bool                  // launch kernel by kernel instead of replaying graphs
 	allocs map[cu.DevicePtr]bool // every device allocation, freed by Close
 }
 
