@@ -43,17 +43,24 @@ func (r *Runner) launchPass(n, rows, layers int) error {
 		a.F32(c.RMSEps)
 		run(d.k.rmsnormQuant, [3]uint32{uint32(nr), 1, 1}, [3]uint32{256, 1, 1}, a)
 	}
-	matvec := func(out, res, bias cu.DevicePtr, m *dmat, nt int, head bool) {
+	// matvec writes W·x (+ bias) (+ res) into rows of ld floats of out.
+	matvec := func(out, res, bias cu.DevicePtr, m *dmat, ld, nt int, head bool) {
 		h := 0
 		if head {
 			h = 1
 		}
-		a := i32(args(out, res, bias, m.qs, m.scales, b.xq, b.xds, pass), m.rows, m.cols, int(m.typ), h)
+		a := i32(args(out, res, bias, m.qs, m.scales, b.xq, b.xds, pass), m.rows, m.cols, int(m.typ), h, ld, 0)
 		run(d.k.matvec, [3]uint32{ceilDiv(m.rows, kernels.MatVecWarps), ceilDiv(nt, kernels.MatVecTokens), 1}, [3]uint32{32 * kernels.MatVecWarps, 1, 1}, a)
 	}
-	quantize := func(x, up cu.DevicePtr, dim int) {
-		a := i32(args(x, up, b.xq, b.xds, pass), dim, 0)
-		run(d.k.quant, [3]uint32{ceilDiv(dim/32, 8), uint32(n), 1}, [3]uint32{256, 1, 1}, a)
+	// fused runs a fused product's pieces into rows of ld floats of out.
+	fused := func(out, bias cu.DevicePtr, ps []piece, ld int) {
+		for _, p := range ps {
+			pb := bias
+			if pb != 0 {
+				pb = pb.Add(4 * p.off)
+			}
+			matvec(out.Add(4*p.off), 0, pb, &p.m, ld, n, false)
+		}
 	}
 
 	e := &r.tokEmbd
@@ -66,29 +73,25 @@ func (r *Runner) launchPass(n, rows, layers int) error {
 	for li := 0; li < layers; li++ {
 		l := &r.layers[li]
 		// Attention block: x += Wo · attention(rope(Wq·xn), rope(Wk·xn), Wv·xn)
+		// (the attention kernel quantizes its output for Wo).
 		norm(b.x, l.attnNorm, 0, n)
-		matvec(b.q, 0, l.bq, &l.wq, n, false)
-		matvec(b.k, 0, l.bk, &l.wk, n, false)
-		matvec(b.v, 0, l.bv, &l.wv, n, false)
+		fused(b.qkv, l.bqkv, l.qkv, qDim+2*kvDim)
 		run(d.k.ropeStore, [3]uint32{uint32(n), 1, 1}, [3]uint32{128, 1, 1},
-			i32(args(b.q, b.k, b.v, r.freq, pass, toks), c.Heads, c.KVHeads, c.HeadDim, neox, li, 0))
-		a := i32(args(b.att, b.q, pass, toks, extra), c.Heads, c.KVHeads, c.HeadDim, li)
+			i32(args(b.qkv, r.freq, pass, toks), c.Heads, c.KVHeads, c.HeadDim, neox, li, 0))
+		a := i32(args(b.xq, b.xds, b.qkv, pass, toks, extra), c.Heads, c.KVHeads, c.HeadDim, li)
 		a.F32(scale)
 		a.I32(0)
 		run(d.k.attention, [3]uint32{uint32(n), uint32(c.Heads), 1}, [3]uint32{32 * 4, 1, 1}, a)
-		quantize(b.att, 0, qDim)
-		matvec(b.x, b.x, 0, &l.wo, n, false)
+		matvec(b.x, b.x, 0, &l.wo, c.Embd, n, false)
 		// FFN block: x += Wdown · (silu(Wgate·xn) ⊙ Wup·xn)
 		norm(b.x, l.ffnNorm, 0, n)
-		matvec(b.gate, 0, 0, &l.wGate, n, false)
-		matvec(b.up, 0, 0, &l.wUp, n, false)
-		quantize(b.gate, b.up, c.FF)
-		matvec(b.x, b.x, 0, &l.wDown, n, false)
+		fused(b.gu, 0, l.gateUp, 2*c.FF)
+		run(d.k.quant, [3]uint32{ceilDiv(c.FF/32, 8), uint32(n), 1}, [3]uint32{256, 1, 1}, i32(args(b.gu, b.xq, b.xds, pass), c.FF, 1))
+		matvec(b.x, b.x, 0, &l.wDown, c.Embd, n, false)
 	}
-	_ = kvDim
 	if rows > 0 {
 		norm(b.x, r.outNorm, rowIdx, rows)
-		matvec(b.logits, 0, 0, &r.output, rows, true)
+		matvec(b.logits, 0, 0, &r.output, c.Vocab, rows, true)
 	}
 	return err
 }

@@ -23,6 +23,7 @@ type device struct {
 	nv     *nvrtc.NVRTC
 	where  string // what was loaded from where, for messages
 	k      kernelSet
+	prof   *profiler // nil unless profiling
 }
 
 type kernelSet struct {
@@ -100,6 +101,11 @@ func (d *device) close() {
 
 // launch queues kernel f with the packed argument struct args.
 func (d *device) launch(f *cu.Function, grid, block [3]uint32, args []byte) error {
+	if d.prof != nil {
+		if err := d.prof.mark(d, f.Name()); err != nil {
+			return err
+		}
+	}
 	return d.ctx.Launch(f, grid, block, 0, d.stream, args)
 }
 

@@ -416,6 +416,13 @@ func TestGPUBench(t *testing.T) {
 		dec := time.Since(t0)
 		fmt.Printf("decode tg128 (graphs %v): %.0f tok/s (%.3f ms/token)\n", graphs, 129/dec.Seconds(), dec.Seconds()*1000/129)
 	}
+	// Where a decode step's GPU time goes, kernel by kernel (eager).
+	p.gpu.Profile(true)
+	c.Truncate(0)
+	greedy(t, p.gpu.Forward, c, []int32{1}, 32, v)
+	fmt.Printf("kernel GPU time over 33 decode steps:\n%s", p.gpu.KernelTimes())
+	p.gpu.Profile(false)
+	p.gpu.SetGraphs(true)
 	pp := timeIt(512, 0, false)
 	fmt.Printf("prefill pp512: %.0f tok/s (%.2f ms)\n", 512/pp.Seconds(), pp.Seconds()*1000)
 	t1 := timeIt(1, 256, true)

@@ -92,11 +92,11 @@ func TestQuantKernelIsTheCPUQuantizer(t *testing.T) {
 	wq, wds := splitQ81(want)
 	qs, ds := k.poisoned(n*dim), k.poisoned(n*dim/32*4)
 	var w cu.ArgWriter
-	for _, p := range []cu.DevicePtr{k.upload(f32Bytes(x)), 0, qs, ds, k.passHeader(n, 0)} {
+	for _, p := range []cu.DevicePtr{k.upload(f32Bytes(x)), qs, ds, k.passHeader(n, 0)} {
 		w.Ptr(p)
 	}
 	w.I32(int32(dim))
-	w.I32(0)
+	w.I32(0) // plain, not SwiGLU
 	require.NoError(t, k.r.dev.launch(k.r.dev.k.quant, [3]uint32{ceilDiv(dim/32, 8), uint32(n), 1}, [3]uint32{256, 1, 1}, w.Bytes()))
 	require.Equal(t, wq, k.read(qs, n*dim), "int8 quants")
 	require.Equal(t, wds, k.read(ds, n*dim/32*4), "(d, d·Σq) halves")
@@ -150,7 +150,7 @@ func TestMatVecMatchesCPUDots(t *testing.T) {
 				k.upload(wq), k.upload(ws), k.upload(aq), k.upload(ads), k.passHeader(n, 0)} {
 				w.Ptr(p)
 			}
-			for _, v := range []int{rows, cols, int(typ), 0} {
+			for _, v := range []int{rows, cols, int(typ), 0, rows, 0} {
 				w.I32(int32(v))
 			}
 			require.NoError(t, k.r.dev.launch(k.r.dev.k.matvec, [3]uint32{ceilDiv(rows, 4), ceilDiv(n, 8), 1}, [3]uint32{128, 1, 1}, w.Bytes()))

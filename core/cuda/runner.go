@@ -24,9 +24,11 @@ import (
 
 type layer struct {
 	attnNorm, ffnNorm cu.DevicePtr
-	wq, wk, wv, wo    dmat
-	bq, bk, bv        cu.DevicePtr // 0 without bias
-	wGate, wUp, wDown dmat
+	qkv               []piece      // Q, K and V in one output row
+	bqkv              cu.DevicePtr // their biases, 0 without
+	wo                dmat
+	gateUp            []piece // gate and up in one output row
+	wDown             dmat
 }
 
 // Runner is a model on one GPU. Like model.Model, it is used from one
@@ -51,8 +53,7 @@ type Runner struct {
 // logits rows and capExtra extra visibility entries; grown on demand.
 type buffers struct {
 	capTok, capRows, capExtra int
-	x, q, k, v, att           cu.DevicePtr // float32 activations
-	gate, up                  cu.DevicePtr
+	x, qkv, gu                cu.DevicePtr // float32: residual stream, [q|k|v] rows, [gate|up] rows
 	xq, xds                   cu.DevicePtr // quantized matmul input
 	logits, ids               cu.DevicePtr
 	pass                      cu.DevicePtr // Pass, Tok[capTok], extra[capExtra], rows[capRows]
@@ -95,19 +96,15 @@ func Load(f *gguf.File, o Options) (*Runner, error) {
 	}
 	for i := 0; i < cfg.Layers && ld.err == nil; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
+		qkvRows := []int{qDim, kvDim, kvDim}
 		r.layers = append(r.layers, layer{
 			attnNorm: ld.vector(p+"attn_norm.weight", cfg.Embd),
-			wq:       ld.matrix(p+"attn_q.weight", cfg.Embd, qDim, false),
-			wk:       ld.matrix(p+"attn_k.weight", cfg.Embd, kvDim, false),
-			wv:       ld.matrix(p+"attn_v.weight", cfg.Embd, kvDim, false),
+			qkv:      ld.fused([]string{p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"}, cfg.Embd, qkvRows),
+			bqkv:     ld.fusedBias([]string{p + "attn_q.bias", p + "attn_k.bias", p + "attn_v.bias"}, qkvRows),
 			wo:       ld.matrix(p+"attn_output.weight", qDim, cfg.Embd, false),
 			ffnNorm:  ld.vector(p+"ffn_norm.weight", cfg.Embd),
-			wGate:    ld.matrix(p+"ffn_gate.weight", cfg.Embd, cfg.FF, false),
-			wUp:      ld.matrix(p+"ffn_up.weight", cfg.Embd, cfg.FF, false),
+			gateUp:   ld.fused([]string{p + "ffn_gate.weight", p + "ffn_up.weight"}, cfg.Embd, []int{cfg.FF, cfg.FF}),
 			wDown:    ld.matrix(p+"ffn_down.weight", cfg.FF, cfg.Embd, false),
-			bq:       ld.optionalVector(p+"attn_q.bias", qDim),
-			bk:       ld.optionalVector(p+"attn_k.bias", kvDim),
-			bv:       ld.optionalVector(p+"attn_v.bias", kvDim),
 		})
 	}
 	r.freq = ld.upload(f64Bytes(model.RopeFrequencies(cfg)))
@@ -231,7 +228,7 @@ func (r *Runner) ensure(n, rows, extra int) error {
 	}
 	r.dev.stream.Sync()
 	r.dropGraphs()
-	for _, p := range []cu.DevicePtr{b.x, b.q, b.k, b.v, b.att, b.gate, b.up, b.xq, b.xds, b.logits, b.ids, b.pass} {
+	for _, p := range []cu.DevicePtr{b.x, b.qkv, b.gu, b.xq, b.xds, b.logits, b.ids, b.pass} {
 		r.free(p)
 	}
 	for _, h := range []*cu.HostBuf{b.host, b.logitsHost} {
@@ -247,9 +244,8 @@ func (r *Runner) ensure(n, rows, extra int) error {
 		p *cu.DevicePtr
 		n int
 	}{
-		{&b.x, capTok * c.Embd * 4}, {&b.q, capTok * qDim * 4}, {&b.k, capTok * kvDim * 4},
-		{&b.v, capTok * kvDim * 4}, {&b.att, capTok * qDim * 4}, {&b.gate, capTok * c.FF * 4},
-		{&b.up, capTok * c.FF * 4}, {&b.xq, capTok * maxCols}, {&b.xds, capTok * maxCols / 32 * 4},
+		{&b.x, capTok * c.Embd * 4}, {&b.qkv, capTok * (qDim + 2*kvDim) * 4}, {&b.gu, capTok * 2 * c.FF * 4},
+		{&b.xq, capTok * maxCols}, {&b.xds, capTok * maxCols / 32 * 4},
 		{&b.logits, capRows * c.Vocab * 4}, {&b.ids, capRows * 4}, {&b.pass, r.passBytes()},
 	} {
 		if *a.p, err = r.alloc(a.n); err != nil {
@@ -358,6 +354,11 @@ func (r *Runner) forward(b *model.Batch, logits []float32, layers int) error {
 	if rows > 0 {
 		nb := rows * r.cfg.Vocab * 4
 		if err := d.ctx.DtoHAsync(r.bufs.logitsHost, 0, r.bufs.logits, nb, d.stream); err != nil {
+			return err
+		}
+	}
+	if d.prof != nil {
+		if err := d.prof.collect(d); err != nil {
 			return err
 		}
 	}

@@ -103,6 +103,79 @@ func (ld *loader) matrix(name string, cols, rows int, embedding bool) dmat {
 	return m
 }
 
+// piece is one matrix of a fused product: its output rows start at column
+// off of the fused output row.
+type piece struct {
+	m   dmat
+	off int
+}
+
+// fused uploads matrices that read the same input (Q, K and V; gate and up)
+// as one matrix of all their rows when they share a type, so one mat-vec
+// launch computes them all; otherwise as pieces writing their slices of the
+// same output row.
+func (ld *loader) fused(names []string, cols int, rows []int) []piece {
+	if ld.err != nil {
+		return nil
+	}
+	same := true
+	var typ quant.Type
+	for i, name := range names {
+		t := ld.tensor(name, cols, rows[i])
+		if t == nil {
+			return nil
+		}
+		if i == 0 {
+			typ = t.Type
+		}
+		same = same && t.Type == typ
+	}
+	if !same || (typ != quant.Q4_1 && typ != quant.Q8_0) {
+		var ps []piece
+		off := 0
+		for i, name := range names {
+			ps = append(ps, piece{ld.matrix(name, cols, rows[i], false), off})
+			off += rows[i]
+		}
+		return ps
+	}
+	m := dmat{typ: typ, cols: cols}
+	var qs, sc []byte
+	for i, name := range names {
+		t, _ := ld.f.Tensor(name)
+		q, s, err := repack(t.Type, t.Data, rows[i], cols)
+		if err != nil {
+			ld.err = fmt.Errorf("cuda: tensor %s: %w", name, err)
+			return nil
+		}
+		qs, sc = append(qs, q...), append(sc, s...)
+		m.rows += rows[i]
+	}
+	m.qs, m.scales = ld.upload(qs), ld.upload(sc)
+	return []piece{{m, 0}}
+}
+
+// fusedBias uploads the concatenated biases of a fused product (zeros for
+// the parts without one), or nothing when no part has a bias.
+func (ld *loader) fusedBias(names []string, rows []int) cu.DevicePtr {
+	var all []float32
+	have := false
+	for i, name := range names {
+		v := make([]float32, rows[i])
+		if t, ok := ld.f.Tensor(name); ok && ld.tensor(name, rows[i]) != nil {
+			if err := quant.Dequantize(t.Type, t.Data, v); err != nil {
+				ld.err = fmt.Errorf("cuda: tensor %s: %w", name, err)
+			}
+			have = true
+		}
+		all = append(all, v...)
+	}
+	if !have {
+		return 0
+	}
+	return ld.upload(f32Bytes(all))
+}
+
 // vector uploads a float32 copy of a norm weight or bias.
 func (ld *loader) vector(name string, n int) cu.DevicePtr {
 	t := ld.tensor(name, n)
@@ -115,13 +188,6 @@ func (ld *loader) vector(name string, n int) cu.DevicePtr {
 		return 0
 	}
 	return ld.upload(f32Bytes(v))
-}
-
-func (ld *loader) optionalVector(name string, n int) cu.DevicePtr {
-	if _, ok := ld.f.Tensor(name); !ok || ld.err != nil {
-		return 0
-	}
-	return ld.vector(name, n)
 }
 
 func (ld *loader) upload(b []byte) cu.DevicePtr {

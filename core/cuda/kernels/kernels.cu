@@ -180,16 +180,16 @@ extern "C" __global__ void rmsnorm_quant(const NormArgs a) {
 }
 
 struct QuantArgs {
-  u64 x;     // float [n][dim]
-  u64 up;    // float [n][dim] for SwiGLU, or 0
+  u64 x;     // float [n][dim], or [n][2·dim] = [gate | up] rows for SwiGLU
   u64 qs;    // i8 [n][dim]
   u64 ds;    // half2 [n][dim/32]
   u64 pass;  // Pass
-  int dim, pad;
+  int dim, swiglu;
 };
 
-// quant: x quantized, or silu(x)·up quantized (the FFN's gate and up). One
-// warp per block of 32, 8 warps per thread block, grid (blocks/8, n).
+// quant: x quantized, or silu(gate)·up quantized (the FFN's fused gate·up
+// product). One warp per block of 32, 8 warps per thread block, grid
+// (blocks/8, n).
 extern "C" __global__ void quant(const QuantArgs a) {
   const Pass* p = (const Pass*)a.pass;
   int r = blockIdx.y;
@@ -198,11 +198,15 @@ extern "C" __global__ void quant(const QuantArgs a) {
   int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   int nb = a.dim / 32;
   if (b >= nb) return;
-  u64 e = (u64)r * a.dim + b * 32 + lane;
-  float y = ((const float*)a.x)[e];
-  if (a.up) {
+  int e = b * 32 + lane;
+  float y;
+  if (a.swiglu) {
     // g / (1 + e^-g) · up, the CPU's SiLU (its expf is within 2 ulp of e^x).
-    y = y / (1.0f + expf(-y)) * ((const float*)a.up)[e];
+    const float* row = (const float*)a.x + (u64)r * 2 * a.dim;
+    float g = row[e];
+    y = g / (1.0f + expf(-g)) * row[a.dim + e];
+  } else {
+    y = ((const float*)a.x)[(u64)r * a.dim + e];
   }
   quant_block(y, (i8*)a.qs + (u64)r * a.dim + b * 32, (u16*)a.ds + ((u64)r * nb + b) * 2, lane);
 }
@@ -224,6 +228,7 @@ struct MatVecArgs {
   u64 xds;   // half2 [n][cols/32]
   u64 pass;  // Pass
   int rows, cols, type, head;  // head: n is the pass's nrows (the output head)
+  int ld, pad;                 // out and res row stride (≥ rows: a slice of a wider row)
 };
 
 // matvec: out[t][r] = W[r] · x[t] (+ bias[r]) (+ res[t][r]). A warp per
@@ -286,7 +291,7 @@ extern "C" __global__ void matvec(const MatVecArgs a) {
   for (int t = 0; t < MV_TOKENS; t++) {
     float v = warp_sum(acc[t]);
     if (lane == 0 && t < nt) {
-      u64 o = (u64)(t0 + t) * a.rows + row;
+      u64 o = (u64)(t0 + t) * a.ld + row;
       if (a.bias) v += ((const float*)a.bias)[row];
       if (a.res) v += ((const float*)a.res)[o];
       ((float*)a.out)[o] = v;
@@ -297,9 +302,7 @@ extern "C" __global__ void matvec(const MatVecArgs a) {
 // ------------------------------------------------------ RoPE and KV store
 
 struct RopeArgs {
-  u64 q;     // float [n][heads·hd], rotated in place
-  u64 k;     // float [n][kvheads·hd], rotated, then stored
-  u64 v;     // float [n][kvheads·hd], stored
+  u64 qkv;   // float [n][(heads + 2·kvheads)·hd]: q (rotated in place), k (rotated, stored), v (stored)
   u64 freq;  // double [hd/2]: base^(-2i/hd)
   u64 pass;  // Pass
   u64 toks;  // Tok [n]
@@ -321,9 +324,9 @@ extern "C" __global__ void rope_store(const RopeArgs a) {
   if (t >= p->n) return;
   Tok tk = ((const Tok*)a.toks)[t];
   int half = a.hd / 2;
-  float* q = (float*)a.q + (u64)t * a.heads * a.hd;
-  float* k = (float*)a.k + (u64)t * a.kvheads * a.hd;
-  const float* v = (const float*)a.v + (u64)t * a.kvheads * a.hd;
+  float* q = (float*)a.qkv + (u64)t * (a.heads + 2 * a.kvheads) * a.hd;
+  float* k = q + a.heads * a.hd;
+  const float* v = k + a.kvheads * a.hd;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     double sn, cs;
     sincos((double)tk.pos * ((const double*)a.freq)[i], &sn, &cs);
@@ -346,8 +349,9 @@ extern "C" __global__ void rope_store(const RopeArgs a) {
 #define ATT_MAX_HD 128
 
 struct AttnArgs {
-  u64 out;    // float [n][heads·hd]
-  u64 q;      // float [n][heads·hd], rotated
+  u64 qs;     // i8 [n][heads·hd]: the output, quantized for the output projection
+  u64 ds;     // half2 [n][heads·hd/32]
+  u64 q;      // float [n][(heads + 2·kvheads)·hd], q rotated
   u64 pass;   // Pass
   u64 toks;   // Tok [n]
   u64 extra;  // int: visible scratch entries outside each token's span
@@ -371,7 +375,7 @@ extern "C" __global__ void attention(const AttnArgs a) {
   __shared__ float qs[ATT_MAX_HD];
   __shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
   __shared__ float wacc[ATT_WARPS][ATT_MAX_HD];
-  const float* q = (const float*)a.q + ((u64)t * a.heads + h) * hd;
+  const float* q = (const float*)a.q + (u64)t * (a.heads + 2 * a.kvheads) * hd + h * hd;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[d];
   __syncthreads();
   u64 blk = ((u64)a.layer * a.kvheads + g) * tk.cap * hd;
@@ -428,12 +432,16 @@ extern "C" __global__ void attention(const AttnArgs a) {
   float L = 0.0f;
   for (int w = 0; w < ATT_WARPS; w++)
     if (wm[w] != NEG_INF) L += wl[w] * expf(wm[w] - M);
-  float* out = (float*)a.out + ((u64)t * a.heads + h) * hd;
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+  // Quantize the head's output (hd/32 blocks, a warp each) for the output
+  // projection: the attention output is only ever its input.
+  int qdim = a.heads * hd;
+  for (int b = warp; b < dpl; b += ATT_WARPS) {
+    int d = b * 32 + lane;
     float o = 0.0f;
     for (int w = 0; w < ATT_WARPS; w++)
       if (wm[w] != NEG_INF) o += wacc[w][d] * expf(wm[w] - M);
-    out[d] = o / L;
+    quant_block(o / L, (i8*)a.qs + (u64)t * qdim + h * hd + b * 32,
+                (u16*)a.ds + ((u64)t * (qdim / 32) + h * dpl + b) * 2, lane);
   }
 }
 
