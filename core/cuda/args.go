@@ -77,7 +77,7 @@ func (r *Runner) launchPass(n, rows, layers int) error {
 		norm(b.x, l.attnNorm, 0, n)
 		fused(b.qkv, l.bqkv, l.qkv, qDim+2*kvDim)
 		run(d.k.ropeStore, [3]uint32{uint32(n), 1, 1}, [3]uint32{128, 1, 1},
-			i32(args(b.qkv, r.freq, pass, toks), c.Heads, c.KVHeads, c.HeadDim, neox, li, 0))
+			i32(args(b.qkv, pass.Add(r.rotOff()), pass, toks), c.Heads, c.KVHeads, c.HeadDim, neox, li, 0))
 		a := i32(args(b.xq, b.xds, b.qkv, pass, toks, extra), c.Heads, c.KVHeads, c.HeadDim, li)
 		a.F32(scale)
 		a.I32(0)

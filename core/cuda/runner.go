@@ -14,6 +14,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/lmstream/lmstream/core/cuda/cu"
@@ -40,7 +41,7 @@ type Runner struct {
 	output  dmat
 	outNorm cu.DevicePtr
 	layers  []layer
-	freq    cu.DevicePtr // float64 rotation frequencies
+	freq    []float64 // RoPE frequencies; the host computes each pass's cos and sin
 
 	plan   model.Plan
 	bufs   buffers
@@ -107,7 +108,7 @@ func Load(f *gguf.File, o Options) (*Runner, error) {
 			wDown:    ld.matrix(p+"ffn_down.weight", cfg.FF, cfg.Embd, false),
 		})
 	}
-	r.freq = ld.upload(f64Bytes(model.RopeFrequencies(cfg)))
+	r.freq = model.RopeFrequencies(cfg)
 	if ld.err != nil {
 		r.closeLocked()
 		return nil, ld.err
@@ -261,12 +262,12 @@ func (r *Runner) ensure(n, rows, extra int) error {
 
 // The pass buffer's layout.
 func (r *Runner) passBytes() int {
-	b := &r.bufs
-	return r.rowsOff() + 4*b.capRows
+	return r.rotOff() + 4*r.cfg.HeadDim*r.bufs.capTok
 }
 func (r *Runner) toksOff() int  { return 16 }
 func (r *Runner) extraOff() int { return 16 + kernels.TokBytes*r.bufs.capTok }
 func (r *Runner) rowsOff() int  { return r.extraOff() + 4*r.bufs.capExtra }
+func (r *Runner) rotOff() int   { return (r.rowsOff() + 4*r.bufs.capRows + 7) &^ 7 }
 
 // writePass fills the pinned staging copy of the pass: the header, a Tok
 // per token (its cache, committed length, scratch index and visibility),
@@ -290,6 +291,16 @@ func (r *Runner) writePass(b *model.Batch) {
 	}
 	for i, row := range p.Rows {
 		le.PutUint32(h[r.rowsOff()+4*i:], uint32(row))
+	}
+	// Each token's rotation, as the CPU pass computes it (ropeTables).
+	rot, half := h[r.rotOff():], len(r.freq)
+	for i, pos := range b.Pos {
+		for j, f := range r.freq {
+			sn, cs := math.Sincos(float64(pos) * f)
+			o := 8 * (i*half + j)
+			le.PutUint32(rot[o:], math.Float32bits(float32(cs)))
+			le.PutUint32(rot[o+4:], math.Float32bits(float32(sn)))
+		}
 	}
 }
 

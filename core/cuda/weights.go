@@ -212,11 +212,3 @@ func f32Bytes(v []float32) []byte {
 	}
 	return b
 }
-
-func f64Bytes(v []float64) []byte {
-	b := make([]byte, 8*len(v))
-	for i, x := range v {
-		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
-	}
-	return b
-}

@@ -289,8 +289,9 @@ extern "C" __global__ void matvec(const MatVecArgs a) {
   }
 #pragma unroll
   for (int t = 0; t < MV_TOKENS; t++) {
+    if (t >= nt) break;  // nt is the same for the whole warp
     float v = warp_sum(acc[t]);
-    if (lane == 0 && t < nt) {
+    if (lane == 0) {
       u64 o = (u64)(t0 + t) * a.ld + row;
       if (a.bias) v += ((const float*)a.bias)[row];
       if (a.res) v += ((const float*)a.res)[o];
@@ -303,7 +304,7 @@ extern "C" __global__ void matvec(const MatVecArgs a) {
 
 struct RopeArgs {
   u64 qkv;   // float [n][(heads + 2·kvheads)·hd]: q (rotated in place), k (rotated, stored), v (stored)
-  u64 freq;  // double [hd/2]: base^(-2i/hd)
+  u64 rot;   // float [n][hd/2][2]: cos and sin of each pair's angle, from the host
   u64 pass;  // Pass
   u64 toks;  // Tok [n]
   int heads, kvheads, hd, neox, layer, pad;
@@ -317,7 +318,8 @@ __device__ __forceinline__ void rotate(float* x, int i, int half, int neox, floa
 }
 
 // rope_store: one block per token, a thread per rotation pair. cos and sin
-// come from float64 as on the CPU, then round to float32.
+// are the CPU's (float64 angles rounded to float32), computed by the host
+// with the pass: a float64 sincos here would take its slow path.
 extern "C" __global__ void rope_store(const RopeArgs a) {
   const Pass* p = (const Pass*)a.pass;
   int t = blockIdx.x;
@@ -328,9 +330,8 @@ extern "C" __global__ void rope_store(const RopeArgs a) {
   float* k = q + a.heads * a.hd;
   const float* v = k + a.kvheads * a.hd;
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    double sn, cs;
-    sincos((double)tk.pos * ((const double*)a.freq)[i], &sn, &cs);
-    float c = (float)cs, s = (float)sn;
+    const float* cs = (const float*)a.rot + ((u64)t * half + i) * 2;
+    float c = cs[0], s = cs[1];
     for (int h = 0; h < a.heads; h++) rotate(q + h * a.hd, i, half, a.neox, c, s);
     for (int h = 0; h < a.kvheads; h++) rotate(k + h * a.hd, i, half, a.neox, c, s);
   }
