@@ -28,7 +28,7 @@ func New(cfg *runtime.Config) (runtime.Backend, error) {
 	return cpu.NewBackend(cfg, "cuda", func(f *gguf.File, threads int) (model.Runner, error) {
 		r, err := Load(f, o)
 		if err != nil {
-			return nil, status.Errorf(status.Backend, "cuda backend: %v", err)
+			return nil, err // LMS_ERR_BACKEND for the device, LMS_ERR_MODEL for the file
 		}
 		return r, nil
 	})

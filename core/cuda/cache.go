@@ -80,25 +80,13 @@ func (r *Runner) moveEntries(c *Cache, src, dst []int) error {
 	hd, blocks := r.cfg.HeadDim, c.layers*r.cfg.KVHeads
 	for lo := 0; lo < len(src); lo += kernels.CommitMoves {
 		hi := min(lo+kernels.CommitMoves, len(src))
-		var w cu.ArgWriter
-		w.Ptr(c.k)
-		w.Ptr(c.v)
-		w.I32(int32(c.cap))
-		w.I32(int32(hd))
-		w.I32(int32(blocks))
-		w.I32(int32(c.n))
-		w.I32(int32(hi - lo))
-		w.I32(0)
-		for _, list := range [][]int{src, dst} {
-			for j := 0; j < kernels.CommitMoves; j++ {
-				v := 0
-				if lo+j < hi {
-					v = list[lo+j]
-				}
-				w.I32(int32(v))
-			}
+		a := &commitArgs{k: c.k, v: c.v, cap: int32(c.cap), hd: int32(hd), blocks: int32(blocks),
+			len: int32(c.n), moves: int32(hi - lo)}
+		for j := lo; j < hi; j++ {
+			a.src[j-lo], a.dst[j-lo] = int32(src[j]), int32(dst[j])
 		}
-		if err := r.dev.launch(r.dev.k.kvCommit, [3]uint32{ceilDiv(blocks*hd, 256), 1, 1}, [3]uint32{256, 1, 1}, w.Bytes()); err != nil {
+		var w cu.ArgWriter
+		if err := r.dev.launch(r.dev.k.kvCommit, [3]uint32{ceilDiv(blocks*hd, 256), 1, 1}, [3]uint32{256, 1, 1}, pack(&w, a)); err != nil {
 			return err
 		}
 	}

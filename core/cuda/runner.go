@@ -21,6 +21,7 @@ import (
 	"github.com/lmstream/lmstream/core/cuda/kernels"
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/core/status"
 )
 
 type layer struct {
@@ -67,20 +68,20 @@ type buffers struct {
 func Load(f *gguf.File, o Options) (*Runner, error) {
 	cfg, err := model.ReadConfig(f)
 	if err != nil {
-		return nil, err
+		return nil, status.Errorf(status.Model, "%v", err)
 	}
 	if err := checkShape(cfg); err != nil {
-		return nil, err
+		return nil, status.Errorf(status.Model, "%v", err)
 	}
 	dev, err := openDevice(o)
 	if err != nil {
-		return nil, err
+		return nil, status.Errorf(status.Backend, "cuda backend: %v", err)
 	}
 	r := &Runner{dev: dev, cfg: cfg, allocs: map[cu.DevicePtr]bool{}}
 	leave, err := dev.ctx.Enter()
 	if err != nil {
 		dev.close()
-		return nil, err
+		return nil, status.Errorf(status.Backend, "cuda backend: %v", err)
 	}
 	defer leave()
 	ld := &loader{f: f, r: r}
@@ -111,7 +112,8 @@ func Load(f *gguf.File, o Options) (*Runner, error) {
 	r.freq = model.RopeFrequencies(cfg)
 	if ld.err != nil {
 		r.closeLocked()
-		return nil, ld.err
+		dev.close()
+		return nil, status.Errorf(status.Model, "%v", ld.err)
 	}
 	return r, nil
 }
@@ -272,8 +274,11 @@ func (r *Runner) rotOff() int   { return (r.rowsOff() + 4*r.bufs.capRows + 7) &^
 // writePass fills the pinned staging copy of the pass: the header, a Tok
 // per token (its cache, committed length, scratch index and visibility),
 // the extra entries and the logits rows.
-func (r *Runner) writePass(b *model.Batch) {
-	p, h := &r.plan, r.bufs.host.Bytes()
+func (r *Runner) writePass(b *model.Batch) { r.packPass(r.bufs.host.Bytes(), b) }
+
+// packPass lays the pass out in h (passBytes long) from r.plan and b.
+func (r *Runner) packPass(h []byte, b *model.Batch) {
+	p := &r.plan
 	le := binary.LittleEndian
 	le.PutUint32(h[0:], uint32(len(p.Tok)))
 	le.PutUint32(h[4:], uint32(len(p.Rows)))
