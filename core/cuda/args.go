@@ -112,7 +112,7 @@ func (r *Runner) launchPass(n, rows, layers int) error {
 		}
 	}
 	norm := func(src, weight, gather cu.DevicePtr, nr int) {
-		run(d.k.rmsnormQuant, [3]uint32{uint32(nr), 1, 1}, [3]uint32{256, 1, 1},
+		run(d.k.rmsnormQuant, [3]uint32{uint32(nr), 1, 1}, [3]uint32{uint32(min(c.Embd, 1024)), 1, 1},
 			&normArgs{x: src, w: weight, qs: b.xq, ds: b.xds, pass: pass, rows: gather, dim: int32(c.Embd), eps: c.RMSEps})
 	}
 	// matvec writes W·x (+ bias) (+ res) into rows of ld floats of out.

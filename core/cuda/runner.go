@@ -127,6 +127,8 @@ func checkShape(c model.Config) error {
 		return fmt.Errorf("cuda: %d heads do not share %d kv heads evenly", c.Heads, c.KVHeads)
 	case c.Embd%32 != 0 || c.FF%32 != 0:
 		return fmt.Errorf("cuda: embedding %d and feed-forward %d must be multiples of 32", c.Embd, c.FF)
+	case c.Embd > 8*1024:
+		return fmt.Errorf("cuda: embedding %d: the norm kernel takes up to 8192 (NORM_MAX_PER_THREAD × 1024)", c.Embd)
 	}
 	return nil
 }

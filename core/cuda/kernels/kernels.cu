@@ -147,8 +147,11 @@ struct NormArgs {
   float eps;
 };
 
-// rmsnorm_quant: y = x / sqrt(mean(x²) + eps) · w, quantized. One block of
-// 256 threads per output row.
+// rmsnorm_quant: y = x / sqrt(mean(x²) + eps) · w, quantized. One block
+// per output row with a thread per element (blockDim = dim up to 1024,
+// each thread taking every blockDim'th element beyond), so each warp
+// quantizes its own 32-element blocks in parallel with the others.
+#define NORM_MAX_PER_THREAD 8
 extern "C" __global__ void rmsnorm_quant(const NormArgs a) {
   const Pass* p = (const Pass*)a.pass;
   int r = blockIdx.x;
@@ -156,26 +159,36 @@ extern "C" __global__ void rmsnorm_quant(const NormArgs a) {
   if (r >= n) return;
   int src = a.rows ? ((const int*)a.rows)[r] : r;
   const float* x = (const float*)a.x + (u64)src * a.dim;
-  __shared__ float part[8];
+  __shared__ float part[32];
   __shared__ float scale;
+  float xs[NORM_MAX_PER_THREAD];
   float ss = 0.0f;
-  for (int e = threadIdx.x; e < a.dim; e += blockDim.x) ss += x[e] * x[e];
+#pragma unroll
+  for (int k = 0; k < NORM_MAX_PER_THREAD; k++) {
+    int e = threadIdx.x + k * blockDim.x;
+    xs[k] = e < a.dim ? x[e] : 0.0f;
+    ss += xs[k] * xs[k];
+  }
   ss = warp_sum(ss);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   if (lane == 0) part[warp] = ss;
   __syncthreads();
   if (threadIdx.x == 0) {
     float t = 0.0f;
-    for (int w = 0; w < (int)(blockDim.x >> 5); w++) t += part[w];
+    for (int w = 0; w < warps; w++) t += part[w];
     scale = (float)(1.0 / sqrt((double)(t / (float)a.dim + a.eps)));
   }
   __syncthreads();
   const float* w = (const float*)a.w;
   int nb = a.dim / 32;
-  for (int b = warp; b < nb; b += blockDim.x >> 5) {
-    int e = b * 32 + lane;
-    float y = x[e] * scale * w[e];
-    quant_block(y, (i8*)a.qs + (u64)r * a.dim + b * 32, (u16*)a.ds + ((u64)r * nb + b) * 2, lane);
+#pragma unroll
+  for (int k = 0; k < NORM_MAX_PER_THREAD; k++) {
+    int e = threadIdx.x + k * blockDim.x;
+    if (e - lane < a.dim) {  // the whole warp's block is inside the row
+      int b = e >> 5;
+      float y = xs[k] * scale * w[e];
+      quant_block(y, (i8*)a.qs + (u64)r * a.dim + b * 32, (u16*)a.ds + ((u64)r * nb + b) * 2, lane);
+    }
   }
 }
 
@@ -253,6 +266,7 @@ extern "C" __global__ void matvec(const MatVecArgs a) {
   if (a.type == T_Q4_1) {
     const u32* wq = (const u32*)a.wq + (u64)row * nb * 4;
     const u16* ws = (const u16*)a.ws + (u64)row * nb * 2;
+#pragma unroll 4
     for (int i = lane; i < nb * 4; i += 32) {
       int b = i >> 2, part = i & 3;
       u32 w = wq[i];
@@ -273,6 +287,7 @@ extern "C" __global__ void matvec(const MatVecArgs a) {
   } else if (a.type == T_Q8_0) {
     const u32* wq = (const u32*)a.wq + (u64)row * nb * 8;
     const u16* ws = (const u16*)a.ws + (u64)row * nb;
+#pragma unroll 4
     for (int i = lane; i < nb * 8; i += 32) {
       int b = i >> 3, part = i & 7;
       int w = (int)wq[i];
@@ -310,16 +325,12 @@ struct RopeArgs {
   int heads, kvheads, hd, neox, layer, pad;
 };
 
-__device__ __forceinline__ void rotate(float* x, int i, int half, int neox, float c, float s) {
-  int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-  float x0 = x[a], x1 = x[b];
-  x[a] = x0 * c - x1 * s;
-  x[b] = x0 * s + x1 * c;
-}
-
-// rope_store: one block per token, a thread per rotation pair. cos and sin
-// are the CPU's (float64 angles rounded to float32), computed by the host
-// with the pass: a float64 sincos here would take its slow path.
+// rope_store: one block per token, a thread per (head, rotation pair) of
+// q and k, each rotating its pair and, for k, storing it; then the values.
+// Every thread's loads are independent, so the block waits on memory once
+// (a thread looping over heads waited once per head: ~10 µs a token).
+// cos and sin are the CPU's (float64 angles rounded to float32), computed
+// by the host with the pass: a float64 sincos here would take its slow path.
 extern "C" __global__ void rope_store(const RopeArgs a) {
   const Pass* p = (const Pass*)a.pass;
   int t = blockIdx.x;
@@ -329,17 +340,27 @@ extern "C" __global__ void rope_store(const RopeArgs a) {
   float* q = (float*)a.qkv + (u64)t * (a.heads + 2 * a.kvheads) * a.hd;
   float* k = q + a.heads * a.hd;
   const float* v = k + a.kvheads * a.hd;
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float* cs = (const float*)a.rot + ((u64)t * half + i) * 2;
-    float c = cs[0], s = cs[1];
-    for (int h = 0; h < a.heads; h++) rotate(q + h * a.hd, i, half, a.neox, c, s);
-    for (int h = 0; h < a.kvheads; h++) rotate(k + h * a.hd, i, half, a.neox, c, s);
+  const float* rot = (const float*)a.rot + (u64)t * half * 2;
+  for (int j = threadIdx.x; j < (a.heads + a.kvheads) * half; j += blockDim.x) {
+    int h = j / half, i = j % half;
+    float c = rot[2 * i], s = rot[2 * i + 1];
+    int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
+    float* x = q + h * a.hd;  // k follows q, so heads ≥ a.heads are k's
+    float x0 = x[ia], x1 = x[ib];
+    float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+    if (h < a.heads) {
+      x[ia] = y0;
+      x[ib] = y1;
+    } else {
+      int g = h - a.heads;
+      u64 at = (((u64)a.layer * a.kvheads + g) * tk.cap + tk.len + tk.slot) * a.hd;
+      ((u16*)tk.k)[at + ia] = f2h(y0);
+      ((u16*)tk.k)[at + ib] = f2h(y1);
+    }
   }
-  __syncthreads();
   for (int e = threadIdx.x; e < a.kvheads * a.hd; e += blockDim.x) {
     int g = e / a.hd, d = e % a.hd;
     u64 at = (((u64)a.layer * a.kvheads + g) * tk.cap + tk.len + tk.slot) * a.hd + d;
-    ((u16*)tk.k)[at] = f2h(k[e]);
     ((u16*)tk.v)[at] = f2h(v[e]);
   }
 }
@@ -397,6 +418,7 @@ extern "C" __global__ void attention(const AttnArgs a) {
       e = j < run ? j : tk.len + extra[tk.xlo + j - run];
       const u32* kr = (const u32*)(K + (u64)e * hd);
       float dot = 0.0f;
+#pragma unroll 16
       for (int d = 0; d < hd / 2; d++) {
         u32 two = kr[d];
         dot += qs[2 * d] * h2f((u16)(two & 0xffff)) + qs[2 * d + 1] * h2f((u16)(two >> 16));
@@ -411,6 +433,7 @@ extern "C" __global__ void attention(const AttnArgs a) {
     for (int d = 0; d < ATT_MAX_HD / 32; d++) acc[d] *= corr;
     m = mn;
     int cnt = min(32, nv - base);
+#pragma unroll 8
     for (int u = 0; u < cnt; u++) {
       float pu = __shfl_sync(0xffffffffu, pr, u);
       int eu = __shfl_sync(0xffffffffu, e, u);
