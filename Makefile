@@ -25,6 +25,8 @@ FUZZTIME ?= 5m
 # with a bare "context deadline exceeded" at the deadline on a loaded machine
 # (golang/go#75804, fixed in go1.27), which a count has no deadline to race.
 FUZZ_SMOKE ?=
+# Damaged GGUF files `make fuzz` loads in child processes (tests/modelfile).
+MUTATOR_TRIES ?= 5000
 GO_SOURCES := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
 CAPI_C     := $(wildcard capi/*.c) include/lmstream.h
 
@@ -86,7 +88,7 @@ test: deps model all vet test-go fuzz-smoke test-py test-c test-elixir
 # (make deps), so the kernel compile tests must find it, not skip.
 test-go:
 	LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 ./...
-	$(GO) test -count=1 ./core/model ./core/cpu
+	$(GO) test -count=1 ./core/model ./core/cpu ./tests/modelfile
 
 fuzz-smoke:
 	@for t in $(FUZZ_TARGETS); do \
@@ -100,6 +102,7 @@ fuzz:
 	  pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; \
 	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	done
+	LMSTREAM_MUTATOR_TRIES=$(MUTATOR_TRIES) $(GO) test -count=1 -timeout=0 -v -run='^TestGGUFMutator$$' ./tests/modelfile
 
 # pytest exits 5 when it collects nothing; that is a failure here too.
 test-py: $(LIB)

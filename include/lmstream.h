@@ -142,7 +142,20 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 ** (requests decoded at once, default 8), "max_queue" (items waiting for a
 ** slot before submission fails with LMS_ERR_CAPACITY, default 4096).
 ** On success *out is the runtime. On failure err (may be NULL) receives a
-** NUL-terminated message, truncated to err_size bytes. */
+** NUL-terminated message, truncated to err_size bytes.
+**
+** The model file. A GGUF file is input like any other: a truncated,
+** corrupted or hostile one fails with LMS_ERR_MODEL and a message naming
+** the field and byte at fault, never with a crash or an unbounded
+** allocation. The file is mapped and read while the runtime is created;
+** it must not be truncated or rewritten in place until this call returns.
+** If it is, creation fails with LMS_ERR_MODEL (the read of a lost page,
+** which would otherwise be a SIGBUS, or a size or modification time
+** different from when it was opened, is detected). Once created, the
+** runtime holds its own copy of every weight it reads, so the file may
+** then be replaced, truncated or deleted without affecting it; requests go
+** on being answered by the model as it was loaded. (Replacing the file by
+** renaming a new one over its path is safe at any time.) */
 int lms_runtime_create(const char *config_json, lms_runtime *out,
                        char *err, size_t err_size);
 

@@ -55,6 +55,11 @@ type File struct {
 	kvIndex     map[string]int
 	tensorIndex map[string]int
 	unmap       func() error
+	// Set by Open: the mapping (for telling its faults from others) and
+	// the file's identity at open time (for Unchanged).
+	path    string
+	mapping []byte
+	changed func() error
 }
 
 // Tensor describes one tensor and holds its bytes.
@@ -660,6 +665,26 @@ func (f *File) Uint32(key string) (uint32, error) {
 	return uint32(x), nil
 }
 
+// IntRange returns the integer stored under key, of any integer type, if
+// lo ≤ value ≤ hi. The comparison is made at the value's full width, so a
+// uint32 0xFFFFFFFF or a uint64 2^32+2 is out of the range [0, n) of a
+// vocabulary's token ids rather than quietly becoming -1 or 2 on the way to
+// an int32. The error names the key, its type and value, and the range.
+func (f *File) IntRange(key string, lo, hi int) (int, error) {
+	v, err := f.get(key)
+	if err != nil {
+		return 0, err
+	}
+	if !v.typ.isInt() {
+		return 0, typeError(key, v, "an integer")
+	}
+	// A uint64 above MaxInt64 fails AsInt64 and is above any int hi.
+	if x, ok := v.AsInt64(); !ok || x < int64(lo) || x > int64(hi) {
+		return 0, fmt.Errorf("gguf: key %q: %s %s is out of the range [%d, %d]", key, v.typ, v, lo, hi)
+	}
+	return int(v.bits), nil // in range, so the bits are the value
+}
+
 // Int returns an integer of any type stored under key that fits in an int.
 func (f *File) Int(key string) (int, error) {
 	v, err := f.get(key)
@@ -676,7 +701,8 @@ func (f *File) Int(key string) (int, error) {
 	return int(x), nil
 }
 
-// Float32 returns the float32 (or float64, converted) stored under key.
+// Float32 returns the float32 (or float64, converted) stored under key. A
+// finite float64 beyond float32's range is an error, not an infinity.
 func (f *File) Float32(key string) (float32, error) {
 	v, err := f.get(key)
 	if err != nil {
@@ -686,7 +712,16 @@ func (f *File) Float32(key string) (float32, error) {
 	if !ok {
 		return 0, typeError(key, v, "a float")
 	}
+	if !fitsFloat32(x) {
+		return 0, fmt.Errorf("gguf: key %q: float64 %g does not fit in a float32", key, x)
+	}
 	return float32(x), nil
+}
+
+// fitsFloat32 reports whether x converts to float32 without overflowing
+// to an infinity (infinities and NaNs convert as themselves).
+func fitsFloat32(x float64) bool {
+	return math.IsInf(x, 0) || math.IsNaN(x) || math.Abs(x) <= math.MaxFloat32
 }
 
 // Bool returns the bool stored under key.
@@ -724,6 +759,13 @@ func (f *File) Float32s(key string) ([]float32, error) {
 	s, ok := v.AsFloat32s()
 	if !ok {
 		return nil, typeError(key, v, "array of float32")
+	}
+	if v.arr.elem == TypeFloat64 {
+		for i := range v.arr.n {
+			if x := math.Float64frombits(binary.LittleEndian.Uint64(v.arr.raw[8*i:])); !fitsFloat32(x) {
+				return nil, fmt.Errorf("gguf: key %q: element %d, float64 %g, does not fit in a float32", key, i, x)
+			}
+		}
 	}
 	return s, nil
 }

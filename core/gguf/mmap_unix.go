@@ -13,39 +13,77 @@ import (
 
 // Open maps the file at path read-only and parses it. The mapping lives
 // until Close; the kernel pages tensor data in as it is touched, so opening
-// a model reads little more than its header. The file must not be truncated
-// while mapped (reading a vanished page kills the process with SIGBUS).
+// a model reads little more than its header.
+//
+// The file must not be truncated or rewritten in place while its tensor
+// data is read: a page past a new end of file raises SIGBUS, which kills
+// the process unless the read runs under Guard. Unchanged tells whether the
+// file still has the size and modification time it was opened with.
 func Open(path string) (*File, error) {
 	fd, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
-	// The mapping stays valid after the descriptor is closed.
-	defer fd.Close()
 	st, err := fd.Stat()
 	if err != nil {
+		fd.Close()
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	size := st.Size()
 	if size == 0 {
+		fd.Close()
 		// mmap refuses an empty length; let Parse say what is missing.
 		_, err := Parse(nil)
 		return nil, withPath(err, path)
 	}
 	if size > math.MaxInt {
+		fd.Close()
 		return nil, fmt.Errorf("gguf: %s: %d bytes is too large to map", path, size)
 	}
 	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
+		fd.Close()
 		return nil, fmt.Errorf("gguf: mmap %s: %w", path, err)
 	}
-	f, err := Parse(data)
+	// The mapping stays valid after the descriptor is closed, but the
+	// descriptor is kept for Unchanged: fstat on it sees the mapped file
+	// itself, even when the path has since been replaced by another file
+	// (which leaves the mapping intact and is no change to it).
+	var f *File
+	err = guardMapping(data, path, func() (err error) {
+		f, err = Parse(data)
+		return err
+	})
 	if err != nil {
+		fd.Close()
 		_ = unix.Munmap(data)
 		return nil, withPath(err, path)
 	}
-	f.unmap = func() error { return unix.Munmap(data) }
+	f.path, f.mapping = path, data
+	mtime := st.ModTime()
+	f.changed = func() error {
+		now, err := fd.Stat()
+		if err != nil {
+			return fmt.Errorf("gguf: %s: %w", path, err)
+		}
+		if now.Size() != size || !now.ModTime().Equal(mtime) {
+			return fmt.Errorf("gguf: %s changed while in use: %d bytes modified %s when opened, now %d bytes modified %s",
+				path, size, mtime.Format("2006-01-02 15:04:05.000000000"), now.Size(), now.ModTime().Format("2006-01-02 15:04:05.000000000"))
+		}
+		return nil
+	}
+	f.unmap = func() error {
+		f.mapping = nil
+		return errors.Join(unix.Munmap(data), fd.Close())
+	}
 	return f, nil
+}
+
+// guardMapping is Guard for a mapping that has no File yet: Parse reads the
+// header through the mapping, and the file may be cut short meanwhile.
+func guardMapping(data []byte, path string, fn func() error) error {
+	tmp := &File{path: path, mapping: data}
+	return tmp.Guard(fn)
 }
 
 // withPath names the file in a parse error.
@@ -54,6 +92,9 @@ func withPath(err error, path string) error {
 	if errors.As(err, &fe) {
 		fe.Path = path
 		return fe
+	}
+	if _, named := err.(*FaultError); named {
+		return err
 	}
 	return fmt.Errorf("gguf: %s: %w", path, err)
 }

@@ -12,6 +12,8 @@ package model
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/bits"
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/kv"
@@ -59,16 +61,55 @@ type Model struct {
 	s        scratch
 }
 
-// Load reads the model of a GGUF file and checks every tensor's shape
-// against the configuration in its metadata. The weights stay in the file's
-// mapping (f must stay open while the model is used); only the norm weights
-// and biases are converted to float32. threads < 1 means GOMAXPROCS.
+// Load reads the model of a GGUF file and checks its configuration and
+// every tensor's shape against each other before sizing anything by them.
+// threads < 1 means GOMAXPROCS.
+//
+// The model keeps its own copy of every weight byte the forward pass reads
+// (see pack), so once Load returns nothing reads the file's tensor data:
+// the file may be truncated, rewritten or deleted under a running model
+// without a fault. While Load reads it, a fault on a page the file lost is
+// caught (gguf.File.Guard) and, like a file whose size or modification time
+// changed meanwhile, is an error.
 func Load(f *gguf.File, threads int) (*Model, error) {
+	var m *Model
+	err := f.Guard(func() (err error) {
+		m, err = load(f)
+		return err
+	})
+	var fault *gguf.FaultError
+	if errors.As(err, &fault) {
+		return nil, fmt.Errorf("model: loading the weights: %w", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// Bytes read from a file that changed meanwhile may be two files' mix.
+	if err := f.Unchanged(); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	m.ropeFreq = ropeFrequencies(m.cfg.RopeTheta, m.cfg.HeadDim)
+	m.pool = quant.NewPool(threads)
+	return m, nil
+}
+
+// perLayerTensors is how many tensors every layer has at least (norms,
+// attention and feed-forward matrices; biases are optional).
+const perLayerTensors = 9
+
+// maxContextTrain bounds context_length, which may size a KV cache (the
+// cpu backend's default context is min(context_length, 2048)): no model is
+// trained on a billion tokens, so a larger value is a damaged field.
+const maxContextTrain = 1 << 30
+
+func load(f *gguf.File) (*Model, error) {
 	cfg, err := readConfig(f)
 	if err != nil {
 		return nil, err
 	}
-	m := &Model{cfg: cfg}
+	// cfg.Layers is bounded by the tensors the file holds, so this is a
+	// few hundred bytes per layer the file can really have.
+	m := &Model{cfg: cfg, layers: make([]layer, 0, cfg.Layers)}
 	ld := loader{f: f}
 	m.tokEmbd = ld.matrix("token_embd.weight", cfg.Embd, cfg.Vocab)
 	m.outNorm = ld.vector("output_norm.weight", cfg.Embd)
@@ -78,8 +119,10 @@ func Load(f *gguf.File, threads int) (*Model, error) {
 		m.cfg.TiedOutput = true
 		m.output = m.tokEmbd
 	}
-	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
-	for i := 0; i < cfg.Layers; i++ {
+	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim // checked not to overflow
+	// The first missing or misshapen tensor ends the loop: nothing after
+	// it is looked up, let alone allocated.
+	for i := 0; i < cfg.Layers && ld.err == nil; i++ {
 		p := fmt.Sprintf("blk.%d.", i)
 		l := layer{
 			attnNorm: ld.vector(p+"attn_norm.weight", cfg.Embd),
@@ -101,11 +144,15 @@ func Load(f *gguf.File, threads int) (*Model, error) {
 		return nil, ld.err
 	}
 	m.pack()
-	m.ropeFreq = ropeFrequencies(cfg.RopeTheta, cfg.HeadDim)
-	m.pool = quant.NewPool(threads)
 	return m, nil
 }
 
+// readConfig reads the model's shape from the metadata and checks it
+// against what the file holds before anything is sized by it: every
+// dimension is positive, products of dimensions do not overflow, the
+// layer count is bounded by the tensors present, the embedding width and
+// vocabulary are token_embd's. (The layers' tensors are then checked
+// against this shape one by one as they load.)
 func readConfig(f *gguf.File) (Config, error) {
 	arch, err := f.String("general.architecture")
 	if err != nil {
@@ -120,15 +167,16 @@ func readConfig(f *gguf.File) (Config, error) {
 		return Config{}, fmt.Errorf("model: architecture %q is not supported (llama, qwen2)", arch)
 	}
 	var errs []error
-	integer := func(key string, dst *int, def int) {
-		v, err := f.Int(arch + "." + key)
+	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// integer reads arch.key, of any integer type, into dst; an absent key
+	// takes def when def ≥ 0. Values outside [1, hi] are errors.
+	integer := func(key string, dst *int, def, hi int) {
+		v, err := f.IntRange(arch+"."+key, 1, hi)
 		switch {
 		case errors.Is(err, gguf.ErrKeyNotFound) && def >= 0:
 			*dst = def
 		case err != nil:
 			errs = append(errs, err)
-		case v < 1:
-			errs = append(errs, fmt.Errorf("%s.%s is %d", arch, key, v))
 		default:
 			*dst = v
 		}
@@ -140,52 +188,73 @@ func readConfig(f *gguf.File) (Config, error) {
 			*dst = def
 		case err != nil:
 			errs = append(errs, err)
-		case !(v > 0):
-			errs = append(errs, fmt.Errorf("%s.%s is %g", arch, key, v))
+		case !(v > 0) || math.IsInf(float64(v), 1):
+			fail("%s.%s is %g, want a positive finite number", arch, key, v)
 		default:
 			*dst = v
 		}
-	}
-	integer("block_count", &c.Layers, -1)
-	integer("embedding_length", &c.Embd, -1)
-	integer("attention.head_count", &c.Heads, -1)
-	integer("feed_forward_length", &c.FF, -1)
-	integer("context_length", &c.ContextTrain, 2048)
-	float("rope.freq_base", &c.RopeTheta, 10000)
-	float("attention.layer_norm_rms_epsilon", &c.RMSEps, -1)
-	if len(errs) > 0 {
-		return Config{}, fmt.Errorf("model: %w", errors.Join(errs...))
-	}
-	integer("attention.head_count_kv", &c.KVHeads, c.Heads)
-	if c.Embd%c.Heads != 0 {
-		errs = append(errs, fmt.Errorf("embedding_length %d is not a multiple of head_count %d", c.Embd, c.Heads))
-	} else {
-		integer("attention.key_length", &c.HeadDim, c.Embd/c.Heads)
-	}
-	if len(errs) == 0 {
-		var rot int
-		integer("rope.dimension_count", &rot, c.HeadDim)
-		if rot != c.HeadDim {
-			errs = append(errs, fmt.Errorf("rope.dimension_count %d ≠ head dimension %d (partial rotary embeddings are not supported)", rot, c.HeadDim))
-		}
-		if c.HeadDim%2 != 0 {
-			errs = append(errs, fmt.Errorf("head dimension %d is odd", c.HeadDim))
-		}
-		if c.Heads%c.KVHeads != 0 {
-			errs = append(errs, fmt.Errorf("head_count %d is not a multiple of head_count_kv %d", c.Heads, c.KVHeads))
-		}
-	}
-	if len(errs) > 0 {
-		return Config{}, fmt.Errorf("model: %w", errors.Join(errs...))
 	}
 	emb, ok := f.Tensor("token_embd.weight")
 	if !ok {
 		return Config{}, errors.New("model: tensor token_embd.weight is missing")
 	}
 	if len(emb.Dims) != 2 {
-		return Config{}, fmt.Errorf("model: tensor token_embd.weight has dims %v, want [%d vocab]", emb.Dims, c.Embd)
+		return Config{}, fmt.Errorf("model: tensor token_embd.weight has dims %v, want [embedding_length vocab]", emb.Dims)
 	}
 	c.Vocab = emb.Dims[1]
+	// Every layer has perLayerTensors tensors besides token_embd, so the
+	// file's tensor count bounds the layers before any is looked for: a
+	// block_count of 2^31 fails here at once instead of after growing a
+	// slice of layers toward it.
+	integer("block_count", &c.Layers, -1, math.MaxInt)
+	if maxLayers := (len(f.Tensors) - 1) / perLayerTensors; len(errs) == 0 && c.Layers > maxLayers {
+		fail("%s.block_count is %d but the file holds %d tensors, enough for at most %d layers of %d tensors",
+			arch, c.Layers, len(f.Tensors), max(maxLayers, 0), perLayerTensors)
+	}
+	integer("embedding_length", &c.Embd, -1, math.MaxInt)
+	if len(errs) == 0 && c.Embd != emb.Dims[0] {
+		fail("%s.embedding_length is %d but token_embd.weight rows have %d elements", arch, c.Embd, emb.Dims[0])
+	}
+	integer("attention.head_count", &c.Heads, -1, math.MaxInt)
+	integer("feed_forward_length", &c.FF, -1, math.MaxInt)
+	integer("context_length", &c.ContextTrain, 2048, maxContextTrain)
+	float("rope.freq_base", &c.RopeTheta, 10000)
+	float("attention.layer_norm_rms_epsilon", &c.RMSEps, -1)
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("model: %w", errors.Join(errs...))
+	}
+	integer("attention.head_count_kv", &c.KVHeads, c.Heads, c.Heads)
+	if c.Embd%c.Heads != 0 {
+		fail("embedding_length %d is not a multiple of head_count %d", c.Embd, c.Heads)
+	} else {
+		integer("attention.key_length", &c.HeadDim, c.Embd/c.Heads, math.MaxInt)
+	}
+	if len(errs) == 0 {
+		// The attention widths size the scratch and the KV cache; each
+		// must be a real product before the tensors are compared with it.
+		for _, p := range []struct {
+			name string
+			n    int
+		}{{"head_count", c.Heads}, {"head_count_kv", c.KVHeads}} {
+			if hi, lo := bits.Mul64(uint64(p.n), uint64(c.HeadDim)); hi != 0 || lo > math.MaxInt32 {
+				fail("%s %d × head dimension %d is too large", p.name, p.n, c.HeadDim)
+			}
+		}
+		var rot int
+		integer("rope.dimension_count", &rot, c.HeadDim, math.MaxInt)
+		if rot != c.HeadDim {
+			fail("rope.dimension_count %d ≠ head dimension %d (partial rotary embeddings are not supported)", rot, c.HeadDim)
+		}
+		if c.HeadDim%2 != 0 {
+			fail("head dimension %d is odd", c.HeadDim)
+		}
+		if c.Heads%c.KVHeads != 0 {
+			fail("head_count %d is not a multiple of head_count_kv %d", c.Heads, c.KVHeads)
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, fmt.Errorf("model: %w", errors.Join(errs...))
+	}
 	return c, nil
 }
 
@@ -234,6 +303,17 @@ func (ld *loader) matrix(name string, cols, rows int) matrix {
 // laid out in the order a forward pass reads them (layer by layer, then the
 // head), so that the ~90 MB streamed per pass sit on huge pages and run
 // sequentially through memory.
+//
+// It also makes the model independent of the file's mapping. A matrix that
+// gets a packed copy (Q4_1 and Q8_0 where the CPU has the packed kernels)
+// is read only from that copy from now on. Every other matrix, and the
+// token embedding rows the forward pass looks up, is copied into one block
+// of the model's own, in the same order. Before, those were read from the
+// mapping on every pass, by the quant pool's worker goroutines among
+// others, where a page lost to a truncated file is a SIGBUS that no
+// goroutine of ours can recover; the price is that those weights live in
+// anonymous memory instead of the page cache (the same resident size, not
+// shared with other processes mapping the file).
 func (m *Model) pack() {
 	var all []*matrix
 	for i := range m.layers {
@@ -241,17 +321,53 @@ func (m *Model) pack() {
 		all = append(all, &l.wq, &l.wk, &l.wv, &l.wo, &l.wGate, &l.wUp, &l.wDown)
 	}
 	all = append(all, &m.output)
-	size := 0
+	unpacked := func(w *matrix) bool { return quant.PackedSize(w.typ, w.rows, w.cols) == 0 }
+	packedSize, ownSize := 0, 0
 	for _, w := range all {
-		size += quant.PackedSize(w.typ, w.rows, w.cols)
+		if unpacked(w) {
+			ownSize += len(w.data) + ownAlign
+		} else {
+			packedSize += quant.PackedSize(w.typ, w.rows, w.cols)
+		}
 	}
-	arena := quant.NewArena(size)
+	// A tied head that stays unpacked is token_embd itself: one copy
+	// serves the lookups and the head.
+	embdShared := m.cfg.TiedOutput && unpacked(&m.output)
+	if !embdShared {
+		ownSize += len(m.tokEmbd.data) + ownAlign
+	}
+	own := ownedBytes{buf: make([]byte, 0, ownSize)}
+	arena := quant.NewArena(packedSize)
 	for _, w := range all {
+		if unpacked(w) {
+			w.data = own.copy(w.data)
+		}
 		w.packed = quant.PrepackIn(arena, w.typ, w.data, w.rows, w.cols)
+	}
+	if embdShared {
+		m.tokEmbd.data = m.output.data
+	} else {
+		m.tokEmbd.data = own.copy(m.tokEmbd.data)
 	}
 	if m.cfg.TiedOutput {
 		m.tokEmbd.packed = m.output.packed
 	}
+}
+
+// ownAlign is the alignment of each copy in ownedBytes: a cache line, as
+// the kernels' rows start on one in the file too (GGUF aligns to 32).
+const ownAlign = 64
+
+// ownedBytes hands out aligned copies from one preallocated block.
+type ownedBytes struct{ buf []byte }
+
+func (o *ownedBytes) copy(b []byte) []byte {
+	start := (len(o.buf) + ownAlign - 1) &^ (ownAlign - 1)
+	if start+len(b) > cap(o.buf) { // unreachable: the block was sized for every copy
+		panic("model: owned weight block too small")
+	}
+	o.buf = append(o.buf[:start], b...)
+	return o.buf[start:len(o.buf):len(o.buf)]
 }
 
 func (ld *loader) vector(name string, n int) []float32 {

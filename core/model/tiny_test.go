@@ -3,8 +3,10 @@ package model
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,6 +31,9 @@ type tinySpec struct {
 	vocab     int
 	seed      uint64
 	ropeTheta float32
+	// kv overrides metadata: a key of the list below gets this value
+	// instead (nil drops it), another key is added.
+	kv map[string]any
 }
 
 func defaultTiny(wt quant.Type) tinySpec {
@@ -63,7 +68,23 @@ func tinyGGUF(t testing.TB, s tinySpec, mutate func(name string, dims []int) []i
 		{s.arch + ".rope.dimension_count", uint32(s.embd / s.heads)},
 	}
 	for _, kv := range kvs {
-		require.NoError(t, w.AddKV(kv.k, kv.v))
+		v, over := s.kv[kv.k]
+		if !over {
+			v = kv.v
+		}
+		if v != nil {
+			require.NoError(t, w.AddKV(kv.k, v))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.kv)) {
+		if !slices.ContainsFunc(kvs, func(kv struct {
+			k string
+			v any
+		}) bool {
+			return kv.k == k
+		}) && s.kv[k] != nil {
+			require.NoError(t, w.AddKV(k, s.kv[k]))
+		}
 	}
 	add := func(name string, typ quant.Type, dims []int, gen func() float32) {
 		n := 1

@@ -3,6 +3,7 @@ package tokenizer
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/lmstream/lmstream/core/gguf"
 )
@@ -36,20 +37,8 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if cfg.Merges, err = optional(f.Strings("tokenizer.ggml.merges")); err != nil {
 		return cfg, fmt.Errorf("tokenizer: %w", err)
 	}
-	for key, dst := range map[string]*int32{
-		"tokenizer.ggml.bos_token_id":     &cfg.BOS,
-		"tokenizer.ggml.eos_token_id":     &cfg.EOS,
-		"tokenizer.ggml.unknown_token_id": &cfg.UNK,
-		"tokenizer.ggml.padding_token_id": &cfg.PAD,
-	} {
-		v, err := f.Int(key)
-		if errors.Is(err, gguf.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return cfg, fmt.Errorf("tokenizer: %w", err)
-		}
-		*dst = int32(v)
+	if cfg.EOG, err = specialIDs(f, &cfg, len(tokens)); err != nil {
+		return cfg, err
 	}
 	spm := cfg.Model == "llama"
 	for key, p := range map[string]struct {
@@ -71,6 +60,49 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// specialIDs reads the special token ids into cfg and returns the extra
+// end-of-generation ids (end of turn, end of message). Each id is read at
+// its full width and must name a token of the vocabulary: a uint32
+// 0xFFFFFFFF, a uint64 2^32+2 or an int64 -2^40 is an error naming the key,
+// not the token -1, 2 or 0 that a cut to 32 bits would make of it. A
+// signed -1 is the one "no such token" a file may state explicitly (what
+// Config uses for an absent id); llama.cpp's writers leave the key out.
+func specialIDs(f *gguf.File, cfg *Config, vocab int) ([]int32, error) {
+	var eog []int32
+	for _, k := range []struct {
+		key string
+		dst *int32 // nil: checked, and for eog kept, but not otherwise used
+		eog bool
+	}{
+		{"tokenizer.ggml.bos_token_id", &cfg.BOS, false},
+		{"tokenizer.ggml.eos_token_id", &cfg.EOS, false},
+		{"tokenizer.ggml.unknown_token_id", &cfg.UNK, false},
+		{"tokenizer.ggml.padding_token_id", &cfg.PAD, false},
+		{"tokenizer.ggml.eot_token_id", nil, true},
+		{"tokenizer.ggml.eom_token_id", nil, true},
+		{"tokenizer.ggml.seperator_token_id", nil, false}, // sic: the GGUF spec's spelling
+		{"tokenizer.ggml.separator_token_id", nil, false},
+		{"tokenizer.ggml.cls_token_id", nil, false},
+		{"tokenizer.ggml.mask_token_id", nil, false},
+	} {
+		// min: a vocabulary past int32 ids is New's error to give.
+		v, err := f.IntRange(k.key, -1, min(vocab, math.MaxInt32)-1)
+		switch {
+		case errors.Is(err, gguf.ErrKeyNotFound):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("tokenizer: special token id: %w (the vocabulary has %d tokens)", err, vocab)
+		}
+		if k.dst != nil {
+			*k.dst = int32(v) // in [-1, vocab), and vocab fits an int32
+		}
+		if k.eog && v >= 0 {
+			eog = append(eog, int32(v))
+		}
+	}
+	return eog, nil
 }
 
 // FromGGUF builds the tokenizer a GGUF file describes.

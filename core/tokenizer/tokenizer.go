@@ -14,6 +14,9 @@ type Config struct {
 	Merges []string  // tokenizer.ggml.merges (BPE), "a b" pairs in rank order
 
 	BOS, EOS, UNK, PAD int32 // -1 when absent
+	// EOG are further ids that end generation besides EOS
+	// (tokenizer.ggml.eot_token_id, eom_token_id).
+	EOG []int32
 
 	AddBOS, AddEOS bool
 	AddSpacePrefix bool // SPM: tokenizer.ggml.add_space_prefix
@@ -165,6 +168,12 @@ func New(cfg Config) (*Tokenizer, error) {
 	t.eog = map[int32]bool{}
 	if t.eos >= 0 {
 		t.eog[t.eos] = true
+	}
+	for _, id := range cfg.EOG {
+		if id < 0 || id >= int32(n) {
+			return nil, fmt.Errorf("tokenizer: end-of-generation id %d out of range [0, %d)", id, n)
+		}
+		t.eog[id] = true
 	}
 	for _, s := range eogTexts {
 		if id, ok := t.textID[s]; ok {

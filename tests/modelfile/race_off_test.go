@@ -1,0 +1,5 @@
+//go:build !race
+
+package modelfile
+
+const raceEnabled = false
