@@ -173,6 +173,9 @@ func (m *Model) rmsNorm(dst, src, w []float32, n int) {
 // plan checks the batch and works out each token's sequence, scratch index
 // and visible scratch entries, and reserves the scratch in each cache.
 func (m *Model) plan(b *Batch, nLogits int) error {
+	if m.closed {
+		return errClosed // its packed weights are unmapped
+	}
 	n := len(b.Tokens)
 	if len(b.Cache) != n || len(b.Pos) != n || len(b.Parent) != n || len(b.Logits) != n {
 		return fmt.Errorf("model: batch of %d tokens has %d caches, %d positions, %d parents, %d logits flags",

@@ -56,6 +56,8 @@ type Model struct {
 	layers   []layer
 	ropeFreq []float64 // theta_i = base^(-2i/headDim), i < headDim/2
 	pool     *quant.Pool
+	arena    *quant.Arena // the packed weights; freed by Close
+	closed   bool
 	s        scratch
 }
 
@@ -246,6 +248,7 @@ func (m *Model) pack() {
 		size += quant.PackedSize(w.typ, w.rows, w.cols)
 	}
 	arena := quant.NewArena(size)
+	m.arena = arena
 	for _, w := range all {
 		w.packed = quant.PrepackIn(arena, w.typ, w.data, w.rows, w.cols)
 	}
