@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/lmstream/lmstream/core/chat"
@@ -62,6 +63,15 @@ type Backend struct {
 	context      int
 	prefillChunk int
 	caches       []*kv.Cache // free caches, reserved at start
+	reserved     int64       // bytes the memory budget was checked for
+
+	// maxTokenBytes bounds the prompt bytes one token can stand for
+	// (tokenizer.MaxInputBytesPerToken; 0: no bound), so that a prompt too
+	// long for the context is refused without tokenizing it.
+	maxTokenBytes int
+	// tokenized counts the prompt bytes handed to the tokenizer (tests
+	// check that a hopeless prompt costs none).
+	tokenized atomic.Int64
 
 	spec    specConfig
 	sched   spec.Scheduler
@@ -81,7 +91,19 @@ type Backend struct {
 	ident  []int // 0, 1, 2, ...: commit every scratch entry of a chain, in order
 }
 
-// New loads the model named by the config's "model_path".
+// Hard limits of the cpu backend's config fields (see the package doc).
+// Within them, the memory budget decides what fits.
+const (
+	// MaxContext bounds "context_length" whatever the model's metadata
+	// claims: a GGUF's context_length is untrusted, and positions beyond a
+	// million are far past anything this engine serves.
+	MaxContext      = 1 << 20
+	MaxPrefillChunk = 1 << 16
+	MaxThreads      = 1024
+)
+
+// New loads the model named by the config's "model_path", once the memory
+// that the configuration reserves is known to fit its budget.
 func New(cfg *runtime.Config) (runtime.Backend, error) {
 	var path string
 	ctx, chunk, threads := 0, 128, goruntime.GOMAXPROCS(0)
@@ -96,29 +118,39 @@ func New(cfg *runtime.Config) (runtime.Backend, error) {
 	switch {
 	case path == "":
 		return nil, status.Errorf(status.InvalidRequest, `config: the cpu backend needs "model_path" (a GGUF file; run "make model" for the default one)`)
-	case chunk < 1:
-		return nil, status.Errorf(status.InvalidRequest, `config field "prefill_chunk" must be at least 1, got %d`, chunk)
-	case threads < 1:
-		return nil, status.Errorf(status.InvalidRequest, `config field "threads" must be at least 1, got %d`, threads)
-	case ctx < 0:
-		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" must be positive, got %d`, ctx)
+	case chunk < 1 || chunk > MaxPrefillChunk:
+		return nil, status.Errorf(status.InvalidRequest, `config field "prefill_chunk" must be in [1, %d], got %d`, MaxPrefillChunk, chunk)
+	case threads < 1 || threads > MaxThreads:
+		return nil, status.Errorf(status.InvalidRequest, `config field "threads" must be in [1, %d], got %d`, MaxThreads, threads)
+	case ctx < 0 || ctx == 1 || ctx > MaxContext:
+		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" must be in [2, %d] (or 0: the model's, at most 2048), got %d`, MaxContext, ctx)
 	}
 	sc, err := takeSpecConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(path); err != nil {
+	st, err := os.Stat(path)
+	if err != nil {
 		return nil, status.Errorf(status.Model, "model %s: %v (run \"make model\" to fetch the default model)", path, errors.Unwrap(err))
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
-	b, err := load(f, ctx, chunk, threads, cfg.MaxSlots)
+	plan, err := planMemory(f, st.Size(), path, ctx, chunk, cfg.MaxSlots, sc)
+	if err == nil {
+		err = plan.res.Check(cfg.MemoryBudget())
+	}
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
+	b, err := load(f, plan.context, min(chunk, plan.context), threads, cfg.MaxSlots)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	b.reserved = plan.res.Total()
 	if err := b.setupSpec(sc, path, threads); err != nil {
 		b.Close()
 		return nil, err
@@ -126,6 +158,8 @@ func New(cfg *runtime.Config) (runtime.Backend, error) {
 	return b, nil
 }
 
+// load builds the backend over an open file; on error the caller closes f,
+// and everything load allocated is already freed.
 func load(f *gguf.File, ctx, chunk, threads, slots int) (*Backend, error) {
 	m, err := model.Load(f, threads)
 	if err != nil {
@@ -133,15 +167,14 @@ func load(f *gguf.File, ctx, chunk, threads, slots int) (*Backend, error) {
 	}
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
+		m.Close()
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
 	if tok.Size() != m.Config().Vocab {
+		m.Close()
 		return nil, status.Errorf(status.Model, "tokenizer has %d tokens but the model's output has %d", tok.Size(), m.Config().Vocab)
 	}
-	if ctx == 0 {
-		ctx = min(m.Config().ContextTrain, 2048)
-	}
-	b := &Backend{file: f, model: m, tok: tok, context: ctx, prefillChunk: chunk}
+	b := &Backend{file: f, model: m, tok: tok, context: ctx, prefillChunk: chunk, maxTokenBytes: tok.MaxInputBytesPerToken()}
 	if text, err := f.String("tokenizer.chat_template"); err != nil {
 		b.tmplErr = fmt.Errorf("the model has no chat template; send a raw \"prompt\" instead")
 	} else if b.template, err = chat.Detect(text); err != nil {
@@ -157,8 +190,25 @@ func (b *Backend) Vocabulary() streaming.Vocabulary { return b.tok }
 
 func (b *Backend) EndOfGeneration(id int32) bool { return b.tok.EOG(id) }
 
+// Close frees everything the backend allocated: the KV caches (its own and
+// the drafters'), the models' worker pools and packed weights, and the
+// mappings of the model files. The runtime calls it from its engine
+// goroutine once every slot is released, so no forward pass can be running.
 func (b *Backend) Close() error {
 	b.caches = nil
+	if d := b.drafts.model; d != nil {
+		d.dm.free = nil
+		clear(d.dm.owner)
+		if d.dm.m != b.model {
+			d.dm.m.Close() // its own model, loaded from draftFile
+		}
+	}
+	if d := b.drafts.early; d != nil {
+		d.dm.free = nil
+		clear(d.dm.owner)
+	}
+	b.model.Close()
+	b.logits, b.batch = nil, model.Batch{}
 	err := b.file.Close()
 	if b.draftFile != nil {
 		b.draftFile.Close()
@@ -233,8 +283,12 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	}
 	out := make([]runtime.Prepared, len(texts))
 	for i, text := range texts {
+		if err := b.cannotFit(i, text); err != nil {
+			return nil, err
+		}
 		// Control tokens written in a prompt (<|im_start|>) are honoured,
 		// as raw prompts are how callers bypass the chat template.
+		b.tokenized.Add(int64(len(text)))
 		ids := b.tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
 		switch {
 		case len(ids) == 0:
@@ -245,6 +299,21 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 		out[i] = runtime.Prepared{Prompt: ids, Data: it}
 	}
 	return out, nil
+}
+
+// cannotFit refuses, before tokenizing it, a prompt whose bytes alone prove
+// it has too many tokens for the context: no token stands for more than
+// maxTokenBytes of them. Prepare runs on the submitting thread, and
+// tokenizing costs ~0.3 µs a byte (a 10 MB prompt blocked lms_submit for
+// 2.8 s), so this bounds submit's tokenizing to context × maxTokenBytes
+// bytes whatever the prompt's size.
+func (b *Backend) cannotFit(i int, text string) error {
+	if b.maxTokenBytes <= 0 || int64(len(text)) <= int64(b.context-1)*int64(b.maxTokenBytes) {
+		return nil
+	}
+	least := (int64(len(text)) + int64(b.maxTokenBytes) - 1) / int64(b.maxTokenBytes)
+	return status.Errorf(status.PromptTooLong, "request: prompt %d has %d bytes, so at least %d tokens (a token covers at most %d bytes); the context holds %d (with room for at least one generated token)",
+		i, len(text), least, b.maxTokenBytes, b.context)
 }
 
 // Open gives the slot a reserved cache.

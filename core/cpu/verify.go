@@ -91,10 +91,12 @@ func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNe
 			tok, err = tokenizer.FromGGUF(f)
 		}
 		if err != nil {
+			m.Close() // nil when Load failed
 			f.Close()
 			return nil, status.Errorf(status.Model, "draft model %s: %v", path, err)
 		}
 		if err := sameVocabulary(b.tok, tok, m.Config().Vocab); err != nil {
+			m.Close()
 			f.Close()
 			return nil, status.Errorf(status.Model, "draft model %s cannot draft for %s: %v", path, targetPath, err)
 		}
