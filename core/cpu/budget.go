@@ -31,7 +31,7 @@ type memoryPlan struct {
 //   - the early-exit self-draft's caches (its layers only), one per slot;
 //   - a draft model's file, packed weights, caches and scratch;
 //   - the forward pass's scratch for the largest batch: every slot
-//     prefilling a chunk or verifying a tree of 1 + depth × width nodes.
+//     prefilling a chunk, and a verify pass with logits for every node.
 func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int, sc specConfig) (*memoryPlan, error) {
 	fp, err := model.Measure(f)
 	if err != nil {
@@ -68,9 +68,12 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 	if err := kvLine("early-exit draft caches", min(early, c.Layers)); err != nil {
 		return nil, err
 	}
-	tree := 1 + sc.sched.MaxDepth*sc.sched.MaxWidth
+	// A verify pass holds every decoding slot's root plus at most the budget
+	// B of drafted nodes (spec.Scheduler), and never more than full trees;
+	// an uncalibrated B is at most the calibration's largest batch, 48.
+	verify := min(slots*(1+sc.sched.MaxDepth*sc.sched.MaxWidth), slots+max(sc.sched.Budget, 48))
 	scratch := func(c model.Config) int64 {
-		return c.ScratchBytes(slots*max(chunk, tree), slots*tree)
+		return c.ScratchBytes(slots*chunk+verify, verify)
 	}
 	r.Add("forward-pass scratch (estimate)", scratch(c))
 	if sc.draftModelPath == "" {
