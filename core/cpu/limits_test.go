@@ -31,7 +31,7 @@ func TestConfigSizesAreBounded(t *testing.T) {
 	for _, c := range []struct{ extra, field string }{
 		{`"context_length":10000000`, "context_length"},
 		{`"context_length":100000000`, "context_length"},
-		{`"context_length":1099511627776`, "context_length"}, // 2^40
+		{`"context_length":1099511627776`, "context_length"},       // 2^40
 		{`"context_length":1152921504606846976`, "context_length"}, // 2^60
 		{`"context_length":9000`, "context_length"},                // past the model's 8192
 		{`"context_length":1`, "context_length"},
