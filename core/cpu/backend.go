@@ -8,9 +8,11 @@
 // Runtime config fields (besides the runtime's own):
 //
 //	"model_path":     the GGUF file (required)
-//	"context_length": tokens per sequence (default: the model's, at most 2048)
-//	"prefill_chunk":  prompt tokens a sequence may prefill per iteration (128)
-//	"threads":        engine threads (default: GOMAXPROCS)
+//	"context_length": tokens per sequence, in [2, the model's trained context]
+//	                  and at most MaxContext (default: the model's, at most 2048)
+//	"prefill_chunk":  prompt tokens a sequence may prefill per iteration
+//	                  (128; at most MaxPrefillChunk, and the context)
+//	"threads":        engine threads (default: GOMAXPROCS; at most MaxThreads)
 //	"drafter":        default drafter: "ngram" (default), "draft_model", "early_exit", "none"
 //	"draft_model_path": a GGUF sharing the target's vocabulary (checked at load)
 //	"early_exit_layers": layers of the early-exit self-draft (a third of the model's)
@@ -20,6 +22,24 @@
 //	"spec_min_prob":  least path probability worth verifying for one stream (0.25)
 //	"spec_policy":    "adaserve", "incremental", "specinfer", "equal_greedy", "global_greedy"
 //	"spec_order":     AdaServe SLO-phase order, "descending" (default) or "ascending"
+//
+// # Memory
+//
+// New refuses, before allocating anything, a configuration that would
+// reserve more than the runtime's memory budget (runtime.Config.MemoryBudget:
+// "memory_budget_bytes", or 75% of physical memory or of the cgroup limit).
+// It counts the model file (mapped: every pass reads all of it), the packed
+// weights, one KV cache per slot (layers × kv heads × context × head dim ×
+// 2 × 2 bytes), the early-exit self-draft's caches, a draft model's file,
+// weights and caches, and the scratch of the largest forward pass; the
+// error is status.Capacity with the total, the budget and that breakdown.
+// Close returns all of it: the KV caches, the models' worker goroutines
+// and their packed weights (unmapped at once), and the file mappings.
+//
+// Prompts. Prepare tokenizes on the submitting goroutine, but first
+// refuses a prompt whose byte count alone proves it cannot fit (more than
+// (context-1) × tokenizer.MaxInputBytesPerToken bytes), so that submitting
+// never tokenizes more than that, whatever the prompt's size.
 //
 // Request fields it adds: "repetition_penalty", "presence_penalty",
 // "frequency_penalty", "repeat_last_n"; "drafter" and "speculate" (greedy
