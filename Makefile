@@ -97,12 +97,16 @@ fuzz-smoke:
 	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$${n}x $$pkg || exit 1; \
 	done
 
+# `make fuzz` also runs the runtime leak check long: LEAK_CYCLES create /
+# generate / destroy cycles of the default model (CI runs 40 in test-go).
+LEAK_CYCLES ?= 400
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; \
 	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	done
 	LMSTREAM_MUTATOR_TRIES=$(MUTATOR_TRIES) $(GO) test -count=1 -timeout=0 -v -run='^TestGGUFMutator$$' ./tests/modelfile
+	LMSTREAM_LEAK_CYCLES=$(LEAK_CYCLES) $(GO) test -count=1 -timeout=0 -v -run='^TestRuntimeCyclesDoNotLeak$$' ./core/cpu
 
 # pytest exits 5 when it collects nothing; that is a failure here too.
 test-py: $(LIB)

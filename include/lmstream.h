@@ -139,8 +139,28 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 **   {"model_path": "models/x.gguf", "max_slots": 8}
 **   {"backend": "replay", "vocab": ["48","69"], "eos_id": 0}   (tests)
 ** Common fields: "backend" ("cpu" by default, or "replay"), "max_slots"
-** (requests decoded at once, default 8), "max_queue" (items waiting for a
-** slot before submission fails with LMS_ERR_CAPACITY, default 4096).
+** (requests decoded at once, 1..4096, default 8), "max_queue" (items
+** waiting for a slot before submission fails with LMS_ERR_CAPACITY,
+** 1..1048576, default 4096), "memory_budget_bytes" (see below).
+** The cpu backend's fields: "model_path" (required), "context_length"
+** (tokens per sequence, 2 up to the model's trained context and at most
+** 1048576; default the model's, at most 2048), "prefill_chunk" (1..65536,
+** default 128), "threads" (1..1024, default the CPU count), and the
+** speculation fields ("drafter", "draft_model_path", "spec_budget"
+** 0..1024, "spec_max_depth" and "spec_max_width" 1..64, ...). A size
+** outside its range is LMS_ERR_INVALID_REQUEST naming the field.
+**
+** Memory budget. Before allocating anything the cpu backend adds up what
+** the configuration reserves: the model file (mapped), its packed weights,
+** one KV cache per slot (layers x kv heads x context x head dim x 2 x 2
+** bytes), the early-exit and draft-model caches, a draft model's weights,
+** and the forward pass's scratch for the largest batch. Over the budget,
+** creation fails with LMS_ERR_CAPACITY and a message giving the total, the
+** budget and the breakdown. The budget is "memory_budget_bytes" when set
+** (> 0), else 75% of physical memory, or of the cgroup memory limit when
+** one is set and lower. It is per runtime: two runtimes in one process may
+** each reserve up to it.
+**
 ** On success *out is the runtime. On failure err (may be NULL) receives a
 ** NUL-terminated message, truncated to err_size bytes.
 **
@@ -199,7 +219,11 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 ** n must equal the number of prompts (1 for "prompt" and "messages").
 ** Errors known before the first token (bad JSON, bad fields, a prompt too
 ** long, a full queue) are returned here, with a message in err, and no
-** channel is attached. A channel can be attached once. */
+** channel is attached. A channel can be attached once.
+** The prompt is tokenized on the calling thread, but only when it can fit:
+** a prompt longer in bytes than (context - 1) x the longest token's bytes
+** is LMS_ERR_PROMPT_TOO_LONG at once, so the work done here is bounded by
+** the context whatever the prompt's size (parsing the JSON aside). */
 int lms_submit(lms_runtime rt, const char *request_json,
                const lms_channel *channels, size_t n,
                char *err, size_t err_size);

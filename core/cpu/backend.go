@@ -8,9 +8,11 @@
 // Runtime config fields (besides the runtime's own):
 //
 //	"model_path":     the GGUF file (required)
-//	"context_length": tokens per sequence (default: the model's, at most 2048)
-//	"prefill_chunk":  prompt tokens a sequence may prefill per iteration (128)
-//	"threads":        engine threads (default: GOMAXPROCS)
+//	"context_length": tokens per sequence, in [2, the model's trained context]
+//	                  and at most MaxContext (default: the model's, at most 2048)
+//	"prefill_chunk":  prompt tokens a sequence may prefill per iteration
+//	                  (128; at most MaxPrefillChunk, and the context)
+//	"threads":        engine threads (default: GOMAXPROCS; at most MaxThreads)
 //	"drafter":        default drafter: "ngram" (default), "draft_model", "early_exit", "none"
 //	"draft_model_path": a GGUF sharing the target's vocabulary (checked at load)
 //	"early_exit_layers": layers of the early-exit self-draft (a third of the model's)
@@ -20,6 +22,24 @@
 //	"spec_min_prob":  least path probability worth verifying for one stream (0.25)
 //	"spec_policy":    "adaserve", "incremental", "specinfer", "equal_greedy", "global_greedy"
 //	"spec_order":     AdaServe SLO-phase order, "descending" (default) or "ascending"
+//
+// # Memory
+//
+// New refuses, before allocating anything, a configuration that would
+// reserve more than the runtime's memory budget (runtime.Config.MemoryBudget:
+// "memory_budget_bytes", or 75% of physical memory or of the cgroup limit).
+// It counts the model file (mapped: every pass reads all of it), the packed
+// weights, one KV cache per slot (layers × kv heads × context × head dim ×
+// 2 × 2 bytes), the early-exit self-draft's caches, a draft model's file,
+// weights and caches, and the scratch of the largest forward pass; the
+// error is status.Capacity with the total, the budget and that breakdown.
+// Close returns all of it: the KV caches, the models' worker goroutines
+// and their packed weights (unmapped at once), and the file mappings.
+//
+// Prompts. Prepare tokenizes on the submitting goroutine, but first
+// refuses a prompt whose byte count alone proves it cannot fit (more than
+// (context-1) × tokenizer.MaxInputBytesPerToken bytes), so that submitting
+// never tokenizes more than that, whatever the prompt's size.
 //
 // Request fields it adds: "repetition_penalty", "presence_penalty",
 // "frequency_penalty", "repeat_last_n"; "drafter" and "speculate" (greedy
@@ -34,6 +54,7 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/lmstream/lmstream/core/chat"
@@ -48,9 +69,6 @@ import (
 )
 
 func init() { runtime.Register("cpu", New) }
-
-// New is the CPU backend: NewBackend with the model on the CPU.
-func New(cfg *runtime.Config) (runtime.Backend, error) { return NewBackend(cfg, "cpu", openCPU) }
 
 // OpenRunner loads the model of a GGUF file onto a device, with threads
 // host threads for the work the device leaves to the CPU.
@@ -71,7 +89,6 @@ type Backend struct {
 	device    string       // the runner's device, "cpu" or another backend's name
 	open      OpenRunner   // loads a model (the target, and a draft model) on the device
 	model     model.Runner // the target
-	draft     model.Runner // a separate draft model, nil without one
 	tok       *tokenizer.Tokenizer
 	template  chat.Template // nil when the model has none or it is unknown
 	tmplErr   error         // why template is nil, for requests with messages
@@ -79,6 +96,15 @@ type Backend struct {
 	context      int
 	prefillChunk int
 	caches       []model.Cache // free caches, reserved at start
+	reserved     int64         // bytes the memory budget was checked for
+
+	// maxTokenBytes bounds the prompt bytes one token can stand for
+	// (tokenizer.MaxInputBytesPerToken; 0: no bound), so that a prompt too
+	// long for the context is refused without tokenizing it.
+	maxTokenBytes int
+	// tokenized counts the prompt bytes handed to the tokenizer (tests
+	// check that a hopeless prompt costs none).
+	tokenized atomic.Int64
 
 	spec    specConfig
 	sched   spec.Scheduler
@@ -98,8 +124,23 @@ type Backend struct {
 	ident  []int // 0, 1, 2, ...: commit every scratch entry of a chain, in order
 }
 
-// NewBackend loads the model named by the config's "model_path" with open
-// and runs it through this package's engine: batching, speculation,
+// Hard limits of the cpu backend's config fields (see the package doc).
+// Within them, the memory budget decides what fits.
+const (
+	// MaxContext bounds "context_length" whatever the model's metadata
+	// claims: a GGUF's context_length is untrusted, and positions beyond a
+	// million are far past anything this engine serves.
+	MaxContext      = 1 << 20
+	MaxPrefillChunk = 1 << 16
+	MaxThreads      = 1024
+)
+
+// New is the CPU backend: NewBackend with the model on the CPU.
+func New(cfg *runtime.Config) (runtime.Backend, error) { return NewBackend(cfg, "cpu", openCPU) }
+
+// NewBackend loads the model named by the config's "model_path" with open,
+// once the memory that the configuration reserves is known to fit its
+// budget, and runs it through this package's engine: batching, speculation,
 // sampling and verification are the same on every device. device names the
 // backend in messages and calibration keys.
 func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Backend, error) {
@@ -116,29 +157,39 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 	switch {
 	case path == "":
 		return nil, status.Errorf(status.InvalidRequest, `config: the cpu backend needs "model_path" (a GGUF file; run "make model" for the default one)`)
-	case chunk < 1:
-		return nil, status.Errorf(status.InvalidRequest, `config field "prefill_chunk" must be at least 1, got %d`, chunk)
-	case threads < 1:
-		return nil, status.Errorf(status.InvalidRequest, `config field "threads" must be at least 1, got %d`, threads)
-	case ctx < 0:
-		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" must be positive, got %d`, ctx)
+	case chunk < 1 || chunk > MaxPrefillChunk:
+		return nil, status.Errorf(status.InvalidRequest, `config field "prefill_chunk" must be in [1, %d], got %d`, MaxPrefillChunk, chunk)
+	case threads < 1 || threads > MaxThreads:
+		return nil, status.Errorf(status.InvalidRequest, `config field "threads" must be in [1, %d], got %d`, MaxThreads, threads)
+	case ctx < 0 || ctx == 1 || ctx > MaxContext:
+		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" must be in [2, %d] (or 0: the model's, at most 2048), got %d`, MaxContext, ctx)
 	}
 	sc, err := takeSpecConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(path); err != nil {
+	st, err := os.Stat(path)
+	if err != nil {
 		return nil, status.Errorf(status.Model, "model %s: %v (run \"make model\" to fetch the default model)", path, errors.Unwrap(err))
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
-	b, err := load(f, device, open, ctx, chunk, threads, cfg.MaxSlots)
+	plan, err := planMemory(f, st.Size(), path, ctx, chunk, cfg.MaxSlots, sc)
+	if err == nil {
+		err = plan.res.Check(cfg.MemoryBudget())
+	}
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
+	b, err := load(f, device, open, plan.context, min(chunk, plan.context), threads, cfg.MaxSlots)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	b.reserved = plan.res.Total()
 	if err := b.setupSpec(sc, path, threads); err != nil {
 		b.Close()
 		return nil, err
@@ -146,6 +197,8 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 	return b, nil
 }
 
+// load builds the backend over an open file; on error the caller closes f,
+// and everything load allocated is already freed.
 func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, threads, slots int) (*Backend, error) {
 	m, err := open(f, threads)
 	if err != nil {
@@ -156,15 +209,15 @@ func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, threads, slo
 	}
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
+		m.Close()
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
 	if tok.Size() != m.Config().Vocab {
+		m.Close()
 		return nil, status.Errorf(status.Model, "tokenizer has %d tokens but the model's output has %d", tok.Size(), m.Config().Vocab)
 	}
-	if ctx == 0 {
-		ctx = min(m.Config().ContextTrain, 2048)
-	}
-	b := &Backend{file: f, device: device, open: open, model: m, tok: tok, context: ctx, prefillChunk: chunk}
+	b := &Backend{file: f, device: device, open: open, model: m, tok: tok, context: ctx, prefillChunk: chunk,
+		maxTokenBytes: tok.MaxInputBytesPerToken()}
 	if text, err := f.String("tokenizer.chat_template"); err != nil {
 		b.tmplErr = fmt.Errorf("the model has no chat template; send a raw \"prompt\" instead")
 	} else if b.template, err = chat.Detect(text); err != nil {
@@ -185,15 +238,26 @@ func (b *Backend) Vocabulary() streaming.Vocabulary { return b.tok }
 
 func (b *Backend) EndOfGeneration(id int32) bool { return b.tok.EOG(id) }
 
+// Close frees everything the backend allocated: the KV caches (its own and
+// the drafters'), the models' worker pools and packed weights, and the
+// mappings of the model files. The runtime calls it from its engine
+// goroutine once every slot is released, so no forward pass can be running.
 func (b *Backend) Close() error {
 	b.caches = nil
-	err := b.model.Close()
-	if b.draft != nil {
-		b.draft.Close()
+	if d := b.drafts.model; d != nil {
+		d.dm.free = nil
+		clear(d.dm.owner)
+		if d.dm.m != b.model {
+			d.dm.m.Close() // its own model, loaded from draftFile
+		}
 	}
-	if e := b.file.Close(); err == nil {
-		err = e
+	if d := b.drafts.early; d != nil {
+		d.dm.free = nil
+		clear(d.dm.owner)
 	}
+	b.model.Close()
+	b.logits, b.batch = nil, model.Batch{}
+	err := b.file.Close()
 	if b.draftFile != nil {
 		b.draftFile.Close()
 	}
@@ -267,8 +331,12 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	}
 	out := make([]runtime.Prepared, len(texts))
 	for i, text := range texts {
+		if err := b.cannotFit(i, text); err != nil {
+			return nil, err
+		}
 		// Control tokens written in a prompt (<|im_start|>) are honoured,
 		// as raw prompts are how callers bypass the chat template.
+		b.tokenized.Add(int64(len(text)))
 		ids := b.tok.Encode(text, tokenizer.EncodeOptions{AddSpecial: true, ParseSpecial: true})
 		switch {
 		case len(ids) == 0:
@@ -279,6 +347,21 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 		out[i] = runtime.Prepared{Prompt: ids, Data: it}
 	}
 	return out, nil
+}
+
+// cannotFit refuses, before tokenizing it, a prompt whose bytes alone prove
+// it has too many tokens for the context: no token stands for more than
+// maxTokenBytes of them. Prepare runs on the submitting thread, and
+// tokenizing costs ~0.3 µs a byte (a 10 MB prompt blocked lms_submit for
+// 2.8 s), so this bounds submit's tokenizing to context × maxTokenBytes
+// bytes whatever the prompt's size.
+func (b *Backend) cannotFit(i int, text string) error {
+	if b.maxTokenBytes <= 0 || int64(len(text)) <= int64(b.context-1)*int64(b.maxTokenBytes) {
+		return nil
+	}
+	least := (int64(len(text)) + int64(b.maxTokenBytes) - 1) / int64(b.maxTokenBytes)
+	return status.Errorf(status.PromptTooLong, "request: prompt %d has %d bytes, so at least %d tokens (a token covers at most %d bytes); the context holds %d (with room for at least one generated token)",
+		i, len(text), least, b.maxTokenBytes, b.context)
 }
 
 // Open gives the slot a reserved cache.

@@ -62,6 +62,10 @@ var policyNames = map[string]spec.Policy{
 // runtime config does not set "drafter" either. See the package doc for why.
 const DefaultDrafter = "ngram"
 
+// MaxSpecBudget bounds "spec_budget": tokens of one verify pass, each
+// needing a logits row of the vocabulary's size.
+const MaxSpecBudget = 1024
+
 // takeSpecConfig reads the speculation fields of the runtime config.
 func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	var sc specConfig
@@ -98,8 +102,8 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 		return sc, status.Errorf(status.InvalidRequest, `config field "spec_order": want "descending" or "ascending", got %q`, order)
 	}
 	switch {
-	case budget < 0:
-		return sc, status.Errorf(status.InvalidRequest, `config field "spec_budget" must be positive (or 0: calibrate), got %d`, budget)
+	case budget < 0 || budget > MaxSpecBudget:
+		return sc, status.Errorf(status.InvalidRequest, `config field "spec_budget" must be in [1, %d] (or 0: calibrate), got %d`, MaxSpecBudget, budget)
 	case depth < 1 || depth > 64:
 		return sc, status.Errorf(status.InvalidRequest, `config field "spec_max_depth" must be in [1, 64], got %d`, depth)
 	case width < 1 || width > 64:
@@ -107,7 +111,7 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	case sc.earlyExit < 0:
 		return sc, status.Errorf(status.InvalidRequest, `config field "early_exit_layers" must be positive, got %d`, sc.earlyExit)
 	}
-	if minProb < 0 || minProb > 1 {
+	if !(minProb >= 0 && minProb <= 1) { // NaN fails both
 		return sc, status.Errorf(status.InvalidRequest, `config field "spec_min_prob" must be in [0, 1], got %g`, minProb)
 	}
 	sc.sched.MinProb = minProb

@@ -42,7 +42,6 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int) error {
 		if err != nil {
 			return err
 		}
-		b.draft = dm.m
 		b.drafts.model = &modelDrafter{dm: dm}
 		b.drafts.model.beam.Model = dm
 	}
@@ -95,6 +94,7 @@ func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNe
 			m, err = b.open(f, threads)
 		}
 		if err != nil {
+			m.Close() // nil when Load failed
 			f.Close()
 			return nil, status.Errorf(status.Model, "draft model %s: %v", path, err)
 		}

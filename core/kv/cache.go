@@ -23,6 +23,7 @@ package kv
 
 import (
 	"fmt"
+	"math"
 )
 
 // Cache is the K/V cache of one sequence, reserved in full up front.
@@ -33,10 +34,31 @@ type Cache struct {
 	pending                       int      // scratch entries written by the last forward pass
 }
 
-// New reserves a cache of ctx positions for a model with the given shape.
-func New(layers, kvHeads, headDim, ctx int) *Cache {
+// Bytes is the memory New reserves for a cache of this shape: keys and
+// values, 2 bytes each, layers × kvHeads × ctx × headDim of both. It is an
+// error when a dimension is below 1 or the size does not fit in an int64
+// (a context length read from a config or a file can be anything), so that
+// callers can check a configuration before New would panic on it.
+func Bytes(layers, kvHeads, headDim, ctx int) (int64, error) {
 	if layers < 1 || kvHeads < 1 || headDim < 1 || ctx < 1 {
-		panic(fmt.Sprintf("kv: bad cache shape %d layers × %d kv heads × %d dims × %d positions", layers, kvHeads, headDim, ctx))
+		return 0, fmt.Errorf("kv: bad cache shape %d layers × %d kv heads × %d dims × %d positions", layers, kvHeads, headDim, ctx)
+	}
+	n := int64(4) // K and V, 2 bytes each
+	for _, d := range []int{layers, kvHeads, headDim, ctx} {
+		if int64(d) > math.MaxInt64/n {
+			return 0, fmt.Errorf("kv: a cache of %d layers × %d kv heads × %d dims × %d positions overflows", layers, kvHeads, headDim, ctx)
+		}
+		n *= int64(d)
+	}
+	return n, nil
+}
+
+// New reserves a cache of ctx positions for a model with the given shape.
+// It panics on a shape Bytes refuses; callers bound what they pass (the cpu
+// backend checks every configured size against a memory budget first).
+func New(layers, kvHeads, headDim, ctx int) *Cache {
+	if _, err := Bytes(layers, kvHeads, headDim, ctx); err != nil {
+		panic(err.Error())
 	}
 	size := layers * kvHeads * ctx * headDim
 	return &Cache{layers: layers, kvHeads: kvHeads, headDim: headDim, cap: ctx,

@@ -75,3 +75,21 @@ func TestCacheErrors(t *testing.T) {
 	require.NoError(t, c.Truncate(0))
 	require.Panics(t, func() { New(0, 1, 1, 1) })
 }
+
+func TestBytesRefusesBadAndOverflowingShapes(t *testing.T) {
+	n, err := Bytes(30, 3, 64, 2048) // the default model's cache
+	require.NoError(t, err)
+	require.Equal(t, int64(30*3*64*2048*4), n)
+	n, err = Bytes(30, 3, 64, 1<<40) // fits an int64 (25 PB): a memory budget refuses it
+	require.NoError(t, err)
+	require.Equal(t, int64(30*3*64*4)<<40, n)
+	for _, ctx := range []int{1 << 50, 1 << 60, 1<<63 - 1} {
+		_, err := Bytes(30, 3, 64, ctx)
+		require.ErrorContains(t, err, "overflows", "ctx %d", ctx)
+		require.Panics(t, func() { New(30, 3, 64, ctx) }, "ctx %d", ctx)
+	}
+	_, err = Bytes(30, 3, 64, 0)
+	require.ErrorContains(t, err, "bad cache shape")
+	_, err = Bytes(30, -3, 64, 8)
+	require.ErrorContains(t, err, "bad cache shape")
+}

@@ -176,6 +176,9 @@ func (m *Model) rmsNorm(dst, src, w []float32, n int) {
 // and visible scratch entries (Plan, shared with the other devices), and
 // reserves the scratch in each cache.
 func (m *Model) plan(b *Batch, nLogits int) error {
+	if m.closed {
+		return errClosed // its packed weights are unmapped
+	}
 	s := &m.s
 	p := &s.plan
 	if err := p.Build(b, m.cfg.Vocab, nLogits); err != nil {

@@ -58,6 +58,8 @@ type Model struct {
 	layers   []layer
 	ropeFreq []float64 // theta_i = base^(-2i/headDim), i < headDim/2
 	pool     *quant.Pool
+	arena    *quant.Arena // the packed weights; freed by Close
+	closed   bool
 	s        scratch
 }
 
@@ -338,6 +340,7 @@ func (m *Model) pack() {
 	}
 	own := ownedBytes{buf: make([]byte, 0, ownSize)}
 	arena := quant.NewArena(packedSize)
+	m.arena = arena
 	for _, w := range all {
 		if unpacked(w) {
 			w.data = own.copy(w.data)

@@ -60,9 +60,11 @@ func (r CPU) NewPrefixCache(ctx, layers int) (Cache, error) {
 	return kv.New(layers, c.KVHeads, c.HeadDim, ctx), nil
 }
 
-// Close is a no-op: the model's weights live in its file's mapping and its
-// arena, freed with them.
-func (r CPU) Close() error { return nil }
+// Close stops the model's threads and frees its weights (Model.Close).
+func (r CPU) Close() error {
+	r.Model.Close()
+	return nil
+}
 
 // ReadConfig reads a model's shape from its GGUF metadata, for runners that
 // load the weights themselves (Load does this and more for the CPU).

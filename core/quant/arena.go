@@ -1,7 +1,5 @@
 package quant
 
-import "unsafe"
-
 // Arena is one allocation that holds the packed copies of many matrices
 // (a model's worth), so that they can sit on transparent huge pages.
 //
@@ -12,12 +10,17 @@ import "unsafe"
 // own. Packing every matrix into one 2 MiB-aligned region and advising the
 // kernel (MADV_HUGEPAGE, where the OS has it) removes both costs.
 //
-// The memory is ordinary Go memory: it lives as long as a Packed made in it
-// is reachable, and the advice is only a hint (an OS without it, or a kernel
-// with transparent huge pages off, just gets 4 KiB pages).
+// On Linux the memory is an anonymous mapping outside the Go heap, returned
+// to the OS by Free at once: a model's weights are its largest allocation,
+// and left to the garbage collector they would count twice toward the heap
+// goal and linger until something scavenged them. Every Packed made in the
+// arena reads freed memory after Free, so only the arena's owner (the model,
+// once nothing can run a forward pass) calls it. Elsewhere the memory is
+// ordinary Go memory and Free only drops the arena's reference to it.
 type Arena struct {
-	buf []byte
-	off int
+	buf  []byte // the usable, 2 MiB-aligned region
+	free func() // returns the memory; nil when there is nothing to return
+	off  int
 }
 
 const hugePage = 2 << 20
@@ -28,11 +31,29 @@ func NewArena(size int) *Arena {
 		return &Arena{}
 	}
 	rounded := (size + hugePage - 1) / hugePage * hugePage
-	raw := make([]byte, rounded+hugePage)
-	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(raw))) & (hugePage - 1))
-	adviseHugePages(raw[off : off+rounded])
-	buf := raw[off : off+size : off+size]
-	return &Arena{buf: buf}
+	buf, free := allocArena(rounded)
+	return &Arena{buf: buf[:size:size], free: free}
+}
+
+// Size is the arena's capacity in bytes (0 after Free).
+func (a *Arena) Size() int {
+	if a == nil {
+		return 0
+	}
+	return len(a.buf)
+}
+
+// Free returns the arena's memory. Nothing packed in it may be used
+// afterwards; a second call does nothing.
+func (a *Arena) Free() {
+	if a == nil {
+		return
+	}
+	free := a.free
+	a.buf, a.free, a.off = nil, nil, 0
+	if free != nil {
+		free()
+	}
 }
 
 // alloc hands out the next n bytes, 64-byte aligned, or nil when the arena

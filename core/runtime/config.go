@@ -12,9 +12,21 @@ type Config struct {
 	Backend  string // registered backend name; "cpu" by default
 	MaxSlots int    // requests decoded at once
 	MaxQueue int    // batch items waiting for a slot before submit says Capacity
+	// MemoryBudgetBytes caps what the backend reserves at creation (weights,
+	// KV caches, scratch); 0 means DefaultBudget. See MemoryBudget.
+	MemoryBudgetBytes int64
 	// Backend-specific fields, taken by the backend's Factory.
 	Extra *Fields
 }
+
+// Hard limits of the common config fields. Within them, what a config may
+// reserve is bounded by its memory budget (each backend checks it).
+const (
+	MaxSlotsLimit = 4096
+	// MaxQueueLimit bounds the queue: every queued item holds its prompt's
+	// tokens, so an unbounded queue is unbounded memory.
+	MaxQueueLimit = 1 << 20
+)
 
 // Factory builds a backend from the backend-specific config fields. It must
 // take every field it understands; leftovers are reported as unknown.
@@ -58,14 +70,20 @@ func ParseConfig(data []byte) (*Config, error) {
 	if _, err := f.Take("max_slots", &c.MaxSlots); err != nil {
 		return nil, err
 	}
-	if c.MaxSlots < 1 || c.MaxSlots > 4096 {
-		return nil, status.Errorf(status.InvalidRequest, `config field "max_slots" must be in [1, 4096], got %d`, c.MaxSlots)
+	if c.MaxSlots < 1 || c.MaxSlots > MaxSlotsLimit {
+		return nil, status.Errorf(status.InvalidRequest, `config field "max_slots" must be in [1, %d], got %d`, MaxSlotsLimit, c.MaxSlots)
 	}
 	if _, err := f.Take("max_queue", &c.MaxQueue); err != nil {
 		return nil, err
 	}
-	if c.MaxQueue < 1 {
-		return nil, status.Errorf(status.InvalidRequest, `config field "max_queue" must be at least 1, got %d`, c.MaxQueue)
+	if c.MaxQueue < 1 || c.MaxQueue > MaxQueueLimit {
+		return nil, status.Errorf(status.InvalidRequest, `config field "max_queue" must be in [1, %d], got %d`, MaxQueueLimit, c.MaxQueue)
+	}
+	if _, err := f.Take("memory_budget_bytes", &c.MemoryBudgetBytes); err != nil {
+		return nil, err
+	}
+	if c.MemoryBudgetBytes < 0 {
+		return nil, status.Errorf(status.InvalidRequest, `config field "memory_budget_bytes" must be at least 0 (0: %.0f%% of the machine's memory), got %d`, BudgetShare*100, c.MemoryBudgetBytes)
 	}
 	c.Extra = f
 	return c, nil

@@ -1,0 +1,124 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"os"
+
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/status"
+)
+
+// memoryPlan is a configuration's resolved context length and the memory it
+// reserves, worked out from the GGUF metadata before anything is allocated.
+type memoryPlan struct {
+	context int
+	res     runtime.Reservation
+}
+
+// planMemory resolves "context_length" against the model and adds up what
+// a runtime of this configuration reserves at creation or may reserve
+// while it serves (every slot decoding with the largest tree, every
+// drafter's caches in use):
+//
+//   - the model file, mapped (every pass reads all of it, so it all ends
+//     up resident) and the packed copy of its matrices;
+//   - one KV cache per slot: layers × kv heads × context × head dim × 2
+//     (K and V) × 2 bytes (float16);
+//   - the early-exit self-draft's caches (its layers only), one per slot;
+//   - a draft model's file, packed weights, caches and scratch;
+//   - the forward pass's scratch for the largest batch: every slot
+//     prefilling a chunk, and a verify pass with logits for every node.
+func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int, sc specConfig) (*memoryPlan, error) {
+	fp, err := model.Measure(f)
+	if err != nil {
+		return nil, status.Errorf(status.Model, "%v", err)
+	}
+	c := fp.Config
+	switch {
+	case ctx == 0:
+		ctx = max(2, min(c.ContextTrain, 2048))
+	case ctx > c.ContextTrain:
+		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" is %d but the model was trained for %d positions (%s.context_length): at most %d`, ctx, c.ContextTrain, c.Arch, c.ContextTrain)
+	}
+	p := &memoryPlan{context: ctx}
+	r := &p.res
+	r.Add("model file (mapped)", fileSize)
+	r.Add("packed weights", fp.Packed)
+	r.Add("norms and biases", fp.Vectors)
+	kvLine := func(what string, layers int) error {
+		one, err := model.Config{Layers: layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim}.KVBytes(ctx)
+		if err != nil {
+			return status.Errorf(status.InvalidRequest, `config field "context_length" %d: %v`, ctx, err)
+		}
+		r.Add(fmt.Sprintf("%s (%d slots × %d layers × %d kv heads × %d positions × %d dims × 2 (K, V) × 2 B)",
+			what, slots, layers, c.KVHeads, ctx, c.HeadDim), mulSat(int64(slots), one))
+		return nil
+	}
+	if err := kvLine("KV caches", c.Layers); err != nil {
+		return nil, err
+	}
+	early := sc.earlyExit
+	if early == 0 {
+		early = max(1, c.Layers/3)
+	}
+	if err := kvLine("early-exit draft caches", min(early, c.Layers)); err != nil {
+		return nil, err
+	}
+	// A verify pass holds every decoding slot's root plus at most the budget
+	// B of drafted nodes (spec.Scheduler), and never more than full trees;
+	// an uncalibrated B is at most the calibration's largest batch, 48.
+	verify := min(slots*(1+sc.sched.MaxDepth*sc.sched.MaxWidth), slots+max(sc.sched.Budget, 48))
+	scratch := func(c model.Config) int64 {
+		return c.ScratchBytes(slots*chunk+verify, verify)
+	}
+	r.Add("forward-pass scratch (estimate)", scratch(c))
+	if sc.draftModelPath == "" {
+		return p, nil
+	}
+	dc := c
+	if sc.draftModelPath != path {
+		df, err := gguf.Open(sc.draftModelPath)
+		if err != nil {
+			return nil, status.Errorf(status.Model, "draft model %s: %v", sc.draftModelPath, err)
+		}
+		defer df.Close()
+		dfp, err := model.Measure(df)
+		if err != nil {
+			return nil, status.Errorf(status.Model, "draft model %s: %v", sc.draftModelPath, err)
+		}
+		if st, err := os.Stat(sc.draftModelPath); err == nil {
+			r.Add("draft model file (mapped)", st.Size())
+		}
+		r.Add("draft model packed weights", dfp.Packed)
+		r.Add("draft model scratch (estimate)", scratch(dfp.Config))
+		dc = dfp.Config
+	}
+	one, err := dc.KVBytes(ctx)
+	if err != nil {
+		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" %d: draft model: %v`, ctx, err)
+	}
+	r.Add(fmt.Sprintf("draft model KV caches (%d slots × %d layers × %d kv heads × %d positions × %d dims × 2 (K, V) × 2 B)",
+		slots, dc.Layers, dc.KVHeads, ctx, dc.HeadDim), mulSat(int64(slots), one))
+	return p, nil
+}
+
+// mulSat multiplies non-negative sizes, saturating at math.MaxInt64 (which
+// no budget admits) instead of wrapping around to a small number.
+func mulSat(a, b int64) int64 {
+	if a < 0 || b < 0 {
+		return math.MaxInt64
+	}
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(lo)
+}
+
+// Reserved is the memory the backend was checked against its budget for
+// (see planMemory).
+func (b *Backend) Reserved() int64 { return b.reserved }

@@ -1,0 +1,131 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/kv"
+	"github.com/lmstream/lmstream/core/quant"
+)
+
+var errClosed = errors.New("model: used after Close")
+
+// Close stops the model's worker pool and returns its packed weights to the
+// OS. A Model holds both until then: the pool's workers are goroutines, and
+// the last job they ran keeps the weights that job read reachable, so a
+// model that is merely dropped is never collected. Forward and
+// ForwardPrefix return an error afterwards. The caller must make sure no
+// Forward is running (the runtime calls it from its engine goroutine, after
+// the last step). Calling it twice is harmless.
+func (m *Model) Close() {
+	if m == nil || m.closed {
+		return
+	}
+	m.closed = true
+	m.pool.Close()
+	// The packed copies point into the arena: drop them with it, so that
+	// nothing can reach the unmapped memory.
+	for i := range m.layers {
+		l := &m.layers[i]
+		for _, w := range []*matrix{&l.wq, &l.wk, &l.wv, &l.wo, &l.wGate, &l.wUp, &l.wDown} {
+			w.packed = nil
+		}
+	}
+	m.output.packed, m.tokEmbd.packed = nil, nil
+	m.arena.Free()
+	m.arena = nil
+	m.s = scratch{}
+}
+
+// PackedBytes is the size of the model's packed-weight arena (0 where the
+// CPU has no packed kernels, or after Close).
+func (m *Model) PackedBytes() int64 { return int64(m.arena.Size()) }
+
+// Footprint is what loading a model's file will reserve, known before the
+// weights are packed.
+type Footprint struct {
+	Config Config
+	// Packed is the arena Load fills with the packed weights (0 when this
+	// CPU reads the stored layout).
+	Packed int64
+	// Vectors is the float32 copies of the norm weights and biases.
+	Vectors int64
+}
+
+// Measure reads a model's configuration and adds up the memory Load will
+// allocate, without allocating it, so that a runtime can refuse a model
+// that does not fit before reserving anything. It mirrors Load's list of
+// matrices (pack packs exactly these). It stops at the first missing
+// tensor: Load reports that one.
+func Measure(f *gguf.File) (Footprint, error) {
+	cfg, err := readConfig(f)
+	if err != nil {
+		return Footprint{}, err
+	}
+	fp := Footprint{Config: cfg}
+	packed := func(name string, rows, cols int) bool {
+		t, ok := f.Tensor(name)
+		if !ok {
+			return false
+		}
+		fp.Packed += int64(quant.PackedSize(t.Type, rows, cols))
+		return true
+	}
+	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
+	fp.Vectors = int64(cfg.Embd) * 4
+	for i := 0; i < cfg.Layers; i++ {
+		p := fmt.Sprintf("blk.%d.", i)
+		ok := packed(p+"attn_q.weight", qDim, cfg.Embd) && packed(p+"attn_k.weight", kvDim, cfg.Embd) &&
+			packed(p+"attn_v.weight", kvDim, cfg.Embd) && packed(p+"attn_output.weight", cfg.Embd, qDim) &&
+			packed(p+"ffn_gate.weight", cfg.FF, cfg.Embd) && packed(p+"ffn_up.weight", cfg.FF, cfg.Embd) &&
+			packed(p+"ffn_down.weight", cfg.Embd, cfg.FF)
+		if !ok {
+			break
+		}
+		fp.Vectors += int64(2*cfg.Embd+qDim+2*kvDim) * 4
+	}
+	if !packed("output.weight", cfg.Vocab, cfg.Embd) {
+		packed("token_embd.weight", cfg.Vocab, cfg.Embd) // tied: the head is the embedding
+	}
+	return fp, nil
+}
+
+// KVBytes is the memory of one KV cache of ctx positions for this shape
+// (see kv.Bytes), or an error when it does not fit in an int64.
+func (c Config) KVBytes(ctx int) (int64, error) {
+	return kv.Bytes(c.Layers, c.KVHeads, c.HeadDim, ctx)
+}
+
+// ScratchBytes estimates the buffers Forward grows to for a batch of
+// `tokens` tokens of which `logitRows` want logits: the float32 activations
+// of every token (residual, normed copy, Q, K, V, attention output,
+// projection, gate, up), their quantized copies, the RoPE tables and the
+// logits. It saturates at math.MaxInt64 instead of overflowing.
+func (c Config) ScratchBytes(tokens, logitRows int) int64 {
+	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	perToken := int64(3*c.Embd+2*qDim+2*kvDim+2*c.FF)*4 + // float32 activations
+		int64(max(c.Embd, c.FF))*2 + // quantized matmul inputs (≤ 9 bits a value, rounded up)
+		int64(c.HeadDim)*4 // cos and sin tables
+	return satAdd(satMul(int64(tokens), perToken), satMul(int64(logitRows), int64(c.Vocab)*4))
+}
+
+func satMul(a, b int64) int64 {
+	if a < 0 || b < 0 {
+		return math.MaxInt64
+	}
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(lo)
+}
+
+func satAdd(a, b int64) int64 {
+	if s := a + b; s >= a && s >= b {
+		return s
+	}
+	return math.MaxInt64
+}
