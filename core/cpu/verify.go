@@ -90,14 +90,15 @@ func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNe
 		if err != nil {
 			return nil, status.Errorf(status.Model, "draft model %s: %v", path, err)
 		}
+		var dm model.Runner
 		if tok, err = tokenizer.FromGGUF(f); err == nil {
-			m, err = b.open(f, threads)
+			dm, err = b.open(f, threads)
 		}
 		if err != nil {
-			m.Close() // nil when Load failed
 			f.Close()
 			return nil, status.Errorf(status.Model, "draft model %s: %v", path, err)
 		}
+		m = dm
 		if err := sameVocabulary(b.tok, tok, m.Config().Vocab); err != nil {
 			m.Close()
 			f.Close()
