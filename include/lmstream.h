@@ -138,7 +138,7 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 /* Loads a model and starts its engine loop. config_json, for example:
 **   {"model_path": "models/x.gguf", "max_slots": 8}
 **   {"backend": "replay", "vocab": ["48","69"], "eos_id": 0}   (tests)
-** Common fields: "backend" ("cpu" by default, or "replay"), "max_slots"
+** Common fields: "backend" ("cpu" by default, "cuda", or "replay"), "max_slots"
 ** (requests decoded at once, 1..4096, default 8), "max_queue" (items
 ** waiting for a slot before submission fails with LMS_ERR_CAPACITY,
 ** 1..1048576, default 4096), "memory_budget_bytes" (see below).
@@ -149,6 +149,15 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 ** speculation fields ("drafter", "draft_model_path", "spec_budget"
 ** 0..1024, "spec_max_depth" and "spec_max_width" 1..64, ...). A size
 ** outside its range is LMS_ERR_INVALID_REQUEST naming the field.
+**
+** The cuda backend takes the cpu backend's fields (the same engine runs
+** on the GPU) and "cuda_device" (ordinal, default 0) and "nvrtc_path" (an
+** NVRTC library or folder). No CUDA library is linked: libcuda.so.1 and
+** NVRTC are opened at run time, the kernels compiled for the device and
+** cached. Without a driver or NVRTC, creation fails with LMS_ERR_BACKEND
+** naming every place searched; a model whose tensor types the GPU kernels
+** do not cover (today: matrices other than Q4_1 and Q8_0) fails with
+** LMS_ERR_MODEL. The early-exit drafter is not available there.
 **
 ** Memory budget. Before allocating anything the cpu backend adds up what
 ** the configuration reserves: the model file (mapped), its packed weights,
