@@ -157,7 +157,7 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 ** cached. Without a driver or NVRTC, creation fails with LMS_ERR_BACKEND
 ** naming every place searched; a model whose tensor types the GPU kernels
 ** do not cover (today: matrices other than Q4_1 and Q8_0) fails with
-** LMS_ERR_MODEL. The early-exit drafter is not available there.
+** LMS_ERR_MODEL.
 **
 ** Memory budget. Before allocating anything the cpu backend adds up what
 ** the configuration reserves: the model file (mapped), its packed weights,
