@@ -5,7 +5,8 @@
 #   make test     every suite: Go (race detector), fuzz smoke, conformance,
 #                 C programs under valgrind
 #   make bench    benchmarks, printing numbers and ratios
-#   make fuzz     long fuzzing runs (FUZZTIME per target)
+#   make fuzz     long fuzzing runs (FUZZTIME per Go target; the C-ABI request
+#                 fuzzer for FUZZ_TRIES replay and FUZZ_MODEL_TRIES model tries)
 #   make model    fetch the default model into models/
 #   make install  the library, lmstream.h, lmstream.hpp and lmstream.pc under
 #                 PREFIX (/usr/local), staged under DESTDIR if set; make uninstall
@@ -100,13 +101,14 @@ fuzz-smoke:
 # `make fuzz` also runs the runtime leak check long: LEAK_CYCLES create /
 # generate / destroy cycles of the default model (CI runs 40 in test-go).
 LEAK_CYCLES ?= 400
-fuzz:
+fuzz: $(LIB)
 	@for t in $(FUZZ_TARGETS); do \
 	  pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; \
 	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	done
 	LMSTREAM_MUTATOR_TRIES=$(MUTATOR_TRIES) $(GO) test -count=1 -timeout=0 -v -run='^TestGGUFMutator$$' ./tests/modelfile
 	LMSTREAM_LEAK_CYCLES=$(LEAK_CYCLES) $(GO) test -count=1 -timeout=0 -v -run='^TestRuntimeCyclesDoNotLeak$$' ./core/cpu
+	$(MAKE) -C tests/c fuzz
 
 # pytest exits 5 when it collects nothing; that is a failure here too.
 test-py: $(LIB)

@@ -104,33 +104,34 @@ func lmsgo_configure_process(settings *C.char, errBuf *C.char, errSize C.size_t)
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}
-	var threads, gcPercent *int
-	var memLimit *int64
-	for _, fld := range []struct {
-		key string
-		dst any
-	}{{"threads", &threads}, {"gc_percent", &gcPercent}, {"memory_limit_bytes", &memLimit}} {
-		if _, err := f.Take(fld.key, fld.dst); err != nil {
-			return fail(err, errBuf, errSize)
-		}
+	// Every setting is bounded: SetGCPercent truncates to 32 bits (2^32
+	// would silently mean "collect continuously"), and GOMAXPROCS beyond
+	// the machine only costs.
+	var threads, gcPercent int
+	var memLimit int64
+	hasThreads, err := runtime.TakeIn(f, "threads", &threads, 1, 1024)
+	if err != nil {
+		return fail(err, errBuf, errSize)
+	}
+	hasGC, err := runtime.TakeIn(f, "gc_percent", &gcPercent, -1, 1_000_000)
+	if err != nil {
+		return fail(err, errBuf, errSize)
+	}
+	hasLimit, err := runtime.TakeIn(f, "memory_limit_bytes", &memLimit, 1, math.MaxInt64)
+	if err != nil {
+		return fail(err, errBuf, errSize)
 	}
 	if err := f.Rest(); err != nil {
 		return fail(err, errBuf, errSize)
 	}
-	if threads != nil && (*threads < 1 || *threads > 1024) {
-		return fail(status.Errorf(status.InvalidRequest, `settings field "threads" must be in [1, 1024], got %d`, *threads), errBuf, errSize)
+	if hasThreads {
+		goruntime.GOMAXPROCS(threads)
 	}
-	if memLimit != nil && *memLimit <= 0 {
-		return fail(status.Errorf(status.InvalidRequest, `settings field "memory_limit_bytes" must be positive, got %d`, *memLimit), errBuf, errSize)
+	if hasGC {
+		debug.SetGCPercent(gcPercent)
 	}
-	if threads != nil {
-		goruntime.GOMAXPROCS(*threads)
-	}
-	if gcPercent != nil {
-		debug.SetGCPercent(*gcPercent)
-	}
-	if memLimit != nil {
-		debug.SetMemoryLimit(*memLimit)
+	if hasLimit {
+		debug.SetMemoryLimit(memLimit)
 	}
 	return C.LMS_OK
 }

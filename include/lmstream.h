@@ -19,7 +19,16 @@
 **     thread-local "last error".
 **   - Every function may be called from any thread at any time.
 **   - JSON strings are UTF-8 and NUL-terminated. Unknown fields and values of
-**     the wrong type are errors, never silently ignored.
+**     the wrong type are errors, never silently ignored. JSON is read
+**     strictly (RFC 8259): trailing data after the value, duplicate keys in
+**     any object, invalid UTF-8, lone surrogate escapes (\ud800), raw
+**     control characters in strings and nesting deeper than 64 levels are
+**     LMS_ERR_BAD_JSON. null is not "absent": a field given as null is a
+**     value of the wrong type (LMS_ERR_INVALID_REQUEST); omit the field to
+**     get its default. Numbers must be finite (1e999 is out of range);
+**     integer fields take integral numbers only. Messages name the field
+**     and the byte offset, e.g. 'request field "top_k" must be in
+**     [0, 2147483647], got -1 (at byte 31)'.
 **   - Nothing returned points into memory the library may move: chunks are
 **     copied into caller buffers or into blocks the caller frees with
 **     lms_chunk_free().
@@ -127,9 +136,10 @@ const char *lms_finish_reason_name(int reason);
 
 /* Process-wide settings, as JSON, any subset of:
 **   {"threads": N,            GOMAXPROCS, and the engine threads of runtimes
-**                             created afterwards (N >= 1)
-**    "gc_percent": P,         Go's GOGC (negative turns the GC off)
-**    "memory_limit_bytes": B} Go's soft memory limit (B > 0)
+**                             created afterwards (N in [1, 1024])
+**    "gc_percent": P,         Go's GOGC, P in [-1, 1000000] (-1 turns the
+**                             GC off)
+**    "memory_limit_bytes": B} Go's soft memory limit (B >= 1)
 ** err (may be NULL) receives a message on failure. */
 int lms_configure_process(const char *settings_json, char *err, size_t err_size);
 
@@ -219,12 +229,32 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 /* ---- Requests -------------------------------------------------------- */
 
 /* Submits a request and attaches one channel per batch item; returns at
-** once. request_json fields:
-**   "prompt": "..."  or  "prompts": ["...", ...]  or
-**   "messages": [{"role": "user", "content": "..."}, ...]
-**   "max_tokens", "stop" (string or array), "stop_token_ids", "include_stop",
-**   "temperature", "top_p", "top_k", "min_p", "seed",
-**   "tpot_slo_ms", "ttft_slo_ms", and backend-specific fields.
+** once. request_json fields (exactly one of the first three):
+**   "prompt": "..."
+**   "prompts": ["...", ...]          1 to 4096 prompts, one batch item each
+**   "messages": [{"role": "user", "content": "..."}, ...]   1 to 65536,
+**                                    each with exactly "role" (non-empty)
+**                                    and "content"
+**   "max_tokens": integer in [1, 2147483647]; absent: until an end token
+**                or the context is full
+**   "stop": a string or an array of at most 64 strings, 4096 bytes in all
+**   "stop_token_ids": at most 1024 token ids of the vocabulary
+**   "include_stop": boolean (default false)
+**   "temperature": number in [0, 100] (default 0). 0 is greedy decoding,
+**                and so is any temperature below 1e-5 (subnormal values
+**                included): its 1/T would overflow, and long before that
+**                sampling is greedy in all but cost.
+**   "top_p": number in (0, 1] (1: off)   "min_p": number in [0, 1] (0: off)
+**   "top_k": integer in [0, 2147483647] (0, or the vocabulary size or more:
+**                off)
+**   "seed": integer in [0, 18446744073709551615] (absent: random)
+**   "tpot_slo_ms", "ttft_slo_ms": numbers in [0, 3600000] (0: best effort)
+** and backend-specific fields. The cpu backend adds "repetition_penalty"
+** (0 or 1: off, else in [0.01, 100]), "presence_penalty" and
+** "frequency_penalty" (in [-100, 100], 0: off), "repeat_last_n" (the
+** penalty window, in [0, 1048576]; 0: 64), "drafter" (string) and
+** "speculate" (boolean). A value outside its range is
+** LMS_ERR_INVALID_REQUEST naming the field; nothing is clamped silently.
 ** n must equal the number of prompts (1 for "prompt" and "messages").
 ** Errors known before the first token (bad JSON, bad fields, a prompt too
 ** long, a full queue) are returned here, with a message in err, and no

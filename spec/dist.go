@@ -1,6 +1,9 @@
 package spec
 
-import "math"
+import (
+	"math"
+	"slices"
+)
 
 // Dist is a probability distribution over token ids, as the target's sampler
 // leaves it after temperature, top-k, top-p and min-p. Dense when IDs is nil
@@ -29,7 +32,10 @@ func (d Dist) Prob(id int32) float64 {
 }
 
 // Argmax is the most probable token; ties go to the lowest id, as a plain
-// greedy sampler that scans the vocabulary in order would choose.
+// greedy sampler that scans the vocabulary in order would choose. NaN
+// probabilities never win; a distribution with nothing else (all NaN or
+// -Inf) yields its lowest id rather than an invalid one, so a verifier
+// always emits a real token. Only an empty distribution yields -1.
 func Argmax(d Dist) int32 {
 	best, bp := int32(-1), float32(math.Inf(-1))
 	if d.IDs == nil {
@@ -38,12 +44,18 @@ func Argmax(d Dist) int32 {
 				best, bp = int32(i), p
 			}
 		}
+		if best < 0 && len(d.P) > 0 {
+			return 0
+		}
 		return best
 	}
 	for i, p := range d.P {
 		if id := d.IDs[i]; p > bp || (p == bp && id < best) {
 			best, bp = id, p
 		}
+	}
+	if best < 0 && len(d.IDs) > 0 {
+		return slices.Min(d.IDs)
 	}
 	return best
 }

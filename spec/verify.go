@@ -37,13 +37,18 @@ func (r *Result) reset() {
 // the argmax itself is the bonus token. Every emitted token is therefore the
 // target's argmax given everything before it, so the output is identical,
 // token for token, to plain greedy decoding (ties broken as Argmax does).
+//
+// The walk moves to strictly larger node indices (a child follows its
+// parent in the canonical order, which Tree.Add enforces; a tree built by
+// hand that breaks it ends the walk there), so it takes at most Len steps
+// whatever the target's distributions hold.
 func VerifyGreedy(t *Tree, target Targets, res *Result) {
 	res.reset()
 	node := 0
 	for {
 		best := Argmax(target(node))
 		c := t.Child(node, best)
-		if c < 0 {
+		if c <= node {
 			res.Tokens = append(res.Tokens, best)
 			return
 		}
@@ -76,6 +81,10 @@ func VerifyGreedy(t *Tree, target Targets, res *Result) {
 // (A rule that always accepts the first child, or that rejects without
 // removing x from p, is not exact; the tests show the chi-square test
 // catching both.)
+//
+// As in VerifyGreedy, every step moves to a larger node index, so the walk
+// is bounded by the tree's size; a NaN or infinite probability can only
+// make a child rejected, never make the walk revisit a node.
 func VerifySample(t *Tree, target Targets, rng Source, res *Result) {
 	res.reset()
 	node := 0
@@ -91,7 +100,7 @@ func VerifySample(t *Tree, target Targets, rng Source, res *Result) {
 				continue // a duplicate sibling: its probability is already 0
 			}
 			px := p.Prob(x)
-			if px > 0 && rng.Uniform()*rem < px {
+			if px > 0 && rng.Uniform()*rem < px && int(c) > node {
 				next = int(c)
 				break
 			}

@@ -41,12 +41,21 @@
 // (context-1) × tokenizer.MaxInputBytesPerToken bytes), so that submitting
 // never tokenizes more than that, whatever the prompt's size.
 //
-// Request fields it adds: "repetition_penalty", "presence_penalty",
-// "frequency_penalty", "repeat_last_n"; "drafter" and "speculate" (greedy
-// requests speculate with the default drafter unless they say
-// "speculate": false; sampling requests only when they ask). Speculation is
-// exact: greedy output is token-identical to plain decoding and sampling
-// keeps the target distribution (spec.VerifySample).
+// Request fields it adds:
+//
+//	"repetition_penalty": 0 or 1 (off), or in [0.01, 100]
+//	"presence_penalty", "frequency_penalty": in [-100, 100] (0: off)
+//	"repeat_last_n":      the penalty window, in [0, 1048576] (0: 64)
+//	"drafter", "speculate": greedy requests speculate with the default
+//	                      drafter unless they say "speculate": false;
+//	                      sampling requests only when they ask
+//
+// Temperature: 0 is greedy, and so is any temperature below 1e-5
+// (sample.MinTemperature): 1/T would overflow for subnormal values, and
+// long before that sampling is greedy in all but cost. Such a request
+// decodes and speculates exactly as a greedy one. Speculation is exact:
+// greedy output is token-identical to plain decoding and sampling keeps the
+// target distribution (spec.VerifySample).
 package cpu
 
 import (
@@ -294,20 +303,36 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 		Seed: req.Seed, HasSeed: req.HasSeed,
 		RepetitionPenalty: 1, RepeatLastN: 64,
 	}
+	// The ranges are sample's (see its constants); checking them here
+	// names the request field and its offset. The penalty window's memory
+	// grows with the tokens generated, never with repeat_last_n itself.
 	for _, f := range []struct {
-		key string
-		dst any
+		key    string
+		dst    *float64
+		lo, hi float64
 	}{
-		{"repetition_penalty", &p.RepetitionPenalty}, {"presence_penalty", &p.PresencePenalty},
-		{"frequency_penalty", &p.FrequencyPenalty}, {"repeat_last_n", &p.RepeatLastN},
+		{"repetition_penalty", &p.RepetitionPenalty, 0, sample.MaxRepetitionPenalty},
+		{"presence_penalty", &p.PresencePenalty, -sample.MaxAdditivePenalty, sample.MaxAdditivePenalty},
+		{"frequency_penalty", &p.FrequencyPenalty, -sample.MaxAdditivePenalty, sample.MaxAdditivePenalty},
 	} {
-		if _, err := req.Extra.Take(f.key, f.dst); err != nil {
+		if _, err := runtime.TakeIn(req.Extra, f.key, f.dst, f.lo, f.hi); err != nil {
 			return nil, err
 		}
 	}
-	if _, err := sample.New(p, b.tok.Size()); err != nil {
+	if r := p.RepetitionPenalty; r != 0 && r < sample.MinRepetitionPenalty {
+		return nil, req.Extra.Errorf("repetition_penalty", "must be 0 or 1 (off) or in [%g, %g], got %g", sample.MinRepetitionPenalty, float64(sample.MaxRepetitionPenalty), r)
+	}
+	if _, err := runtime.TakeIn(req.Extra, "repeat_last_n", &p.RepeatLastN, 0, sample.MaxRepeatLastN); err != nil {
+		return nil, err
+	}
+	smp, err := sample.New(p, b.tok.Size())
+	if err != nil {
 		return nil, status.Errorf(status.InvalidRequest, "request: %v", err)
 	}
+	// The canonical parameters: a temperature below sample.MinTemperature
+	// is 0 here, so the slot decodes and speculates as the greedy request
+	// it is.
+	p = smp.Params()
 	it, err := b.specItem(req, p)
 	if err != nil {
 		return nil, err

@@ -122,7 +122,7 @@ func runSet(tb testing.TB, config string, set []string, maxTokens, streams int, 
 }
 
 func benchConfig(extra string) string {
-	return `{"model_path":"` + benchModel + `","max_slots":8,"context_length":1024,"threads":2` + extra + `}`
+	return MergeConfig(`{"model_path":"`+benchModel+`","max_slots":8,"context_length":1024,"threads":2}`, extra)
 }
 
 func skipWithoutModel(tb testing.TB) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	_ "github.com/lmstream/lmstream/core/cpu"
+	"github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
@@ -22,7 +22,7 @@ func newRuntime(t *testing.T, extra string) *runtime.Runtime {
 	if _, err := os.Stat(modelPath); err != nil {
 		t.Skipf("default model absent (run `make model`): %v", err)
 	}
-	rt, err := runtime.New([]byte(`{"model_path":"` + modelPath + `","max_slots":4,"context_length":512` + extra + `}`))
+	rt, err := runtime.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":4,"context_length":512}`, extra)))
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)
 	return rt

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
@@ -93,7 +94,7 @@ func specRuntime(t testing.TB, extra string) *runtime.Runtime {
 	if _, err := os.Stat(modelPath); err != nil {
 		t.Skipf("default model absent (run `make model`): %v", err)
 	}
-	rt, err := runtime.New([]byte(`{"model_path":"` + modelPath + `","max_slots":8,"context_length":512,"spec_budget":8` + extra + `}`))
+	rt, err := runtime.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":8,"context_length":512,"spec_budget":8}`, extra)))
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)
 	return rt

@@ -134,7 +134,7 @@ func (b *Backend) specItem(req *runtime.Request, p sample.Params) (*item, error)
 	}
 	if named {
 		if it.drafter, err = parseDrafter("request", name); err != nil {
-			return nil, err
+			return nil, req.Extra.Errorf("drafter", `must be "ngram", "draft_model", "early_exit" or "none", got %q`, name)
 		}
 	}
 	var on bool

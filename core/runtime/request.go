@@ -1,9 +1,9 @@
 package runtime
 
 import (
-	"encoding/json"
 	"math"
 
+	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -19,12 +19,12 @@ type Request struct {
 	Prompts  []string  // one per batch item ("prompt" gives one)
 	Messages []Message // a chat, instead of prompts
 
-	MaxTokens    int // 0: until an end token or the context is full
+	MaxTokens    int // 0 (absent): until an end token or the context is full
 	Stop         []string
 	StopTokenIDs []int32
 	IncludeStop  bool
 
-	Temperature float64 // 0: greedy
+	Temperature float64 // 0: greedy (also below sample.MinTemperature)
 	TopP        float64 // 1: off
 	TopK        int     // 0: off
 	MinP        float64 // 0: off
@@ -46,6 +46,21 @@ func (r *Request) Items() int {
 	}
 	return 1
 }
+
+// Limits on request fields. Each bounds work or memory that would
+// otherwise follow a number the caller chose: the batch items (one slot
+// and channel each), the stop strings (the matcher's automaton has a state
+// per stop byte and a transition table per state), the stop token ids.
+const (
+	MaxBatchItems   = 4096          // "prompts" entries
+	MaxMessages     = 65536         // "messages" entries
+	MaxStops        = 64            // "stop" strings
+	MaxStopBytes    = 4096          // bytes of all "stop" strings together
+	MaxStopTokenIDs = 1024          // "stop_token_ids" entries
+	MaxMaxTokens    = math.MaxInt32 // "max_tokens"
+	MaxTopK         = math.MaxInt32 // "top_k" (any value >= the vocabulary is off)
+	MaxSLOMs        = 3_600_000     // "tpot_slo_ms", "ttft_slo_ms": one hour
+)
 
 // ParseRequest reads and checks a request's JSON. Fields it does not know
 // are left in Extra for the backend.
@@ -81,70 +96,89 @@ func ParseRequest(data []byte) (*Request, error) {
 	case prompt != nil:
 		r.Prompts = []string{*prompt}
 	case hasPrompts && len(r.Prompts) == 0:
-		return nil, status.Errorf(status.InvalidRequest, `request field "prompts" must hold at least one prompt`)
+		return nil, f.Errorf("prompts", "must hold at least one prompt")
+	case hasPrompts && len(r.Prompts) > MaxBatchItems:
+		return nil, f.Errorf("prompts", "holds %d prompts; at most %d are allowed", len(r.Prompts), MaxBatchItems)
 	case hasMessages:
 		if len(r.Messages) == 0 {
-			return nil, status.Errorf(status.InvalidRequest, `request field "messages" must hold at least one message`)
+			return nil, f.Errorf("messages", "must hold at least one message")
+		}
+		if len(r.Messages) > MaxMessages {
+			return nil, f.Errorf("messages", "holds %d messages; at most %d are allowed", len(r.Messages), MaxMessages)
 		}
 		for i, m := range r.Messages {
 			if m.Role == "" {
-				return nil, status.Errorf(status.InvalidRequest, `request: messages[%d] has no "role"`, i)
+				return nil, status.Errorf(status.InvalidRequest, `request: messages[%d] has no "role" (the messages are at byte %d)`, i, f.Offset("messages"))
 			}
 		}
 	}
 
-	if _, err := f.Take("max_tokens", &r.MaxTokens); err != nil {
+	if _, err := TakeIn(f, "max_tokens", &r.MaxTokens, 1, MaxMaxTokens); err != nil {
 		return nil, err
 	}
-	if r.MaxTokens < 0 {
-		return nil, status.Errorf(status.InvalidRequest, `request field "max_tokens" must be at least 1 (or absent), got %d`, r.MaxTokens)
-	}
-	if f.Has("stop") {
-		// A single string or an array of strings, as OpenAI-style APIs take it.
-		var raw json.RawMessage
-		f.Take("stop", &raw)
+	switch f.Kind("stop") {
+	case "":
+	case "string":
 		var one string
-		if json.Unmarshal(raw, &one) == nil {
-			r.Stop = []string{one}
-		} else if err := json.Unmarshal(raw, &r.Stop); err != nil {
-			return nil, status.Errorf(status.InvalidRequest, `request field "stop" must be a string or an array of strings`)
+		if _, err := f.Take("stop", &one); err != nil {
+			return nil, err
 		}
+		r.Stop = []string{one}
+	case "array":
+		if _, err := f.Take("stop", &r.Stop); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, f.Errorf("stop", "must be a string or an array of strings, got %s", f.Kind("stop"))
+	}
+	if len(r.Stop) > MaxStops {
+		return nil, f.Errorf("stop", "holds %d strings; at most %d are allowed", len(r.Stop), MaxStops)
+	}
+	stopBytes := 0
+	for _, st := range r.Stop {
+		stopBytes += len(st)
+	}
+	if stopBytes > MaxStopBytes {
+		return nil, f.Errorf("stop", "holds %d bytes of stop strings; at most %d are allowed", stopBytes, MaxStopBytes)
 	}
 	if _, err := f.Take("stop_token_ids", &r.StopTokenIDs); err != nil {
 		return nil, err
 	}
+	if len(r.StopTokenIDs) > MaxStopTokenIDs {
+		return nil, f.Errorf("stop_token_ids", "holds %d ids; at most %d are allowed", len(r.StopTokenIDs), MaxStopTokenIDs)
+	}
 	if _, err := f.Take("include_stop", &r.IncludeStop); err != nil {
 		return nil, err
 	}
-	for _, p := range []struct {
-		key      string
-		dst      *float64
-		lo, hi   float64
-		loIsOpen bool
-	}{
-		{"temperature", &r.Temperature, 0, 100, false},
-		{"top_p", &r.TopP, 0, 1, true},
-		{"min_p", &r.MinP, 0, 1, false},
-		{"tpot_slo_ms", &r.TPOTSLOMs, 0, math.Inf(1), false},
-		{"ttft_slo_ms", &r.TTFTSLOMs, 0, math.Inf(1), false},
-	} {
-		if _, err := f.Take(p.key, p.dst); err != nil {
-			return nil, err
-		}
-		v := *p.dst
-		if v < p.lo || v > p.hi || (p.loIsOpen && v == p.lo) || math.IsNaN(v) {
-			open := "["
-			if p.loIsOpen {
-				open = "("
-			}
-			return nil, status.Errorf(status.InvalidRequest, "request field %q must be in %s%g, %g], got %g", p.key, open, p.lo, p.hi, v)
-		}
-	}
-	if _, err := f.Take("top_k", &r.TopK); err != nil {
+	if _, err := TakeIn(f, "temperature", &r.Temperature, 0, sample.MaxTemperature); err != nil {
 		return nil, err
 	}
-	if r.TopK < 0 {
-		return nil, status.Errorf(status.InvalidRequest, `request field "top_k" must be 0 (off) or positive, got %d`, r.TopK)
+	if r.Temperature < sample.MinTemperature {
+		// Documented: a positive temperature this small decodes greedily
+		// (see sample.MinTemperature), for every backend alike.
+		r.Temperature = 0
+	}
+	if _, err := f.Take("top_p", &r.TopP); err != nil {
+		return nil, err
+	}
+	if !(r.TopP > 0 && r.TopP <= 1) {
+		return nil, f.Errorf("top_p", "must be in (0, 1], got %g", r.TopP)
+	}
+	for _, p := range []struct {
+		key    string
+		dst    *float64
+		lo, hi float64
+	}{
+		{"min_p", &r.MinP, 0, 1},
+		{"tpot_slo_ms", &r.TPOTSLOMs, 0, MaxSLOMs},
+		{"ttft_slo_ms", &r.TTFTSLOMs, 0, MaxSLOMs},
+	} {
+		if _, err := TakeIn(f, p.key, p.dst, p.lo, p.hi); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := TakeIn(f, "top_k", &r.TopK, 0, MaxTopK); err != nil {
+		return nil, err
 	}
 	if r.HasSeed, err = f.Take("seed", &r.Seed); err != nil {
 		return nil, err

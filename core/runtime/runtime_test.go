@@ -300,7 +300,7 @@ func TestRequestErrorsNameTheField(t *testing.T) {
 	for req, want := range map[string]string{
 		`{"prompt":"x","script":[],"max_tokens":"3"}`:     `"max_tokens" must be an integer`,
 		`{"prompt":"x","script":[],"top_p":0}`:            `"top_p" must be in (0, 1]`,
-		`{"prompt":"x","script":[],"stop":[1]}`:           `"stop" must be a string or an array of strings`,
+		`{"prompt":"x","script":[],"stop":[1]}`:           `"stop[0]" must be a string, got number 1`,
 		`{"prompt":"x","script":[],"temprature":1}`:       `unknown field "temprature"`,
 		`{"prompt":"x","prompts":["y"],"script":[]}`:      `only one of`,
 		`{"prompt":"x","script":[[1]],"scripts":[[[1]]]}`: `not both`,

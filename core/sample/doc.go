@@ -3,7 +3,16 @@
 // A Sampler is created per request from Params and applies, in this order,
 // repetition/presence/frequency penalties over a window of recently accepted
 // tokens, temperature, top-k, top-p and min-p (see Sampler.Distribution for
-// why that order). Temperature 0 is greedy decoding.
+// why that order). Temperature 0 is greedy decoding, and so is any
+// temperature below MinTemperature (1e-5), whose 1/T would otherwise
+// overflow or leave every weight but the argmax's at 0. Every parameter
+// has a documented finite range (the constants beside Params); New rejects
+// values outside it.
+//
+// No path depends on luck to finish: the rejection sampler behind Sample
+// gives up after a fixed number of proposals and falls back to an exact
+// inverse-CDF draw, so a step costs a bounded amount of work whatever the
+// logits hold (NaN and infinities included).
 //
 // Two views of the same pipeline are offered. Sample draws a token and is
 // what plain decoding calls once per step; Distribution exposes the final

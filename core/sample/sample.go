@@ -11,6 +11,37 @@ import (
 // DefaultRepeatLastN is the penalty window used when Params.RepeatLastN is 0.
 const DefaultRepeatLastN = 64
 
+// The limits of Params, in one place so that request parsing (which names
+// the request's fields and their byte offsets) and New agree on them.
+const (
+	// MinTemperature is the smallest temperature that samples; a positive
+	// temperature below it decodes greedily, the limit of the softmax as T
+	// goes to 0 (up to ties, which greedy breaks towards the lowest id).
+	// Why a floor at all: 1/T overflows to +Inf for T below about 5.6e-309
+	// (subnormal temperatures such as 1e-320), and long before that the
+	// weights exp((l - lmax)/T) of every token but the argmax underflow to
+	// 0, so sampling would cost a rejection loop for a greedy answer.
+	// 1e-5 is where other servers draw the same line (vLLM's sampling
+	// epsilon); it keeps 1/T at most 1e5, far from overflow.
+	MinTemperature = 1e-5
+	// MaxTemperature bounds the temperature: far above it the distribution
+	// is uniform to float precision and a larger value is a caller's bug.
+	MaxTemperature = 100
+	// MinRepetitionPenalty and MaxRepetitionPenalty bound an active
+	// repetition penalty (0 and 1 are off). The penalty is applied in
+	// float32: outside these bounds it would round to 0 or overflow and
+	// turn logits into infinities.
+	MinRepetitionPenalty = 0.01
+	MaxRepetitionPenalty = 100
+	// MaxAdditivePenalty bounds |presence_penalty| and |frequency_penalty|
+	// (in logits; a logit difference of 100 is already a factor e^100).
+	MaxAdditivePenalty = 100
+	// MaxRepeatLastN bounds the penalty window. The window's ring grows
+	// with the tokens actually accepted, so memory never follows this
+	// number, but a window longer than any context is a caller's bug.
+	MaxRepeatLastN = 1 << 20
+)
+
 // boundarySlack makes the top-p and min-p thresholds inclusive in the way a
 // person computing them by hand expects. Logits arrive as float32, so a
 // probability that is "exactly" 0.25 reaches the sampler as 0.2499999x; a
@@ -23,7 +54,8 @@ const boundarySlack = 1e-6
 // synonym so that Params{} and partially filled literals are valid.
 type Params struct {
 	// Temperature divides the logits; 0 selects greedy decoding (argmax
-	// after penalties, ties to the lowest id). Must be >= 0 and finite.
+	// after penalties, ties to the lowest id), and so does any temperature
+	// below MinTemperature. Must be in [0, MaxTemperature].
 	Temperature float64
 	// TopK keeps the K most likely tokens (ties broken towards the lowest
 	// id, so exactly K survive). 0 = off; K >= vocabulary size is off.
@@ -37,17 +69,19 @@ type Params struct {
 	MinP float64
 	// RepetitionPenalty (CTRL / llama.cpp style) divides positive logits and
 	// multiplies negative ones for every token seen in the window, so a
-	// value above 1 always makes a repeat less likely. Must be >= 0; 0 and
-	// 1 = off.
+	// value above 1 always makes a repeat less likely. 0 and 1 = off;
+	// otherwise in [MinRepetitionPenalty, MaxRepetitionPenalty].
 	RepetitionPenalty float64
 	// PresencePenalty is subtracted once from the logit of every distinct
-	// token in the window. Any finite value; 0 = off.
+	// token in the window. In [-MaxAdditivePenalty, MaxAdditivePenalty];
+	// 0 = off.
 	PresencePenalty float64
 	// FrequencyPenalty is subtracted count times from the logit of a token
-	// seen count times in the window. Any finite value; 0 = off.
+	// seen count times in the window. In [-MaxAdditivePenalty,
+	// MaxAdditivePenalty]; 0 = off.
 	FrequencyPenalty float64
 	// RepeatLastN is the number of most recent accepted tokens the
-	// penalties look at. 0 = DefaultRepeatLastN; must not be negative.
+	// penalties look at. 0 = DefaultRepeatLastN; in [0, MaxRepeatLastN].
 	RepeatLastN int
 	// Seed makes the request reproducible when HasSeed is set; otherwise
 	// the sampler seeds itself from crypto/rand.
@@ -60,8 +94,6 @@ func (p *Params) penalised() bool {
 	return p.RepetitionPenalty != 1 || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
 }
 
-func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
-
 // normalise validates p and replaces the "off" synonyms by their canonical
 // values, so the hot path tests one representation only.
 func (p Params) normalise(vocabSize int) (Params, error) {
@@ -70,8 +102,8 @@ func (p Params) normalise(vocabSize int) (Params, error) {
 	}
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("sample: "+format, args...)) }
-	if !finite(p.Temperature) || p.Temperature < 0 {
-		bad("temperature %v, want a finite value >= 0 (0 = greedy)", p.Temperature)
+	if !(p.Temperature >= 0 && p.Temperature <= MaxTemperature) {
+		bad("temperature %v, want a value in [0, %v] (below %v = greedy)", p.Temperature, float64(MaxTemperature), MinTemperature)
 	}
 	if p.TopK < 0 {
 		bad("top_k %d, want >= 0 (0 = off)", p.TopK)
@@ -82,20 +114,23 @@ func (p Params) normalise(vocabSize int) (Params, error) {
 	if !(p.MinP >= 0 && p.MinP <= 1) {
 		bad("min_p %v, want a value in [0, 1] (0 = off)", p.MinP)
 	}
-	if !finite(p.RepetitionPenalty) || p.RepetitionPenalty < 0 {
-		bad("repetition_penalty %v, want a finite value > 0 (1 = off)", p.RepetitionPenalty)
+	if r := p.RepetitionPenalty; r != 0 && !(r >= MinRepetitionPenalty && r <= MaxRepetitionPenalty) {
+		bad("repetition_penalty %v, want 0 or 1 (off) or a value in [%v, %v]", r, MinRepetitionPenalty, float64(MaxRepetitionPenalty))
 	}
-	if !finite(p.PresencePenalty) {
-		bad("presence_penalty %v, want a finite value (0 = off)", p.PresencePenalty)
+	if !(math.Abs(p.PresencePenalty) <= MaxAdditivePenalty) {
+		bad("presence_penalty %v, want a value in [-%v, %v] (0 = off)", p.PresencePenalty, float64(MaxAdditivePenalty), float64(MaxAdditivePenalty))
 	}
-	if !finite(p.FrequencyPenalty) {
-		bad("frequency_penalty %v, want a finite value (0 = off)", p.FrequencyPenalty)
+	if !(math.Abs(p.FrequencyPenalty) <= MaxAdditivePenalty) {
+		bad("frequency_penalty %v, want a value in [-%v, %v] (0 = off)", p.FrequencyPenalty, float64(MaxAdditivePenalty), float64(MaxAdditivePenalty))
 	}
-	if p.RepeatLastN < 0 {
-		bad("repeat_last_n %d, want >= 0 (0 = default %d)", p.RepeatLastN, DefaultRepeatLastN)
+	if p.RepeatLastN < 0 || p.RepeatLastN > MaxRepeatLastN {
+		bad("repeat_last_n %d, want a value in [0, %d] (0 = default %d)", p.RepeatLastN, MaxRepeatLastN, DefaultRepeatLastN)
 	}
 	if len(errs) > 0 {
 		return p, errors.Join(errs...)
+	}
+	if p.Temperature < MinTemperature {
+		p.Temperature = 0
 	}
 	if p.TopK >= vocabSize {
 		p.TopK = 0
@@ -142,9 +177,12 @@ type Sampler struct {
 
 	// Penalty window: a ring of the last RepeatLastN accepted tokens and
 	// per-token counts over it (allocated only when a penalty is active).
+	// The ring grows with the tokens accepted, up to RepeatLastN, so its
+	// memory follows what the request generates, not the number it asked
+	// for; it wraps (ringAt) once full.
 	ring   []int32
 	ringN  int // tokens in the ring
-	ringAt int // next slot to write
+	ringAt int // next slot to overwrite, once the ring is full
 	counts []int32
 	work   []float32 // logits with penalties applied
 
@@ -170,7 +208,9 @@ func New(p Params, vocabSize int) (*Sampler, error) {
 		s.rng.seedRandom()
 	}
 	if p.penalised() {
-		s.ring = make([]int32, p.RepeatLastN)
+		// Windows up to ringPrealloc are allocated whole, so the usual
+		// ones never allocate after New; longer ones grow by append.
+		s.ring = make([]int32, 0, min(p.RepeatLastN, ringPrealloc))
 		s.counts = make([]int32, vocabSize)
 		s.work = make([]float32, vocabSize)
 	}
@@ -188,21 +228,25 @@ func (s *Sampler) Accept(id int32) {
 	if id < 0 || int(id) >= s.vocab {
 		panic(fmt.Sprintf("sample: Accept(%d) outside vocabulary of %d", id, s.vocab))
 	}
-	if s.ring == nil {
+	if s.counts == nil {
 		return
 	}
-	if s.ringN == len(s.ring) {
-		s.counts[s.ring[s.ringAt]]--
-	} else {
-		s.ringN++
-	}
-	s.ring[s.ringAt] = id
 	s.counts[id]++
+	if s.ringN < s.p.RepeatLastN {
+		s.ring = append(s.ring, id)
+		s.ringN++
+		return
+	}
+	s.counts[s.ring[s.ringAt]]--
+	s.ring[s.ringAt] = id
 	s.ringAt++
 	if s.ringAt == len(s.ring) {
 		s.ringAt = 0
 	}
 }
+
+// ringPrealloc is the largest penalty window New allocates up front.
+const ringPrealloc = 4096
 
 // Reset forgets the accepted tokens (the penalty window); the random stream
 // continues.
@@ -210,6 +254,7 @@ func (s *Sampler) Reset() {
 	for _, id := range s.ring[:s.ringN] {
 		s.counts[id] = 0
 	}
+	s.ring = s.ring[:0]
 	s.ringN, s.ringAt = 0, 0
 }
 
@@ -492,7 +537,7 @@ func (s *Sampler) sampleDense(l []float32, lmax float32, invT float64) int32 {
 	for b, c := range cnt {
 		total += float64(c) * bucketTop[b]
 	}
-	for {
+	for range maxProposals {
 		u := s.rng.float64() * total
 		b := nBuckets - 1
 		var cum float64
@@ -514,6 +559,46 @@ func (s *Sampler) sampleDense(l []float32, lmax float32, invT float64) int32 {
 			return int32(i)
 		}
 	}
+	return s.sampleExact(l, lmax, invT)
+}
+
+// maxProposals bounds sampleDense's rejection loop. With every bucket
+// bound honest a proposal is accepted with probability at least 0.78, so
+// 64 failures in a row happen with probability below 1e-42: reaching the
+// bound means the weights are not what the buckets claim (logits or a
+// temperature outside what the bucketing assumes), and the loop must not
+// bet the engine on luck. Falling back after a fixed number of rejections
+// keeps the draw exact, as each accepted proposal is distributed as the
+// softmax whatever the number of rejections before it.
+const maxProposals = 64
+
+// sampleExact draws from exp((l_i - lmax)/T) by inverse CDF over every
+// token's weight: one exponential per token, no loop that depends on
+// luck. When the weights carry no usable mass (all zero or not finite) it
+// returns the argmax, the limit the softmax tends to.
+func (s *Sampler) sampleExact(l []float32, lmax float32, invT float64) int32 {
+	w := s.denseWeights(l, lmax, invT)
+	var z float64
+	for _, v := range w {
+		z += v
+	}
+	if !(z > 0) || math.IsInf(z, 0) {
+		return argmax(l)
+	}
+	u := s.rng.float64() * z
+	var cum float64
+	last := int32(-1)
+	for i, v := range w {
+		if !(v > 0) {
+			continue
+		}
+		cum += v
+		last = int32(i)
+		if u < cum {
+			return last
+		}
+	}
+	return last // rounding: u at the very top of the range
 }
 
 // nthIndex returns the index of the r-th (0-based) occurrence of c in p,
