@@ -431,6 +431,30 @@ func TestGPUBench(t *testing.T) {
 		tn := timeIt(n, 256, true)
 		fmt.Printf("  N=%-3d %.3f ms  T(N)/T(1) %.2f\n", n, tn.Seconds()*1000, tn.Seconds()/t1.Seconds())
 	}
+
+	// Through the whole engine: plain greedy decoding against n-gram
+	// speculation, one stream at a time, 128 tokens after each prompt.
+	rt := newRuntime(t, "cuda", "")
+	grounded := []string{
+		"Copy this list exactly: alpha, beta, gamma, delta, epsilon, zeta, eta, theta. Copy: alpha, beta, gamma,",
+		"def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return",
+		"The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. The quick",
+	}
+	for _, mode := range []string{`"speculate":false`, `"drafter":"ngram"`} {
+		var toks int
+		var wall time.Duration
+		var acc, prop, passes int
+		for _, pr := range grounded {
+			q, _ := jsonString(pr)
+			t0 := time.Now()
+			ids, _, last := collect(t, rt, `{"prompt":`+q+`,"max_tokens":128,`+mode+`}`)
+			wall += time.Since(t0)
+			toks += len(ids)
+			acc, prop, passes = acc+last.Usage.DraftAccepted, prop+last.Usage.DraftProposed, passes+last.Usage.VerifyPasses
+		}
+		fmt.Printf("engine, %s: %.0f tok/s over %d tokens (drafts %d/%d accepted, %d verify passes)\n",
+			mode, float64(toks)/wall.Seconds(), toks, acc, prop, passes)
+	}
 }
 
 // TestGraphReplayEqualsEager: a pass replayed from a captured graph (for
