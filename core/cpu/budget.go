@@ -2,8 +2,7 @@ package cpu
 
 import (
 	"fmt"
-	"math"
-	"math/bits"
+	"github.com/lmstream/lmstream/core/internal/sat"
 	"os"
 
 	"github.com/lmstream/lmstream/core/gguf"
@@ -55,7 +54,7 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 			return status.Errorf(status.InvalidRequest, `config field "context_length" %d: %v`, ctx, err)
 		}
 		r.Add(fmt.Sprintf("%s (%d slots × %d layers × %d kv heads × %d positions × %d dims × 2 (K, V) × 2 B)",
-			what, slots, layers, c.KVHeads, ctx, c.HeadDim), mulSat(int64(slots), one))
+			what, slots, layers, c.KVHeads, ctx, c.HeadDim), sat.Mul(int64(slots), one))
 		return nil
 	}
 	if err := kvLine("KV caches", c.Layers); err != nil {
@@ -102,21 +101,8 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" %d: draft model: %v`, ctx, err)
 	}
 	r.Add(fmt.Sprintf("draft model KV caches (%d slots × %d layers × %d kv heads × %d positions × %d dims × 2 (K, V) × 2 B)",
-		slots, dc.Layers, dc.KVHeads, ctx, dc.HeadDim), mulSat(int64(slots), one))
+		slots, dc.Layers, dc.KVHeads, ctx, dc.HeadDim), sat.Mul(int64(slots), one))
 	return p, nil
-}
-
-// mulSat multiplies non-negative sizes, saturating at math.MaxInt64 (which
-// no budget admits) instead of wrapping around to a small number.
-func mulSat(a, b int64) int64 {
-	if a < 0 || b < 0 {
-		return math.MaxInt64
-	}
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi != 0 || lo > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(lo)
 }
 
 // Reserved is the memory the backend was checked against its budget for

@@ -3,8 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
-	"math"
-	"math/bits"
+	"github.com/lmstream/lmstream/core/internal/sat"
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/kv"
@@ -109,23 +108,5 @@ func (c Config) ScratchBytes(tokens, logitRows int) int64 {
 	perToken := int64(3*c.Embd+2*qDim+2*kvDim+2*c.FF)*4 + // float32 activations
 		int64(max(c.Embd, c.FF))*2 + // quantized matmul inputs (≤ 9 bits a value, rounded up)
 		int64(c.HeadDim)*4 // cos and sin tables
-	return satAdd(satMul(int64(tokens), perToken), satMul(int64(logitRows), int64(c.Vocab)*4))
-}
-
-func satMul(a, b int64) int64 {
-	if a < 0 || b < 0 {
-		return math.MaxInt64
-	}
-	hi, lo := bits.Mul64(uint64(a), uint64(b))
-	if hi != 0 || lo > math.MaxInt64 {
-		return math.MaxInt64
-	}
-	return int64(lo)
-}
-
-func satAdd(a, b int64) int64 {
-	if s := a + b; s >= a && s >= b {
-		return s
-	}
-	return math.MaxInt64
+	return sat.Add(sat.Mul(int64(tokens), perToken), sat.Mul(int64(logitRows), int64(c.Vocab)*4))
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/lmstream/lmstream/core/internal/sat"
 	"math"
 	"os"
 	"strconv"
@@ -112,11 +113,7 @@ func (r *Reservation) Add(what string, bytes int64) {
 		return
 	}
 	r.items = append(r.items, reserved{what, bytes})
-	if r.total > math.MaxInt64-bytes {
-		r.total = math.MaxInt64
-	} else {
-		r.total += bytes
-	}
+	r.total = sat.Add(r.total, bytes)
 }
 
 // Total is the sum of the items.
