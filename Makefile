@@ -88,8 +88,8 @@ test: deps model all vet test-go fuzz-smoke test-py test-c test-elixir
 # so those packages also run without it. NVRTC comes from the PyPI wheel
 # (make deps), so the kernel compile tests must find it, not skip.
 test-go:
-	LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 ./...
-	$(GO) test -count=1 ./core/model ./core/cpu ./tests/modelfile
+	LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
+	$(GO) test -count=1 -timeout=30m ./core/model ./core/cpu ./tests/modelfile
 
 fuzz-smoke:
 	@for t in $(FUZZ_TARGETS); do \

@@ -17,12 +17,17 @@ import (
 
 var modelPath = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 
+// newRuntime creates a runtime of the default model. Its spec_budget is
+// the one calibration gives on a CPU (DefaultMinBudget: the knee comes at
+// 2-3 tokens), fixed so that each test does not spend a calibration's
+// forward passes (minutes under the race detector on a CPU without
+// AVX-512).
 func newRuntime(t *testing.T, extra string) *runtime.Runtime {
 	t.Helper()
 	if _, err := os.Stat(modelPath); err != nil {
 		t.Skipf("default model absent (run `make model`): %v", err)
 	}
-	rt, err := runtime.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":4,"context_length":512}`, extra)))
+	rt, err := runtime.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":4,"context_length":512,"spec_budget":12}`, extra)))
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)
 	return rt
