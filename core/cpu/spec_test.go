@@ -245,7 +245,7 @@ func TestSpecErrors(t *testing.T) {
 	defer ch.Release()
 	err = rt.Submit([]byte(`{"prompt":"hi","drafter":"magic"}`), []*streaming.Channel{ch})
 	require.Equal(t, status.InvalidRequest, status.CodeOf(err))
-	require.ErrorContains(t, err, `unknown drafter "magic"`)
+	require.ErrorContains(t, err, `request field "drafter" must be "ngram", "draft_model", "early_exit" or "none", got "magic"`)
 	err = rt.Submit([]byte(`{"prompt":"hi","drafter":"draft_model"}`), []*streaming.Channel{ch})
 	require.Equal(t, status.InvalidRequest, status.CodeOf(err))
 	require.ErrorContains(t, err, "draft_model_path")
