@@ -89,7 +89,7 @@ test: deps model all vet test-go fuzz-smoke test-py test-c test-elixir
 # (make deps), so the kernel compile tests must find it, not skip.
 test-go:
 	LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
-	$(GO) test -count=1 -timeout=30m ./core/model ./core/cpu ./tests/modelfile
+	$(GO) test -count=1 -timeout=45m ./core/model ./core/cpu ./tests/modelfile
 
 fuzz-smoke:
 	@for t in $(FUZZ_TARGETS); do \
