@@ -137,6 +137,12 @@ func TestSpeculativeGreedyEqualsPlain(t *testing.T) {
 		{"draft_model", len(all), len(all)},
 	} {
 		t.Run(tc.drafter, func(t *testing.T) {
+			if quant.Kernels() == "generic" && tc.drafter != "ngram" {
+				// A model drafter runs several draft passes per token: even
+				// 7 prompts passed ten minutes on the portable kernels.
+				// The tiny-model tests cover its exactness everywhere.
+				t.Skip("model drafters on the portable kernels are too slow here; AVX-512 machines run them")
+			}
 			var proposed, accepted int
 			for i := 0; i < tc.alone; i++ {
 				p := all[i*len(all)/tc.alone]
