@@ -226,7 +226,7 @@ func TestBurstEnds(t *testing.T) {
 	// Cancellation during speculation: the stream ends with Cancelled.
 	ch := streaming.NewChannel()
 	defer ch.Release()
-	require.NoError(t, rt.Submit(chatRequest(p, 0, map[string]any{"drafter": "ngram"}), []*streaming.Channel{ch}))
+	require.NoError(t, rt.Submit(chatRequest(p, 1024, map[string]any{"drafter": "ngram"}), []*streaming.Channel{ch}))
 	var got []int32
 	for {
 		c, err := ch.WaitPop(60 * time.Second)
