@@ -48,11 +48,19 @@ if ! spec "$name"; then
 fi
 
 # verify F: F's committed sum matches (quietly false when it does not, or
-# when F is missing); an F without a committed sum is a hard error.
+# when F is missing). An F without a committed sum, or a sha256sum that
+# fails otherwise (killed, unreadable file), is a hard error: better than
+# taking it for a mismatch and downloading a gigabyte again.
 verify() {
-  local line
+  local line rc=0
   line=$(grep "  $1\$" models.sha256) || { echo "model: no SHA-256 for $1 in models/models.sha256" >&2; exit 1; }
-  [ -f "$1" ] && sha256sum -c --quiet - <<<"$line" >/dev/null 2>&1
+  [ -f "$1" ] || return 1
+  sha256sum -c --quiet - <<<"$line" >/dev/null 2>&1 || rc=$?
+  if [ "$rc" -gt 1 ]; then
+    echo "model: sha256sum $1 failed (exit status $rc)" >&2
+    exit 1
+  fi
+  return "$rc"
 }
 
 if verify "$file"; then
