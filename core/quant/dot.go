@@ -10,6 +10,12 @@ import "sync/atomic"
 
 type quantDot func(w, x []byte) float32
 
+// multiDot is one weight row against na ≤ 4 activation rows x[0:],
+// x[xs:], x[2xs:], x[3xs:], results in out[0:na]; sc holds the rows'
+// float32 activation scales (actScales; nil for the K-quants). A row's
+// result must be bit-identical whatever na is (TestBatchInvariance).
+type multiDot func(w, x []byte, xs int, sc []float32, na int, out *[4]float32)
+
 type kernelSet struct {
 	name                                        string
 	q4_0, q4_1, q5_0, q5_1, q8_0, q4K, q5K, q6K quantDot
@@ -20,6 +26,9 @@ type kernelSet struct {
 	// They share the weight decode across the 4 rows; nil means MatMul calls
 	// the single-row dot 4 times.
 	q4_1x4, q8_0x4, q4_0x4 func(w, x []byte, xs int, out *[4]float32)
+	// Optional multi-row kernels by weight type (AVX2): where set, MatMul
+	// runs every row through them, 4 activation rows per weight-row visit.
+	multi [Q8_K + 1]multiDot
 	// Optional Q4_1 kernels over activations repacked by repackQ81 (see
 	// dot_q41r_amd64.s): whole block pairs only, xs = repacked row stride.
 	q4_1r   func(w, xr []byte, npairs int) float32

@@ -148,13 +148,61 @@ func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, 
 		repackPool.Put(bufp)
 		return
 	}
+	// The multi-row kernels of the legacy types read the activation
+	// scales as float32, converted here once per call.
+	var sc []float32
+	var scp *[]float32
+	if sk := actScaleWords(at); sk > 0 && k.multi[wt] != nil {
+		nb := cols / 32
+		scp = scalePool.Get().(*[]float32)
+		sc = growFloats(scp, n*nb*sk)
+		actScales(at, xq, n, nb, sc)
+	}
 	pool.Run(rows, chunk, func(lo, hi int) {
 		if at == F32 {
 			matmulFloat(k, wt, w, wrb, cols, f32x, n, out, rows, lo, hi)
 			return
 		}
-		matmulQuant(k, wt, w, wrb, xq, xrb, n, out, rows, lo, hi, tile)
+		matmulQuant(k, wt, w, wrb, xq, xrb, sc, n, out, rows, lo, hi, tile)
 	})
+	if scp != nil {
+		scalePool.Put(scp)
+	}
+}
+
+// actScaleWords is the float32 scales per block actScales writes for
+// activation type at: d for Q8_0, d and s for Q8_1, none for the others.
+func actScaleWords(at Type) int {
+	switch at {
+	case Q8_0:
+		return 1
+	case Q8_1:
+		return 2
+	}
+	return 0
+}
+
+// actScales converts the f16 scales of n activation rows of nb blocks of
+// type at (Q8_0 or Q8_1) to float32 rows of nb·actScaleWords(at) values.
+func actScales(at Type, xq []byte, n, nb int, dst []float32) {
+	xb, sk := at.BlockBytes(), actScaleWords(at)
+	for i := 0; i < n*nb; i++ {
+		blk := xq[i*xb:]
+		dst[i*sk] = f16at(blk)
+		if sk == 2 {
+			dst[i*sk+1] = f16at(blk[2:])
+		}
+	}
+}
+
+var scalePool = sync.Pool{New: func() any { return new([]float32) }}
+
+// growFloats returns (*p)[:n], growing the buffer when it is short.
+func growFloats(p *[]float32, n int) []float32 {
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	return (*p)[:n]
 }
 
 func matmulFloat(k *kernelSet, wt Type, w []byte, wrb, cols int, x []float32, n int, out []float32, rows, lo, hi int) {
@@ -176,7 +224,7 @@ func matmulFloat(k *kernelSet, wt Type, w []byte, wrb, cols int, x []float32, n 
 	}
 }
 
-func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb, n int, out []float32, rows, lo, hi, tile int) {
+func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb int, sc []float32, n int, out []float32, rows, lo, hi, tile int) {
 	var dot quantDot
 	var dot4 func(w, x []byte, xs int, out *[4]float32)
 	switch wt {
@@ -197,13 +245,31 @@ func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb, n int
 	case Q6_K:
 		dot = k.q6K
 	}
+	var o4 [4]float32
+	if md := k.multi[wt]; md != nil {
+		ss := len(sc) / n // one row's scales
+		for t0 := lo; t0 < hi; t0 += tile {
+			t1 := min(t0+tile, hi)
+			for i := 0; i < n; i += 4 {
+				na := min(4, n-i)
+				xs := xq[i*xrb : (i+na)*xrb]
+				s4 := sc[i*ss : (i+na)*ss]
+				for r := t0; r < t1; r++ {
+					md(w[r*wrb:(r+1)*wrb], xs, xrb, s4, na, &o4)
+					for j := 0; j < na; j++ {
+						out[(i+j)*rows+r] = o4[j]
+					}
+				}
+			}
+		}
+		return
+	}
 	if n == 1 {
 		for r := lo; r < hi; r++ {
 			out[r] = dot(w[r*wrb:(r+1)*wrb], xq[:xrb])
 		}
 		return
 	}
-	var o4 [4]float32
 	for t0 := lo; t0 < hi; t0 += tile {
 		t1 := min(t0+tile, hi)
 		i := 0
