@@ -376,3 +376,35 @@ func BenchmarkForwardMatMuls(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMultiDot: the multi-row kernels (where the CPU has them) over
+// one L1-resident weight row of 4096 columns against R = 1…4 activation
+// rows; ns/row-block is the cost of one block against one activation row.
+//
+//	go test ./core/quant -run X -bench MultiDot
+func BenchmarkMultiDot(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	k := active.Load()
+	const cols = 4096
+	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K} {
+		md := k.multi[wt]
+		if md == nil {
+			continue
+		}
+		w, xq, _ := benchMatrix(rng, wt, 1, cols, 4)
+		at := ActType(wt)
+		xrb, _ := at.RowBytes(cols)
+		nb := cols / 32
+		sc := make([]float32, 4*nb*max(1, actScaleWords(at)))
+		if actScaleWords(at) > 0 {
+			actScales(at, xq, 4, nb, sc)
+		}
+		for na := 1; na <= 4; na++ {
+			b.Run(fmt.Sprintf("%s/R=%d", wt, na), func(b *testing.B) {
+				var o [4]float32
+				t := minTime(b, func() { md(w, xq, xrb, sc[:na*nb*max(1, actScaleWords(at))], na, &o) })
+				b.ReportMetric(t*1e9/float64(cols/32*na), "ns/row-block")
+			})
+		}
+	}
+}

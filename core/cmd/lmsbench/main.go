@@ -24,12 +24,14 @@ import (
 	"os/exec"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/core/quant"
 )
 
 type figure struct {
@@ -63,9 +65,18 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	weightBytes := 0
+	// The bytes a decode step reads: every tensor but the token embedding,
+	// of which it reads one row, unless the embedding doubles as the output
+	// head (tied weights).
+	weightBytes, decodeBytes, untied := 0, 0, false
+	for _, t := range f.Tensors {
+		untied = untied || t.Name == "output.weight"
+	}
 	for _, t := range f.Tensors {
 		weightBytes += len(t.Data)
+		if !(untied && t.Name == "token_embd.weight") {
+			decodeBytes += len(t.Data)
+		}
 	}
 
 	var figs []*figure
@@ -81,17 +92,18 @@ func main() {
 	bw := map[int]*figure{}
 	decode := map[int]*figure{}
 	prefill := map[int]*figure{}
+	depth := map[int]*figure{}
 	for _, threads := range []int{1, 2} {
 		m.SetThreads(threads)
 		bw[threads] = add(fmt.Sprintf("memory read bandwidth, %d thread(s)", threads), "GB/s", func() float64 { return readBandwidth(threads) })
 		decode[threads] = add(fmt.Sprintf("decode, ctx 0→128, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 0, 128) })
-		add(fmt.Sprintf("decode at ctx 256, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 256, 64) })
+		depth[threads] = add(fmt.Sprintf("decode at ctx 256, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 256, 64) })
 		prefill[threads] = add(fmt.Sprintf("prefill pp512, %d thread(s)", threads), "tok/s", func() float64 { return prefillRate(m, 512) })
 	}
 	for _, threads := range []int{1, 2} {
 		figs = append(figs, &figure{
 			name: fmt.Sprintf("weight bytes read in decode / bandwidth, %d thread(s)", threads), unit: "ratio",
-			samples: []float64{decode[threads].median() * float64(weightBytes) / 1e9 / bw[threads].median()},
+			samples: []float64{decode[threads].median() * float64(decodeBytes) / 1e9 / bw[threads].median()},
 		})
 	}
 	m.SetThreads(2)
@@ -117,6 +129,7 @@ func main() {
 			for threads := 1; threads <= 2; threads++ {
 				decode[threads].peer = peer[fmt.Sprintf("tg128_t%d", threads)]
 				prefill[threads].peer = peer[fmt.Sprintf("pp512_t%d", threads)]
+				depth[threads].peer = peer[fmt.Sprintf("tgd256_t%d", threads)]
 			}
 			for n, fg := range forwardN {
 				fg.peer = peer[fmt.Sprintf("forward_n%d", n)]
@@ -127,7 +140,8 @@ func main() {
 		}
 	}
 
-	fmt.Printf("model %s (%.1f MB of weights), Go %s, GOMAXPROCS %d, %d rounds\n\n", *path, float64(weightBytes)/1e6, runtime.Version(), runtime.GOMAXPROCS(0), *rounds)
+	fmt.Printf("model %s (%.1f MB of weights, %.1f MB read a decode step), Go %s, GOMAXPROCS %d, %d rounds\n\n", *path, float64(weightBytes)/1e6, float64(decodeBytes)/1e6, runtime.Version(), runtime.GOMAXPROCS(0), *rounds)
+	fmt.Printf("CPU %s, %d logical CPUs, kernels %s\n\n", cpuModel(), runtime.NumCPU(), quant.Kernels())
 	fmt.Printf("ratio = lmstream ÷ llama.cpp: above 1 is better for tok/s, below 1 for ms and T(N)/T(1)\n\n")
 	fmt.Printf("%-52s %10s %-6s %-17s %12s %8s\n", "figure", "median", "unit", "min–max", "llama.cpp", "ratio")
 	for _, fg := range figs {
@@ -262,52 +276,64 @@ func forward(m *model.Model, b *model.Batch, logits []float32) {
 }
 
 // llamaCpp measures llama.cpp (through an installed llama-cpp-python) on the
-// same model: decode of 128 tokens and a 512-token prefill, median of rounds.
+// same model: decode of 128 tokens, decode of 64 after 256, a 512-token
+// prefill and the forward pass over N tokens, median of rounds, each at
+// llama.cpp's better flash-attention setting (off and on are both run).
 func llamaCpp(python, path string, rounds int) (map[string]float64, error) {
 	const script = `
 import json, sys, time, statistics
 from llama_cpp import Llama
 path, rounds = sys.argv[1], int(sys.argv[2])
 out = {}
-for t in (1, 2):
-    m = Llama(model_path=path, n_ctx=1024, n_threads=t, n_threads_batch=t, n_batch=512, verbose=False)
-    toks = [100 + (i * 7919) % 5000 for i in range(512)]
-    tg, pp = [], []
-    for _ in range(rounds):
-        m.reset(); s = time.perf_counter(); m.eval(toks); pp.append(512 / (time.perf_counter() - s))
-        m.reset(); m.eval([200]); s = time.perf_counter()
-        for i in range(128): m.eval([201 + i])
-        tg.append(128 / (time.perf_counter() - s))
-    out[f"tg128_t{t}"] = statistics.median(tg); out[f"pp512_t{t}"] = statistics.median(pp)
-# One pass over N new tokens after 256 cached, logits for all N, 2 threads,
-# through llama_decode itself (no Python per token): best of 3 passes per
-# round, median of rounds, as lmsbench measures its own.
-try:
-    import llama_cpp
-    m = Llama(model_path=path, n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=512, n_ubatch=512, verbose=False)
-    ctx = m._ctx.ctx
-    mem = llama_cpp.llama_get_memory(ctx)
-    b = llama_cpp.llama_batch_init(512, 0, 1)
-    def decode(ts, pos0, all_logits):
-        b.n_tokens = len(ts)
-        for i, tok in enumerate(ts):
-            b.token[i] = tok; b.pos[i] = pos0 + i; b.n_seq_id[i] = 1; b.seq_id[i][0] = 0
-            b.logits[i] = 1 if all_logits or i == len(ts) - 1 else 0
-        if llama_cpp.llama_decode(ctx, b) != 0:
-            raise RuntimeError("llama_decode failed")
-    decode(toks[:256], 0, False)
-    for n in (1, 2, 4, 8, 16, 32, 64):
-        meds = []
+def best(key, v, lower=False):
+    if key not in out or (v < out[key] if lower else v > out[key]):
+        out[key] = v
+toks = [100 + (i * 7919) % 5000 for i in range(512)]
+# Flash attention off and on: each figure keeps llama.cpp's better setting.
+for fa in (False, True):
+    for t in (1, 2):
+        m = Llama(model_path=path, n_ctx=1024, n_threads=t, n_threads_batch=t, n_batch=512, flash_attn=fa, verbose=False)
+        tg, pp, td = [], [], []
         for _ in range(rounds):
-            best = None
-            for _ in range(3):
-                llama_cpp.llama_memory_seq_rm(mem, 0, 256, -1)
-                s = time.perf_counter(); decode(toks[:n], 256, True); ms = (time.perf_counter() - s) * 1e3
-                best = ms if best is None else min(best, ms)
-            meds.append(best)
-        out[f"forward_n{n}"] = statistics.median(meds)
-except Exception as e:
-    print("forward over N not measured:", e, file=sys.stderr)
+            m.reset(); s = time.perf_counter(); m.eval(toks); pp.append(512 / (time.perf_counter() - s))
+            m.reset(); m.eval([200]); s = time.perf_counter()
+            for i in range(128): m.eval([201 + i])
+            tg.append(128 / (time.perf_counter() - s))
+            m.reset(); m.eval(toks[:256]); s = time.perf_counter()
+            for i in range(64): m.eval([201 + i])
+            td.append(64 / (time.perf_counter() - s))
+        best(f"tg128_t{t}", statistics.median(tg)); best(f"pp512_t{t}", statistics.median(pp)); best(f"tgd256_t{t}", statistics.median(td))
+        del m
+    # One pass over N new tokens after 256 cached, logits for all N, 2 threads,
+    # through llama_decode itself (no Python per token): best of 3 passes per
+    # round, median of rounds, as lmsbench measures its own.
+    try:
+        import llama_cpp
+        m = Llama(model_path=path, n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=512, n_ubatch=512, flash_attn=fa, verbose=False)
+        ctx = m._ctx.ctx
+        mem = llama_cpp.llama_get_memory(ctx)
+        b = llama_cpp.llama_batch_init(512, 0, 1)
+        def decode(ts, pos0, all_logits):
+            b.n_tokens = len(ts)
+            for i, tok in enumerate(ts):
+                b.token[i] = tok; b.pos[i] = pos0 + i; b.n_seq_id[i] = 1; b.seq_id[i][0] = 0
+                b.logits[i] = 1 if all_logits or i == len(ts) - 1 else 0
+            if llama_cpp.llama_decode(ctx, b) != 0:
+                raise RuntimeError("llama_decode failed")
+        decode(toks[:256], 0, False)
+        for n in (1, 2, 4, 8, 16, 32, 64):
+            meds = []
+            for _ in range(rounds):
+                bst = None
+                for _ in range(3):
+                    llama_cpp.llama_memory_seq_rm(mem, 0, 256, -1)
+                    s = time.perf_counter(); decode(toks[:n], 256, True); ms = (time.perf_counter() - s) * 1e3
+                    bst = ms if bst is None else min(bst, ms)
+                meds.append(bst)
+            best(f"forward_n{n}", statistics.median(meds), lower=True)
+        del m
+    except Exception as e:
+        print("forward over N not measured:", e, file=sys.stderr)
 print(json.dumps(out))
 `
 	out, err := exec.Command(python, "-c", script, path, fmt.Sprint(rounds)).Output()
@@ -316,6 +342,20 @@ print(json.dumps(out))
 	}
 	res := map[string]float64{}
 	return res, json.Unmarshal(out, &res)
+}
+
+// cpuModel is the CPU's model name from /proc/cpuinfo ("unknown" elsewhere).
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
 }
 
 func fatal(err error) {
