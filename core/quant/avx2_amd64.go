@@ -47,40 +47,47 @@ func avx2Dot(name string, wt Type) (quantDot, multiDot) {
 	}
 	at := ActType(wt)
 	wb, xb, sk := wt.BlockBytes(), at.BlockBytes(), actScaleWords(at)
+	multi := func(w []byte, rows int, x []byte, xs int, sc []float32, na int, out []float32, os int) {
+		if na < 1 || na > 4 || rows < 0 {
+			panic("quant: multi-row dot of a bad row count")
+		}
+		nb := len(w) / max(rows, 1) / wb
+		if rows == 0 {
+			return
+		}
+		if nb == 0 {
+			for j := 0; j < na; j++ {
+				clear(out[j*os : j*os+rows])
+			}
+			return
+		}
+		_ = w[rows*nb*wb-1]
+		_ = x[(na-1)*xs+nb*xb-1]
+		_ = out[(na-1)*os+rows-1]
+		if sk > 0 {
+			_ = sc[na*nb*sk-1]
+		}
+		ks[na-1](unsafe.SliceData(w), rows, unsafe.SliceData(x), xs, nb, unsafe.SliceData(sc), unsafe.SliceData(out), os)
+	}
 	one := func(w, x []byte) float32 {
 		nb := len(w) / wb
 		if nb == 0 {
 			return 0
 		}
-		_ = x[nb*xb-1]
 		var sc []float32
 		var scp *[]float32
 		if sk > 0 {
+			_ = x[nb*xb-1]
 			scp = scalePool.Get().(*[]float32)
 			sc = growFloats(scp, nb*sk)
 			actScales(at, x, 1, nb, sc)
 		}
-		var o float32
-		ks[0](unsafe.SliceData(w), unsafe.SliceData(x), 0, nb, unsafe.SliceData(sc), &o)
+		var o [1]float32
+		multi(w[:nb*wb], 1, x, 0, sc, 1, o[:], 0)
 		if scp != nil {
 			scalePool.Put(scp)
 		}
-		return o
-	}
-	multi := func(w, x []byte, xs int, sc []float32, na int, out *[4]float32) {
-		if na < 1 || na > 4 {
-			panic("quant: multi-row dot of a bad row count")
-		}
-		nb := len(w) / wb
-		if nb == 0 {
-			*out = [4]float32{}
-			return
-		}
-		_ = x[(na-1)*xs+nb*xb-1]
-		if sk > 0 {
-			_ = sc[na*nb*sk-1]
-		}
-		ks[na-1](unsafe.SliceData(w), unsafe.SliceData(x), xs, nb, unsafe.SliceData(sc), &out[0])
+		return o[0]
 	}
 	return one, multi
 }

@@ -402,7 +402,7 @@ func BenchmarkMultiDot(b *testing.B) {
 		for na := 1; na <= 4; na++ {
 			b.Run(fmt.Sprintf("%s/R=%d", wt, na), func(b *testing.B) {
 				var o [4]float32
-				t := minTime(b, func() { md(w, xq, xrb, sc[:na*nb*max(1, actScaleWords(at))], na, &o) })
+				t := minTime(b, func() { md(w, 1, xq, xrb, sc[:na*nb*max(1, actScaleWords(at))], na, o[:], 1) })
 				b.ReportMetric(t*1e9/float64(cols/32*na), "ns/row-block")
 			})
 		}

@@ -10,11 +10,12 @@ import "sync/atomic"
 
 type quantDot func(w, x []byte) float32
 
-// multiDot is one weight row against na ≤ 4 activation rows x[0:],
-// x[xs:], x[2xs:], x[3xs:], results in out[0:na]; sc holds the rows'
-// float32 activation scales (actScales; nil for the K-quants). A row's
-// result must be bit-identical whatever na is (TestBatchInvariance).
-type multiDot func(w, x []byte, xs int, sc []float32, na int, out *[4]float32)
+// multiDot is rows consecutive weight rows (w) against na ≤ 4 activation
+// rows x[0:], x[xs:], x[2xs:], x[3xs:]: the dot of weight row r with
+// activation row j goes to out[j·os + r]; sc holds the activation rows'
+// float32 scales (actScales; nil for the K-quants). A result must be
+// bit-identical whatever na and rows are (TestBatchInvariance).
+type multiDot func(w []byte, rows int, x []byte, xs int, sc []float32, na int, out []float32, os int)
 
 type kernelSet struct {
 	name                                        string

@@ -5,103 +5,103 @@
 package quant
 
 //go:noescape
-func dotQ4_0AVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_0AVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_0AVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_0AVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_0AVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_0AVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_0AVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_0AVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_1AVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_1AVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_1AVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_1AVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_1AVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_1AVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_1AVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_1AVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_0AVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_0AVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_0AVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_0AVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_0AVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_0AVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_0AVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_0AVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_1AVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_1AVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_1AVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_1AVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_1AVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_1AVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_1AVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_1AVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ8_0AVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ8_0AVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ8_0AVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ8_0AVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ8_0AVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ8_0AVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ8_0AVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ8_0AVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_KAVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_KAVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_KAVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_KAVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_KAVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_KAVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ4_KAVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ4_KAVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_KAVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_KAVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_KAVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_KAVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_KAVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_KAVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ5_KAVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ5_KAVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ6_KAVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ6_KAVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ6_KAVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ6_KAVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ6_KAVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ6_KAVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 //go:noescape
-func dotQ6_KAVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+func dotQ6_KAVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
 // avx2Kernels: the R = 1…4 variants of each kernel, by name.
-var avx2Kernels = map[string][4]func(w, x *byte, xs, nb int, sc *float32, out *float32){
+var avx2Kernels = map[string][4]func(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int){
 	"dotQ4_0AVX2": {dotQ4_0AVX2x1, dotQ4_0AVX2x2, dotQ4_0AVX2x3, dotQ4_0AVX2x4},
 	"dotQ4_1AVX2": {dotQ4_1AVX2x1, dotQ4_1AVX2x2, dotQ4_1AVX2x3, dotQ4_1AVX2x4},
 	"dotQ5_0AVX2": {dotQ5_0AVX2x1, dotQ5_0AVX2x2, dotQ5_0AVX2x3, dotQ5_0AVX2x4},

@@ -142,21 +142,22 @@ DATA avx2_k6w3<>+16(SB)/8, $0x0f0e0f0e0f0e0f0e
 DATA avx2_k6w3<>+24(SB)/8, $0x0f0e0f0e0f0e0f0e
 GLOBL avx2_k6w3<>(SB), RODATA|NOPTR, $32
 
-// func dotQ4_0AVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_0AVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_0 × Q8_0: nibbles − 8 as signed weights.
-TEXT ·dotQ4_0AVX2x1(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_0AVX2x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ4_0AVX2x1row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ4_0AVX2x1loop:
 	VMOVDQU 2(SI), X0
 	VPSRLW $4, X0, X1
@@ -179,32 +180,39 @@ dotQ4_0AVX2x1loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ4_0AVX2x1loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_0AVX2x1row
 	VZEROUPPER
 	RET
 
-// func dotQ4_0AVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_0AVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_0 × Q8_0: nibbles − 8 as signed weights.
-TEXT ·dotQ4_0AVX2x2(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_0AVX2x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ4_0AVX2x2row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ4_0AVX2x2loop:
 	VMOVDQU 2(SI), X0
 	VPSRLW $4, X0, X1
@@ -235,40 +243,47 @@ dotQ4_0AVX2x2loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ4_0AVX2x2loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_0AVX2x2row
 	VZEROUPPER
 	RET
 
-// func dotQ4_0AVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_0AVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_0 × Q8_0: nibbles − 8 as signed weights.
-TEXT ·dotQ4_0AVX2x3(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_0AVX2x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ4_0AVX2x3row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ4_0AVX2x3loop:
 	VMOVDQU 2(SI), X0
 	VPSRLW $4, X0, X1
@@ -307,48 +322,55 @@ dotQ4_0AVX2x3loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ4_0AVX2x3loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_0AVX2x3row
 	VZEROUPPER
 	RET
 
-// func dotQ4_0AVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_0AVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_0 × Q8_0: nibbles − 8 as signed weights.
-TEXT ·dotQ4_0AVX2x4(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_0AVX2x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ4_0AVX2x4row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
 	VXORPS Y15, Y15, Y15
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ4_0AVX2x4loop:
 	VMOVDQU 2(SI), X0
 	VPSRLW $4, X0, X1
@@ -395,53 +417,60 @@ dotQ4_0AVX2x4loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ4_0AVX2x4loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
 	VEXTRACTF128 $1, Y15, X4
 	VADDPS X4, X15, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 12(DX)
+	VMOVSS X4, (DX)(CX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_0AVX2x4row
 	VZEROUPPER
 	RET
 
-// func dotQ4_1AVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_1AVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_1 × Q8_1: d_w·d_x·Σ q·x + m_w·s_x.
-TEXT ·dotQ4_1AVX2x1(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_1AVX2x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ4_1AVX2x1row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*8), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y6, Y6, Y6
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ4_1AVX2x1loop:
 	VMOVDQU 4(SI), X0
 	VPSRLW $4, X0, X1
@@ -464,6 +493,9 @@ dotQ4_1AVX2x1loop:
 	ADDQ $8, BX
 	DECQ CX
 	JNZ dotQ4_1AVX2x1loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VADDPS Y6, Y12, Y12
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
@@ -471,28 +503,32 @@ dotQ4_1AVX2x1loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_1AVX2x1row
 	VZEROUPPER
 	RET
 
-// func dotQ4_1AVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_1AVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_1 × Q8_1: d_w·d_x·Σ q·x + m_w·s_x.
-TEXT ·dotQ4_1AVX2x2(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_1AVX2x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ4_1AVX2x2row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*8), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y6, Y6, Y6
 	VXORPS Y13, Y13, Y13
 	VXORPS Y7, Y7, Y7
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ4_1AVX2x2loop:
 	VMOVDQU 4(SI), X0
 	VPSRLW $4, X0, X1
@@ -523,6 +559,9 @@ dotQ4_1AVX2x2loop:
 	ADDQ $8, BX
 	DECQ CX
 	JNZ dotQ4_1AVX2x2loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VADDPS Y6, Y12, Y12
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
@@ -530,7 +569,7 @@ dotQ4_1AVX2x2loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VADDPS Y7, Y13, Y13
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
@@ -538,20 +577,26 @@ dotQ4_1AVX2x2loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_1AVX2x2row
 	VZEROUPPER
 	RET
 
-// func dotQ4_1AVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_1AVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_1 × Q8_1: d_w·d_x·Σ q·x + m_w·s_x.
-TEXT ·dotQ4_1AVX2x3(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_1AVX2x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ4_1AVX2x3row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*8), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
@@ -560,8 +605,6 @@ TEXT ·dotQ4_1AVX2x3(SB), NOSPLIT, $0-48
 	VXORPS Y7, Y7, Y7
 	VXORPS Y14, Y14, Y14
 	VXORPS Y8, Y8, Y8
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ4_1AVX2x3loop:
 	VMOVDQU 4(SI), X0
 	VPSRLW $4, X0, X1
@@ -600,6 +643,9 @@ dotQ4_1AVX2x3loop:
 	ADDQ $8, BX
 	DECQ CX
 	JNZ dotQ4_1AVX2x3loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VADDPS Y6, Y12, Y12
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
@@ -607,7 +653,7 @@ dotQ4_1AVX2x3loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VADDPS Y7, Y13, Y13
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
@@ -615,7 +661,7 @@ dotQ4_1AVX2x3loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VADDPS Y8, Y14, Y14
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
@@ -623,20 +669,26 @@ dotQ4_1AVX2x3loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_1AVX2x3row
 	VZEROUPPER
 	RET
 
-// func dotQ4_1AVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_1AVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_1 × Q8_1: d_w·d_x·Σ q·x + m_w·s_x.
-TEXT ·dotQ4_1AVX2x4(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_1AVX2x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ4_1AVX2x4row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*8), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
@@ -647,8 +699,6 @@ TEXT ·dotQ4_1AVX2x4(SB), NOSPLIT, $0-48
 	VXORPS Y8, Y8, Y8
 	VXORPS Y15, Y15, Y15
 	VXORPS Y9, Y9, Y9
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ4_1AVX2x4loop:
 	VMOVDQU 4(SI), X0
 	VPSRLW $4, X0, X1
@@ -695,6 +745,9 @@ dotQ4_1AVX2x4loop:
 	ADDQ $8, BX
 	DECQ CX
 	JNZ dotQ4_1AVX2x4loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VADDPS Y6, Y12, Y12
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
@@ -702,7 +755,7 @@ dotQ4_1AVX2x4loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VADDPS Y7, Y13, Y13
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
@@ -710,7 +763,7 @@ dotQ4_1AVX2x4loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VADDPS Y8, Y14, Y14
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
@@ -718,7 +771,7 @@ dotQ4_1AVX2x4loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
 	VADDPS Y9, Y15, Y15
 	VEXTRACTF128 $1, Y15, X4
 	VADDPS X4, X15, X4
@@ -726,26 +779,30 @@ dotQ4_1AVX2x4loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 12(DX)
+	VMOVSS X4, (DX)(CX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_1AVX2x4row
 	VZEROUPPER
 	RET
 
-// func dotQ5_0AVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_0AVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_0 × Q8_0: q − 16 from the nibble and the qh bit, as signed weights.
-TEXT ·dotQ5_0AVX2x1(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_0AVX2x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
-	LEAQ (CX*4), R10
-	LEAQ (R10)(R10*2), R11
-	VXORPS Y12, Y12, Y12
 	VPBROADCASTB avx2_nib<>(SB), Y11
 	VPBROADCASTW avx2_one16<>(SB), Y10
 	VPCMPEQB Y9, Y9, Y9
+dotQ5_0AVX2x1row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
+	LEAQ (CX*4), R10
+	LEAQ (R10)(R10*2), R11
+	VXORPS Y12, Y12, Y12
 dotQ5_0AVX2x1loop:
 	VMOVDQU 6(SI), X0
 	VPSRLW $4, X0, X1
@@ -773,33 +830,40 @@ dotQ5_0AVX2x1loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ5_0AVX2x1loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_0AVX2x1row
 	VZEROUPPER
 	RET
 
-// func dotQ5_0AVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_0AVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_0 × Q8_0: q − 16 from the nibble and the qh bit, as signed weights.
-TEXT ·dotQ5_0AVX2x2(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_0AVX2x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+	VPCMPEQB Y9, Y9, Y9
+dotQ5_0AVX2x2row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
-	VPCMPEQB Y9, Y9, Y9
 dotQ5_0AVX2x2loop:
 	VMOVDQU 6(SI), X0
 	VPSRLW $4, X0, X1
@@ -835,41 +899,48 @@ dotQ5_0AVX2x2loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ5_0AVX2x2loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_0AVX2x2row
 	VZEROUPPER
 	RET
 
-// func dotQ5_0AVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_0AVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_0 × Q8_0: q − 16 from the nibble and the qh bit, as signed weights.
-TEXT ·dotQ5_0AVX2x3(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_0AVX2x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+	VPCMPEQB Y9, Y9, Y9
+dotQ5_0AVX2x3row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
-	VPCMPEQB Y9, Y9, Y9
 dotQ5_0AVX2x3loop:
 	VMOVDQU 6(SI), X0
 	VPSRLW $4, X0, X1
@@ -913,49 +984,56 @@ dotQ5_0AVX2x3loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ5_0AVX2x3loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_0AVX2x3row
 	VZEROUPPER
 	RET
 
-// func dotQ5_0AVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_0AVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_0 × Q8_0: q − 16 from the nibble and the qh bit, as signed weights.
-TEXT ·dotQ5_0AVX2x4(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_0AVX2x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+	VPCMPEQB Y9, Y9, Y9
+dotQ5_0AVX2x4row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
 	VXORPS Y15, Y15, Y15
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
-	VPCMPEQB Y9, Y9, Y9
 dotQ5_0AVX2x4loop:
 	VMOVDQU 6(SI), X0
 	VPSRLW $4, X0, X1
@@ -1007,53 +1085,60 @@ dotQ5_0AVX2x4loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ5_0AVX2x4loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
 	VEXTRACTF128 $1, Y15, X4
 	VADDPS X4, X15, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 12(DX)
+	VMOVSS X4, (DX)(CX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_0AVX2x4row
 	VZEROUPPER
 	RET
 
-// func dotQ5_1AVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_1AVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_1 × Q8_1: as Q4_1 with the fifth bit from qh.
-TEXT ·dotQ5_1AVX2x1(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_1AVX2x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ5_1AVX2x1row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*8), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y6, Y6, Y6
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ5_1AVX2x1loop:
 	VMOVDQU 8(SI), X0
 	VPSRLW $4, X0, X1
@@ -1082,6 +1167,9 @@ dotQ5_1AVX2x1loop:
 	ADDQ $8, BX
 	DECQ CX
 	JNZ dotQ5_1AVX2x1loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VADDPS Y6, Y12, Y12
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
@@ -1089,28 +1177,32 @@ dotQ5_1AVX2x1loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_1AVX2x1row
 	VZEROUPPER
 	RET
 
-// func dotQ5_1AVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_1AVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_1 × Q8_1: as Q4_1 with the fifth bit from qh.
-TEXT ·dotQ5_1AVX2x2(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_1AVX2x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ5_1AVX2x2row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*8), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y6, Y6, Y6
 	VXORPS Y13, Y13, Y13
 	VXORPS Y7, Y7, Y7
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ5_1AVX2x2loop:
 	VMOVDQU 8(SI), X0
 	VPSRLW $4, X0, X1
@@ -1147,6 +1239,9 @@ dotQ5_1AVX2x2loop:
 	ADDQ $8, BX
 	DECQ CX
 	JNZ dotQ5_1AVX2x2loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VADDPS Y6, Y12, Y12
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
@@ -1154,7 +1249,7 @@ dotQ5_1AVX2x2loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VADDPS Y7, Y13, Y13
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
@@ -1162,20 +1257,26 @@ dotQ5_1AVX2x2loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_1AVX2x2row
 	VZEROUPPER
 	RET
 
-// func dotQ5_1AVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_1AVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_1 × Q8_1: as Q4_1 with the fifth bit from qh.
-TEXT ·dotQ5_1AVX2x3(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_1AVX2x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ5_1AVX2x3row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*8), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
@@ -1184,8 +1285,6 @@ TEXT ·dotQ5_1AVX2x3(SB), NOSPLIT, $0-48
 	VXORPS Y7, Y7, Y7
 	VXORPS Y14, Y14, Y14
 	VXORPS Y8, Y8, Y8
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ5_1AVX2x3loop:
 	VMOVDQU 8(SI), X0
 	VPSRLW $4, X0, X1
@@ -1230,6 +1329,9 @@ dotQ5_1AVX2x3loop:
 	ADDQ $8, BX
 	DECQ CX
 	JNZ dotQ5_1AVX2x3loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VADDPS Y6, Y12, Y12
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
@@ -1237,7 +1339,7 @@ dotQ5_1AVX2x3loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VADDPS Y7, Y13, Y13
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
@@ -1245,7 +1347,7 @@ dotQ5_1AVX2x3loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VADDPS Y8, Y14, Y14
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
@@ -1253,20 +1355,26 @@ dotQ5_1AVX2x3loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_1AVX2x3row
 	VZEROUPPER
 	RET
 
-// func dotQ5_1AVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_1AVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_1 × Q8_1: as Q4_1 with the fifth bit from qh.
-TEXT ·dotQ5_1AVX2x4(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_1AVX2x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y11
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ5_1AVX2x4row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*8), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
@@ -1277,8 +1385,6 @@ TEXT ·dotQ5_1AVX2x4(SB), NOSPLIT, $0-48
 	VXORPS Y8, Y8, Y8
 	VXORPS Y15, Y15, Y15
 	VXORPS Y9, Y9, Y9
-	VPBROADCASTB avx2_nib<>(SB), Y11
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ5_1AVX2x4loop:
 	VMOVDQU 8(SI), X0
 	VPSRLW $4, X0, X1
@@ -1331,6 +1437,9 @@ dotQ5_1AVX2x4loop:
 	ADDQ $8, BX
 	DECQ CX
 	JNZ dotQ5_1AVX2x4loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VADDPS Y6, Y12, Y12
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
@@ -1338,7 +1447,7 @@ dotQ5_1AVX2x4loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VADDPS Y7, Y13, Y13
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
@@ -1346,7 +1455,7 @@ dotQ5_1AVX2x4loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VADDPS Y8, Y14, Y14
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
@@ -1354,7 +1463,7 @@ dotQ5_1AVX2x4loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
 	VADDPS Y9, Y15, Y15
 	VEXTRACTF128 $1, Y15, X4
 	VADDPS X4, X15, X4
@@ -1362,24 +1471,28 @@ dotQ5_1AVX2x4loop:
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 12(DX)
+	VMOVSS X4, (DX)(CX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_1AVX2x4row
 	VZEROUPPER
 	RET
 
-// func dotQ8_0AVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ8_0AVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q8_0 × Q8_0.
-TEXT ·dotQ8_0AVX2x1(SB), NOSPLIT, $0-48
+TEXT ·dotQ8_0AVX2x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ8_0AVX2x1row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ8_0AVX2x1loop:
 	VMOVDQU 2(SI), Y0
 	VPSIGNB Y0, Y0, Y1
@@ -1398,31 +1511,38 @@ dotQ8_0AVX2x1loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ8_0AVX2x1loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ8_0AVX2x1row
 	VZEROUPPER
 	RET
 
-// func dotQ8_0AVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ8_0AVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q8_0 × Q8_0.
-TEXT ·dotQ8_0AVX2x2(SB), NOSPLIT, $0-48
+TEXT ·dotQ8_0AVX2x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ8_0AVX2x2row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ8_0AVX2x2loop:
 	VMOVDQU 2(SI), Y0
 	VPSIGNB Y0, Y0, Y1
@@ -1449,39 +1569,46 @@ dotQ8_0AVX2x2loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ8_0AVX2x2loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ8_0AVX2x2row
 	VZEROUPPER
 	RET
 
-// func dotQ8_0AVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ8_0AVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q8_0 × Q8_0.
-TEXT ·dotQ8_0AVX2x3(SB), NOSPLIT, $0-48
+TEXT ·dotQ8_0AVX2x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ8_0AVX2x3row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ8_0AVX2x3loop:
 	VMOVDQU 2(SI), Y0
 	VPSIGNB Y0, Y0, Y1
@@ -1516,47 +1643,54 @@ dotQ8_0AVX2x3loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ8_0AVX2x3loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ8_0AVX2x3row
 	VZEROUPPER
 	RET
 
-// func dotQ8_0AVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ8_0AVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q8_0 × Q8_0.
-TEXT ·dotQ8_0AVX2x4(SB), NOSPLIT, $0-48
+TEXT ·dotQ8_0AVX2x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTW avx2_one16<>(SB), Y10
+dotQ8_0AVX2x4row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	MOVQ sc+40(FP), BX
 	LEAQ (CX*4), R10
 	LEAQ (R10)(R10*2), R11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
 	VXORPS Y15, Y15, Y15
-	VPBROADCASTW avx2_one16<>(SB), Y10
 dotQ8_0AVX2x4loop:
 	VMOVDQU 2(SI), Y0
 	VPSIGNB Y0, Y0, Y1
@@ -1599,49 +1733,55 @@ dotQ8_0AVX2x4loop:
 	ADDQ $4, BX
 	DECQ CX
 	JNZ dotQ8_0AVX2x4loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
 	VEXTRACTF128 $1, Y15, X4
 	VADDPS X4, X15, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 12(DX)
+	VMOVSS X4, (DX)(CX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ8_0AVX2x4row
 	VZEROUPPER
 	RET
 
-// func dotQ4_KAVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_KAVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_K × Q8_K: per 32-element sub-block an int32 Σ q·x times its 6-bit scale (VPMADDWD), the mins through Q8_K's 16-element sums.
-TEXT ·dotQ4_KAVX2x1(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_KAVX2x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
-	VXORPS Y12, Y12, Y12
 	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ4_KAVX2x1row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
 dotQ4_KAVX2x1loop:
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -1735,29 +1875,35 @@ dotQ4_KAVX2x1loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ4_KAVX2x1loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_KAVX2x1row
 	VZEROUPPER
 	RET
 
-// func dotQ4_KAVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_KAVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_K × Q8_K: per 32-element sub-block an int32 Σ q·x times its 6-bit scale (VPMADDWD), the mins through Q8_K's 16-element sums.
-TEXT ·dotQ4_KAVX2x2(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_KAVX2x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ4_KAVX2x2row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
-	VPBROADCASTB avx2_nib<>(SB), Y7
 dotQ4_KAVX2x2loop:
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -1882,37 +2028,43 @@ dotQ4_KAVX2x2loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ4_KAVX2x2loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_KAVX2x2row
 	VZEROUPPER
 	RET
 
-// func dotQ4_KAVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_KAVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_K × Q8_K: per 32-element sub-block an int32 Σ q·x times its 6-bit scale (VPMADDWD), the mins through Q8_K's 16-element sums.
-TEXT ·dotQ4_KAVX2x3(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_KAVX2x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ4_KAVX2x3row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
-	VPBROADCASTB avx2_nib<>(SB), Y7
 dotQ4_KAVX2x3loop:
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -2068,45 +2220,51 @@ dotQ4_KAVX2x3loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ4_KAVX2x3loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_KAVX2x3row
 	VZEROUPPER
 	RET
 
-// func dotQ4_KAVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ4_KAVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q4_K × Q8_K: per 32-element sub-block an int32 Σ q·x times its 6-bit scale (VPMADDWD), the mins through Q8_K's 16-element sums.
-TEXT ·dotQ4_KAVX2x4(SB), NOSPLIT, $0-48
+TEXT ·dotQ4_KAVX2x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ4_KAVX2x4row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
 	VXORPS Y15, Y15, Y15
-	VPBROADCASTB avx2_nib<>(SB), Y7
 dotQ4_KAVX2x4loop:
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -2293,49 +2451,55 @@ dotQ4_KAVX2x4loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ4_KAVX2x4loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
 	VEXTRACTF128 $1, Y15, X4
 	VADDPS X4, X15, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 12(DX)
+	VMOVSS X4, (DX)(CX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ4_KAVX2x4row
 	VZEROUPPER
 	RET
 
-// func dotQ5_KAVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_KAVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_K × Q8_K: as Q4_K with the fifth bit of sub-block s in bit s of qh[l].
-TEXT ·dotQ5_KAVX2x1(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_KAVX2x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
-	VXORPS Y12, Y12, Y12
 	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ5_KAVX2x1row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
 dotQ5_KAVX2x1loop:
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -2460,29 +2624,35 @@ dotQ5_KAVX2x1loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ5_KAVX2x1loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_KAVX2x1row
 	VZEROUPPER
 	RET
 
-// func dotQ5_KAVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_KAVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_K × Q8_K: as Q4_K with the fifth bit of sub-block s in bit s of qh[l].
-TEXT ·dotQ5_KAVX2x2(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_KAVX2x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ5_KAVX2x2row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
-	VPBROADCASTB avx2_nib<>(SB), Y7
 dotQ5_KAVX2x2loop:
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -2638,37 +2808,43 @@ dotQ5_KAVX2x2loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ5_KAVX2x2loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_KAVX2x2row
 	VZEROUPPER
 	RET
 
-// func dotQ5_KAVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_KAVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_K × Q8_K: as Q4_K with the fifth bit of sub-block s in bit s of qh[l].
-TEXT ·dotQ5_KAVX2x3(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_KAVX2x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ5_KAVX2x3row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
-	VPBROADCASTB avx2_nib<>(SB), Y7
 dotQ5_KAVX2x3loop:
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -2855,45 +3031,51 @@ dotQ5_KAVX2x3loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ5_KAVX2x3loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_KAVX2x3row
 	VZEROUPPER
 	RET
 
-// func dotQ5_KAVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ5_KAVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q5_K × Q8_K: as Q4_K with the fifth bit of sub-block s in bit s of qh[l].
-TEXT ·dotQ5_KAVX2x4(SB), NOSPLIT, $0-48
+TEXT ·dotQ5_KAVX2x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ5_KAVX2x4row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
 	VXORPS Y15, Y15, Y15
-	VPBROADCASTB avx2_nib<>(SB), Y7
 dotQ5_KAVX2x4loop:
 	MOVL 4(SI), AX
 	MOVL 8(SI), BX
@@ -3111,49 +3293,55 @@ dotQ5_KAVX2x4loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ5_KAVX2x4loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
 	VEXTRACTF128 $1, Y15, X4
 	VADDPS X4, X15, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 12(DX)
+	VMOVSS X4, (DX)(CX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ5_KAVX2x4row
 	VZEROUPPER
 	RET
 
-// func dotQ6_KAVX2x1(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ6_KAVX2x1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q6_K × Q8_K: 6-bit q in [0, 63] against x, per 16-element sub-block times its int8 scale; the −32 offset as 32·Σ sc·bsum once per block.
-TEXT ·dotQ6_KAVX2x1(SB), NOSPLIT, $0-48
+TEXT ·dotQ6_KAVX2x1(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
-	VXORPS Y12, Y12, Y12
 	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ6_KAVX2x1row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
 dotQ6_KAVX2x1loop:
 	VPMOVSXBW 192(SI), Y0
 	VPERMQ $0x44, Y0, Y1
@@ -3253,29 +3441,35 @@ dotQ6_KAVX2x1loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ6_KAVX2x1loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ6_KAVX2x1row
 	VZEROUPPER
 	RET
 
-// func dotQ6_KAVX2x2(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ6_KAVX2x2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q6_K × Q8_K: 6-bit q in [0, 63] against x, per 16-element sub-block times its int8 scale; the −32 offset as 32·Σ sc·bsum once per block.
-TEXT ·dotQ6_KAVX2x2(SB), NOSPLIT, $0-48
+TEXT ·dotQ6_KAVX2x2(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ6_KAVX2x2row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
-	VPBROADCASTB avx2_nib<>(SB), Y7
 dotQ6_KAVX2x2loop:
 	VPMOVSXBW 192(SI), Y0
 	VPERMQ $0x44, Y0, Y1
@@ -3406,37 +3600,43 @@ dotQ6_KAVX2x2loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ6_KAVX2x2loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ6_KAVX2x2row
 	VZEROUPPER
 	RET
 
-// func dotQ6_KAVX2x3(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ6_KAVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q6_K × Q8_K: 6-bit q in [0, 63] against x, per 16-element sub-block times its int8 scale; the −32 offset as 32·Σ sc·bsum once per block.
-TEXT ·dotQ6_KAVX2x3(SB), NOSPLIT, $0-48
+TEXT ·dotQ6_KAVX2x3(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ6_KAVX2x3row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
-	VPBROADCASTB avx2_nib<>(SB), Y7
 dotQ6_KAVX2x3loop:
 	VPMOVSXBW 192(SI), Y0
 	VPERMQ $0x44, Y0, Y1
@@ -3598,45 +3798,51 @@ dotQ6_KAVX2x3loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ6_KAVX2x3loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ6_KAVX2x3row
 	VZEROUPPER
 	RET
 
-// func dotQ6_KAVX2x4(w, x *byte, xs, nb int, sc *float32, out *float32)
+// func dotQ6_KAVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q6_K × Q8_K: 6-bit q in [0, 63] against x, per 16-element sub-block times its int8 scale; the −32 offset as 32·Σ sc·bsum once per block.
-TEXT ·dotQ6_KAVX2x4(SB), NOSPLIT, $0-48
+TEXT ·dotQ6_KAVX2x4(SB), NOSPLIT, $0-64
 	MOVQ w+0(FP), SI
-	MOVQ x+8(FP), DI
-	MOVQ xs+16(FP), R8
-	MOVQ nb+24(FP), CX
-	MOVQ sc+32(FP), BX
-	MOVQ out+40(FP), DX
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
 	LEAQ (R8)(R8*2), R9
+	VPBROADCASTB avx2_nib<>(SB), Y7
+dotQ6_KAVX2x4row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
 	VXORPS Y15, Y15, Y15
-	VPBROADCASTB avx2_nib<>(SB), Y7
 dotQ6_KAVX2x4loop:
 	VPMOVSXBW 192(SI), Y0
 	VPERMQ $0x44, Y0, Y1
@@ -3829,34 +4035,40 @@ dotQ6_KAVX2x4loop:
 	ADDQ $292, DI
 	DECQ CX
 	JNZ dotQ6_KAVX2x4loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
 	VEXTRACTF128 $1, Y12, X4
 	VADDPS X4, X12, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 0(DX)
+	VMOVSS X4, (DX)
 	VEXTRACTF128 $1, Y13, X4
 	VADDPS X4, X13, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 4(DX)
+	VMOVSS X4, (DX)(AX*1)
 	VEXTRACTF128 $1, Y14, X4
 	VADDPS X4, X14, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 8(DX)
+	VMOVSS X4, (DX)(AX*2)
 	VEXTRACTF128 $1, Y15, X4
 	VADDPS X4, X15, X4
 	VPERMILPS $0x4E, X4, X5
 	VADDPS X5, X4, X4
 	VPERMILPS $0xB1, X4, X5
 	VADDSS X5, X4, X4
-	VMOVSS X4, 12(DX)
+	VMOVSS X4, (DX)(CX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ dotQ6_KAVX2x4row
 	VZEROUPPER
 	RET
 

@@ -5,8 +5,10 @@
 // CPUs without AVX-512 VNNI (AMD Zen 1–3, Intel before Ice Lake, the
 // client cores). Run: go run gen_avx2.go
 //
-// Each kernel takes one weight row and R = 1…4 activation rows (stride xs)
-// and writes R sums. The code for one activation row is the same
+// Each kernel takes `rows` consecutive weight rows and R = 1…4 activation
+// rows (stride xs) and writes the R·rows sums to out[j·os + row]: one call
+// per tile, not per row, since a Go call per weight row costs as much as
+// the dot of a short row (the 0.5B model's head alone has 151,936 rows). The code for one activation row is the same
 // instruction sequence whatever R is, and it keeps its own accumulators,
 // so a row's result does not depend on how many rows share the call
 // (TestBatchInvariance): R only decides how many rows one decode of the
@@ -438,16 +440,23 @@ func main() {
 		for r := 1; r <= maxRows; r++ {
 			g := &gen{}
 			name := fmt.Sprintf("%sx%d", k.name, r)
-			fmt.Fprintf(&s, "// func %s(w, x *byte, xs, nb int, sc *float32, out *float32)\n// %s\n", name, k.doc)
-			fmt.Fprintf(&s, "TEXT ·%s(SB), NOSPLIT, $0-48\n", name)
+			fmt.Fprintf(&s, "// func %s(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)\n// %s\n", name, k.doc)
+			fmt.Fprintf(&s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
+			// Weight rows are contiguous (nb blocks each), so SI runs on from
+			// one row into the next; the activation pointers restart per row
+			// from the arguments.
 			g.p("MOVQ w+0(FP), SI")
-			g.p("MOVQ x+8(FP), DI")
-			g.p("MOVQ xs+16(FP), R8")
-			g.p("MOVQ nb+24(FP), CX")
-			g.p("MOVQ sc+32(FP), BX")
-			g.p("MOVQ out+40(FP), DX")
+			g.p("MOVQ xs+24(FP), R8")
+			g.p("MOVQ out+48(FP), DX")
 			g.p("LEAQ (R8)(R8*2), R9")
-			if k.sb > 0 { // scale row stride: nb blocks of sb bytes
+			k.setup(g)
+			s.Write(g.b.Bytes())
+			g.b.Reset()
+			fmt.Fprintf(&s, "%srow:\n", name)
+			g.p("MOVQ x+16(FP), DI")
+			g.p("MOVQ nb+32(FP), CX")
+			if k.sb > 0 { // scale rows: nb blocks of sb bytes each
+				g.p("MOVQ sc+40(FP), BX")
 				g.p("LEAQ (CX*%d), R10", k.sb)
 				g.p("LEAQ (R10)(R10*2), R11")
 			}
@@ -457,7 +466,6 @@ func main() {
 					g.p("VXORPS %s, %s, %s", accm(j), accm(j), accm(j))
 				}
 			}
-			k.setup(g)
 			s.Write(g.b.Bytes())
 			g.b.Reset()
 			fmt.Fprintf(&s, "%sloop:\n", name)
@@ -469,6 +477,10 @@ func main() {
 			}
 			g.p("DECQ CX")
 			g.p("JNZ %sloop", name)
+			// Row sums to out[j·os + row].
+			g.p("MOVQ os+56(FP), AX")
+			g.p("SHLQ $2, AX")
+			g.p("LEAQ (AX)(AX*2), CX")
 			for j := 0; j < r; j++ {
 				a := acc(j)
 				if k.mterm {
@@ -481,20 +493,23 @@ func main() {
 				g.p("VADDPS X5, X4, X4")
 				g.p("VPERMILPS $0xB1, X4, X5")
 				g.p("VADDSS X5, X4, X4")
-				g.p("VMOVSS X4, %d(DX)", 4*j)
+				g.p("VMOVSS X4, %s", []string{"(DX)", "(DX)(AX*1)", "(DX)(AX*2)", "(DX)(CX*1)"}[j])
 			}
+			g.p("ADDQ $4, DX")
+			g.p("DECQ rows+8(FP)")
+			g.p("JNZ %srow", name)
 			g.p("VZEROUPPER")
 			g.p("RET")
 			s.Write(g.b.Bytes())
 			s.WriteString("\n")
-			fmt.Fprintf(&d, "//go:noescape\nfunc %s(w, x *byte, xs, nb int, sc *float32, out *float32)\n\n", name)
+			fmt.Fprintf(&d, "//go:noescape\nfunc %s(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)\n\n", name)
 		}
 	}
 	var tab bytes.Buffer
 	for _, k := range kernels {
 		fmt.Fprintf(&tab, "\t%q: {%sx1, %sx2, %sx3, %sx4},\n", k.name, k.name, k.name, k.name, k.name)
 	}
-	fmt.Fprintf(&d, "// avx2Kernels: the R = 1…4 variants of each kernel, by name.\nvar avx2Kernels = map[string][%d]func(w, x *byte, xs, nb int, sc *float32, out *float32){\n%s}\n", maxRows, tab.String())
+	fmt.Fprintf(&d, "// avx2Kernels: the R = 1…4 variants of each kernel, by name.\nvar avx2Kernels = map[string][%d]func(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int){\n%s}\n", maxRows, tab.String())
 	must(os.WriteFile("dot_avx2_amd64.s", s.Bytes(), 0o644))
 	must(os.WriteFile("dot_avx2_amd64.go", d.Bytes(), 0o644))
 }

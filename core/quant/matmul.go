@@ -252,14 +252,7 @@ func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb int, s
 			t1 := min(t0+tile, hi)
 			for i := 0; i < n; i += 4 {
 				na := min(4, n-i)
-				xs := xq[i*xrb : (i+na)*xrb]
-				s4 := sc[i*ss : (i+na)*ss]
-				for r := t0; r < t1; r++ {
-					md(w[r*wrb:(r+1)*wrb], xs, xrb, s4, na, &o4)
-					for j := 0; j < na; j++ {
-						out[(i+j)*rows+r] = o4[j]
-					}
-				}
+				md(w[t0*wrb:t1*wrb], t1-t0, xq[i*xrb:(i+na)*xrb], xrb, sc[i*ss:(i+na)*ss], na, out[i*rows+t0:], rows)
 			}
 		}
 		return
