@@ -300,9 +300,11 @@ struct MatVecArgs {
 //   Q6_K  qs 192 B: GGUF's ql[128] then qh[64]; scales 20 B: d half, two
 //         zero bytes, sc[16] int8s. Element value d·sc_s·(q − 32).
 //
-// Each lane takes one 4-byte quant word at a time: 8 elements, 4 in each of
-// two activation blocks (Q8_0: 4 in one), dotted with dp4a against the
-// matching activation words of every token. The K-quants' sub-blocks (32
+// Each lane takes one 4-byte quant word at a time (Q6_K: a ql and a qh
+// word): 4 elements for Q8_0, else 8, as two groups of 4 (low and high
+// nibbles) in two words of one activation block (Q4_1, Q5_0) or of two
+// (Q4_K, Q6_K), dotted with dp4a against those activation words of every
+// token. The K-quants' sub-blocks (32
 // or 16 elements) lie inside one activation block of 32, so a K-quant dot
 // is, per sub-block, d·sc·dx·Σq·x (− dmin·m·dx·Σx for Q4_K, Σx exact from
 // a dp4a against ones), all integer sums exact.
