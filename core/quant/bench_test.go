@@ -16,17 +16,6 @@ import (
 
 var readGBs = map[string]float64{} // filled by BenchmarkReadBandwidth
 
-func sumBytes(buf []uint64) uint64 {
-	var s0, s1, s2, s3 uint64
-	for i := 0; i+4 <= len(buf); i += 4 {
-		s0 += buf[i]
-		s1 += buf[i+1]
-		s2 += buf[i+2]
-		s3 += buf[i+3]
-	}
-	return s0 + s1 + s2 + s3
-}
-
 var sink uint64
 
 func BenchmarkReadBandwidth(b *testing.B) {
@@ -36,9 +25,9 @@ func BenchmarkReadBandwidth(b *testing.B) {
 	}{{"L2_512KB", 512 << 10}, {"DRAM_256MB", 256 << 20}} {
 		for _, th := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/threads=%d", c.name, th), func(b *testing.B) {
-				buf := make([]uint64, c.bytes/8)
+				buf := make([]byte, c.bytes)
 				for i := range buf {
-					buf[i] = uint64(i)
+					buf[i] = byte(i)
 				}
 				p := NewPool(th)
 				defer p.Close()
@@ -46,7 +35,7 @@ func BenchmarkReadBandwidth(b *testing.B) {
 				b.ResetTimer()
 				start := time.Now()
 				for i := 0; i < b.N; i++ {
-					p.Run(len(buf), (len(buf)+th-1)/th, func(lo, hi int) { sink += sumBytes(buf[lo:hi]) })
+					p.Run(len(buf)/128, (len(buf)/128+th-1)/th, func(lo, hi int) { sink += ReadSum(buf[lo*128 : hi*128]) })
 				}
 				gbs := float64(c.bytes) * float64(b.N) / time.Since(start).Seconds() / 1e9
 				readGBs[fmt.Sprintf("%s/%d", c.name, th)] = gbs

@@ -157,10 +157,10 @@ func main() {
 	}
 }
 
-// readBandwidth sums a 256 MB buffer (far beyond the caches) on threads
-// goroutines, as decode streams the weights.
+// readBandwidth reads a 256 MB buffer (far beyond the caches) on threads
+// goroutines with quant.ReadSum's SIMD loads, as decode streams the
+// weights.
 func readBandwidth(threads int) float64 {
-	const words = 32 << 20
 	buf := bandwidthBuf()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -169,25 +169,17 @@ func readBandwidth(threads int) float64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			part := buf[t*words/threads : (t+1)*words/threads]
-			var a, b, c, d uint64
-			for i := 0; i+4 <= len(part); i += 4 {
-				a += part[i]
-				b += part[i+1]
-				c += part[i+2]
-				d += part[i+3]
-			}
-			sums[t*8] = a + b + c + d
+			sums[t*8] = quant.ReadSum(buf[t*len(buf)/threads : (t+1)*len(buf)/threads])
 		}()
 	}
 	wg.Wait()
-	return float64(words*8) / time.Since(start).Seconds() / 1e9
+	return float64(len(buf)) / time.Since(start).Seconds() / 1e9
 }
 
-var bandwidthBuf = sync.OnceValue(func() []uint64 {
-	b := make([]uint64, 32<<20)
+var bandwidthBuf = sync.OnceValue(func() []byte {
+	b := make([]byte, 256<<20)
 	for i := range b {
-		b[i] = uint64(i)
+		b[i] = byte(i)
 	}
 	return b
 })
