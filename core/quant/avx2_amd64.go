@@ -31,10 +31,11 @@ func setupAVX2(k *kernelSet) {
 	k.q4K, k.multi[Q4_K] = avx2Dot("dotQ4_KAVX2", Q4_K)
 	k.q5K, k.multi[Q5_K] = avx2Dot("dotQ5_KAVX2", Q5_K)
 	k.q6K, k.multi[Q6_K] = avx2Dot("dotQ6_KAVX2", Q6_K)
-	if k.quantQ80 == nil || !cpu.X86.HasAVX512F {
+	if !cpu.X86.HasAVX512F {
 		k.quantQ80 = quantQ8With(quantQ8AVX2, false)
 		k.quantQ81 = quantQ8With(quantQ8AVX2, true)
 	}
+	k.quantQ8K = quantQ8KSIMD
 }
 
 // avx2Dot wraps the R = 1…4 kernels of one type: the single-row dot and

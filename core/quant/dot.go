@@ -42,7 +42,7 @@ type kernelSet struct {
 	q81Scales        func(x []byte, nb int, dst []float32)
 	// Activation quantizers (whole blocks; bit-identical to the generic
 	// code whichever set is active).
-	quantQ80, quantQ81 func(src []float32, dst []byte)
+	quantQ80, quantQ81, quantQ8K func(src []float32, dst []byte)
 }
 
 var genericKernels = kernelSet{
@@ -53,7 +53,7 @@ var genericKernels = kernelSet{
 	q4K:  DotQ4_KQ8_KGeneric, q5K: DotQ5_KQ8_KGeneric, q6K: DotQ6_KQ8_KGeneric,
 	f32: DotF32Generic, f16: DotF16F32Generic, bf16: DotBF16F32Generic,
 	q81Scales: q81ScalesGeneric,
-	quantQ80:  quantizeQ8_0Generic, quantQ81: quantizeQ8_1Generic,
+	quantQ80:  quantizeQ8_0Generic, quantQ81: quantizeQ8_1Generic, quantQ8K: quantizeQ8_KGeneric,
 }
 
 var simdKernels = genericKernels

@@ -8,6 +8,23 @@ import "unsafe"
 func quantQ8AVX512(x *float32, nb int, dst *byte, stride, qoff int, q81 bool) int
 
 //go:noescape
+func quantQ8KAVX2(x *float32, nb int, dst *byte) int
+
+// quantQ8KSIMD is the AVX2 Q8_K row quantizer: whole blocks in assembly,
+// the generic code from the first block it leaves.
+func quantQ8KSIMD(src []float32, dst []byte) {
+	nb := len(src) / QK
+	if nb == 0 {
+		return
+	}
+	_ = dst[nb*292-1]
+	done := quantQ8KAVX2(unsafe.SliceData(src), nb, unsafe.SliceData(dst))
+	if done < nb {
+		quantizeQ8_KGeneric(src[QK*done:QK*nb], dst[292*done:292*nb])
+	}
+}
+
+//go:noescape
 func quantQ8AVX2(x *float32, nb int, dst *byte, stride, qoff int, q81 bool) int
 
 // quantQ8SIMD returns the Q8_0 (q81 false) or Q8_1 row quantizer of

@@ -258,3 +258,132 @@ q8done:
 	MOVQ R11, ret+48(FP)
 	VZEROUPPER
 	RET
+
+// func quantQ8KAVX2(x *float32, nb int, dst *byte) int
+//
+// QuantizeQ8_K's generic code on AVX2, bit for bit: per 256-element block
+// d = amax/127 (float32), id = 1/d, q = clamp(round(x·id), ±127) with the
+// same half-away-from-zero rounding as quantQ8AVX2, and the sixteen
+// 16-element sums of q. It returns the blocks done, stopping at the first
+// block whose |x| bit patterns reach +Inf/NaN or whose nonzero amax is
+// below 2⁻⁹⁷ (1/d could overflow): the generic code takes those.
+TEXT ·quantQ8KAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ dst+16(FP), DI
+	XORQ R11, R11 // blocks done
+
+	MOVL         $0x7fffffff, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x80000000, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x3effffff, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $127, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $-127, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x42fe0000, AX
+	VMOVD        AX, X10
+	MOVL         $0x3f800000, AX
+	VMOVD        AX, X9
+	VMOVDQU      q8perm<>(SB), Y8
+
+kloop:
+	CMPQ  R11, CX
+	JAE   kdone
+	VPXOR Y4, Y4, Y4
+	XORQ  AX, AX
+
+kmax:
+	VPAND   (SI)(AX*1), Y15, Y5
+	VPMAXUD Y5, Y4, Y4
+	VPAND   32(SI)(AX*1), Y15, Y5
+	VPMAXUD Y5, Y4, Y4
+	VPAND   64(SI)(AX*1), Y15, Y5
+	VPMAXUD Y5, Y4, Y4
+	VPAND   96(SI)(AX*1), Y15, Y5
+	VPMAXUD Y5, Y4, Y4
+	ADDQ    $128, AX
+	CMPQ    AX, $1024
+	JB      kmax
+	VEXTRACTI128 $1, Y4, X5
+	VPMAXUD X5, X4, X4
+	VPSHUFD $0x4e, X4, X5
+	VPMAXUD X5, X4, X4
+	VPSHUFD $0xb1, X4, X5
+	VPMAXUD X5, X4, X4
+	VMOVD   X4, AX
+	TESTL   AX, AX
+	JZ      kzero
+	CMPL    AX, $0x7f800000
+	JAE     kdone
+	CMPL    AX, $0x0f000000
+	JB      kdone
+
+	VDIVSS X10, X4, X6 // d = amax/127
+	VMOVSS X6, (DI)
+	VDIVSS X6, X9, X7  // id = 1/d
+	VBROADCASTSS X7, Y7
+	XORQ   AX, AX      // byte offset in x
+	XORQ   R12, R12    // byte offset of the quants
+	XORQ   R13, R13    // byte offset of the sums
+
+kq:
+	VMOVUPS (SI)(AX*1), Y0
+	VMOVUPS 32(SI)(AX*1), Y1
+	VMOVUPS 64(SI)(AX*1), Y2
+	VMOVUPS 96(SI)(AX*1), Y3
+	Q8ROUND(Y0)
+	Q8ROUND(Y1)
+	Q8ROUND(Y2)
+	Q8ROUND(Y3)
+	// The two 16-element sums of this 32: [A, B, A, B] in X4.
+	VPADDD  Y1, Y0, Y4
+	VPADDD  Y3, Y2, Y5
+	VPHADDD Y5, Y4, Y4
+	VPHADDD Y4, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPADDD  X5, X4, X4
+	VPACKSSDW X4, X4, X4
+	VMOVD   X4, BX
+	MOVL    BX, 260(DI)(R13*1)
+	VPACKSSDW Y1, Y0, Y0
+	VPACKSSDW Y3, Y2, Y2
+	VPACKSSWB Y2, Y0, Y0
+	VPERMD    Y0, Y8, Y0
+	VMOVDQU   Y0, 4(DI)(R12*1)
+	ADDQ $128, AX
+	ADDQ $32, R12
+	ADDQ $4, R13
+	CMPQ AX, $1024
+	JB   kq
+
+knext:
+	ADDQ $1024, SI
+	ADDQ $292, DI
+	INCQ R11
+	JMP  kloop
+
+kzero:
+	// amax = 0: d = 0, id = 0, every q and sum is 0.
+	VPXOR   Y0, Y0, Y0
+	MOVL    $0, (DI)
+	XORQ    AX, AX
+
+kz:
+	VMOVDQU Y0, 4(DI)(AX*1)
+	ADDQ    $32, AX
+	CMPQ    AX, $288
+	JB      kz
+	JMP     knext
+
+kdone:
+	MOVQ R11, ret+24(FP)
+	VZEROUPPER
+	RET
