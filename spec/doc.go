@@ -100,9 +100,16 @@
 // token from what remains, and after an accepted leaf sample it from the
 // leaf's distribution. Each emitted token is then distributed exactly as the
 // target's (tempered, truncated) distribution given the tokens before it;
-// TestSamplingPreservesDistribution checks this with chi-square tests over
-// every tree shape the scheduler can produce up to depth 4 and width 3, and
-// checks that the same test rejects wrong rules (always accepting, the bug of
-// the public AdaServe implementation; or rejecting without renormalising).
+// TestSamplingPreservesDistribution checks this with chi-square tests of the
+// first two emitted tokens over every tree shape the scheduler can produce up
+// to depth 4 and width 3, and TestSamplingJointDistribution with chi-square
+// tests of the joint distribution of every position one verification can
+// emit (tree depth + 1), on a target that depends on the whole prefix and on
+// chains, branching and beam trees, drafts unlike the target and duplicate
+// siblings. Both check that the same test rejects wrong rules (always
+// accepting, the bug of the public AdaServe implementation; rejecting without
+// renormalising; and in the joint test also a bonus from the full p or from
+// the draft, and rules exact only above depth 2 or 3, which no two-token test
+// can see).
 // Randomness comes from an injected Source.
 package spec
