@@ -47,13 +47,16 @@
 // iteration, how many tree nodes each request verifies. The hardware gives a
 // budget B of tokens per verification pass (the knee of the forward pass's
 // cost curve: Calibrate). For request r with SLO s, l the time since its
-// first token, o the tokens generated so far and t_spec the expected
-// duration of this iteration (Timing), its average TPOT after the iteration
-// stays within s iff it gains at least
+// first token, o the tokens generated after the first and t_spec the
+// expected duration of this iteration (Timing), its average TPOT after the
+// iteration stays within s iff it gains at least
 //
 //	A(r) = (l + t_spec)/s − o
 //
-// tokens (Target). With the expectation above, the problem becomes: choose
+// tokens (Target). Both l and o start at the first token because the TPOT
+// that SLO attainment is judged by does: (last − first)/(generated − 1), the
+// usage's tpot_ms (the paper's l and o likewise start at the first decoding
+// step, after the prefill's token). With the expectation above, the problem becomes: choose
 // trees T_i with Σ|T_i| ≤ B and Σ_{v∈T_i} f(v) ≥ A(r_i), maximizing
 // Σ_i Σ_{v∈T_i} f(v). Because f never increases from parent to child, taking
 // nodes greedily by f is ancestor-closed and optimal, which gives the two
