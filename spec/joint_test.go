@@ -248,8 +248,9 @@ func jointCases() []jointCase {
 	// Every token is a child at depths 1 and 2: one is always accepted
 	// there (what remains after rejecting the others is the last child's).
 	add("full-4-4-1/other-draft", v, []int32{2, 3}, 3, 17, 0, other(107), beam(v, Shape{Branch: []int{4, 4, 1}}), all...)
-	// root: 3 children (the last duplicates the first); node 1: 2
-	// children, node 2: none, node 3: 1; then one chain below node 4.
+	// root: 3 children, the last (node 3) duplicating the first; node 1:
+	// 2 children, node 2: none, node 3: 1 (unreachable: a duplicate is
+	// never accepted); node 4: 1 child, at depth 3.
 	add("irregular+dup/other-draft", v, []int32{3, 1}, 3, 18, 0, other(108),
 		hand([]int{3, 2, 0, 1, 1, 0, 0}, map[int]bool{0: true}), all...)
 	return cases
@@ -260,10 +261,6 @@ func jointCases() []jointCase {
 // jointRule is a verifier under test; draft gives the drafter's
 // distribution at a node (only the draft-bonus control uses it).
 type jointRule func(t *Tree, target, draft Targets, rng Source, res *Result)
-
-func correctRule(t *Tree, target, _ Targets, rng Source, res *Result) {
-	VerifySample(t, target, rng, res)
-}
 
 // The negative controls: wrappers of VerifySample that each break one part
 // of the rule, and the two wrong rules of TestSamplingPreservesDistribution.
@@ -568,10 +565,12 @@ func argmaxLowest(p []float32) int32 {
 // equals plain greedy decoding. Targets have exact ties (broken towards the
 // lower id).
 func TestGreedyJointArgmaxChain(t *testing.T) {
+	totalTies := 0
 	for _, c := range jointCases() {
 		r := newJointRun(&c)
 		var res Result
 		deep := 0 // verifications that accepted at depth ≥ 2
+		ties := 0 // tokens chosen from an exact tie
 		var visit func(emitted []int32)
 		visit = func(emitted []int32) {
 			if len(emitted) == c.D {
@@ -583,7 +582,14 @@ func TestGreedyJointArgmaxChain(t *testing.T) {
 			require.Equal(t, 0, res.Path[0])
 			for i, tok := range res.Tokens {
 				node := res.Path[i]
-				require.Equal(t, argmaxLowest(p.target[node].P), tok, "%s after %v: token %d is not the argmax", c.name, emitted, i)
+				row := p.target[node].P
+				require.Equal(t, argmaxLowest(row), tok, "%s after %v: token %d is not the argmax", c.name, emitted, i)
+				for j := int(tok) + 1; j < len(row); j++ {
+					if row[j] == row[tok] {
+						ties++
+						break
+					}
+				}
 				if i+1 < len(res.Path) {
 					child := p.tree.Nodes[res.Path[i+1]]
 					require.Equal(t, node, int(child.Parent), "%s after %v", c.name, emitted)
@@ -616,6 +622,8 @@ func TestGreedyJointArgmaxChain(t *testing.T) {
 			got = append(got, res.Tokens...)
 		}
 		require.Equal(t, want[len(c.start):], got[:c.D], c.name)
-		t.Logf("%s: %d verifications accepted at depth ≥ 2", c.name, deep)
+		t.Logf("%s: %d verifications accepted at depth ≥ 2, %d tokens chosen from a tie", c.name, deep, ties)
+		totalTies += ties
 	}
+	require.Positive(t, totalTies, "the targets' ties are exercised")
 }
