@@ -9,11 +9,15 @@
 // spread: the machines are shared and noisy, so compare ratios taken in one
 // run, never absolute numbers across runs.
 //
-// Peers: when LMSTREAM_PEER_PYTHON names a Python interpreter that has
+// Peers: when LMSTREAM_PEER_LLAMA_BENCH names llama.cpp's llama-bench
+// binary, or LMSTREAM_PEER_PYTHON a Python interpreter that has
 // llama-cpp-python installed, the same decode and prefill figures are
 // measured for llama.cpp in the same run and printed with ratios, and so
-// is the forward pass over N tokens (through llama_decode). Nothing
-// here builds or installs llama.cpp.
+// is the forward pass over N tokens (llama-bench: a pN prompt pass at depth
+// 256, which computes logits for the last token only; llama-cpp-python:
+// llama_decode with all N logits, as lmstream measures its own). Both flash
+// attention settings are run and each figure keeps llama.cpp's better one.
+// Nothing here builds or installs llama.cpp.
 package main
 
 import (
@@ -121,8 +125,16 @@ func main() {
 		}
 	}
 
-	if py := os.Getenv("LMSTREAM_PEER_PYTHON"); py != "" {
-		peer, err := llamaCpp(py, *path, *rounds)
+	var peer map[string]float64
+	var peerErr error
+	switch {
+	case os.Getenv("LMSTREAM_PEER_LLAMA_BENCH") != "":
+		peer, peerErr = llamaBench(os.Getenv("LMSTREAM_PEER_LLAMA_BENCH"), *path, *rounds)
+	case os.Getenv("LMSTREAM_PEER_PYTHON") != "":
+		peer, peerErr = llamaCpp(os.Getenv("LMSTREAM_PEER_PYTHON"), *path, *rounds)
+	}
+	if peer != nil || peerErr != nil {
+		err := peerErr
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "peer: llama.cpp not measured:", err)
 		} else {
@@ -348,6 +360,53 @@ func cpuModel() string {
 		}
 	}
 	return "unknown"
+}
+
+// llamaBench measures llama.cpp with its own llama-bench on the same model.
+func llamaBench(bin, path string, rounds int) (map[string]float64, error) {
+	type result struct {
+		Threads int     `json:"n_threads"`
+		Prompt  int     `json:"n_prompt"`
+		Gen     int     `json:"n_gen"`
+		Depth   int     `json:"n_depth"`
+		AvgNs   float64 `json:"avg_ns"`
+		AvgTs   float64 `json:"avg_ts"`
+	}
+	out := map[string]float64{}
+	best := func(key string, v float64, lower bool) {
+		if old, ok := out[key]; !ok || (lower && v < old) || (!lower && v > old) {
+			out[key] = v
+		}
+	}
+	r := fmt.Sprint(rounds)
+	for _, args := range [][]string{
+		{"-t", "1,2", "-p", "512", "-n", "128"},
+		{"-t", "1,2", "-p", "0", "-n", "64", "-d", "256"},
+		{"-t", "2", "-p", "1,2,4,8,16,32,64", "-n", "0", "-d", "256"},
+	} {
+		cmd := exec.Command(bin, append([]string{"-m", path, "-fa", "0,1", "-r", r, "-o", "json"}, args...)...)
+		b, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s %v: %w", bin, args, err)
+		}
+		var res []result
+		if err := json.Unmarshal(b, &res); err != nil {
+			return nil, fmt.Errorf("llama-bench output: %w", err)
+		}
+		for _, x := range res {
+			switch {
+			case x.Gen > 0 && x.Depth == 0:
+				best(fmt.Sprintf("tg128_t%d", x.Threads), x.AvgTs, false)
+			case x.Gen > 0:
+				best(fmt.Sprintf("tgd256_t%d", x.Threads), x.AvgTs, false)
+			case x.Depth == 0:
+				best(fmt.Sprintf("pp512_t%d", x.Threads), x.AvgTs, false)
+			default:
+				best(fmt.Sprintf("forward_n%d", x.Prompt), x.AvgNs/1e6, true)
+			}
+		}
+	}
+	return out, nil
 }
 
 func fatal(err error) {
