@@ -51,7 +51,7 @@ func avx2Dot(name string, wt Type) (quantDot, multiDot) {
 		panic("quant: no AVX2 kernel " + name)
 	}
 	at := ActType(wt)
-	wb, xb, sk := wt.BlockBytes(), at.BlockBytes(), actScaleWords(at)
+	wb, xb, sk := wt.BlockBytes(), at.BlockBytes(), actScaleWords(wt)
 	multi := func(w []byte, rows int, x []byte, xs int, sc []float32, na int, out []float32, os int) {
 		if na < 1 || na > 4 || rows < 0 {
 			panic("quant: multi-row dot of a bad row count")
@@ -85,7 +85,7 @@ func avx2Dot(name string, wt Type) (quantDot, multiDot) {
 			_ = x[nb*xb-1]
 			scp = scalePool.Get().(*[]float32)
 			sc = growFloats(scp, nb*sk)
-			actScales(at, x, 1, nb, sc)
+			actScales(wt, x, 1, nb, sc)
 		}
 		var o [1]float32
 		multi(w[:nb*wb], 1, x, 0, sc, 1, o[:], 0)

@@ -384,14 +384,14 @@ func BenchmarkMultiDot(b *testing.B) {
 		at := ActType(wt)
 		xrb, _ := at.RowBytes(cols)
 		nb := cols / 32
-		sc := make([]float32, 4*nb*max(1, actScaleWords(at)))
-		if actScaleWords(at) > 0 {
-			actScales(at, xq, 4, nb, sc)
+		sc := make([]float32, 4*nb*max(1, actScaleWords(wt)))
+		if actScaleWords(wt) > 0 {
+			actScales(wt, xq, 4, nb, sc)
 		}
 		for na := 1; na <= 4; na++ {
 			b.Run(fmt.Sprintf("%s/R=%d", wt, na), func(b *testing.B) {
 				var o [4]float32
-				t := minTime(b, func() { md(w, 1, xq, xrb, sc[:na*nb*max(1, actScaleWords(at))], na, o[:], 1) })
+				t := minTime(b, func() { md(w, 1, xq, xrb, sc[:na*nb*max(1, actScaleWords(wt))], na, o[:], 1) })
 				b.ReportMetric(t*1e9/float64(cols/32*na), "ns/row-block")
 			})
 		}

@@ -111,6 +111,24 @@ func scaled(g *gen, j int, dw string) {
 	g.p("VFMADD231PS Y4, Y5, %s", acc(j))
 }
 
+// offsetRows: Y0 holds the 32 unsigned quants q of a Q4_0/Q5_0 block,
+// whose weights are q − o. Per row: t = Σ q·x per lane group, then
+// t·d_x + [−o·d_x·Σx, 0…] (the row's precomputed correction vector, one
+// FMA) and acc += that·d_w. Cheaper than the sign trick of signedRows by
+// one vector op per row and block.
+func offsetRows(g *gen, r int) {
+	g.p("VPBROADCASTW (SI), X2")
+	g.p("VCVTPH2PS X2, Y2") // d_w
+	for j := 0; j < r; j++ {
+		g.p("VPMADDUBSW %s, Y0, Y4", xa(2, j))
+		g.p("VPMADDWD Y10, Y4, Y4")
+		g.p("VCVTDQ2PS Y4, Y4")
+		g.p("VBROADCASTSS %s, Y5", sa(8, j))
+		g.p("VFMADD213PS %s, Y5, Y4", sa(0, j))
+		g.p("VFMADD231PS Y4, Y2, %s", acc(j))
+	}
+}
+
 // signedRows: Y0 holds 32 signed weights; for each row, Σ w·x per
 // 8-element lane group, scaled into acc(j). Y10 holds int16 ones.
 func signedRows(g *gen, r int, xoff int) {
@@ -231,16 +249,15 @@ func kGroups(g *gen, r, qs int, five bool) {
 
 var kernels = []kernel{
 	{
-		name: "dotQ4_0AVX2", sb: 4, wb: 18, xb: 34,
-		doc: "Q4_0 × Q8_0: nibbles − 8 as signed weights.",
+		name: "dotQ4_0AVX2", sb: 36, wb: 18, xb: 34,
+		doc: "Q4_0 × Q8_0: the nibbles as unsigned quants, the −8 through the activations' sums.",
 		setup: func(g *gen) {
 			g.p("VPBROADCASTB avx2_nib<>(SB), Y11")
 			g.p("VPBROADCASTW avx2_one16<>(SB), Y10")
 		},
 		block: func(g *gen, r int) {
 			nibbles16(g, 2)
-			g.p("VPSUBB avx2_b08<>(SB), Y0, Y0")
-			signedRows(g, r, 2)
+			offsetRows(g, r)
 		},
 	},
 	{
@@ -256,8 +273,8 @@ var kernels = []kernel{
 		},
 	},
 	{
-		name: "dotQ5_0AVX2", sb: 4, wb: 22, xb: 34,
-		doc: "Q5_0 × Q8_0: q − 16 from the nibble and the qh bit, as signed weights.",
+		name: "dotQ5_0AVX2", sb: 36, wb: 22, xb: 34,
+		doc: "Q5_0 × Q8_0: q from the nibble and the qh bit as unsigned quants, the −16 through the activations' sums.",
 		setup: func(g *gen) {
 			g.p("VPBROADCASTB avx2_nib<>(SB), Y11")
 			g.p("VPBROADCASTW avx2_one16<>(SB), Y10")
@@ -266,10 +283,9 @@ var kernels = []kernel{
 		block: func(g *gen, r int) {
 			nibbles16(g, 6)
 			highBits(g, 2, "Y9")
-			// Bit clear: nibble | 0xF0 = nibble − 16 as int8; bit set: nibble.
-			g.p("VPANDN avx2_bF0<>(SB), Y1, Y1")
+			g.p("VPAND avx2_b10<>(SB), Y1, Y1")
 			g.p("VPOR Y1, Y0, Y0")
-			signedRows(g, r, 2)
+			offsetRows(g, r)
 		},
 	},
 	{
@@ -457,7 +473,7 @@ func main() {
 			g.p("MOVQ nb+32(FP), CX")
 			if k.sb > 0 { // scale rows: nb blocks of sb bytes each
 				g.p("MOVQ sc+40(FP), BX")
-				g.p("LEAQ (CX*%d), R10", k.sb)
+				g.p("IMUL3Q $%d, CX, R10", k.sb)
 				g.p("LEAQ (R10)(R10*2), R11")
 			}
 			for j := 0; j < r; j++ {

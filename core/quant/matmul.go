@@ -152,11 +152,11 @@ func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, 
 	// scales as float32, converted here once per call.
 	var sc []float32
 	var scp *[]float32
-	if sk := actScaleWords(at); sk > 0 && k.multi[wt] != nil {
+	if sk := actScaleWords(wt); sk > 0 && k.multi[wt] != nil {
 		nb := cols / 32
 		scp = scalePool.Get().(*[]float32)
 		sc = growFloats(scp, n*nb*sk)
-		actScales(at, xq, n, nb, sc)
+		actScales(wt, xq, n, nb, sc)
 	}
 	pool.Run(rows, chunk, func(lo, hi int) {
 		if at == F32 {
@@ -170,27 +170,49 @@ func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, 
 	}
 }
 
-// actScaleWords is the float32 scales per block actScales writes for
-// activation type at: d for Q8_0, d and s for Q8_1, none for the others.
-func actScaleWords(at Type) int {
-	switch at {
+// actScaleWords is the float32 values per activation block that
+// actScales writes for weights of type wt: d for Q8_0 weights; d and s for
+// Q4_1/Q5_1; for Q4_0/Q5_0 a 32-byte correction vector [−o·d·Σq, 0 ×7]
+// (o = 8 or 16, the weights' offset) then d, so that their kernels can
+// take the stored quants as unsigned and subtract o·Σx with one FMA; none
+// for the others.
+func actScaleWords(wt Type) int {
+	switch wt {
 	case Q8_0:
 		return 1
-	case Q8_1:
+	case Q4_1, Q5_1:
 		return 2
+	case Q4_0, Q5_0:
+		return 9
 	}
 	return 0
 }
 
-// actScales converts the f16 scales of n activation rows of nb blocks of
-// type at (Q8_0 or Q8_1) to float32 rows of nb·actScaleWords(at) values.
-func actScales(at Type, xq []byte, n, nb int, dst []float32) {
-	xb, sk := at.BlockBytes(), actScaleWords(at)
+// actScales writes the actScaleWords(wt) float32 values of every block of
+// n activation rows (nb blocks each, of type ActType(wt)) into dst.
+func actScales(wt Type, xq []byte, n, nb int, dst []float32) {
+	at := ActType(wt)
+	xb, sk := at.BlockBytes(), actScaleWords(wt)
 	for i := 0; i < n*nb; i++ {
-		blk := xq[i*xb:]
-		dst[i*sk] = f16at(blk)
-		if sk == 2 {
-			dst[i*sk+1] = f16at(blk[2:])
+		blk, d := xq[i*xb:], dst[i*sk:(i+1)*sk]
+		switch wt {
+		case Q8_0:
+			d[0] = f16at(blk)
+		case Q4_1, Q5_1:
+			d[0], d[1] = f16at(blk), f16at(blk[2:])
+		case Q4_0, Q5_0:
+			off := int32(8)
+			if wt == Q5_0 {
+				off = 16
+			}
+			sum := int32(0)
+			for _, q := range blk[2:34] {
+				sum += int32(int8(q))
+			}
+			dx := f16at(blk)
+			clear(d[1:8])
+			d[0] = float32(-off*sum) * dx
+			d[8] = dx
 		}
 	}
 }
