@@ -1,13 +1,17 @@
 # lmstream — build, test, run and measure.
 #
 #   make          build build/liblmstream.so and check the header against it
-#   make run      stream an answer (replay demo until the CPU engine lands)
+#   make run      stream an answer from MODEL (PROMPT="..." asks something else)
 #   make test     every suite: Go (race detector), fuzz smoke, conformance,
 #                 C programs under valgrind
 #   make bench    benchmarks, printing numbers and ratios
 #   make fuzz     long fuzzing runs (FUZZTIME per Go target; the C-ABI request
 #                 fuzzer for FUZZ_TRIES replay and FUZZ_MODEL_TRIES model tries)
-#   make model    fetch the default model into models/
+#   make model    fetch MODEL into models/ and verify it
+#
+# MODEL is a model's name or a path to a .gguf: smollm2-135m (the default),
+# qwen2.5-coder-0.5b or qwen2.5-coder-1.5b (tests/scripts/fetch_model.sh
+# --names), e.g. `make model run MODEL=qwen2.5-coder-1.5b`.
 #   make install  the library, lmstream.h, lmstream.hpp and lmstream.pc under
 #                 PREFIX (/usr/local), staged under DESTDIR if set; make uninstall
 #   make clean
@@ -18,7 +22,13 @@ CC       ?= gcc
 PREFIX   ?= /usr/local
 BUILD    := build
 LIB      := $(BUILD)/liblmstream.so
-MODEL    := models/SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL    := smollm2-135m
+FETCH    := bash tests/scripts/fetch_model.sh
+# MODEL_PATH is the file MODEL names (MODEL itself when it is a path).
+MODEL_PATH := $(shell $(FETCH) --path '$(MODEL)')
+MODEL_NAMES := $(shell $(FETCH) --names)
+# The models `make test` fetches: the engine's correctness tests run on them.
+TEST_MODELS := smollm2-135m qwen2.5-coder-0.5b
 FUZZTIME ?= 5m
 # CI and `make test` fuzz each target briefly, by execution count (about 15 s
 # each here); `make fuzz` for real. FUZZ_SMOKE=N sets one count for all.
@@ -35,8 +45,8 @@ CAPI_C     := $(wildcard capi/*.c) include/lmstream.h
 FUZZ_TARGETS := ./streaming:FuzzSanitizer:250000 ./streaming:FuzzStopMatcher:250000 \
                 ./core/gguf:FuzzParse:350000 ./core/tokenizer:FuzzRoundTrip:25000
 
-.PHONY: all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps model clean vet \
-        install uninstall test-install
+.PHONY: all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps model \
+        test-models clean vet install uninstall test-install
 
 all: lib check-header check-links
 
@@ -63,10 +73,17 @@ $(BUILD)/.deps: tests/scripts/setup.sh go.mod
 
 deps: $(BUILD)/.deps
 
-model: $(MODEL)
+model: $(MODEL_PATH)
 
-$(MODEL): models/models.sha256
-	bash tests/scripts/fetch_model.sh
+test-models: $(foreach m,$(TEST_MODELS),$(shell $(FETCH) --path $(m)))
+
+# One rule per known model: fetched again (and verified) when the committed
+# sums change. A MODEL given as a path has no rule: it must exist.
+define model_rule
+$(shell $(FETCH) --path $(1)): models/models.sha256
+	$(FETCH) $(1)
+endef
+$(foreach m,$(MODEL_NAMES),$(eval $(call model_rule,$(m))))
 
 $(BUILD)/stream: examples/stream.c include/lmstream.h $(LIB)
 	$(CC) -O2 -Wall -Wextra -Werror -Iinclude $< -L$(BUILD) -llmstream -Wl,-rpath,'$$ORIGIN' -o $@
@@ -74,18 +91,18 @@ $(BUILD)/stream: examples/stream.c include/lmstream.h $(LIB)
 # PROMPT="..." make run asks something else.
 PROMPT ?= What is the capital of Japan?
 run: deps model $(BUILD)/stream
-	$(BUILD)/stream --model $(MODEL) "$(PROMPT)"
+	$(BUILD)/stream --model $(MODEL_PATH) "$(PROMPT)"
 
 vet:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-test: deps model all vet test-go fuzz-smoke test-py test-c test-elixir
+test: deps test-models all vet test-go fuzz-smoke test-py test-c test-elixir
 
 # The real-model tests of the engine (greedy speculative equality, golden
-# logits, perplexity) are too slow under the race detector and skip there,
-# so those packages also run without it. NVRTC comes from the PyPI wheel
+# logits, perplexity; SmolLM2 and Qwen2.5-Coder 0.5B) are too slow under the
+# race detector and skip there, so those packages also run without it. NVRTC comes from the PyPI wheel
 # (make deps), so the kernel compile tests must find it, not skip.
 test-go:
 	LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
@@ -108,7 +125,7 @@ fuzz: $(LIB)
 	done
 	LMSTREAM_MUTATOR_TRIES=$(MUTATOR_TRIES) $(GO) test -count=1 -timeout=0 -v -run='^TestGGUFMutator$$' ./tests/modelfile
 	LMSTREAM_LEAK_CYCLES=$(LEAK_CYCLES) $(GO) test -count=1 -timeout=0 -v -run='^TestRuntimeCyclesDoNotLeak$$' ./core/cpu
-	$(MAKE) -C tests/c fuzz
+	$(MAKE) -C tests/c fuzz MODEL=$(abspath $(MODEL_PATH))
 
 # pytest exits 5 when it collects nothing; that is a failure here too.
 test-py: $(LIB)
@@ -118,7 +135,7 @@ test-elixir: $(LIB)
 	cd bindings/elixir && MIX_ENV=test mix test
 
 test-c: $(LIB) test-install
-	$(MAKE) -C tests/c all test valgrind
+	$(MAKE) -C tests/c all test valgrind MODEL=$(abspath $(MODEL_PATH))
 
 # Installed files, for C and C++ programs that find them with pkg-config.
 # lmstream.pc is written from lmstream.pc.in at install time, so it always
@@ -169,10 +186,10 @@ test-install: $(LIB)
 # LMSTREAM_PEER_PYTHON=/path/to/python (with llama-cpp-python installed)
 # adds llama.cpp's decode and prefill, measured in the same run, with ratios.
 bench: deps model all
-	$(GO) run ./core/cmd/lmsbench -model $(MODEL)
+	$(GO) run ./core/cmd/lmsbench -model $(MODEL_PATH)
 	$(GO) test -run='^$$' -bench='Text|StreamChunk|ChunkThroughput' -count=3 ./streaming ./core/runtime
 	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand' -benchtime=20x ./core/quant
-	$(MAKE) -C tests/c all bench
+	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))
 	python3 bindings/python/bench.py
 	cd bindings/elixir && mix run bench/bench.exs
 
@@ -188,9 +205,9 @@ clean:
 # cgo) and a 4-layer copy of the default model (small enough to carry);
 # `tests/gpu/check.sh` runs them there with LMSTREAM_REQUIRE_GPU=1.
 GPU_BUNDLE := $(BUILD)/gpu
-gpu-bundle: $(MODEL)
+gpu-bundle: $(MODEL_PATH)
 	@mkdir -p $(GPU_BUNDLE)
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/cuda.test ./core/cuda
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/cu.test ./core/cuda/cu
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/nvrtc.test ./core/cuda/nvrtc
-	$(GO) run ./tests/gpu/trim -layers 4 $(MODEL) $(GPU_BUNDLE)/model.gguf
+	$(GO) run ./tests/gpu/trim -layers 4 $(MODEL_PATH) $(GPU_BUNDLE)/model.gguf

@@ -102,29 +102,34 @@ func head(s string, n int) string {
 
 // chatMLDefaultSystem extracts the system message a ChatML template injects
 // when the conversation does not start with one, as SmolLM2's ("You are a
-// helpful AI assistant named SmolLM, trained by Hugging Face") and Qwen2's
-// ("You are a helpful assistant.") do: a literal
+// helpful AI assistant named SmolLM, trained by Hugging Face"), Qwen2's
+// ("You are a helpful assistant.") and Qwen2.5's ("You are Qwen, created by
+// Alibaba Cloud. You are a helpful assistant.") do: a literal
 // '<|im_start|>system\n...<|im_end|>' inside the template. Templates differ
 // in whether the newline is a real one or a Jinja "\n" escape; both are
-// accepted.
+// accepted. Every occurrence is tried in order: Qwen2.5's template first
+// opens a system turn that it fills from the messages or the tools, and
+// only its last one is the literal default.
 func chatMLDefaultSystem(tmpl string) string {
 	for _, open := range []string{"<|im_start|>system\n", `<|im_start|>system\n`} {
-		i := strings.Index(tmpl, open)
-		if i < 0 {
-			continue
+		for rest := tmpl; ; {
+			i := strings.Index(rest, open)
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(open):]
+			j := strings.Index(rest, "<|im_end|>")
+			if j < 0 {
+				break
+			}
+			msg := rest[:j]
+			// Only a literal counts: a template that builds the system
+			// turn from the messages has Jinja syntax or quotes here.
+			if strings.ContainsAny(msg, "'\"{}") {
+				continue
+			}
+			return strings.ReplaceAll(msg, `\n`, "\n")
 		}
-		rest := tmpl[i+len(open):]
-		j := strings.Index(rest, "<|im_end|>")
-		if j < 0 {
-			continue
-		}
-		msg := rest[:j]
-		// Only a literal counts: a template that builds the system turn
-		// from the messages has Jinja syntax or quotes here.
-		if strings.ContainsAny(msg, "'\"{}") {
-			continue
-		}
-		return strings.ReplaceAll(msg, `\n`, "\n")
 	}
 	return ""
 }

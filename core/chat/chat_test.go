@@ -28,6 +28,67 @@ const (
 	mistralTemplate = "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% endif %}{% endfor %}"
 )
 
+// qwen25Template is Qwen2.5-Coder-0.5B-Instruct's, as its GGUF ships it
+// (tokenizer.chat_template; the 1.5B's differs only in the tools branch).
+// It opens the system turn three times; only the last is the default text.
+const qwen25Template = `{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\n' + messages[0]['content'] + '<|im_end|>\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>' + '\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\n<tool_call>\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\n<tool_response>\n' }}
+        {{- message.content }}
+        {{- '\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+{%- endif %}
+`
+
+const qwen25System = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+
 const modelPath = "../../models/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 const smolSystem = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
@@ -140,6 +201,7 @@ func TestRoleErrors(t *testing.T) {
 func TestDetect(t *testing.T) {
 	for _, c := range []struct{ tmpl, want string }{
 		{qwen2Template, "chatml"},
+		{qwen25Template, "chatml"},
 		{llama2Template, "llama2"},
 		{llama3Template, "llama3"},
 		{zephyrTemplate, "zephyr"},
@@ -151,6 +213,9 @@ func TestDetect(t *testing.T) {
 	tm, err := Detect(qwen2Template)
 	require.NoError(t, err)
 	assert.Equal(t, ChatML{DefaultSystem: "You are a helpful assistant."}, tm)
+	tm, err = Detect(qwen25Template)
+	require.NoError(t, err)
+	assert.Equal(t, ChatML{DefaultSystem: qwen25System}, tm)
 	// Escaped newlines in the Jinja literal are understood too.
 	tm, err = Detect(`{{ '<|im_start|>system\nHello\nthere<|im_end|>\n' }}`)
 	require.NoError(t, err)
@@ -283,6 +348,8 @@ func TestJinjaCrossCheckFamilies(t *testing.T) {
 		skipEmpty bool
 	}{
 		{qwen2Template, "", "<|im_end|>", false},
+		// Qwen2.5's indexes messages[0] outside its loop.
+		{qwen25Template, "", "<|im_end|>", true},
 		{llama2Template, "<s>", "</s>", true},
 		{llama3Template, "<|begin_of_text|>", "<|eot_id|>", false},
 		{zephyrTemplate, "<s>", "</s>", false},

