@@ -185,10 +185,19 @@ test-install: $(LIB)
 
 # LMSTREAM_PEER_PYTHON=/path/to/python (with llama-cpp-python installed)
 # adds llama.cpp's decode and prefill, measured in the same run, with ratios.
-bench: deps model all
-	$(GO) run ./core/cmd/lmsbench -model $(MODEL_PATH)
+# lmsbench on each of BENCH_MODELS (fetched if missing). Set
+# LMSTREAM_PEER_LLAMA_BENCH to a llama-bench binary (or LMSTREAM_PEER_PYTHON
+# to a Python with llama-cpp-python) built outside this repository to get
+# llama.cpp's figures side by side; BENCH_ROUNDS measurements per figure.
+BENCH_MODELS ?= smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b
+BENCH_ROUNDS ?= 3
+bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
+	$(GO) build -o $(BUILD)/lmsbench ./core/cmd/lmsbench
+	@for m in $(BENCH_MODELS); do \
+	  $(BUILD)/lmsbench -model $$($(FETCH) --path $$m) -rounds $(BENCH_ROUNDS) || exit 1; echo; \
+	done
 	$(GO) test -run='^$$' -bench='Text|StreamChunk|ChunkThroughput' -count=3 ./streaming ./core/runtime
-	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand' -benchtime=20x ./core/quant
+	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand|MultiDot' -benchtime=20x ./core/quant
 	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))
 	python3 bindings/python/bench.py
 	cd bindings/elixir && mix run bench/bench.exs

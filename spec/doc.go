@@ -47,13 +47,16 @@
 // iteration, how many tree nodes each request verifies. The hardware gives a
 // budget B of tokens per verification pass (the knee of the forward pass's
 // cost curve: Calibrate). For request r with SLO s, l the time since its
-// first token, o the tokens generated so far and t_spec the expected
-// duration of this iteration (Timing), its average TPOT after the iteration
-// stays within s iff it gains at least
+// first token, o the tokens generated after the first and t_spec the
+// expected duration of this iteration (Timing), its average TPOT after the
+// iteration stays within s iff it gains at least
 //
 //	A(r) = (l + t_spec)/s − o
 //
-// tokens (Target). With the expectation above, the problem becomes: choose
+// tokens (Target). Both l and o start at the first token because the TPOT
+// that SLO attainment is judged by does: (last − first)/(generated − 1), the
+// usage's tpot_ms (the paper's l and o likewise start at the first decoding
+// step, after the prefill's token). With the expectation above, the problem becomes: choose
 // trees T_i with Σ|T_i| ≤ B and Σ_{v∈T_i} f(v) ≥ A(r_i), maximizing
 // Σ_i Σ_{v∈T_i} f(v). Because f never increases from parent to child, taking
 // nodes greedily by f is ancestor-closed and optimal, which gives the two
@@ -100,9 +103,16 @@
 // token from what remains, and after an accepted leaf sample it from the
 // leaf's distribution. Each emitted token is then distributed exactly as the
 // target's (tempered, truncated) distribution given the tokens before it;
-// TestSamplingPreservesDistribution checks this with chi-square tests over
-// every tree shape the scheduler can produce up to depth 4 and width 3, and
-// checks that the same test rejects wrong rules (always accepting, the bug of
-// the public AdaServe implementation; or rejecting without renormalising).
+// TestSamplingPreservesDistribution checks this with chi-square tests of the
+// first two emitted tokens over every tree shape the scheduler can produce up
+// to depth 4 and width 3, and TestSamplingJointDistribution with chi-square
+// tests of the joint distribution of every position one verification can
+// emit (tree depth + 1), on a target that depends on the whole prefix and on
+// chains, branching and beam trees, drafts unlike the target and duplicate
+// siblings. Both check that the same test rejects wrong rules (always
+// accepting, the bug of the public AdaServe implementation; rejecting without
+// renormalising; and in the joint test also a bonus from the full p or from
+// the draft, and rules exact only above depth 2 or 3, which no two-token test
+// can see).
 // Randomness comes from an injected Source.
 package spec

@@ -17,7 +17,8 @@ type Seq struct {
 	// effort (the request only takes part in the throughput phase).
 	SLO time.Duration
 	// Start is when the request's first token was emitted: the origin of
-	// the latency l in A(r).
+	// the latency l in A(r) (whose o counts the tokens after it:
+	// AfterFirst).
 	Start time.Time
 	// NoSpec turns speculation off for this request: it is never drafted
 	// for and its tree is its root alone (plain decoding).
@@ -33,8 +34,19 @@ type Seq struct {
 	DraftState any
 }
 
-// Generated is o in A(r): the number of tokens generated so far.
+// Generated is the number of tokens generated so far, the first included.
 func (s *Seq) Generated() int { return len(s.Tokens) - s.Prompt }
+
+// AfterFirst is o in A(r): the tokens generated after the first one.
+//
+// The convention is the SLO metric's: a request's TPOT is the time from its
+// first token to its last divided by the tokens after the first (the usage's
+// tpot_ms, (last − first)/(generated − 1), which attainment compares with
+// tpot_slo_ms); the first token's own latency is TTFT's. A(r)'s l runs from
+// the first token (Start), so its o must not count that token either: with
+// o = Generated(), a request that gained exactly A(r) tokens every iteration
+// would end one token short, above its SLO.
+func (s *Seq) AfterFirst() int { return max(0, s.Generated()-1) }
 
 // Shape says how big a candidate tree to draft.
 type Shape struct {

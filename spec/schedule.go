@@ -68,7 +68,9 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 			if !q.Start.IsZero() {
 				l = now.Sub(q.Start)
 			}
-			r.Target = Target(l, tspec, q.SLO, q.Generated())
+			// l and o both start at the first token, as the TPOT that
+			// SLO attainment is measured by does (see AfterFirst).
+			r.Target = Target(l, tspec, q.SLO, q.AfterFirst())
 		}
 		s.reqs = append(s.reqs, r)
 	}

@@ -2,6 +2,7 @@ package spec
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -282,4 +283,63 @@ func (fixedTopK) NextTopK(qs []Query, k int, ids []int32, probs []float32) error
 		}
 	}
 	return nil
+}
+
+// tpotMetric is the TPOT that SLO attainment is judged by: the runtime's
+// usage tpot_ms (core/runtime, finishSlot: (last token − first token) /
+// (generated − 1)), which core/cpu's benchmarks compare with tpot_slo_ms.
+// The first token is not an output token of the TPOT: its latency is TTFT.
+func tpotMetric(first, last time.Time, generated int) time.Duration {
+	return last.Sub(first) / time.Duration(generated-1)
+}
+
+// TestTargetCountsTokensLikeTPOT pins A(r) to the attainment metric's
+// convention (issue 14, item 2): l and o both start at the first token, so a
+// request that gains exactly A(r) tokens ends the iteration exactly at its
+// SLO, and one that gains ⌈A(r)⌉ every iteration meets it throughout. With
+// o = every generated token (the first included) A(r) came out one token
+// short and such a request missed its SLO.
+func TestTargetCountsTokensLikeTPOT(t *testing.T) {
+	const slo, iter = 50 * time.Millisecond, 50 * time.Millisecond
+	now := time.Unix(1000, 0)
+	s := &Scheduler{Config: Config{Budget: 8}}
+	s.Timing.Observe(iter)
+	target := func(q *Seq) float64 {
+		_, err := s.Plan([]*Seq{q}, now)
+		require.NoError(t, err)
+		return s.reqs[0].Target
+	}
+
+	// 15 tokens in the second since the first: 14 after it. After this
+	// iteration 1.05 s will have passed, worth 21 tokens after the first.
+	q := &Seq{Tokens: make([]int32, 2+15), Prompt: 2, SLO: slo, Start: now.Add(-time.Second)}
+	a := target(q)
+	require.InDelta(t, 7, a, 1e-9)
+	end := now.Add(iter)
+	require.Equal(t, slo, tpotMetric(q.Start, end, q.Generated()+7), "A(r) tokens end exactly at the SLO")
+	require.Greater(t, tpotMetric(q.Start, end, q.Generated()+6), slo, "one token fewer misses it")
+	// Right after the first token, o is 0: a 50 ms iteration against a
+	// 50 ms SLO needs exactly one token.
+	q = &Seq{Tokens: make([]int32, 3), Prompt: 2, SLO: slo, Start: now}
+	require.InDelta(t, 1, target(q), 1e-9)
+
+	// A run where every iteration takes 50 ms against a 30 ms SLO, and the
+	// request gets just enough tokens: ⌈A(r)⌉, and at least the bonus.
+	run := func(targetOf func(q *Seq, now time.Time) float64) (worst time.Duration) {
+		const slo = 30 * time.Millisecond
+		now := time.Unix(2000, 0)
+		q := &Seq{Tokens: make([]int32, 3), Prompt: 2, SLO: slo, Start: now}
+		for range 200 {
+			gain := max(1, int(math.Ceil(targetOf(q, now)-1e-9)))
+			now = now.Add(iter)
+			q.Tokens = append(q.Tokens, make([]int32, gain)...)
+			worst = max(worst, tpotMetric(q.Start, now, q.Generated()))
+		}
+		return worst
+	}
+	worst := run(func(q *Seq, at time.Time) float64 { now = at; return target(q) })
+	require.LessOrEqual(t, worst, 30*time.Millisecond, "a request given A(r) tokens meets its SLO")
+	// The old count (o including the first token) falls a token short.
+	worst = run(func(q *Seq, at time.Time) float64 { return Target(at.Sub(q.Start), iter, q.SLO, q.Generated()) })
+	require.Greater(t, worst, 30*time.Millisecond)
 }

@@ -127,8 +127,11 @@ func (c *Config) Shape(n int) Shape {
 // Target is A(r) = (l + t_spec)/SLO − o: how many tokens the request must
 // get from this iteration for its average time per output token, after the
 // iteration, to be within its SLO. l is the time since its first token,
-// t_spec this iteration's estimated duration, o the tokens generated so far.
-// It is negative when the request is ahead of its SLO.
+// t_spec this iteration's estimated duration, o the tokens generated after
+// the first (Seq.AfterFirst): the TPOT the SLO is measured by spreads the
+// time from the first token to the last over the tokens after the first, so
+// (l + t_spec)/(o + A) = SLO exactly at the threshold. It is negative when
+// the request is ahead of its SLO.
 func Target(l, tspec, slo time.Duration, o int) float64 {
 	return float64(l+tspec)/float64(slo) - float64(o)
 }

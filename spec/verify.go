@@ -78,9 +78,11 @@ func VerifyGreedy(t *Tree, target Targets, res *Result) {
 // an accepted leaf the bonus is sampled from the leaf's distribution.
 //
 // Nothing here uses the drafter's probabilities: they only shape the tree.
-// (A rule that always accepts the first child, or that rejects without
-// removing x from p, is not exact; the tests show the chi-square test
-// catching both.)
+// (A rule that always accepts the first child, that rejects without
+// removing x from p, that samples the bonus from the full p or from the
+// draft, or that is exact only down to some depth, is not exact; the tests
+// show chi-square tests on the joint distribution of every emitted position
+// catching each of them.)
 //
 // As in VerifyGreedy, every step moves to a larger node index, so the walk
 // is bounded by the tree's size; a NaN or infinite probability can only

@@ -30,7 +30,7 @@ type quantArgs struct {
 
 type matVecArgs struct {
 	out, res, bias, wq, ws, xq, xds, pass cu.DevicePtr
-	rows, cols, typ, head, ld, pad        int32
+	rows, cols, head, ld                  int32
 }
 
 type ropeArgs struct {
@@ -61,7 +61,7 @@ func (a *quantArgs) fields() []any {
 	return []any{a.x, a.qs, a.ds, a.pass, a.dim, a.swiglu}
 }
 func (a *matVecArgs) fields() []any {
-	return []any{a.out, a.res, a.bias, a.wq, a.ws, a.xq, a.xds, a.pass, a.rows, a.cols, a.typ, a.head, a.ld, a.pad}
+	return []any{a.out, a.res, a.bias, a.wq, a.ws, a.xq, a.xds, a.pass, a.rows, a.cols, a.head, a.ld}
 }
 func (a *ropeArgs) fields() []any {
 	return []any{a.qkv, a.rot, a.pass, a.toks, a.heads, a.kvheads, a.hd, a.neox, a.layer, a.pad}
@@ -115,14 +115,15 @@ func (r *Runner) launchPass(n, rows, layers int) error {
 		run(d.k.rmsnormQuant, [3]uint32{uint32(nr), 1, 1}, [3]uint32{uint32(min(c.Embd, 1024)), 1, 1},
 			&normArgs{x: src, w: weight, qs: b.xq, ds: b.xds, pass: pass, rows: gather, dim: int32(c.Embd), eps: c.RMSEps})
 	}
-	// matvec writes W·x (+ bias) (+ res) into rows of ld floats of out.
+	// matvec writes W·x (+ bias) (+ res) into rows of ld floats of out,
+	// with the kernel of W's type (the loader admits only those).
 	matvec := func(out, res, bias cu.DevicePtr, m *dmat, ld, nt int, head bool) {
 		a := &matVecArgs{out: out, res: res, bias: bias, wq: m.qs, ws: m.scales, xq: b.xq, xds: b.xds, pass: pass,
-			rows: int32(m.rows), cols: int32(m.cols), typ: int32(m.typ), ld: int32(ld)}
+			rows: int32(m.rows), cols: int32(m.cols), ld: int32(ld)}
 		if head {
 			a.head = 1
 		}
-		run(d.k.matvec, [3]uint32{ceilDiv(m.rows, kernels.MatVecWarps), ceilDiv(nt, kernels.MatVecTokens), 1},
+		run(d.k.matvec[m.typ], [3]uint32{ceilDiv(m.rows, kernels.MatVecWarps), ceilDiv(nt, kernels.MatVecTokens), 1},
 			[3]uint32{32 * kernels.MatVecWarps, 1, 1}, a)
 	}
 	// fused runs a fused product's pieces into rows of ld floats of out.

@@ -6,6 +6,7 @@ import (
 	"github.com/lmstream/lmstream/core/cuda/cu"
 	"github.com/lmstream/lmstream/core/cuda/kernels"
 	"github.com/lmstream/lmstream/core/cuda/nvrtc"
+	"github.com/lmstream/lmstream/core/quant"
 )
 
 // Options choose the GPU and where its libraries come from.
@@ -27,7 +28,9 @@ type device struct {
 }
 
 type kernelSet struct {
-	embed, rmsnormQuant, quant, matvec, ropeStore, attention, kvCommit, argmax *cu.Function
+	embed, rmsnormQuant, quant, ropeStore, attention, kvCommit, argmax *cu.Function
+	// matvec holds the mat-vec kernel of each weight type (kernels.MatVec).
+	matvec map[quant.Type]*cu.Function
 }
 
 // openDevice opens the driver and NVRTC, compiles the kernels for the
@@ -67,10 +70,16 @@ func openDevice(o Options) (*device, error) {
 	}
 	for name, f := range map[string]**cu.Function{
 		"embed": &dev.k.embed, "rmsnorm_quant": &dev.k.rmsnormQuant, "quant": &dev.k.quant,
-		"matvec": &dev.k.matvec, "rope_store": &dev.k.ropeStore, "attention": &dev.k.attention,
+		"rope_store": &dev.k.ropeStore, "attention": &dev.k.attention,
 		"kv_commit": &dev.k.kvCommit, "argmax": &dev.k.argmax,
 	} {
 		if *f, err = dev.mod.Function(name); err != nil {
+			return fail(err)
+		}
+	}
+	dev.k.matvec = map[quant.Type]*cu.Function{}
+	for typ, name := range kernels.MatVec {
+		if dev.k.matvec[quant.Type(typ)], err = dev.mod.Function(name); err != nil {
 			return fail(err)
 		}
 	}

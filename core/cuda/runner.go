@@ -63,8 +63,9 @@ type buffers struct {
 	logitsHost                *cu.HostBuf
 }
 
-// Load uploads the model of a GGUF file (Llama and Qwen2 families, Q4_1 and
-// Q8_0 matrices) to the GPU chosen by o.
+// Load uploads the model of a GGUF file (Llama and Qwen2 families; Q4_1,
+// Q5_0, Q8_0, Q4_K and Q6_K matrices in any mix, as a Q4_K_M file has them;
+// an F32 embedding table if untied) to the GPU chosen by o.
 func Load(f *gguf.File, o Options) (*Runner, error) {
 	cfg, err := model.ReadConfig(f)
 	if err != nil {

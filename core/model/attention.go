@@ -35,7 +35,7 @@ func (m *Model) attention(b *Batch, li int) {
 }
 
 // attendOne is one (token i, head h) item (the path without the grouped
-// AVX-512 kernels); ab is the chunk's scratch.
+// kernels); ab is the chunk's scratch.
 func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 	c, s := &m.cfg, &m.s
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
@@ -66,8 +66,8 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 	// Scores and their maximum.
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	mx := float32(math.Inf(-1))
-	if haveAVX512 && hd%16 == 0 {
-		mx = attnScores(&q[0], &keys[0], nv, hd, scale, &sc[0])
+	if haveSIMD && hd%16 == 0 {
+		mx = simdScores(&q[0], &keys[0], nv, hd, scale, &sc[0])
 	} else {
 		for j := 0; j < nv; j++ {
 			v := dot(q, keys[j*hd:(j+1)*hd]) * scale
@@ -77,8 +77,8 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 	}
 	// Softmax weights (unnormalised) and the weighted sum of values.
 	sum := softmaxWeights(sc[:nv], mx)
-	if haveAVX512 && hd%64 == 0 {
-		attnWsum(&sc[0], &vals[0], nv, hd, &out[0])
+	if haveSIMD && hd%64 == 0 {
+		simdWsum(&sc[0], &vals[0], nv, hd, &out[0])
 	} else {
 		clear(out)
 		for j := 0; j < nv; j++ {
@@ -89,15 +89,15 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 }
 
 // softmaxWeights replaces x by e^(x-mx) (the unnormalised softmax weights)
-// and returns their sum: whole 16-lane blocks with attnExp, the tail in Go.
+// and returns their sum: whole 16-lane blocks with simdExp, the tail in Go.
 // Every attention path uses it, so a score gets the same weight whichever
 // path computed it.
 func softmaxWeights(x []float32, mx float32) float32 {
 	var sum float32
 	j := 0
-	if haveAVX512 && len(x) >= 16 {
+	if haveSIMD && len(x) >= 16 {
 		j = len(x) &^ 15
-		sum = attnExp(&x[0], j, mx)
+		sum = simdExp(&x[0], j, mx)
 	}
 	for ; j < len(x); j++ {
 		p := expf(x[j] - mx)

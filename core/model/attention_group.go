@@ -2,11 +2,12 @@ package model
 
 import "math"
 
-// Grouped attention (AVX-512): the query heads that share a KV head are
-// computed together, so each key and value row is read (and widened from
-// the float16 cache, attnChunk rows at a time) once for all of them, and
-// scores come 16 keys at a time (attnScores16 reduces 16 keys' lane sums
-// in one shuffle tree instead of one horizontal sum per key).
+// Grouped attention (the AVX-512 or AVX2 kernels): the query heads that
+// share a KV head are computed together, so each key and value row is read
+// (and widened from the float16 cache, attnChunk rows at a time) once for
+// all of them, and scores come 16 keys at a time (attnScores16 and
+// attnScores16AVX2 reduce 16 keys' lane sums in one shuffle tree instead of
+// one horizontal sum per key).
 
 // maxGroupHeads is the most query heads attnScores16/attnWsumG take at once
 // (larger groups are split into near-equal parts).
@@ -26,7 +27,7 @@ type attnBuf struct {
 const attnChunk = 64
 
 func (m *Model) groupedAttention() bool {
-	return haveAVX512 && m.cfg.HeadDim%64 == 0
+	return haveSIMD && m.cfg.HeadDim%64 == 0
 }
 
 // attnTokens is the most tokens one grouped-attention item takes. Tokens of
@@ -151,14 +152,14 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	scoreCached(&qg[0], nq, hd, keys, nfull, kf, scale, sc, sst, &ab.mx[0])
 	if gblk > 0 {
-		attnScores16(&qg[0], nq, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &ab.mx[0], 0xffff)
+		simdScores16(&qg[0], nq, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &ab.mx[0], 0xffff)
 	}
 
 	// Softmax weights (unnormalised) per query over its own keys.
 	var sums [attnTokens * maxGroupHeads]float32
 	for q := range nq {
 		x := sc[q*sst : q*sst+runs[q/nh]]
-		sums[q] = softmaxWeights(x, attnMax(&x[0], len(x)))
+		sums[q] = softmaxWeights(x, simdMax(&x[0], len(x)))
 	}
 
 	// Value sums, attnChunk values at a time, widened once for every token.
@@ -170,7 +171,7 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 				continue
 			}
 			out := s.att[(i0+t)*qDim+h0*hd : (i0+t)*qDim+(h0+nh)*hd]
-			attnWsumG(&sc[t*nh*sst+k0], sst, nh, &vf[0], min(attnChunk, runs[t]-k0), hd, &out[0], hd, k0 > 0)
+			simdWsumG(&sc[t*nh*sst+k0], sst, nh, &vf[0], min(attnChunk, runs[t]-k0), hd, &out[0], hd, k0 > 0)
 		}
 	}
 	for t := range nt {
@@ -226,7 +227,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	scoreCached(q, nh, hd, keys, nfull, kf, scale, sc, sst, &mx[0])
 	if gblk > 0 {
 		last := uint16(1<<(ng-16*(gblk-1)) - 1)
-		attnScores16(q, nh, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &mx[0], last)
+		simdScores16(q, nh, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &mx[0], last)
 	}
 
 	// Softmax weights (unnormalised) per head.
@@ -243,7 +244,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	for k0 := 0; k0 < run; k0 += attnChunk {
 		nn := min(attnChunk, run-k0)
 		widen(vf[:nn*hd], vals[k0*hd:(k0+nn)*hd])
-		attnWsumG(&sc[k0], sst, nh, &vf[0], nn, hd, &out[0], hd, k0 > 0)
+		simdWsumG(&sc[k0], sst, nh, &vf[0], nn, hd, &out[0], hd, k0 > 0)
 	}
 	if len(extra) > 0 {
 		ab.vg = grow(ab.vg, len(extra)*hd)
@@ -252,7 +253,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 			j := cache.Len() + int(k)
 			widen(vg[e*hd:(e+1)*hd], vals[j*hd:(j+1)*hd])
 		}
-		attnWsumG(&sc[run], sst, nh, &vg[0], len(extra), hd, &out[0], hd, run > 0)
+		simdWsumG(&sc[run], sst, nh, &vg[0], len(extra), hd, &out[0], hd, run > 0)
 	}
 	for h := range nh {
 		scaleRow(out[h*hd:(h+1)*hd], 1/sums[h])
@@ -266,6 +267,6 @@ func scoreCached(q *float32, nq, hd int, keys []uint16, nfull int, kf []float32,
 	for b0 := 0; b0 < nfull; b0 += attnChunk / 16 {
 		nb := min(attnChunk/16, nfull-b0)
 		widen(kf[:nb*16*hd], keys[b0*16*hd:(b0+nb)*16*hd])
-		attnScores16(q, nq, hd, &kf[0], nb, hd, scale, &sc[16*b0], sst, mx, 0xffff)
+		simdScores16(q, nq, hd, &kf[0], nb, hd, scale, &sc[16*b0], sst, mx, 0xffff)
 	}
 }

@@ -15,9 +15,10 @@ import (
 // on how many heads a call takes, on a key's slot in its block of 16, or on
 // splitting the value sum into two calls.
 func TestGroupedAttentionKernels(t *testing.T) {
-	if !haveAVX512 {
-		t.Skip("no AVX-512 kernels on this machine")
-	}
+	forKernelSets(t, testGroupedAttentionKernels)
+}
+
+func testGroupedAttentionKernels(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for _, hd := range []int{64, 128} {
 		for _, nblk := range []int{1, 2, 5} {
@@ -40,16 +41,18 @@ func TestGroupedAttentionKernels(t *testing.T) {
 			for h := range mxAll {
 				mxAll[h] = float32(math.Inf(-1))
 			}
-			attnScores16(&q[0], 4, hd, &k[0], nblk, hd, 0.125, &all[0], sst, &mxAll[0], 0x00ff)
+			simdScores16(&q[0], 4, hd, &k[0], nblk, hd, 0.125, &all[0], sst, &mxAll[0], 0x00ff)
 			for h := 0; h < 4; h++ {
 				one := make([]float32, n)
 				mx := float32(math.Inf(-1))
-				attnScores16(&q[h*hd], 1, hd, &k[0], nblk, hd, 0.125, &one[0], n, &mx, 0x00ff)
+				simdScores16(&q[h*hd], 1, hd, &k[0], nblk, hd, 0.125, &one[0], n, &mx, 0x00ff)
 				wantMx := float32(math.Inf(-1))
 				for j := 0; j < n; j++ {
 					require.Equal(t, math.Float32bits(all[h*sst+j]), math.Float32bits(one[j]), "hd %d head %d key %d", hd, h, j)
 					w := dot(q[h*hd:(h+1)*hd], k[j*hd:(j+1)*hd]) * 0.125
 					require.InDelta(t, w, one[j], 1e-5)
+					emu := emuScore(q[h*hd:(h+1)*hd], k[j*hd:(j+1)*hd], 0.125)
+					require.Equal(t, math.Float32bits(emu), math.Float32bits(one[j]), "hd %d head %d key %d: model", hd, h, j)
 					if j < n-8 {
 						wantMx = max(wantMx, one[j])
 					}
@@ -60,9 +63,22 @@ func TestGroupedAttentionKernels(t *testing.T) {
 				shifted := make([]float32, n+16)
 				mx2 := float32(math.Inf(-1))
 				ks := append(make([]float32, hd), k[:(n+15)*hd]...)
-				attnScores16(&q[h*hd], 1, hd, &ks[0], nblk+1, hd, 0.125, &shifted[0], n+16, &mx2, 0xffff)
+				simdScores16(&q[h*hd], 1, hd, &ks[0], nblk+1, hd, 0.125, &shifted[0], n+16, &mx2, 0xffff)
 				for j := 0; j < n; j++ {
 					require.Equal(t, math.Float32bits(one[j]), math.Float32bits(shifted[j+1]), "slot shift, key %d", j)
+				}
+				// The last block's mask picks which keys count toward
+				// the maximum (any subset, not only a prefix).
+				for _, last := range []uint16{0x0001, 0x8000, 0x0100, 0x5a3c, 0x00fe, 0xfffe} {
+					mx3 := float32(-1e30)
+					simdScores16(&q[h*hd], 1, hd, &k[0], nblk, hd, 0.125, &one[0], n, &mx3, last)
+					want := float32(-1e30)
+					for j := 0; j < n; j++ {
+						if j < n-16 || last&(1<<(j-(n-16))) != 0 {
+							want = max(want, one[j])
+						}
+					}
+					require.Equal(t, want, mx3, "mask %#x", last)
 				}
 			}
 			// Value sums: 1..4 heads, whole or split, against axpy.
@@ -71,14 +87,14 @@ func TestGroupedAttentionKernels(t *testing.T) {
 				p[i] = float32(r.Float64())
 			}
 			ref := make([]float32, 4*hd)
-			attnWsumG(&p[0], n, 4, &v[0], n, hd, &ref[0], hd, false)
+			simdWsumG(&p[0], n, 4, &v[0], n, hd, &ref[0], hd, false)
 			for nh := 1; nh <= 4; nh++ {
 				got := make([]float32, nh*hd)
-				attnWsumG(&p[0], n, nh, &v[0], n, hd, &got[0], hd, false)
+				simdWsumG(&p[0], n, nh, &v[0], n, hd, &got[0], hd, false)
 				split := make([]float32, nh*hd)
 				a := n / 3
-				attnWsumG(&p[0], n, nh, &v[0], a, hd, &split[0], hd, false)
-				attnWsumG(&p[a], n, nh, &v[a*hd], n-a, hd, &split[0], hd, true)
+				simdWsumG(&p[0], n, nh, &v[0], a, hd, &split[0], hd, false)
+				simdWsumG(&p[a], n, nh, &v[a*hd], n-a, hd, &split[0], hd, true)
 				for h := 0; h < nh; h++ {
 					want := make([]float32, hd)
 					for j := 0; j < n; j++ {
@@ -89,6 +105,14 @@ func TestGroupedAttentionKernels(t *testing.T) {
 						require.Equal(t, math.Float32bits(ref[h*hd+d]), math.Float32bits(split[h*hd+d]), "split, nh %d", nh)
 						require.InDelta(t, want[d], got[h*hd+d], 1e-4)
 					}
+					emu := make([]float32, hd)
+					emuWsumG(p[h*n:], v, n, hd, emu)
+					require.Equal(t, -1, sameBits(emu, got[h*hd:(h+1)*hd]), "nh %d head %d: model", nh, h)
+					// acc: the sum continues from out's values.
+					emuWsumG(p[h*n:], v, n, hd, emu)
+					cont := append([]float32(nil), got...)
+					simdWsumG(&p[0], n, nh, &v[0], n, hd, &cont[0], hd, true)
+					require.Equal(t, -1, sameBits(emu, cont[h*hd:(h+1)*hd]), "nh %d head %d: acc", nh, h)
 				}
 			}
 		}
@@ -100,9 +124,10 @@ func TestGroupedAttentionKernels(t *testing.T) {
 // ancestors are partly "extra" entries). Speculative verification relies on
 // this to reproduce plain greedy decoding exactly.
 func TestGroupedAttentionBatchInvariant(t *testing.T) {
-	if !haveAVX512 {
-		t.Skip("no AVX-512 kernels on this machine")
-	}
+	forKernelSets(t, testGroupedAttentionBatchInvariant)
+}
+
+func testGroupedAttentionBatchInvariant(t *testing.T) {
 	wide := defaultTiny(quant.Q4_1)
 	wide.embd, wide.heads, wide.kvHeads = 768, 12, 2 // groups of 6: two parts of 3
 	for name, spec := range map[string]tinySpec{"Q4_1": defaultTiny(quant.Q4_1), "Q8_0": defaultTiny(quant.Q8_0), "wide-Q4_1": wide} {
@@ -147,9 +172,10 @@ func TestGroupedAttentionBatchInvariant(t *testing.T) {
 // before, on and after those edges) still give each token exactly the logits
 // of one token per pass.
 func TestChainItemsMatchOneTokenPerPass(t *testing.T) {
-	if !haveAVX512 {
-		t.Skip("no AVX-512 kernels on this machine")
-	}
+	forKernelSets(t, testChainItemsMatchOneTokenPerPass)
+}
+
+func testChainItemsMatchOneTokenPerPass(t *testing.T) {
 	m, _ := tinyModel(t, defaultTiny(quant.Q8_0), 2)
 	require.True(t, m.groupedAttention())
 	v := m.Config().Vocab

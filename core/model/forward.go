@@ -163,7 +163,7 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 // larger batches (rows are independent; each row's arithmetic is the same).
 func (m *Model) rmsNorm(dst, src, w []float32, n int) {
 	d, eps := m.cfg.Embd, m.cfg.RMSEps
-	if n < 8 || haveAVX512 && n < 256 { // ~50 ns a row with AVX-512: a pool dispatch costs more
+	if n < 8 || haveSIMD && n < 256 { // ~50 ns a row with AVX-512 (AVX2 about twice that): a pool dispatch costs more
 		rmsNormRows(dst, src, w, n, d, eps)
 		return
 	}

@@ -10,9 +10,9 @@ import (
 func widen(dst []float32, src []uint16) {
 	dst = dst[:len(src)]
 	i := 0
-	if haveAVX512 && len(src) >= 16 {
+	if haveSIMD && len(src) >= 16 {
 		i = len(src) &^ 15
-		widenF16(&dst[0], &src[0], i)
+		simdWiden(&dst[0], &src[0], i)
 	}
 	for ; i < len(src); i++ {
 		dst[i] = quant.F16ToF32(src[i])
@@ -24,9 +24,9 @@ func widen(dst []float32, src []uint16) {
 func narrow(dst []uint16, src []float32) {
 	dst = dst[:len(src)]
 	i := 0
-	if haveAVX512 && len(src) >= 16 {
+	if haveSIMD && len(src) >= 16 {
 		i = len(src) &^ 15
-		narrowF16(&dst[0], &src[0], i)
+		simdNarrow(&dst[0], &src[0], i)
 	}
 	for ; i < len(src); i++ {
 		dst[i] = quant.F32ToF16(src[i])
@@ -34,15 +34,15 @@ func narrow(dst []uint16, src []float32) {
 }
 
 // rmsNormRows writes dst[i] = src[i] / rms(src[i]) ⊙ w for n rows of d.
-// With AVX-512 (d a multiple of 16) a row is rmsNormAVX512; otherwise the
+// With the assembly kernels (d a multiple of 16) a row is simdRMSNorm; otherwise the
 // sum of squares runs in 8 interleaved partial sums (lanes j mod 8,
 // combined pairwise), so it is not one long dependency chain. Either way
 // each row's arithmetic is fixed by d alone.
 func rmsNormRows(dst, src, w []float32, n, d int, eps float32) {
-	if haveAVX512 && d%16 == 0 && d > 0 {
+	if haveSIMD && d%16 == 0 && d > 0 {
 		src, dst, w = src[:n*d], dst[:n*d], w[:d]
 		for i := 0; i < n; i++ {
-			rmsNormAVX512(&dst[i*d], &src[i*d], &w[0], d, eps)
+			simdRMSNorm(&dst[i*d], &src[i*d], &w[0], d, eps)
 		}
 		return
 	}
@@ -91,9 +91,9 @@ func addBiasRows(x, bias []float32, n int) {
 // addRows adds the first n elements of y into x (the residual connection).
 func addRows(x, y []float32, n int) {
 	x, y = x[:n], y[:n]
-	if haveAVX512 && n >= 16 {
+	if haveSIMD && n >= 16 {
 		m := n &^ 15
-		addAVX512(&x[0], &y[0], m)
+		simdAdd(&x[0], &y[0], m)
 		x, y = x[m:], y[m:]
 	}
 	for i, v := range y {
@@ -104,9 +104,9 @@ func addRows(x, y []float32, n int) {
 // swiglu writes gate[i] = silu(gate[i]) * up[i], silu(g) = g·σ(g).
 func swiglu(gate, up []float32, n int) {
 	gate, up = gate[:n], up[:n]
-	if haveAVX512 && n >= 16 {
+	if haveSIMD && n >= 16 {
 		m := n &^ 15
-		swigluAVX512(&gate[0], &up[0], m)
+		simdSwiglu(&gate[0], &up[0], m)
 		gate, up = gate[m:], up[m:]
 	}
 	for i, g := range gate {

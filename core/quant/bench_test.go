@@ -16,17 +16,6 @@ import (
 
 var readGBs = map[string]float64{} // filled by BenchmarkReadBandwidth
 
-func sumBytes(buf []uint64) uint64 {
-	var s0, s1, s2, s3 uint64
-	for i := 0; i+4 <= len(buf); i += 4 {
-		s0 += buf[i]
-		s1 += buf[i+1]
-		s2 += buf[i+2]
-		s3 += buf[i+3]
-	}
-	return s0 + s1 + s2 + s3
-}
-
 var sink uint64
 
 func BenchmarkReadBandwidth(b *testing.B) {
@@ -36,9 +25,9 @@ func BenchmarkReadBandwidth(b *testing.B) {
 	}{{"L2_512KB", 512 << 10}, {"DRAM_256MB", 256 << 20}} {
 		for _, th := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/threads=%d", c.name, th), func(b *testing.B) {
-				buf := make([]uint64, c.bytes/8)
+				buf := make([]byte, c.bytes)
 				for i := range buf {
-					buf[i] = uint64(i)
+					buf[i] = byte(i)
 				}
 				p := NewPool(th)
 				defer p.Close()
@@ -46,7 +35,7 @@ func BenchmarkReadBandwidth(b *testing.B) {
 				b.ResetTimer()
 				start := time.Now()
 				for i := 0; i < b.N; i++ {
-					p.Run(len(buf), (len(buf)+th-1)/th, func(lo, hi int) { sink += sumBytes(buf[lo:hi]) })
+					p.Run(len(buf)/128, (len(buf)/128+th-1)/th, func(lo, hi int) { sink += ReadSum(buf[lo*128 : hi*128]) })
 				}
 				gbs := float64(c.bytes) * float64(b.N) / time.Since(start).Seconds() / 1e9
 				readGBs[fmt.Sprintf("%s/%d", c.name, th)] = gbs
@@ -373,6 +362,38 @@ func BenchmarkForwardMatMuls(b *testing.B) {
 					b.ReportMetric(float64(n)/t, "tok/s")
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkMultiDot: the multi-row kernels (where the CPU has them) over
+// one L1-resident weight row of 4096 columns against R = 1…4 activation
+// rows; ns/row-block is the cost of one block against one activation row.
+//
+//	go test ./core/quant -run X -bench MultiDot
+func BenchmarkMultiDot(b *testing.B) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	k := active.Load()
+	const cols = 4096
+	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K} {
+		md := k.multi[wt]
+		if md == nil {
+			continue
+		}
+		w, xq, _ := benchMatrix(rng, wt, 1, cols, 4)
+		at := ActType(wt)
+		xrb, _ := at.RowBytes(cols)
+		nb := cols / 32
+		sc := make([]float32, 4*nb*max(1, actScaleWords(wt)))
+		if actScaleWords(wt) > 0 {
+			actScales(wt, xq, 4, nb, sc)
+		}
+		for na := 1; na <= 4; na++ {
+			b.Run(fmt.Sprintf("%s/R=%d", wt, na), func(b *testing.B) {
+				var o [4]float32
+				t := minTime(b, func() { md(w, 1, xq, xrb, sc[:na*nb*max(1, actScaleWords(wt))], na, o[:], 1) })
+				b.ReportMetric(t*1e9/float64(cols/32*na), "ns/row-block")
+			})
 		}
 	}
 }

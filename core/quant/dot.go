@@ -10,6 +10,13 @@ import "sync/atomic"
 
 type quantDot func(w, x []byte) float32
 
+// multiDot is rows consecutive weight rows (w) against na ≤ 4 activation
+// rows x[0:], x[xs:], x[2xs:], x[3xs:]: the dot of weight row r with
+// activation row j goes to out[j·os + r]; sc holds the activation rows'
+// float32 scales (actScales; nil for the K-quants). A result must be
+// bit-identical whatever na and rows are (TestBatchInvariance).
+type multiDot func(w []byte, rows int, x []byte, xs int, sc []float32, na int, out []float32, os int)
+
 type kernelSet struct {
 	name                                        string
 	q4_0, q4_1, q5_0, q5_1, q8_0, q4K, q5K, q6K quantDot
@@ -20,6 +27,9 @@ type kernelSet struct {
 	// They share the weight decode across the 4 rows; nil means MatMul calls
 	// the single-row dot 4 times.
 	q4_1x4, q8_0x4, q4_0x4 func(w, x []byte, xs int, out *[4]float32)
+	// Optional multi-row kernels by weight type (AVX2): where set, MatMul
+	// runs every row through them, 4 activation rows per weight-row visit.
+	multi [Q8_K + 1]multiDot
 	// Optional Q4_1 kernels over activations repacked by repackQ81 (see
 	// dot_q41r_amd64.s): whole block pairs only, xs = repacked row stride.
 	q4_1r   func(w, xr []byte, npairs int) float32
@@ -32,7 +42,7 @@ type kernelSet struct {
 	q81Scales        func(x []byte, nb int, dst []float32)
 	// Activation quantizers (whole blocks; bit-identical to the generic
 	// code whichever set is active).
-	quantQ80, quantQ81 func(src []float32, dst []byte)
+	quantQ80, quantQ81, quantQ8K func(src []float32, dst []byte)
 }
 
 var genericKernels = kernelSet{
@@ -43,7 +53,7 @@ var genericKernels = kernelSet{
 	q4K:  DotQ4_KQ8_KGeneric, q5K: DotQ5_KQ8_KGeneric, q6K: DotQ6_KQ8_KGeneric,
 	f32: DotF32Generic, f16: DotF16F32Generic, bf16: DotBF16F32Generic,
 	q81Scales: q81ScalesGeneric,
-	quantQ80:  quantizeQ8_0Generic, quantQ81: quantizeQ8_1Generic,
+	quantQ80:  quantizeQ8_0Generic, quantQ81: quantizeQ8_1Generic, quantQ8K: quantizeQ8_KGeneric,
 }
 
 var simdKernels = genericKernels

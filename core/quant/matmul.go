@@ -148,13 +148,83 @@ func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, 
 		repackPool.Put(bufp)
 		return
 	}
+	// The multi-row kernels of the legacy types read the activation
+	// scales as float32, converted here once per call.
+	var sc []float32
+	var scp *[]float32
+	if sk := actScaleWords(wt); sk > 0 && k.multi[wt] != nil {
+		nb := cols / 32
+		scp = scalePool.Get().(*[]float32)
+		sc = growFloats(scp, n*nb*sk)
+		actScales(wt, xq, n, nb, sc)
+	}
 	pool.Run(rows, chunk, func(lo, hi int) {
 		if at == F32 {
 			matmulFloat(k, wt, w, wrb, cols, f32x, n, out, rows, lo, hi)
 			return
 		}
-		matmulQuant(k, wt, w, wrb, xq, xrb, n, out, rows, lo, hi, tile)
+		matmulQuant(k, wt, w, wrb, xq, xrb, sc, n, out, rows, lo, hi, tile)
 	})
+	if scp != nil {
+		scalePool.Put(scp)
+	}
+}
+
+// actScaleWords is the float32 values per activation block that
+// actScales writes for weights of type wt: d for Q8_0 weights; d and s for
+// Q4_1/Q5_1; for Q4_0/Q5_0 a 32-byte correction vector [−o·d·Σq, 0 ×7]
+// (o = 8 or 16, the weights' offset) then d, so that their kernels can
+// take the stored quants as unsigned and subtract o·Σx with one FMA; none
+// for the others.
+func actScaleWords(wt Type) int {
+	switch wt {
+	case Q8_0:
+		return 1
+	case Q4_1, Q5_1:
+		return 2
+	case Q4_0, Q5_0:
+		return 9
+	}
+	return 0
+}
+
+// actScales writes the actScaleWords(wt) float32 values of every block of
+// n activation rows (nb blocks each, of type ActType(wt)) into dst.
+func actScales(wt Type, xq []byte, n, nb int, dst []float32) {
+	at := ActType(wt)
+	xb, sk := at.BlockBytes(), actScaleWords(wt)
+	for i := 0; i < n*nb; i++ {
+		blk, d := xq[i*xb:], dst[i*sk:(i+1)*sk]
+		switch wt {
+		case Q8_0:
+			d[0] = f16at(blk)
+		case Q4_1, Q5_1:
+			d[0], d[1] = f16at(blk), f16at(blk[2:])
+		case Q4_0, Q5_0:
+			off := int32(8)
+			if wt == Q5_0 {
+				off = 16
+			}
+			sum := int32(0)
+			for _, q := range blk[2:34] {
+				sum += int32(int8(q))
+			}
+			dx := f16at(blk)
+			clear(d[1:8])
+			d[0] = float32(-off*sum) * dx
+			d[8] = dx
+		}
+	}
+}
+
+var scalePool = sync.Pool{New: func() any { return new([]float32) }}
+
+// growFloats returns (*p)[:n], growing the buffer when it is short.
+func growFloats(p *[]float32, n int) []float32 {
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	return (*p)[:n]
 }
 
 func matmulFloat(k *kernelSet, wt Type, w []byte, wrb, cols int, x []float32, n int, out []float32, rows, lo, hi int) {
@@ -176,7 +246,7 @@ func matmulFloat(k *kernelSet, wt Type, w []byte, wrb, cols int, x []float32, n 
 	}
 }
 
-func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb, n int, out []float32, rows, lo, hi, tile int) {
+func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb int, sc []float32, n int, out []float32, rows, lo, hi, tile int) {
 	var dot quantDot
 	var dot4 func(w, x []byte, xs int, out *[4]float32)
 	switch wt {
@@ -197,13 +267,24 @@ func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb, n int
 	case Q6_K:
 		dot = k.q6K
 	}
+	var o4 [4]float32
+	if md := k.multi[wt]; md != nil {
+		ss := len(sc) / n // one row's scales
+		for t0 := lo; t0 < hi; t0 += tile {
+			t1 := min(t0+tile, hi)
+			for i := 0; i < n; i += 4 {
+				na := min(4, n-i)
+				md(w[t0*wrb:t1*wrb], t1-t0, xq[i*xrb:(i+na)*xrb], xrb, sc[i*ss:(i+na)*ss], na, out[i*rows+t0:], rows)
+			}
+		}
+		return
+	}
 	if n == 1 {
 		for r := lo; r < hi; r++ {
 			out[r] = dot(w[r*wrb:(r+1)*wrb], xq[:xrb])
 		}
 		return
 	}
-	var o4 [4]float32
 	for t0 := lo; t0 < hi; t0 += tile {
 		t1 := min(t0+tile, hi)
 		i := 0

@@ -113,6 +113,13 @@ func quantizeQ8_1Generic(src []float32, dst []byte) {
 // per-16-element sums the K-quant dots use for their offsets.
 func QuantizeQ8_K(src []float32, dst []byte) {
 	nb := checkQuant(Q8_K, src, dst)
+	active.Load().quantQ8K(src[:QK*nb], dst)
+}
+
+// quantizeQ8_KGeneric is QuantizeQ8_K in plain Go, the definition the SIMD
+// quantizer reproduces bit for bit (len(src) a multiple of 256, dst checked).
+func quantizeQ8_KGeneric(src []float32, dst []byte) {
+	nb := len(src) / QK
 	bb := Q8_K.BlockBytes()
 	for i := 0; i < nb; i++ {
 		x, b := src[QK*i:QK*i+QK], dst[bb*i:bb*i+bb]

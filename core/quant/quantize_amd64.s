@@ -124,3 +124,266 @@ done:
 	MOVQ R11, ret+48(FP)
 	VZEROUPPER
 	RET
+
+// VPERMD order that undoes the lane interleave of VPACKSSDW/VPACKSSWB.
+DATA q8perm<>+0(SB)/8, $0x0000000400000000
+DATA q8perm<>+8(SB)/8, $0x0000000500000001
+DATA q8perm<>+16(SB)/8, $0x0000000600000002
+DATA q8perm<>+24(SB)/8, $0x0000000700000003
+GLOBL q8perm<>(SB), RODATA|NOPTR, $32
+
+// func quantQ8AVX2(x *float32, nb int, dst *byte, stride, qoff int, q81 bool) int
+//
+// quantQ8AVX512 for AVX2 CPUs: the same math, step for step (so the same
+// bits), on four YMMs a block; the int32 quants are narrowed to bytes by
+// saturating packs (exact: they are clamped to ±127 first) and a VPERMD
+// that puts the packs' lane-interleaved dwords back in element order.
+TEXT ·quantQ8AVX2(SB), NOSPLIT, $0-56
+	MOVQ    x+0(FP), SI
+	MOVQ    nb+8(FP), CX
+	MOVQ    dst+16(FP), DI
+	MOVQ    stride+24(FP), R8
+	MOVQ    qoff+32(FP), R9
+	MOVBLZX q81+40(FP), R10
+	XORQ    R11, R11 // blocks done
+
+	MOVL         $0x7fffffff, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15 // |.| mask
+	MOVL         $0x80000000, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14 // sign mask
+	MOVL         $0x3effffff, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13 // 0.5 - 2^-25
+	MOVL         $127, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $-127, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x42fe0000, AX // 127.0
+	VMOVD        AX, X10
+	MOVL         $0x3f800000, AX // 1.0
+	VMOVD        AX, X9
+	VMOVDQU      q8perm<>(SB), Y8
+
+q8loop:
+	CMPQ    R11, CX
+	JAE     q8done
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 64(SI), Y2
+	VMOVUPS 96(SI), Y3
+	VPAND   Y15, Y0, Y4
+	VPAND   Y15, Y1, Y5
+	VPMAXUD Y5, Y4, Y4
+	VPAND   Y15, Y2, Y5
+	VPMAXUD Y5, Y4, Y4
+	VPAND   Y15, Y3, Y5
+	VPMAXUD Y5, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPMAXUD X5, X4, X4
+	VPSHUFD $0x4e, X4, X5
+	VPMAXUD X5, X4, X4
+	VPSHUFD $0xb1, X4, X5
+	VPMAXUD X5, X4, X4
+	VMOVD   X4, AX
+	CMPL    AX, $0x4a800000
+	JAE     q8done
+
+	VDIVSS    X10, X4, X6 // amax/127
+	VCVTPS2PH $0, X6, X7  // h
+	VMOVD     X7, AX
+	MOVW      AX, (DI)
+	TESTL     $0xffff, AX
+	JZ        q8zero
+	VCVTPH2PS X7, X6      // d
+	VDIVSS    X6, X9, X7  // id = 1/d
+	VBROADCASTSS X7, Y7
+
+#define Q8ROUND(y) \
+	VMULPS     Y7, y, y \
+	VPAND      Y14, y, Y5 \
+	VPOR       Y13, Y5, Y5 \
+	VADDPS     Y5, y, y \
+	VCVTTPS2DQ y, y \
+	VPMINSD    Y12, y, y \
+	VPMAXSD    Y11, y, y
+
+	Q8ROUND(Y0)
+	Q8ROUND(Y1)
+	Q8ROUND(Y2)
+	Q8ROUND(Y3)
+	TESTQ R10, R10
+	JZ    q8pack
+	VPADDD Y1, Y0, Y4
+	VPADDD Y3, Y2, Y5
+	VPADDD Y5, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPADDD  X5, X4, X4
+	VPSHUFD $0x4e, X4, X5
+	VPADDD  X5, X4, X4
+	VPSHUFD $0xb1, X4, X5
+	VPADDD  X5, X4, X4
+	VCVTDQ2PS X4, X4
+	VMULSS  X6, X4, X4 // d·Σq
+	VCVTPS2PH $0, X4, X4
+	VMOVD   X4, AX
+	MOVW    AX, 2(DI)
+
+q8pack:
+	VPACKSSDW Y1, Y0, Y0
+	VPACKSSDW Y3, Y2, Y2
+	VPACKSSWB Y2, Y0, Y0
+	VPERMD    Y0, Y8, Y0
+	VMOVDQU   Y0, (DI)(R9*1)
+
+q8next:
+	ADDQ $128, SI
+	ADDQ R8, DI
+	INCQ R11
+	JMP  q8loop
+
+q8zero:
+	// d = 0: every q is round(x·0) = 0 and s = f16(0·0) = 0.
+	VPXOR   Y0, Y0, Y0
+	VMOVDQU Y0, (DI)(R9*1)
+	TESTQ   R10, R10
+	JZ      q8next
+	MOVW    $0, 2(DI)
+	JMP     q8next
+
+q8done:
+	MOVQ R11, ret+48(FP)
+	VZEROUPPER
+	RET
+
+// func quantQ8KAVX2(x *float32, nb int, dst *byte) int
+//
+// QuantizeQ8_K's generic code on AVX2, bit for bit: per 256-element block
+// d = amax/127 (float32), id = 1/d, q = clamp(round(x·id), ±127) with the
+// same half-away-from-zero rounding as quantQ8AVX2, and the sixteen
+// 16-element sums of q. It returns the blocks done, stopping at the first
+// block whose |x| bit patterns reach +Inf/NaN or whose nonzero amax is
+// below 2⁻⁹⁷ (1/d could overflow): the generic code takes those.
+TEXT ·quantQ8KAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ dst+16(FP), DI
+	XORQ R11, R11 // blocks done
+
+	MOVL         $0x7fffffff, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $0x80000000, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $0x3effffff, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $127, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $-127, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $0x42fe0000, AX
+	VMOVD        AX, X10
+	MOVL         $0x3f800000, AX
+	VMOVD        AX, X9
+	VMOVDQU      q8perm<>(SB), Y8
+
+kloop:
+	CMPQ  R11, CX
+	JAE   kdone
+	VPXOR Y4, Y4, Y4
+	XORQ  AX, AX
+
+kmax:
+	VPAND   (SI)(AX*1), Y15, Y5
+	VPMAXUD Y5, Y4, Y4
+	VPAND   32(SI)(AX*1), Y15, Y5
+	VPMAXUD Y5, Y4, Y4
+	VPAND   64(SI)(AX*1), Y15, Y5
+	VPMAXUD Y5, Y4, Y4
+	VPAND   96(SI)(AX*1), Y15, Y5
+	VPMAXUD Y5, Y4, Y4
+	ADDQ    $128, AX
+	CMPQ    AX, $1024
+	JB      kmax
+	VEXTRACTI128 $1, Y4, X5
+	VPMAXUD X5, X4, X4
+	VPSHUFD $0x4e, X4, X5
+	VPMAXUD X5, X4, X4
+	VPSHUFD $0xb1, X4, X5
+	VPMAXUD X5, X4, X4
+	VMOVD   X4, AX
+	TESTL   AX, AX
+	JZ      kzero
+	CMPL    AX, $0x7f800000
+	JAE     kdone
+	CMPL    AX, $0x0f000000
+	JB      kdone
+
+	VDIVSS X10, X4, X6 // d = amax/127
+	VMOVSS X6, (DI)
+	VDIVSS X6, X9, X7  // id = 1/d
+	VBROADCASTSS X7, Y7
+	XORQ   AX, AX      // byte offset in x
+	XORQ   R12, R12    // byte offset of the quants
+	XORQ   R13, R13    // byte offset of the sums
+
+kq:
+	VMOVUPS (SI)(AX*1), Y0
+	VMOVUPS 32(SI)(AX*1), Y1
+	VMOVUPS 64(SI)(AX*1), Y2
+	VMOVUPS 96(SI)(AX*1), Y3
+	Q8ROUND(Y0)
+	Q8ROUND(Y1)
+	Q8ROUND(Y2)
+	Q8ROUND(Y3)
+	// The two 16-element sums of this 32: [A, B, A, B] in X4.
+	VPADDD  Y1, Y0, Y4
+	VPADDD  Y3, Y2, Y5
+	VPHADDD Y5, Y4, Y4
+	VPHADDD Y4, Y4, Y4
+	VEXTRACTI128 $1, Y4, X5
+	VPADDD  X5, X4, X4
+	VPACKSSDW X4, X4, X4
+	VMOVD   X4, BX
+	MOVL    BX, 260(DI)(R13*1)
+	VPACKSSDW Y1, Y0, Y0
+	VPACKSSDW Y3, Y2, Y2
+	VPACKSSWB Y2, Y0, Y0
+	VPERMD    Y0, Y8, Y0
+	VMOVDQU   Y0, 4(DI)(R12*1)
+	ADDQ $128, AX
+	ADDQ $32, R12
+	ADDQ $4, R13
+	CMPQ AX, $1024
+	JB   kq
+
+knext:
+	ADDQ $1024, SI
+	ADDQ $292, DI
+	INCQ R11
+	JMP  kloop
+
+kzero:
+	// amax = 0: d = 0, id = 0, every q and sum is 0.
+	VPXOR   Y0, Y0, Y0
+	MOVL    $0, (DI)
+	XORQ    AX, AX
+
+kz:
+	VMOVDQU Y0, 4(DI)(AX*1)
+	ADDQ    $32, AX
+	CMPQ    AX, $288
+	JB      kz
+	JMP     knext
+
+kdone:
+	MOVQ R11, ret+24(FP)
+	VZEROUPPER
+	RET

@@ -92,8 +92,14 @@ func TestQuantizeQ8MatchesGeneric(t *testing.T) {
 	}{
 		{Q8_0, QuantizeQ8_0, quantizeQ8_0Generic},
 		{Q8_1, QuantizeQ8_1, quantizeQ8_1Generic},
+		{Q8_K, QuantizeQ8_K, quantizeQ8_KGeneric},
 	} {
 		for i, x := range rows {
+			if c.ty == Q8_K { // whole 256-element blocks: the row repeated
+				for len(x)%QK != 0 {
+					x = append(x[:len(x):len(x)], x[:min(len(x), QK-len(x)%QK)]...)
+				}
+			}
 			rb, _ := c.ty.RowBytes(len(x))
 			got, want := make([]byte, rb), make([]byte, rb)
 			for j := range got {

@@ -45,6 +45,9 @@ func setupSIMD(k *kernelSet) {
 		k.quantQ81 = quantQ8SIMD(true)
 	}
 	if !hasVNNI512() {
+		if hasAVX2() {
+			setupAVX2(k)
+		}
 		return
 	}
 	k.name = "avx512vnni"

@@ -9,11 +9,15 @@
 // spread: the machines are shared and noisy, so compare ratios taken in one
 // run, never absolute numbers across runs.
 //
-// Peers: when LMSTREAM_PEER_PYTHON names a Python interpreter that has
+// Peers: when LMSTREAM_PEER_LLAMA_BENCH names llama.cpp's llama-bench
+// binary, or LMSTREAM_PEER_PYTHON a Python interpreter that has
 // llama-cpp-python installed, the same decode and prefill figures are
 // measured for llama.cpp in the same run and printed with ratios, and so
-// is the forward pass over N tokens (through llama_decode). Nothing
-// here builds or installs llama.cpp.
+// is the forward pass over N tokens (llama-bench: a pN prompt pass at depth
+// 256, which computes logits for the last token only; llama-cpp-python:
+// llama_decode with all N logits, as lmstream measures its own). Both flash
+// attention settings are run and each figure keeps llama.cpp's better one.
+// Nothing here builds or installs llama.cpp.
 package main
 
 import (
@@ -24,12 +28,14 @@ import (
 	"os/exec"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/core/quant"
 )
 
 type figure struct {
@@ -63,9 +69,18 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
-	weightBytes := 0
+	// The bytes a decode step reads: every tensor but the token embedding,
+	// of which it reads one row, unless the embedding doubles as the output
+	// head (tied weights).
+	weightBytes, decodeBytes, untied := 0, 0, false
+	for _, t := range f.Tensors {
+		untied = untied || t.Name == "output.weight"
+	}
 	for _, t := range f.Tensors {
 		weightBytes += len(t.Data)
+		if !(untied && t.Name == "token_embd.weight") {
+			decodeBytes += len(t.Data)
+		}
 	}
 
 	var figs []*figure
@@ -81,17 +96,18 @@ func main() {
 	bw := map[int]*figure{}
 	decode := map[int]*figure{}
 	prefill := map[int]*figure{}
+	depth := map[int]*figure{}
 	for _, threads := range []int{1, 2} {
 		m.SetThreads(threads)
 		bw[threads] = add(fmt.Sprintf("memory read bandwidth, %d thread(s)", threads), "GB/s", func() float64 { return readBandwidth(threads) })
 		decode[threads] = add(fmt.Sprintf("decode, ctx 0→128, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 0, 128) })
-		add(fmt.Sprintf("decode at ctx 256, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 256, 64) })
+		depth[threads] = add(fmt.Sprintf("decode at ctx 256, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 256, 64) })
 		prefill[threads] = add(fmt.Sprintf("prefill pp512, %d thread(s)", threads), "tok/s", func() float64 { return prefillRate(m, 512) })
 	}
 	for _, threads := range []int{1, 2} {
 		figs = append(figs, &figure{
 			name: fmt.Sprintf("weight bytes read in decode / bandwidth, %d thread(s)", threads), unit: "ratio",
-			samples: []float64{decode[threads].median() * float64(weightBytes) / 1e9 / bw[threads].median()},
+			samples: []float64{decode[threads].median() * float64(decodeBytes) / 1e9 / bw[threads].median()},
 		})
 	}
 	m.SetThreads(2)
@@ -109,14 +125,23 @@ func main() {
 		}
 	}
 
-	if py := os.Getenv("LMSTREAM_PEER_PYTHON"); py != "" {
-		peer, err := llamaCpp(py, *path, *rounds)
+	var peer map[string]float64
+	var peerErr error
+	switch {
+	case os.Getenv("LMSTREAM_PEER_LLAMA_BENCH") != "":
+		peer, peerErr = llamaBench(os.Getenv("LMSTREAM_PEER_LLAMA_BENCH"), *path, *rounds)
+	case os.Getenv("LMSTREAM_PEER_PYTHON") != "":
+		peer, peerErr = llamaCpp(os.Getenv("LMSTREAM_PEER_PYTHON"), *path, *rounds)
+	}
+	if peer != nil || peerErr != nil {
+		err := peerErr
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "peer: llama.cpp not measured:", err)
 		} else {
 			for threads := 1; threads <= 2; threads++ {
 				decode[threads].peer = peer[fmt.Sprintf("tg128_t%d", threads)]
 				prefill[threads].peer = peer[fmt.Sprintf("pp512_t%d", threads)]
+				depth[threads].peer = peer[fmt.Sprintf("tgd256_t%d", threads)]
 			}
 			for n, fg := range forwardN {
 				fg.peer = peer[fmt.Sprintf("forward_n%d", n)]
@@ -127,7 +152,8 @@ func main() {
 		}
 	}
 
-	fmt.Printf("model %s (%.1f MB of weights), Go %s, GOMAXPROCS %d, %d rounds\n\n", *path, float64(weightBytes)/1e6, runtime.Version(), runtime.GOMAXPROCS(0), *rounds)
+	fmt.Printf("model %s (%.1f MB of weights, %.1f MB read a decode step), Go %s, GOMAXPROCS %d, %d rounds\n\n", *path, float64(weightBytes)/1e6, float64(decodeBytes)/1e6, runtime.Version(), runtime.GOMAXPROCS(0), *rounds)
+	fmt.Printf("CPU %s, %d logical CPUs, kernels %s\n\n", cpuModel(), runtime.NumCPU(), quant.Kernels())
 	fmt.Printf("ratio = lmstream ÷ llama.cpp: above 1 is better for tok/s, below 1 for ms and T(N)/T(1)\n\n")
 	fmt.Printf("%-52s %10s %-6s %-17s %12s %8s\n", "figure", "median", "unit", "min–max", "llama.cpp", "ratio")
 	for _, fg := range figs {
@@ -143,10 +169,10 @@ func main() {
 	}
 }
 
-// readBandwidth sums a 256 MB buffer (far beyond the caches) on threads
-// goroutines, as decode streams the weights.
+// readBandwidth reads a 256 MB buffer (far beyond the caches) on threads
+// goroutines with quant.ReadSum's SIMD loads, as decode streams the
+// weights.
 func readBandwidth(threads int) float64 {
-	const words = 32 << 20
 	buf := bandwidthBuf()
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -155,25 +181,17 @@ func readBandwidth(threads int) float64 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			part := buf[t*words/threads : (t+1)*words/threads]
-			var a, b, c, d uint64
-			for i := 0; i+4 <= len(part); i += 4 {
-				a += part[i]
-				b += part[i+1]
-				c += part[i+2]
-				d += part[i+3]
-			}
-			sums[t*8] = a + b + c + d
+			sums[t*8] = quant.ReadSum(buf[t*len(buf)/threads : (t+1)*len(buf)/threads])
 		}()
 	}
 	wg.Wait()
-	return float64(words*8) / time.Since(start).Seconds() / 1e9
+	return float64(len(buf)) / time.Since(start).Seconds() / 1e9
 }
 
-var bandwidthBuf = sync.OnceValue(func() []uint64 {
-	b := make([]uint64, 32<<20)
+var bandwidthBuf = sync.OnceValue(func() []byte {
+	b := make([]byte, 256<<20)
 	for i := range b {
-		b[i] = uint64(i)
+		b[i] = byte(i)
 	}
 	return b
 })
@@ -262,52 +280,64 @@ func forward(m *model.Model, b *model.Batch, logits []float32) {
 }
 
 // llamaCpp measures llama.cpp (through an installed llama-cpp-python) on the
-// same model: decode of 128 tokens and a 512-token prefill, median of rounds.
+// same model: decode of 128 tokens, decode of 64 after 256, a 512-token
+// prefill and the forward pass over N tokens, median of rounds, each at
+// llama.cpp's better flash-attention setting (off and on are both run).
 func llamaCpp(python, path string, rounds int) (map[string]float64, error) {
 	const script = `
 import json, sys, time, statistics
 from llama_cpp import Llama
 path, rounds = sys.argv[1], int(sys.argv[2])
 out = {}
-for t in (1, 2):
-    m = Llama(model_path=path, n_ctx=1024, n_threads=t, n_threads_batch=t, n_batch=512, verbose=False)
-    toks = [100 + (i * 7919) % 5000 for i in range(512)]
-    tg, pp = [], []
-    for _ in range(rounds):
-        m.reset(); s = time.perf_counter(); m.eval(toks); pp.append(512 / (time.perf_counter() - s))
-        m.reset(); m.eval([200]); s = time.perf_counter()
-        for i in range(128): m.eval([201 + i])
-        tg.append(128 / (time.perf_counter() - s))
-    out[f"tg128_t{t}"] = statistics.median(tg); out[f"pp512_t{t}"] = statistics.median(pp)
-# One pass over N new tokens after 256 cached, logits for all N, 2 threads,
-# through llama_decode itself (no Python per token): best of 3 passes per
-# round, median of rounds, as lmsbench measures its own.
-try:
-    import llama_cpp
-    m = Llama(model_path=path, n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=512, n_ubatch=512, verbose=False)
-    ctx = m._ctx.ctx
-    mem = llama_cpp.llama_get_memory(ctx)
-    b = llama_cpp.llama_batch_init(512, 0, 1)
-    def decode(ts, pos0, all_logits):
-        b.n_tokens = len(ts)
-        for i, tok in enumerate(ts):
-            b.token[i] = tok; b.pos[i] = pos0 + i; b.n_seq_id[i] = 1; b.seq_id[i][0] = 0
-            b.logits[i] = 1 if all_logits or i == len(ts) - 1 else 0
-        if llama_cpp.llama_decode(ctx, b) != 0:
-            raise RuntimeError("llama_decode failed")
-    decode(toks[:256], 0, False)
-    for n in (1, 2, 4, 8, 16, 32, 64):
-        meds = []
+def best(key, v, lower=False):
+    if key not in out or (v < out[key] if lower else v > out[key]):
+        out[key] = v
+toks = [100 + (i * 7919) % 5000 for i in range(512)]
+# Flash attention off and on: each figure keeps llama.cpp's better setting.
+for fa in (False, True):
+    for t in (1, 2):
+        m = Llama(model_path=path, n_ctx=1024, n_threads=t, n_threads_batch=t, n_batch=512, flash_attn=fa, verbose=False)
+        tg, pp, td = [], [], []
         for _ in range(rounds):
-            best = None
-            for _ in range(3):
-                llama_cpp.llama_memory_seq_rm(mem, 0, 256, -1)
-                s = time.perf_counter(); decode(toks[:n], 256, True); ms = (time.perf_counter() - s) * 1e3
-                best = ms if best is None else min(best, ms)
-            meds.append(best)
-        out[f"forward_n{n}"] = statistics.median(meds)
-except Exception as e:
-    print("forward over N not measured:", e, file=sys.stderr)
+            m.reset(); s = time.perf_counter(); m.eval(toks); pp.append(512 / (time.perf_counter() - s))
+            m.reset(); m.eval([200]); s = time.perf_counter()
+            for i in range(128): m.eval([201 + i])
+            tg.append(128 / (time.perf_counter() - s))
+            m.reset(); m.eval(toks[:256]); s = time.perf_counter()
+            for i in range(64): m.eval([201 + i])
+            td.append(64 / (time.perf_counter() - s))
+        best(f"tg128_t{t}", statistics.median(tg)); best(f"pp512_t{t}", statistics.median(pp)); best(f"tgd256_t{t}", statistics.median(td))
+        del m
+    # One pass over N new tokens after 256 cached, logits for all N, 2 threads,
+    # through llama_decode itself (no Python per token): best of 3 passes per
+    # round, median of rounds, as lmsbench measures its own.
+    try:
+        import llama_cpp
+        m = Llama(model_path=path, n_ctx=1024, n_threads=2, n_threads_batch=2, n_batch=512, n_ubatch=512, flash_attn=fa, verbose=False)
+        ctx = m._ctx.ctx
+        mem = llama_cpp.llama_get_memory(ctx)
+        b = llama_cpp.llama_batch_init(512, 0, 1)
+        def decode(ts, pos0, all_logits):
+            b.n_tokens = len(ts)
+            for i, tok in enumerate(ts):
+                b.token[i] = tok; b.pos[i] = pos0 + i; b.n_seq_id[i] = 1; b.seq_id[i][0] = 0
+                b.logits[i] = 1 if all_logits or i == len(ts) - 1 else 0
+            if llama_cpp.llama_decode(ctx, b) != 0:
+                raise RuntimeError("llama_decode failed")
+        decode(toks[:256], 0, False)
+        for n in (1, 2, 4, 8, 16, 32, 64):
+            meds = []
+            for _ in range(rounds):
+                bst = None
+                for _ in range(3):
+                    llama_cpp.llama_memory_seq_rm(mem, 0, 256, -1)
+                    s = time.perf_counter(); decode(toks[:n], 256, True); ms = (time.perf_counter() - s) * 1e3
+                    bst = ms if bst is None else min(bst, ms)
+                meds.append(bst)
+            best(f"forward_n{n}", statistics.median(meds), lower=True)
+        del m
+    except Exception as e:
+        print("forward over N not measured:", e, file=sys.stderr)
 print(json.dumps(out))
 `
 	out, err := exec.Command(python, "-c", script, path, fmt.Sprint(rounds)).Output()
@@ -316,6 +346,67 @@ print(json.dumps(out))
 	}
 	res := map[string]float64{}
 	return res, json.Unmarshal(out, &res)
+}
+
+// cpuModel is the CPU's model name from /proc/cpuinfo ("unknown" elsewhere).
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown"
+}
+
+// llamaBench measures llama.cpp with its own llama-bench on the same model.
+func llamaBench(bin, path string, rounds int) (map[string]float64, error) {
+	type result struct {
+		Threads int     `json:"n_threads"`
+		Prompt  int     `json:"n_prompt"`
+		Gen     int     `json:"n_gen"`
+		Depth   int     `json:"n_depth"`
+		AvgNs   float64 `json:"avg_ns"`
+		AvgTs   float64 `json:"avg_ts"`
+	}
+	out := map[string]float64{}
+	best := func(key string, v float64, lower bool) {
+		if old, ok := out[key]; !ok || (lower && v < old) || (!lower && v > old) {
+			out[key] = v
+		}
+	}
+	r := fmt.Sprint(rounds)
+	for _, args := range [][]string{
+		{"-t", "1,2", "-p", "512", "-n", "128"},
+		{"-t", "1,2", "-p", "0", "-n", "64", "-d", "256"},
+		{"-t", "2", "-p", "1,2,4,8,16,32,64", "-n", "0", "-d", "256"},
+	} {
+		cmd := exec.Command(bin, append([]string{"-m", path, "-fa", "0,1", "-r", r, "-o", "json"}, args...)...)
+		b, err := cmd.Output()
+		if err != nil {
+			return nil, fmt.Errorf("%s %v: %w", bin, args, err)
+		}
+		var res []result
+		if err := json.Unmarshal(b, &res); err != nil {
+			return nil, fmt.Errorf("llama-bench output: %w", err)
+		}
+		for _, x := range res {
+			switch {
+			case x.Gen > 0 && x.Depth == 0:
+				best(fmt.Sprintf("tg128_t%d", x.Threads), x.AvgTs, false)
+			case x.Gen > 0:
+				best(fmt.Sprintf("tgd256_t%d", x.Threads), x.AvgTs, false)
+			case x.Depth == 0:
+				best(fmt.Sprintf("pp512_t%d", x.Threads), x.AvgTs, false)
+			default:
+				best(fmt.Sprintf("forward_n%d", x.Prompt), x.AvgNs/1e6, true)
+			}
+		}
+	}
+	return out, nil
 }
 
 func fatal(err error) {

@@ -10,11 +10,15 @@
 //     so a captured graph replays any batch up to its bucket: blocks past
 //     the live token count return at once.
 //   - Weights are repacked at upload: a block's scales in one array and its
-//     quants in another, so quant loads are aligned 4-byte words.
+//     quants in another, so quant loads are aligned 4-byte words (layouts
+//     at the mat-vec; core/cuda/weights.go writes them).
 //   - Activations feeding a quantized matmul are quantized once per pass to
 //     int8 blocks of 32 with a half2 (d, d·Σq) per block — the CPU's Q8_1
 //     (and, ignoring the sum, its Q8_0), rounded the same way, so the
-//     integer dot products equal the CPU's exactly.
+//     integer dot products of Q4_1, Q5_0 and Q8_0 weights equal the CPU's
+//     exactly. The K-quants use the same blocks (their 32- and 16-element
+//     sub-blocks each lie in one), where the CPU quantizes to 256-element
+//     Q8_K blocks: a finer activation scale, so close to the CPU, not equal.
 
 typedef unsigned char u8;
 typedef signed char i8;
@@ -28,7 +32,10 @@ typedef unsigned long long u64;
 // Weight types, GGML's numbering.
 #define T_F32 0
 #define T_Q4_1 3
+#define T_Q5_0 6
 #define T_Q8_0 8
+#define T_Q4_K 12
+#define T_Q6_K 14
 
 __device__ __forceinline__ float h2f(u16 h) {
   float f;
@@ -46,6 +53,17 @@ __device__ __forceinline__ int dp4a(int a, int b, int c) {
   int r;
   asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
   return r;
+}
+
+// sub_bytes(v, k): each byte of v (all < 128) minus k, as signed bytes:
+// the high bit set first keeps a byte's borrow from reaching its neighbour.
+__device__ __forceinline__ int sub_bytes(u32 v, u32 k) {
+  return (int)(((v | 0x80808080u) - k * 0x01010101u) ^ 0x80808080u);
+}
+
+// bits4_to_bytes(h): bits 0..3 of h to bit 4 of bytes 0..3 (Q5_0's fifth bits).
+__device__ __forceinline__ u32 bits4_to_bytes(u32 h) {
+  return ((h << 4) & 0x10u) | ((h << 11) & 0x1000u) | ((h << 18) & 0x100000u) | ((h << 25) & 0x10000000u);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -94,29 +112,53 @@ struct EmbedArgs {
   int type, dim;
 };
 
+// dequant is element e of row `row` (of `cols`) of a repacked matrix, as
+// core/quant's Dequantize computes it (products rounded, not fused).
+__device__ float dequant(int type, const u8* qs, const u8* sc, u64 row, int cols, int e) {
+  int nb = cols / 32, b = e >> 5, j = e & 31;
+  u64 blk = row * nb + b;
+  if (type == T_Q8_0) {
+    return __fmul_rn(h2f(((const u16*)sc)[blk]), (float)((const i8*)qs)[blk * 32 + j]);
+  } else if (type == T_Q4_1) {
+    const u8* q = qs + blk * 16;
+    const u16* dm = (const u16*)sc + blk * 2;
+    int n4 = j < 16 ? (q[j] & 15) : (q[j - 16] >> 4);
+    return __fadd_rn(__fmul_rn(h2f(dm[0]), (float)n4), h2f(dm[1]));
+  } else if (type == T_Q5_0) {
+    const u8* q = qs + blk * 20;
+    u32 qh = *(const u32*)(q + 16);
+    int n5 = (j < 16 ? (q[j] & 15) : (q[j - 16] >> 4)) | (int)((qh >> j) & 1) << 4;
+    return __fmul_rn(h2f(((const u16*)sc)[blk]), (float)(n5 - 16));
+  } else if (type == T_Q4_K) {
+    u64 sb = row * (cols / 256) + (e >> 8);
+    int k = e & 255, g = k >> 6, l = k & 31, hi = (k >> 5) & 1;
+    const u8* s = sc + sb * 20;
+    u8 byte = qs[sb * 128 + g * 32 + l];
+    int q = hi ? byte >> 4 : byte & 15;
+    float d = __fmul_rn(h2f(((const u16*)s)[0]), (float)s[4 + 2 * g + hi]);
+    float m = __fmul_rn(h2f(((const u16*)s)[1]), (float)s[12 + 2 * g + hi]);
+    return __fsub_rn(__fmul_rn(d, (float)q), m);
+  } else if (type == T_Q6_K) {
+    u64 sb = row * (cols / 256) + (e >> 8);
+    int k = e & 255, h = k >> 7, quarter = (k >> 5) & 3, l = k & 31;
+    const u8* ql = qs + sb * 192 + 64 * h + 32 * (quarter & 1);
+    int lo = quarter < 2 ? ql[l] & 15 : ql[l] >> 4;
+    int q = lo | ((qs[sb * 192 + 128 + 32 * h + l] >> (2 * quarter)) & 3) << 4;
+    const u8* s = sc + sb * 20;
+    float d = __fmul_rn(h2f(((const u16*)s)[0]), (float)((const i8*)s)[4 + (k >> 4)]);
+    return __fmul_rn(d, (float)(q - 32));
+  }
+  return ((const float*)qs)[row * cols + e];
+}
+
 extern "C" __global__ void embed(const EmbedArgs a) {
   const Pass* p = (const Pass*)a.pass;
   int i = blockIdx.x;
   if (i >= p->n) return;
   int row = ((const Tok*)a.toks)[i].id;
   float* out = (float*)a.out + (u64)i * a.dim;
-  int nb = a.dim / 32;
-  for (int e = threadIdx.x; e < a.dim; e += blockDim.x) {
-    int b = e >> 5, j = e & 31;
-    float v;
-    if (a.type == T_Q8_0) {
-      const i8* q = (const i8*)a.qs + ((u64)row * nb + b) * 32;
-      v = h2f(((const u16*)a.scales)[(u64)row * nb + b]) * (float)q[j];
-    } else if (a.type == T_Q4_1) {
-      const u8* q = (const u8*)a.qs + ((u64)row * nb + b) * 16;
-      const u16* dm = (const u16*)a.scales + ((u64)row * nb + b) * 2;
-      int n4 = j < 16 ? (q[j] & 15) : (q[j - 16] >> 4);
-      v = h2f(dm[0]) * (float)n4 + h2f(dm[1]);
-    } else {
-      v = ((const float*)a.qs)[(u64)row * a.dim + e];
-    }
-    out[e] = v;
-  }
+  for (int e = threadIdx.x; e < a.dim; e += blockDim.x)
+    out[e] = dequant(a.type, (const u8*)a.qs, (const u8*)a.scales, (u64)row, a.dim, e);
 }
 
 // ------------------------------------------------- norm and quantization
@@ -240,15 +282,167 @@ struct MatVecArgs {
   u64 xq;    // i8 [n][cols]
   u64 xds;   // half2 [n][cols/32]
   u64 pass;  // Pass
-  int rows, cols, type, head;  // head: n is the pass's nrows (the output head)
-  int ld, pad;                 // out and res row stride (≥ rows: a slice of a wider row)
+  int rows, cols;
+  int head;  // n is the pass's nrows (the output head)
+  int ld;    // out and res row stride (≥ rows: a slice of a wider row)
 };
 
-// matvec: out[t][r] = W[r] · x[t] (+ bias[r]) (+ res[t][r]). A warp per
-// row, MV_WARPS rows per block; blockIdx.y picks MV_TOKENS tokens. Each
-// lane walks a quarter (Q4_1) or an eighth (Q8_0) of a block at a time:
-// one 4-byte weight word, one dp4a per token (two for Q4_1's nibbles).
-extern "C" __global__ void matvec(const MatVecArgs a) {
+// Repacked weight layouts (weights.go), per row, blocks back to back:
+//   Q4_1  qs 16 B a block of 32: byte j holds element j (low nibble) and
+//         j+16 (high), as in GGUF; scales (d, m) halves.
+//   Q8_0  qs 32 int8s; scales d.
+//   Q5_0  qs 20 B: the 16 nibble bytes as Q4_1, then qh (bit j: element
+//         j's fifth bit); scales d. Element value d·(q − 16).
+//   Q4_K  qs 128 B a super-block of 256: GGUF's, byte 32g+l holding element
+//         64g+l (low nibble, sub-block 2g) and 64g+32+l (high, 2g+1);
+//         scales 20 B: d, dmin halves, sc[8], m[8] bytes (GGUF's 6-bit
+//         fields unpacked). Element value d·sc_j·q − dmin·m_j.
+//   Q6_K  qs 192 B: GGUF's ql[128] then qh[64]; scales 20 B: d half, two
+//         zero bytes, sc[16] int8s. Element value d·sc_s·(q − 32).
+//
+// Each lane takes one 4-byte quant word at a time (Q6_K: a ql and a qh
+// word): 4 elements for Q8_0, else 8, as two groups of 4 (low and high
+// nibbles) in two words of one activation block (Q4_1, Q5_0) or of two
+// (Q4_K, Q6_K), dotted with dp4a against those activation words of every
+// token. The K-quants' sub-blocks (32
+// or 16 elements) lie inside one activation block of 32, so a K-quant dot
+// is, per sub-block, d·sc·dx·Σq·x (− dmin·m·dx·Σx for Q4_K, Σx exact from
+// a dp4a against ones), all integer sums exact.
+
+#define MV_ARGS const MatVecArgs &a, int row, int lane, int nt, const i8 *xq, const u16 *xds, float *acc
+
+// The activation word w (of 8) of block b of token t, and its d.
+#define XW(t, b, w) (((const int*)(xq + (u64)(t) * a.cols + (b) * 32))[w])
+#define XD(t, b) h2f(xds[((u64)(t) * nb + (b)) * 2])
+
+__device__ __forceinline__ void mv_q4_1(MV_ARGS) {
+  int nb = a.cols / 32;
+  const u32* wq = (const u32*)a.wq + (u64)row * nb * 4;
+  const u16* ws = (const u16*)a.ws + (u64)row * nb * 2;
+#pragma unroll 4
+  for (int i = lane; i < nb * 4; i += 32) {
+    int b = i >> 2, part = i & 3;
+    u32 w = wq[i];
+    int lo = (int)(w & 0x0F0F0F0Fu), hi = (int)((w >> 4) & 0x0F0F0F0Fu);
+    float dw = h2f(ws[b * 2]), mw = h2f(ws[b * 2 + 1]);
+#pragma unroll
+    for (int t = 0; t < MV_TOKENS; t++) {
+      if (t < nt) {
+        int s = dp4a(lo, XW(t, b, part), dp4a(hi, XW(t, b, part + 4), 0));
+        float v = dw * XD(t, b) * (float)s;
+        if (part == 0) v += mw * h2f(xds[((u64)t * nb + b) * 2 + 1]);
+        acc[t] += v;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ void mv_q8_0(MV_ARGS) {
+  int nb = a.cols / 32;
+  const u32* wq = (const u32*)a.wq + (u64)row * nb * 8;
+  const u16* ws = (const u16*)a.ws + (u64)row * nb;
+#pragma unroll 4
+  for (int i = lane; i < nb * 8; i += 32) {
+    int b = i >> 3, part = i & 7;
+    int w = (int)wq[i];
+    float dw = h2f(ws[b]);
+#pragma unroll
+    for (int t = 0; t < MV_TOKENS; t++)
+      if (t < nt) acc[t] += dw * XD(t, b) * (float)dp4a(w, XW(t, b, part), 0);
+  }
+}
+
+// Q5_0: the nibbles with their fifth bits, minus 16 (bytewise), are the
+// CPU's q − 16, so Σ(q − 16)·x is one pair of dp4a.
+__device__ __forceinline__ void mv_q5_0(MV_ARGS) {
+  int nb = a.cols / 32;
+  const u32* wq = (const u32*)a.wq + (u64)row * nb * 5;
+  const u16* ws = (const u16*)a.ws + (u64)row * nb;
+#pragma unroll 4
+  for (int i = lane; i < nb * 4; i += 32) {
+    int b = i >> 2, part = i & 3;
+    u32 w = wq[b * 5 + part], qh = wq[b * 5 + 4] >> (4 * part);
+    int lo = sub_bytes((w & 0x0F0F0F0Fu) | bits4_to_bytes(qh), 16);
+    int hi = sub_bytes(((w >> 4) & 0x0F0F0F0Fu) | bits4_to_bytes(qh >> 16), 16);
+    float dw = h2f(ws[b]);
+#pragma unroll
+    for (int t = 0; t < MV_TOKENS; t++) {
+      if (t < nt) {
+        int s = dp4a(lo, XW(t, b, part), dp4a(hi, XW(t, b, part + 4), 0));
+        acc[t] += dw * XD(t, b) * (float)s;
+      }
+    }
+  }
+}
+
+// Q4_K: lane L takes word L of each super-block: elements 4p..4p+3 (p =
+// L%8) of sub-blocks 2g and 2g+1 (g = L/8), i.e. of activation blocks
+// 8·sb + 2g and 8·sb + 2g + 1.
+__device__ __forceinline__ void mv_q4_k(MV_ARGS) {
+  int nb = a.cols / 32, nsb = a.cols / 256;
+  const u32* wq = (const u32*)a.wq + (u64)row * nsb * 32;
+  const u8* ws = (const u8*)a.ws + (u64)row * nsb * 20;
+  int g = lane >> 3, p = lane & 7;
+#pragma unroll 2
+  for (int sb = 0; sb < nsb; sb++) {
+    u32 w = wq[sb * 32 + lane];
+    int lo = (int)(w & 0x0F0F0F0Fu), hi = (int)((w >> 4) & 0x0F0F0F0Fu);
+    const u8* s = ws + sb * 20;
+    u32 dd = *(const u32*)s;
+    float d = h2f((u16)(dd & 0xffff)), dmin = h2f((u16)(dd >> 16));
+    float d0 = d * (float)s[4 + 2 * g], d1 = d * (float)s[5 + 2 * g];
+    float m0 = dmin * (float)s[12 + 2 * g], m1 = dmin * (float)s[13 + 2 * g];
+    int b0 = sb * 8 + 2 * g;
+#pragma unroll
+    for (int t = 0; t < MV_TOKENS; t++) {
+      if (t < nt) {
+        int x0 = XW(t, b0, p), x1 = XW(t, b0 + 1, p);
+        float v0 = d0 * (float)dp4a(lo, x0, 0) - m0 * (float)dp4a(0x01010101, x0, 0);
+        float v1 = d1 * (float)dp4a(hi, x1, 0) - m1 * (float)dp4a(0x01010101, x1, 0);
+        acc[t] += XD(t, b0) * v0 + XD(t, b0 + 1) * v1;
+      }
+    }
+  }
+}
+
+// Q6_K: lane L takes ql word L of each super-block (half h = L/16, w =
+// L%16, hs = w/8, p = w%8) and the qh word 8h + p, whose bit pairs 2hs
+// and 2hs + 4 complete its low and high nibbles: elements 128h + 32hs +
+// 4p..+3 (activation block 4h + hs, sub-block 8h + 2hs + p/4) and those
+// 64 further (block + 2, sub-block + 4).
+__device__ __forceinline__ void mv_q6_k(MV_ARGS) {
+  int nb = a.cols / 32, nsb = a.cols / 256;
+  const u32* wq = (const u32*)a.wq + (u64)row * nsb * 48;
+  const u8* ws = (const u8*)a.ws + (u64)row * nsb * 20;
+  int h = lane >> 4, hs = (lane >> 3) & 1, p = lane & 7;
+  int sub = 8 * h + 2 * hs + (p >> 2);
+#pragma unroll 2
+  for (int sb = 0; sb < nsb; sb++) {
+    u32 ql = wq[sb * 48 + lane], qh = wq[sb * 48 + 32 + 8 * h + p] >> (2 * hs);
+    int lo = sub_bytes((ql & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u), 32);
+    int hi = sub_bytes(((ql >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u), 32);
+    const u8* s = ws + sb * 20;
+    float d = h2f(*(const u16*)s);
+    float d0 = d * (float)((const i8*)s)[4 + sub], d1 = d * (float)((const i8*)s)[8 + sub];
+    int b0 = sb * 8 + 4 * h + hs;
+#pragma unroll
+    for (int t = 0; t < MV_TOKENS; t++) {
+      if (t < nt) {
+        float v0 = d0 * (float)dp4a(lo, XW(t, b0, p), 0);
+        float v1 = d1 * (float)dp4a(hi, XW(t, b0 + 2, p), 0);
+        acc[t] += XD(t, b0) * v0 + XD(t, b0 + 2) * v1;
+      }
+    }
+  }
+}
+
+// matvec_<type>: out[t][r] = W[r] · x[t] (+ bias[r]) (+ res[t][r]). A warp
+// per row, MV_WARPS rows per block; blockIdx.y picks MV_TOKENS tokens. Each
+// lane walks the row a quant word at a time (see the layouts above). One
+// entry point per weight type: a kernel holding every type's loop takes the
+// registers of the greediest (93 against 80 on sm_90).
+template <int T>
+__device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
   const Pass* p = (const Pass*)a.pass;
   int n = a.head ? p->nrows : p->n;
   int t0 = blockIdx.y * MV_TOKENS;
@@ -257,51 +451,16 @@ extern "C" __global__ void matvec(const MatVecArgs a) {
   int lane = threadIdx.x & 31;
   int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
   if (row >= a.rows) return;
-  int nb = a.cols / 32;
   float acc[MV_TOKENS];
 #pragma unroll
   for (int t = 0; t < MV_TOKENS; t++) acc[t] = 0.0f;
   const i8* xq = (const i8*)a.xq + (u64)t0 * a.cols;
-  const u16* xds = (const u16*)a.xds + (u64)t0 * nb * 2;
-  if (a.type == T_Q4_1) {
-    const u32* wq = (const u32*)a.wq + (u64)row * nb * 4;
-    const u16* ws = (const u16*)a.ws + (u64)row * nb * 2;
-#pragma unroll 4
-    for (int i = lane; i < nb * 4; i += 32) {
-      int b = i >> 2, part = i & 3;
-      u32 w = wq[i];
-      int lo = (int)(w & 0x0F0F0F0Fu), hi = (int)((w >> 4) & 0x0F0F0F0Fu);
-      float dw = h2f(ws[b * 2]), mw = h2f(ws[b * 2 + 1]);
-#pragma unroll
-      for (int t = 0; t < MV_TOKENS; t++) {
-        if (t < nt) {
-          const int* x = (const int*)(xq + (u64)t * a.cols + b * 32);
-          int s = dp4a(lo, x[part], dp4a(hi, x[part + 4], 0));
-          float da = h2f(xds[((u64)t * nb + b) * 2]);
-          float v = dw * da * (float)s;
-          if (part == 0) v += mw * h2f(xds[((u64)t * nb + b) * 2 + 1]);
-          acc[t] += v;
-        }
-      }
-    }
-  } else if (a.type == T_Q8_0) {
-    const u32* wq = (const u32*)a.wq + (u64)row * nb * 8;
-    const u16* ws = (const u16*)a.ws + (u64)row * nb;
-#pragma unroll 4
-    for (int i = lane; i < nb * 8; i += 32) {
-      int b = i >> 3, part = i & 7;
-      int w = (int)wq[i];
-      float dw = h2f(ws[b]);
-#pragma unroll
-      for (int t = 0; t < MV_TOKENS; t++) {
-        if (t < nt) {
-          const int* x = (const int*)(xq + (u64)t * a.cols + b * 32);
-          int s = dp4a(w, x[part], 0);
-          acc[t] += dw * h2f(xds[((u64)t * nb + b) * 2]) * (float)s;
-        }
-      }
-    }
-  }
+  const u16* xds = (const u16*)a.xds + (u64)t0 * (a.cols / 32) * 2;
+  if constexpr (T == T_Q4_1) mv_q4_1(a, row, lane, nt, xq, xds, acc);
+  if constexpr (T == T_Q8_0) mv_q8_0(a, row, lane, nt, xq, xds, acc);
+  if constexpr (T == T_Q5_0) mv_q5_0(a, row, lane, nt, xq, xds, acc);
+  if constexpr (T == T_Q4_K) mv_q4_k(a, row, lane, nt, xq, xds, acc);
+  if constexpr (T == T_Q6_K) mv_q6_k(a, row, lane, nt, xq, xds, acc);
 #pragma unroll
   for (int t = 0; t < MV_TOKENS; t++) {
     if (t >= nt) break;  // nt is the same for the whole warp
@@ -314,6 +473,16 @@ extern "C" __global__ void matvec(const MatVecArgs a) {
     }
   }
 }
+
+extern "C" __global__ void matvec_q4_1(const MatVecArgs a) { matvec_t<T_Q4_1>(a); }
+extern "C" __global__ void matvec_q8_0(const MatVecArgs a) { matvec_t<T_Q8_0>(a); }
+extern "C" __global__ void matvec_q5_0(const MatVecArgs a) { matvec_t<T_Q5_0>(a); }
+extern "C" __global__ void matvec_q4_k(const MatVecArgs a) { matvec_t<T_Q4_K>(a); }
+extern "C" __global__ void matvec_q6_k(const MatVecArgs a) { matvec_t<T_Q6_K>(a); }
+
+#undef XW
+#undef XD
+#undef MV_ARGS
 
 // ------------------------------------------------------ RoPE and KV store
 

@@ -14,7 +14,19 @@ var Source []byte
 const Name = "lmstream_kernels.cu"
 
 // Entry points, as declared extern "C" in Source.
-var Entry = []string{"embed", "rmsnorm_quant", "quant", "matvec", "rope_store", "attention", "kv_commit", "argmax"}
+var Entry = []string{"embed", "rmsnorm_quant", "quant", "matvec_q4_1", "matvec_q8_0", "matvec_q5_0",
+	"matvec_q4_k", "matvec_q6_k", "rope_store", "attention", "kv_commit", "argmax"}
+
+// MatVec names the mat-vec entry point of each weight type that has one,
+// by GGML type number (core/quant's Type): one kernel per type, so each
+// takes only the registers its own loop needs.
+var MatVec = map[uint32]string{
+	3:  "matvec_q4_1", // Q4_1
+	6:  "matvec_q5_0", // Q5_0
+	8:  "matvec_q8_0", // Q8_0
+	12: "matvec_q4_k", // Q4_K
+	14: "matvec_q6_k", // Q6_K
+}
 
 // Limits the kernels are written for.
 const (

@@ -1,0 +1,733 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// AVX2 + FMA + F16C versions of the kernels of attention_amd64.s, for CPUs
+// without AVX-512 (see attention_amd64.go). Each gives bit for bit what its
+// AVX-512 counterpart gives: a 16-lane accumulator of the AVX-512 kernel is
+// two 8-lane halves here (lanes 0-7 and 8-15), and every reduction adds (or
+// takes the maximum of) the same pairs in the same tree, lanes i+8 first.
+// e^t is built as p·2^m with 2^m from the exponent bits (p·2^m is exact up
+// to the one rounding VSCALEFPS also makes). No function here touches R14
+// or R15 (R15 is clobbered by global data access under -dynlink).
+
+// CONST8 broadcasts the 32-bit constant c to all lanes of y (x is y's low
+// half); clobbers AX.
+#define CONST8(c, x, y) \
+	MOVL         $c, AX; \
+	VMOVD        AX, x; \
+	VPBROADCASTD x, y
+
+// EXP8 sets p = e^t for the 8 lanes of t (clamped by the caller): m =
+// round(t·log2 e), r = t - m·ln2hi - m·ln2lo, p = 2^m·(degree-6 Taylor
+// polynomial of r). Clobbers t (left as r) and m.
+#define EXP8(t, m, p, log2e, ln2hi, ln2lo, c2, c3, c4, c5, c6, one) \
+	VMULPS       log2e, t, m; \
+	VROUNDPS     $0, m, m; \
+	VFNMADD231PS ln2hi, m, t; \
+	VFNMADD231PS ln2lo, m, t; \
+	VMOVAPS      c6, p; \
+	VFMADD213PS  c5, t, p; \
+	VFMADD213PS  c4, t, p; \
+	VFMADD213PS  c3, t, p; \
+	VFMADD213PS  c2, t, p; \
+	VFMADD213PS  one, t, p; \
+	VFMADD213PS  one, t, p; \
+	VCVTPS2DQ    m, m; \
+	VPSLLD       $23, m, m; \
+	VPADDD       one, m, m; \
+	VMULPS       m, p, p
+
+// HSUM8 reduces the 8 lanes of y (x its low half, tmp a scratch xmm) to
+// lane 0 of x: lanes i+4, then i+2, then i+1.
+#define HSUM8(y, x, tmp) \
+	VEXTRACTF128 $1, y, tmp; \
+	VADDPS       tmp, x, x; \
+	VPERMILPS    $0x4e, x, tmp; \
+	VADDPS       tmp, x, x; \
+	VPERMILPS    $0xb1, x, tmp; \
+	VADDSS       tmp, x, x
+
+// HMAX8 is HSUM8 with maximum for sum.
+#define HMAX8(y, x, tmp) \
+	VEXTRACTF128 $1, y, tmp; \
+	VMAXPS       tmp, x, x; \
+	VPERMILPS    $0x4e, x, tmp; \
+	VMAXPS       tmp, x, x; \
+	VPERMILPS    $0xb1, x, tmp; \
+	VMAXSS       tmp, x, x
+
+// func attnScoresAVX2(q, k *float32, n, hd int, scale float32, out *float32) float32
+// As attnScores: out[j] = scale·dot(q, k[j·hd:(j+1)·hd]) for j < n; returns
+// max(out) (-Inf for n = 0). hd is a multiple of 16.
+TEXT ·attnScoresAVX2(SB), NOSPLIT, $0-52
+	MOVQ         q+0(FP), SI
+	MOVQ         k+8(FP), DI
+	MOVQ         n+16(FP), CX
+	MOVQ         hd+24(FP), DX
+	VBROADCASTSS scale+32(FP), Y7
+	MOVQ         out+40(FP), R8
+	MOVL         $0xff800000, AX
+	VMOVD        AX, X6
+	SHLQ         $2, DX
+
+key:
+	TESTQ  CX, CX
+	JZ     keysdone
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	XORQ   BX, BX
+
+dim:
+	VMOVUPS     (SI)(BX*1), Y2
+	VMOVUPS     32(SI)(BX*1), Y3
+	VFMADD231PS (DI)(BX*1), Y2, Y0
+	VFMADD231PS 32(DI)(BX*1), Y3, Y1
+	ADDQ        $64, BX
+	CMPQ        BX, DX
+	JB          dim
+	ADDQ        DX, DI
+
+	VADDPS Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMULSS X7, X0, X0
+	VMOVSS X0, (R8)
+	VMAXSS X0, X6, X6
+	ADDQ   $4, R8
+	DECQ   CX
+	JMP    key
+
+keysdone:
+	VMOVSS X6, ret+48(FP)
+	VZEROUPPER
+	RET
+
+// func attnExpAVX2(x *float32, n int, mx float32) float32
+// As attnExp: x[j] = e^(x[j]-mx) for j < n (a multiple of 16); returns the
+// sum. t = x - mx is clamped at -87.
+TEXT ·attnExpAVX2(SB), NOSPLIT, $0-28
+	MOVQ         x+0(FP), SI
+	MOVQ         n+8(FP), CX
+	VBROADCASTSS mx+16(FP), Y5
+	CONST8(0x3fb8aa3b, X6, Y6)   // log2 e
+	CONST8(0x3f317200, X7, Y7)   // ln2 hi = 0.693145751953125
+	CONST8(0x35bfbe8e, X8, Y8)   // ln2 lo = 1.4286068e-06
+	CONST8(0x3f000000, X9, Y9)   // 1/2
+	CONST8(0x3e2aaaab, X10, Y10) // 1/6
+	CONST8(0x3d2aaaab, X11, Y11) // 1/24
+	CONST8(0x3c088889, X12, Y12) // 1/120
+	CONST8(0x3ab60b61, X13, Y13) // 1/720
+	CONST8(0xc2ae0000, X14, Y14) // -87
+	CONST8(0x3f800000, X15, Y15) // 1
+	VXORPS Y0, Y0, Y0            // sum, lanes 0-7 of each 16
+	VXORPS Y1, Y1, Y1            // sum, lanes 8-15
+
+exploop:
+	CMPQ    CX, $16
+	JB      expdone
+	VMOVUPS (SI), Y2
+	VSUBPS  Y5, Y2, Y2
+	VMAXPS  Y14, Y2, Y2
+	EXP8(Y2, Y3, Y4, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y15)
+	VMOVUPS Y4, (SI)
+	VADDPS  Y4, Y0, Y0
+	VMOVUPS 32(SI), Y2
+	VSUBPS  Y5, Y2, Y2
+	VMAXPS  Y14, Y2, Y2
+	EXP8(Y2, Y3, Y4, Y6, Y7, Y8, Y9, Y10, Y11, Y12, Y13, Y15)
+	VMOVUPS Y4, 32(SI)
+	VADDPS  Y4, Y1, Y1
+	ADDQ    $64, SI
+	SUBQ    $16, CX
+	JMP     exploop
+
+expdone:
+	VADDPS Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VMOVSS X0, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// func attnWsumAVX2(p, v *float32, n, hd int, out *float32)
+// As attnWsum: out[0:hd] = Σ_j p[j]·v[j·hd:(j+1)·hd] for j < n, even keys
+// and odd keys in two accumulations added at the end; hd is a multiple of
+// 64 (blocks of 32 columns here).
+TEXT ·attnWsumAVX2(SB), NOSPLIT, $0-40
+	MOVQ p+0(FP), SI
+	MOVQ v+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ hd+24(FP), DX
+	MOVQ out+32(FP), R8
+	SHLQ $2, DX
+	XORQ BX, BX
+
+block:
+	CMPQ   BX, DX
+	JAE    wdone
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	MOVQ   SI, R9
+	LEAQ   (DI)(BX*1), R10
+	MOVQ   CX, R11
+
+pair:
+	CMPQ         R11, $2
+	JB           single
+	VBROADCASTSS (R9), Y4
+	VBROADCASTSS 4(R9), Y9
+	LEAQ         (R10)(DX*1), R12
+	VFMADD231PS  (R10), Y4, Y0
+	VFMADD231PS  32(R10), Y4, Y1
+	VFMADD231PS  64(R10), Y4, Y2
+	VFMADD231PS  96(R10), Y4, Y3
+	VFMADD231PS  (R12), Y9, Y5
+	VFMADD231PS  32(R12), Y9, Y6
+	VFMADD231PS  64(R12), Y9, Y7
+	VFMADD231PS  96(R12), Y9, Y8
+	ADDQ         $8, R9
+	LEAQ         (R12)(DX*1), R10
+	SUBQ         $2, R11
+	JMP          pair
+
+single:
+	TESTQ        R11, R11
+	JZ           store
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  (R10), Y4, Y0
+	VFMADD231PS  32(R10), Y4, Y1
+	VFMADD231PS  64(R10), Y4, Y2
+	VFMADD231PS  96(R10), Y4, Y3
+
+store:
+	VADDPS  Y5, Y0, Y0
+	VADDPS  Y6, Y1, Y1
+	VADDPS  Y7, Y2, Y2
+	VADDPS  Y8, Y3, Y3
+	VMOVUPS Y0, (R8)(BX*1)
+	VMOVUPS Y1, 32(R8)(BX*1)
+	VMOVUPS Y2, 64(R8)(BX*1)
+	VMOVUPS Y3, 96(R8)(BX*1)
+	ADDQ    $128, BX
+	JMP     block
+
+wdone:
+	VZEROUPPER
+	RET
+
+// func swigluAVX2(gate, up *float32, n int)
+// As swigluAVX512: gate[i] = gate[i]·up[i] / (1+e^(-gate[i])) for i < n (a
+// multiple of 16), -gate[i] clamped to [-87, 87].
+TEXT ·swigluAVX2(SB), NOSPLIT, $0-24
+	MOVQ gate+0(FP), SI
+	MOVQ up+8(FP), DI
+	MOVQ n+16(FP), CX
+	CONST8(0x3fb8aa3b, X4, Y4)   // log2 e
+	CONST8(0x3f317200, X5, Y5)   // ln2 hi
+	CONST8(0x35bfbe8e, X6, Y6)   // ln2 lo
+	CONST8(0x3f000000, X7, Y7)   // 1/2
+	CONST8(0x3e2aaaab, X8, Y8)   // 1/6
+	CONST8(0x3d2aaaab, X9, Y9)   // 1/24
+	CONST8(0x3c088889, X10, Y10) // 1/120
+	CONST8(0x3ab60b61, X11, Y11) // 1/720
+	CONST8(0xc2ae0000, X12, Y12) // -87
+	CONST8(0x3f800000, X13, Y13) // 1
+	CONST8(0x42ae0000, X14, Y14) // 87
+	CONST8(0x80000000, X15, Y15) // sign bit
+
+sloop:
+	CMPQ    CX, $8
+	JB      sdone
+	VMOVUPS (SI), Y0     // g
+	VXORPS  Y15, Y0, Y1  // -g
+	VMAXPS  Y12, Y1, Y1
+	VMINPS  Y14, Y1, Y1
+	EXP8(Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y8, Y9, Y10, Y11, Y13) // e^-g
+	VADDPS  Y13, Y3, Y3  // 1 + e^-g
+	VMULPS  (DI), Y0, Y0 // g·up
+	VDIVPS  Y3, Y0, Y0   // g·up / (1 + e^-g)
+	VMOVUPS Y0, (SI)
+	ADDQ    $32, SI
+	ADDQ    $32, DI
+	SUBQ    $8, CX
+	JMP     sloop
+
+sdone:
+	VZEROUPPER
+	RET
+
+// attn2_bits: lane i holds 1<<i (the mask bit of key i of 8).
+DATA attn2_bits<>+0(SB)/4, $1
+DATA attn2_bits<>+4(SB)/4, $2
+DATA attn2_bits<>+8(SB)/4, $4
+DATA attn2_bits<>+12(SB)/4, $8
+DATA attn2_bits<>+16(SB)/4, $16
+DATA attn2_bits<>+20(SB)/4, $32
+DATA attn2_bits<>+24(SB)/4, $64
+DATA attn2_bits<>+28(SB)/4, $128
+GLOBL attn2_bits<>(SB), RODATA|NOPTR, $32
+
+// attn2_iota: lane i holds i, i < 16.
+DATA attn2_iota<>+0(SB)/4, $0
+DATA attn2_iota<>+4(SB)/4, $1
+DATA attn2_iota<>+8(SB)/4, $2
+DATA attn2_iota<>+12(SB)/4, $3
+DATA attn2_iota<>+16(SB)/4, $4
+DATA attn2_iota<>+20(SB)/4, $5
+DATA attn2_iota<>+24(SB)/4, $6
+DATA attn2_iota<>+28(SB)/4, $7
+DATA attn2_iota<>+32(SB)/4, $8
+DATA attn2_iota<>+36(SB)/4, $9
+DATA attn2_iota<>+40(SB)/4, $10
+DATA attn2_iota<>+44(SB)/4, $11
+DATA attn2_iota<>+48(SB)/4, $12
+DATA attn2_iota<>+52(SB)/4, $13
+DATA attn2_iota<>+56(SB)/4, $14
+DATA attn2_iota<>+60(SB)/4, $15
+GLOBL attn2_iota<>(SB), RODATA|NOPTR, $64
+
+// func attnScores16AVX2(q *float32, nq, qs int, k *float32, nblk, hd int, scale float32, out *float32, os int, mx *float32, last uint16)
+//
+// As attnScores16, bit for bit. A block of 16 keys is four groups of four,
+// {b, b+4, b+1, b+5} for b = 0, 2, 8, 10: each key's 16-lane FMA chain over
+// hd is two 8-lane chains (lo, hi), then lo+hi (lanes i+8); VPERM2F128
+// pairs keys b and b+4 (lanes i+4), VSHUFPS keys b and b+1 (lanes i+2),
+// and the groups b and b+2 meet in the last VSHUFPS (lanes i+1), which
+// leaves keys b..b+3 | b+4..b+7 in order. The running maximum takes the
+// same per-lane maxima (masked lanes keep the old value) and the same tree.
+TEXT ·attnScores16AVX2(SB), NOSPLIT, $0-82
+	MOVQ         k+24(FP), R10
+	MOVQ         hd+40(FP), DX
+	SHLQ         $2, DX                // key stride in bytes
+	VBROADCASTSS scale+48(FP), Y14
+	VMOVDQU      attn2_bits<>(SB), Y13
+	MOVQ         nblk+32(FP), R13
+	MOVQ         out+56(FP), R9        // this block's scores of query 0
+
+blk:
+	TESTQ R13, R13
+	JZ    done16
+	XORQ  R8, R8 // query index
+	MOVQ  q+0(FP), SI
+	MOVQ  R9, DI
+
+query:
+	CMPQ R8, nq+8(FP)
+	JAE  nextblk
+	MOVQ R10, R11 // key b of the group
+	XORQ CX, CX   // group 0..3
+
+grp:
+	MOVQ   R11, AX          // keys b, b+1
+	LEAQ   (R11)(DX*4), BX  // keys b+4, b+5
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   R12, R12
+
+chunk:
+	VMOVUPS     (SI)(R12*1), Y8
+	VMOVUPS     32(SI)(R12*1), Y9
+	VFMADD231PS (AX), Y8, Y0          // key b
+	VFMADD231PS 32(AX), Y9, Y1
+	VFMADD231PS (BX), Y8, Y2          // key b+4
+	VFMADD231PS 32(BX), Y9, Y3
+	VFMADD231PS (AX)(DX*1), Y8, Y4    // key b+1
+	VFMADD231PS 32(AX)(DX*1), Y9, Y5
+	VFMADD231PS (BX)(DX*1), Y8, Y6    // key b+5
+	VFMADD231PS 32(BX)(DX*1), Y9, Y7
+	ADDQ        $64, AX
+	ADDQ        $64, BX
+	ADDQ        $64, R12
+	CMPQ        R12, DX
+	JB          chunk
+
+	VADDPS     Y1, Y0, Y0
+	VADDPS     Y3, Y2, Y2
+	VADDPS     Y5, Y4, Y4
+	VADDPS     Y7, Y6, Y6
+	VPERM2F128 $0x20, Y2, Y0, Y1 // b lanes 0-3 | b+4 lanes 0-3
+	VPERM2F128 $0x31, Y2, Y0, Y3 // b lanes 4-7 | b+4 lanes 4-7
+	VADDPS     Y3, Y1, Y1
+	VPERM2F128 $0x20, Y6, Y4, Y5
+	VPERM2F128 $0x31, Y6, Y4, Y7
+	VADDPS     Y7, Y5, Y5
+	VSHUFPS    $0x44, Y5, Y1, Y0
+	VSHUFPS    $0xee, Y5, Y1, Y2
+	VADDPS     Y2, Y0, Y10 // b 0-1, b+1 0-1 | b+4 0-1, b+5 0-1
+
+	TESTQ   $1, CX
+	JNZ     grpodd
+	VMOVAPS Y10, Y12
+	LEAQ    (R11)(DX*2), R11
+	INCQ    CX
+	JMP     grp
+
+grpodd:
+	VSHUFPS $0x88, Y10, Y12, Y0
+	VSHUFPS $0xdd, Y10, Y12, Y1
+	VADDPS  Y1, Y0, Y0
+	VMULPS  Y14, Y0, Y0 // lane i: key i of this half of the block
+	CMPQ    CX, $3
+	JEQ     grphi
+	VMOVUPS Y0, (DI)
+	LEAQ    (R10)(DX*8), R11
+	INCQ    CX
+	JMP     grp
+
+grphi:
+	VMOVUPS Y0, 32(DI)
+
+	// Running maximum of this query's scores.
+	MOVQ         mx+72(FP), AX
+	VBROADCASTSS (AX)(R8*4), Y15
+	VMAXPS       (DI), Y15, Y0
+	VMAXPS       32(DI), Y15, Y1
+	CMPQ         R13, $1
+	JNE          nomask
+	MOVWLZX      last+80(FP), BX
+	CMPQ         BX, $0xffff
+	JEQ          nomask
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+	VPAND        Y13, Y2, Y3
+	VPCMPEQD     Y13, Y3, Y3
+	VBLENDVPS    Y3, Y0, Y15, Y0
+	SHRL         $8, BX
+	VMOVD        BX, X2
+	VPBROADCASTD X2, Y2
+	VPAND        Y13, Y2, Y3
+	VPCMPEQD     Y13, Y3, Y3
+	VBLENDVPS    Y3, Y1, Y15, Y1
+
+nomask:
+	VMAXPS Y1, Y0, Y0
+	HMAX8(Y0, X0, X1)
+	VMOVSS X0, (AX)(R8*4)
+
+	MOVQ qs+16(FP), AX
+	LEAQ (SI)(AX*4), SI
+	MOVQ os+64(FP), AX
+	LEAQ (DI)(AX*4), DI
+	INCQ R8
+	JMP  query
+
+nextblk:
+	LEAQ (R10)(DX*8), R10
+	LEAQ (R10)(DX*8), R10
+	ADDQ $64, R9
+	DECQ R13
+	JMP  blk
+
+done16:
+	VZEROUPPER
+	RET
+
+// func attnWsumGAVX2(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool)
+//
+// As attnWsumG: for each head h < nh (1 to 4), out[h·os : h·os+hd] (= 0,
+// or its current value when acc) += Σ_j p[h·ps + j]·v[j·hd : (j+1)·hd],
+// one FMA per key and element in key order. hd is a multiple of 64 (blocks
+// of 16 columns here).
+TEXT ·attnWsumGAVX2(SB), NOSPLIT, $0-65
+	MOVQ p+0(FP), SI
+	MOVQ ps+8(FP), R13
+	SHLQ $2, R13
+	MOVQ nh+16(FP), R11
+	MOVQ v+24(FP), DI
+	MOVQ hd+40(FP), DX
+	SHLQ $2, DX
+	MOVQ out+48(FP), R8
+	MOVQ os+56(FP), R12
+	SHLQ $2, R12
+	XORQ BX, BX // column offset in bytes
+
+wblock:
+	CMPQ BX, DX
+	JAE  wgdone
+	// Accumulators: head h in Y(8+2h), Y(9+2h).
+	LEAQ   (R8)(BX*1), AX // out of head 0, this column block
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+	CMPB   acc+64(FP), $0
+	JEQ    wkeys
+	VMOVUPS (AX), Y8
+	VMOVUPS 32(AX), Y9
+	CMPQ    R11, $2
+	JB      wkeys
+	ADDQ    R12, AX
+	VMOVUPS (AX), Y10
+	VMOVUPS 32(AX), Y11
+	CMPQ    R11, $3
+	JB      wkeys
+	ADDQ    R12, AX
+	VMOVUPS (AX), Y12
+	VMOVUPS 32(AX), Y13
+	CMPQ    R11, $4
+	JB      wkeys
+	ADDQ    R12, AX
+	VMOVUPS (AX), Y14
+	VMOVUPS 32(AX), Y15
+
+wkeys:
+	LEAQ (DI)(BX*1), R10 // value row j, this column block
+	MOVQ SI, R9          // p of head 0, key j
+	MOVQ n+32(FP), CX
+
+wkey:
+	TESTQ        CX, CX
+	JZ           wstore
+	VMOVUPS      (R10), Y0
+	VMOVUPS      32(R10), Y1
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  Y0, Y4, Y8
+	VFMADD231PS  Y1, Y4, Y9
+	CMPQ         R11, $2
+	JB           wnext
+	VBROADCASTSS (R9)(R13*1), Y5
+	VFMADD231PS  Y0, Y5, Y10
+	VFMADD231PS  Y1, Y5, Y11
+	CMPQ         R11, $3
+	JB           wnext
+	VBROADCASTSS (R9)(R13*2), Y6
+	VFMADD231PS  Y0, Y6, Y12
+	VFMADD231PS  Y1, Y6, Y13
+	CMPQ         R11, $4
+	JB           wnext
+	LEAQ         (R9)(R13*2), AX
+	VBROADCASTSS (AX)(R13*1), Y7
+	VFMADD231PS  Y0, Y7, Y14
+	VFMADD231PS  Y1, Y7, Y15
+
+wnext:
+	ADDQ $4, R9
+	ADDQ DX, R10
+	DECQ CX
+	JMP  wkey
+
+wstore:
+	LEAQ    (R8)(BX*1), AX
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	CMPQ    R11, $2
+	JB      wnextblock
+	ADDQ    R12, AX
+	VMOVUPS Y10, (AX)
+	VMOVUPS Y11, 32(AX)
+	CMPQ    R11, $3
+	JB      wnextblock
+	ADDQ    R12, AX
+	VMOVUPS Y12, (AX)
+	VMOVUPS Y13, 32(AX)
+	CMPQ    R11, $4
+	JB      wnextblock
+	ADDQ    R12, AX
+	VMOVUPS Y14, (AX)
+	VMOVUPS Y15, 32(AX)
+
+wnextblock:
+	ADDQ $64, BX
+	JMP  wblock
+
+wgdone:
+	VZEROUPPER
+	RET
+
+// func attnMaxAVX2(x *float32, n int) float32
+// As attnMax: the largest of x[0:n] (-Inf for n = 0); the tail is a masked
+// load, so nothing past x[n-1] is read.
+TEXT ·attnMaxAVX2(SB), NOSPLIT, $0-20
+	MOVQ    x+0(FP), SI
+	MOVQ    n+8(FP), CX
+	CONST8(0xff800000, X0, Y0)
+	VMOVAPS Y0, Y1
+
+maxloop:
+	CMPQ   CX, $16
+	JB     maxtail
+	VMAXPS (SI), Y0, Y0
+	VMAXPS 32(SI), Y1, Y1
+	ADDQ   $64, SI
+	SUBQ   $16, CX
+	JMP    maxloop
+
+maxtail:
+	TESTQ        CX, CX
+	JZ           maxreduce
+	VMOVD        CX, X2
+	VPBROADCASTD X2, Y2
+	VMOVDQU      attn2_iota<>(SB), Y3
+	VPCMPGTD     Y3, Y2, Y4 // lane i < n: i in 0-7
+	VMASKMOVPS   (SI), Y4, Y5
+	VMAXPS       Y5, Y0, Y6
+	VBLENDVPS    Y4, Y6, Y0, Y0
+	VMOVDQU      attn2_iota<>+32(SB), Y3
+	VPCMPGTD     Y3, Y2, Y4 // lane i < n: i in 8-15
+	VMASKMOVPS   32(SI), Y4, Y5
+	VMAXPS       Y5, Y1, Y6
+	VBLENDVPS    Y4, Y6, Y1, Y1
+
+maxreduce:
+	VMAXPS Y1, Y0, Y0
+	HMAX8(Y0, X0, X1)
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func rmsNormAVX2(dst, src, w *float32, d int, eps float32)
+// As rmsNormAVX512: dst = src·r ⊙ w, r = 1/√(Σsrc²/d + eps), for one row
+// of d (a multiple of 16); the sum of squares in two interleaved 16-lane
+// accumulators (Y0|Y1 and Y2|Y3) over alternating 16-element chunks.
+TEXT ·rmsNormAVX2(SB), NOSPLIT, $0-36
+	MOVQ   dst+0(FP), DI
+	MOVQ   src+8(FP), SI
+	MOVQ   w+16(FP), DX
+	MOVQ   d+24(FP), CX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   BX, BX
+	MOVQ   CX, R8
+	SHLQ   $2, R8 // bytes
+
+sq2:
+	LEAQ        128(BX), AX
+	CMPQ        AX, R8
+	JA          sq1
+	VMOVUPS     (SI)(BX*1), Y4
+	VMOVUPS     32(SI)(BX*1), Y5
+	VMOVUPS     64(SI)(BX*1), Y6
+	VMOVUPS     96(SI)(BX*1), Y7
+	VFMADD231PS Y4, Y4, Y0
+	VFMADD231PS Y5, Y5, Y1
+	VFMADD231PS Y6, Y6, Y2
+	VFMADD231PS Y7, Y7, Y3
+	MOVQ        AX, BX
+	JMP         sq2
+
+sq1:
+	CMPQ        BX, R8
+	JAE         sqdone
+	VMOVUPS     (SI)(BX*1), Y4
+	VMOVUPS     32(SI)(BX*1), Y5
+	VFMADD231PS Y4, Y4, Y0
+	VFMADD231PS Y5, Y5, Y1
+
+sqdone:
+	VADDPS       Y2, Y0, Y0
+	VADDPS       Y3, Y1, Y1
+	VADDPS       Y1, Y0, Y0
+	HSUM8(Y0, X0, X1)
+	VCVTSI2SSQ   CX, X1, X1
+	VDIVSS       X1, X0, X0
+	VADDSS       eps+32(FP), X0, X0
+	VSQRTSS      X0, X0, X0
+	MOVL         $0x3f800000, AX
+	VMOVD        AX, X1
+	VDIVSS       X0, X1, X0
+	VBROADCASTSS X0, Y0
+	XORQ         BX, BX
+
+scale:
+	CMPQ    BX, R8
+	JAE     normdone
+	VMULPS  (SI)(BX*1), Y0, Y2
+	VMULPS  (DX)(BX*1), Y2, Y2
+	VMOVUPS Y2, (DI)(BX*1)
+	ADDQ    $32, BX
+	JMP     scale
+
+normdone:
+	VZEROUPPER
+	RET
+
+// func addAVX2(x, y *float32, n int)
+// x[i] += y[i] for i < n (a multiple of 16).
+TEXT ·addAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), DI
+	MOVQ y+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHLQ $2, CX
+	XORQ BX, BX
+
+addloop:
+	CMPQ    BX, CX
+	JAE     adddone
+	VMOVUPS (DI)(BX*1), Y0
+	VMOVUPS 32(DI)(BX*1), Y1
+	VADDPS  (SI)(BX*1), Y0, Y0
+	VADDPS  32(SI)(BX*1), Y1, Y1
+	VMOVUPS Y0, (DI)(BX*1)
+	VMOVUPS Y1, 32(DI)(BX*1)
+	ADDQ    $64, BX
+	JMP     addloop
+
+adddone:
+	VZEROUPPER
+	RET
+
+// func widenF16AVX2(dst *float32, src *uint16, n int)
+// dst[i] = float32(src[i]) (exact) for i < n, a multiple of 16.
+TEXT ·widenF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ   widendone
+
+widenloop:
+	VCVTPH2PS (SI), Y0
+	VCVTPH2PS 16(SI), Y1
+	VMOVUPS   Y0, (DI)
+	VMOVUPS   Y1, 32(DI)
+	ADDQ      $32, SI
+	ADDQ      $64, DI
+	DECQ      CX
+	JNZ       widenloop
+
+widendone:
+	VZEROUPPER
+	RET
+
+// func narrowF16AVX2(dst *uint16, src *float32, n int)
+// dst[i] = float16(src[i]), rounded to nearest even, for i < n, a multiple
+// of 16.
+TEXT ·narrowF16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ   narrowdone
+
+narrowloop:
+	VMOVUPS   (SI), Y0
+	VMOVUPS   32(SI), Y1
+	VCVTPS2PH $0, Y0, X2
+	VCVTPS2PH $0, Y1, X3
+	VMOVDQU   X2, (DI)
+	VMOVDQU   X3, 16(DI)
+	ADDQ      $64, SI
+	ADDQ      $32, DI
+	DECQ      CX
+	JNZ       narrowloop
+
+narrowdone:
+	VZEROUPPER
+	RET
