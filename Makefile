@@ -102,8 +102,9 @@ test: deps test-models all vet test-go fuzz-smoke test-py test-c test-elixir
 
 # The real-model tests of the engine (greedy speculative equality, golden
 # logits, perplexity; SmolLM2 and Qwen2.5-Coder 0.5B) are too slow under the
-# race detector and skip there, so those packages also run without it. NVRTC comes from the PyPI wheel
-# (make deps), so the kernel compile tests must find it, not skip.
+# race detector and skip there, so those packages also run without it.
+# NVRTC comes from the PyPI wheel (make deps), so the kernel compile tests
+# must find it, not skip.
 test-go:
 	LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
 	$(GO) test -count=1 -timeout=45m ./core/model ./core/cpu ./tests/modelfile
