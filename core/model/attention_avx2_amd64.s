@@ -437,8 +437,10 @@ done16:
 //
 // As attnWsumG: for each head h < nh (1 to 4), out[h·os : h·os+hd] (= 0,
 // or its current value when acc) += Σ_j p[h·ps + j]·v[j·hd : (j+1)·hd],
-// one FMA per key and element in key order. hd is a multiple of 64 (blocks
-// of 16 columns here).
+// one FMA per key and element in key order. hd is a multiple of 64. The
+// columns go in blocks of 64 (one head), 32 (two or three heads) or 16
+// (four), so that 8 to 12 accumulators hide the FMA latency; the blocking
+// does not change any element's arithmetic.
 TEXT ·attnWsumGAVX2(SB), NOSPLIT, $0-65
 	MOVQ p+0(FP), SI
 	MOVQ ps+8(FP), R13
@@ -451,6 +453,12 @@ TEXT ·attnWsumGAVX2(SB), NOSPLIT, $0-65
 	MOVQ os+56(FP), R12
 	SHLQ $2, R12
 	XORQ BX, BX // column offset in bytes
+	CMPQ R11, $1
+	JEQ  wg1block
+	CMPQ R11, $2
+	JEQ  wg2block
+	CMPQ R11, $3
+	JEQ  wg3block
 
 wblock:
 	CMPQ BX, DX
@@ -548,6 +556,216 @@ wnextblock:
 wgdone:
 	VZEROUPPER
 	RET
+
+	// One head, 64 columns: accumulators Y8-Y15.
+wg1block:
+	CMPQ    BX, DX
+	JAE     wgdone
+	LEAQ    (R8)(BX*1), AX
+	CMPB    acc+64(FP), $0
+	JEQ     wg1zero
+	VMOVUPS (AX), Y8
+	VMOVUPS 32(AX), Y9
+	VMOVUPS 64(AX), Y10
+	VMOVUPS 96(AX), Y11
+	VMOVUPS 128(AX), Y12
+	VMOVUPS 160(AX), Y13
+	VMOVUPS 192(AX), Y14
+	VMOVUPS 224(AX), Y15
+	JMP     wg1keys
+
+wg1zero:
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+
+wg1keys:
+	LEAQ (DI)(BX*1), R10
+	MOVQ SI, R9
+	MOVQ n+32(FP), CX
+
+wg1key:
+	TESTQ        CX, CX
+	JZ           wg1store
+	VBROADCASTSS (R9), Y4
+	VFMADD231PS  (R10), Y4, Y8
+	VFMADD231PS  32(R10), Y4, Y9
+	VFMADD231PS  64(R10), Y4, Y10
+	VFMADD231PS  96(R10), Y4, Y11
+	VFMADD231PS  128(R10), Y4, Y12
+	VFMADD231PS  160(R10), Y4, Y13
+	VFMADD231PS  192(R10), Y4, Y14
+	VFMADD231PS  224(R10), Y4, Y15
+	ADDQ         $4, R9
+	ADDQ         DX, R10
+	DECQ         CX
+	JMP          wg1key
+
+wg1store:
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	VMOVUPS Y10, 64(AX)
+	VMOVUPS Y11, 96(AX)
+	VMOVUPS Y12, 128(AX)
+	VMOVUPS Y13, 160(AX)
+	VMOVUPS Y14, 192(AX)
+	VMOVUPS Y15, 224(AX)
+	ADDQ    $256, BX
+	JMP     wg1block
+
+	// Two heads, 32 columns: head h in Y(8+4h) .. Y(11+4h).
+wg2block:
+	CMPQ    BX, DX
+	JAE     wgdone
+	LEAQ    (R8)(BX*1), AX
+	CMPB    acc+64(FP), $0
+	JEQ     wg2zero
+	VMOVUPS (AX), Y8
+	VMOVUPS 32(AX), Y9
+	VMOVUPS 64(AX), Y10
+	VMOVUPS 96(AX), Y11
+	VMOVUPS (AX)(R12*1), Y12
+	VMOVUPS 32(AX)(R12*1), Y13
+	VMOVUPS 64(AX)(R12*1), Y14
+	VMOVUPS 96(AX)(R12*1), Y15
+	JMP     wg2keys
+
+wg2zero:
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+
+wg2keys:
+	LEAQ (DI)(BX*1), R10
+	MOVQ SI, R9
+	MOVQ n+32(FP), CX
+
+wg2key:
+	TESTQ        CX, CX
+	JZ           wg2store
+	VMOVUPS      (R10), Y0
+	VMOVUPS      32(R10), Y1
+	VMOVUPS      64(R10), Y2
+	VMOVUPS      96(R10), Y3
+	VBROADCASTSS (R9), Y4
+	VBROADCASTSS (R9)(R13*1), Y5
+	VFMADD231PS  Y0, Y4, Y8
+	VFMADD231PS  Y1, Y4, Y9
+	VFMADD231PS  Y2, Y4, Y10
+	VFMADD231PS  Y3, Y4, Y11
+	VFMADD231PS  Y0, Y5, Y12
+	VFMADD231PS  Y1, Y5, Y13
+	VFMADD231PS  Y2, Y5, Y14
+	VFMADD231PS  Y3, Y5, Y15
+	ADDQ         $4, R9
+	ADDQ         DX, R10
+	DECQ         CX
+	JMP          wg2key
+
+wg2store:
+	VMOVUPS Y8, (AX)
+	VMOVUPS Y9, 32(AX)
+	VMOVUPS Y10, 64(AX)
+	VMOVUPS Y11, 96(AX)
+	VMOVUPS Y12, (AX)(R12*1)
+	VMOVUPS Y13, 32(AX)(R12*1)
+	VMOVUPS Y14, 64(AX)(R12*1)
+	VMOVUPS Y15, 96(AX)(R12*1)
+	ADDQ    $128, BX
+	JMP     wg2block
+
+	// Three heads, 32 columns: head h in Y(4+4h) .. Y(7+4h); the value
+	// row's first 24 columns in Y0-Y2, the last 8 read by each FMA.
+wg3block:
+	CMPQ    BX, DX
+	JAE     wgdone
+	LEAQ    (R8)(BX*1), AX
+	CMPB    acc+64(FP), $0
+	JEQ     wg3zero
+	VMOVUPS (AX), Y4
+	VMOVUPS 32(AX), Y5
+	VMOVUPS 64(AX), Y6
+	VMOVUPS 96(AX), Y7
+	VMOVUPS (AX)(R12*1), Y8
+	VMOVUPS 32(AX)(R12*1), Y9
+	VMOVUPS 64(AX)(R12*1), Y10
+	VMOVUPS 96(AX)(R12*1), Y11
+	VMOVUPS (AX)(R12*2), Y12
+	VMOVUPS 32(AX)(R12*2), Y13
+	VMOVUPS 64(AX)(R12*2), Y14
+	VMOVUPS 96(AX)(R12*2), Y15
+	JMP     wg3keys
+
+wg3zero:
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+
+wg3keys:
+	LEAQ (DI)(BX*1), R10
+	MOVQ SI, R9
+	MOVQ n+32(FP), CX
+
+wg3key:
+	TESTQ        CX, CX
+	JZ           wg3store
+	VMOVUPS      (R10), Y0
+	VMOVUPS      32(R10), Y1
+	VMOVUPS      64(R10), Y2
+	VBROADCASTSS (R9), Y3
+	VFMADD231PS  Y0, Y3, Y4
+	VFMADD231PS  Y1, Y3, Y5
+	VFMADD231PS  Y2, Y3, Y6
+	VFMADD231PS  96(R10), Y3, Y7
+	VBROADCASTSS (R9)(R13*1), Y3
+	VFMADD231PS  Y0, Y3, Y8
+	VFMADD231PS  Y1, Y3, Y9
+	VFMADD231PS  Y2, Y3, Y10
+	VFMADD231PS  96(R10), Y3, Y11
+	VBROADCASTSS (R9)(R13*2), Y3
+	VFMADD231PS  Y0, Y3, Y12
+	VFMADD231PS  Y1, Y3, Y13
+	VFMADD231PS  Y2, Y3, Y14
+	VFMADD231PS  96(R10), Y3, Y15
+	ADDQ         $4, R9
+	ADDQ         DX, R10
+	DECQ         CX
+	JMP          wg3key
+
+wg3store:
+	VMOVUPS Y4, (AX)
+	VMOVUPS Y5, 32(AX)
+	VMOVUPS Y6, 64(AX)
+	VMOVUPS Y7, 96(AX)
+	VMOVUPS Y8, (AX)(R12*1)
+	VMOVUPS Y9, 32(AX)(R12*1)
+	VMOVUPS Y10, 64(AX)(R12*1)
+	VMOVUPS Y11, 96(AX)(R12*1)
+	VMOVUPS Y12, (AX)(R12*2)
+	VMOVUPS Y13, 32(AX)(R12*2)
+	VMOVUPS Y14, 64(AX)(R12*2)
+	VMOVUPS Y15, 96(AX)(R12*2)
+	ADDQ    $128, BX
+	JMP     wg3block
 
 // func attnMaxAVX2(x *float32, n int) float32
 // As attnMax: the largest of x[0:n] (-Inf for n = 0); the tail is a masked
