@@ -29,6 +29,9 @@ type Seq struct {
 	// prunes the candidate tree to them (breadth-first, so what stays is
 	// ancestor-closed) before the selection spends budget on it.
 	MaxDepth, MaxNodes int
+	// Payoff gates the request's speculation on what it measurably gains
+	// (the runtime reports each iteration to it).
+	Payoff Payoff
 	// DraftState belongs to the Drafter (an n-gram index, a draft model's
 	// cache); the runtime only keeps it alive with the Seq.
 	DraftState any
@@ -60,6 +63,19 @@ type Shape struct {
 	// i gets its top Branch[i] children and nothing is pruned (SpecInfer's
 	// static tree). Depth is then len(Branch).
 	Branch []int
+	// Spine replaces the beam by a chain with side leaves: only the most
+	// probable node of each layer is expanded, and its top Width children
+	// form the next layer. Each step then asks one query per sequence, which
+	// a draft model answers by extending the one path it keeps in its KV
+	// cache: a step costs a single-token draft pass per sequence, where a
+	// beam's layers re-feed every path below the root. The side leaves
+	// come from the same distribution, so they cost nothing to draft.
+	Spine bool
+	// StopProb, when positive, ends drafting below a node whose path
+	// probability is under it: the node stays in the tree (it may be
+	// verified) but no query asks for its children. A drafter whose steps
+	// cost real time sets it from a cost model (see Payoff.StopProb).
+	StopProb float64
 }
 
 func (s Shape) depth() int {
@@ -193,7 +209,7 @@ func (g *grower) grow(seqs []*Seq, shape Shape, trees []*Tree, ex expander) erro
 				}
 				qi++
 			}
-			if shape.Branch == nil && len(g.layer) > shape.Width {
+			if shape.Branch == nil && !shape.Spine && len(g.layer) > shape.Width {
 				// Beam: keep the w most probable paths of the layer.
 				slices.SortFunc(g.layer, func(a, b cand) int {
 					switch {
@@ -216,8 +232,12 @@ func (g *grower) grow(seqs []*Seq, shape Shape, trees []*Tree, ex expander) erro
 				})
 			}
 			g.frontier[i] = g.frontier[i][:0]
-			for _, c := range g.layer {
-				g.frontier[i] = append(g.frontier[i], trees[i].Add(c.parent, c.token, c.prob))
+			for j, c := range g.layer {
+				node := trees[i].Add(c.parent, c.token, c.prob)
+				if c.prob < shape.StopProb || shape.Spine && j > 0 {
+					continue // a leaf: not worth (or not on the spine to) expand
+				}
+				g.frontier[i] = append(g.frontier[i], node)
 			}
 		}
 	}

@@ -185,3 +185,70 @@ func TestBeamDrafterTopK(t *testing.T) {
 		}
 	}
 }
+
+// countingDraft counts the queries of each call.
+type countingDraft struct {
+	*toyDraft
+	calls [][]Query
+}
+
+func (m *countingDraft) NextDistributions(qs []Query, out []float32) error {
+	m.calls = append(m.calls, append([]Query(nil), qs...))
+	return m.toyDraft.NextDistributions(qs, out)
+}
+
+func TestSpineDrafter(t *testing.T) {
+	m := &countingDraft{toyDraft: newToyDraft(12, 3)}
+	seqs := newSeqs(3)
+	trees := []*Tree{{}, {}, {}}
+	shape := Shape{Depth: 4, Width: 3, Spine: true}
+	require.NoError(t, (&BeamDrafter{Model: m}).Draft(seqs, shape, trees))
+	require.Len(t, m.calls, 4)
+	for d, qs := range m.calls {
+		require.Len(t, qs, len(seqs), "one query per sequence at depth %d", d)
+		for i, q := range qs {
+			require.Equal(t, i, q.Seq)
+			require.Equal(t, d, q.Depth)
+		}
+	}
+	for i, tr := range trees {
+		spine := 0 // the node expanded at each depth
+		for d := 1; d <= 4; d++ {
+			kids := tr.Nodes[spine]
+			require.EqualValues(t, 3, kids.Children, "seq %d depth %d", i, d)
+			// The expanded child is the most probable one; the others are leaves.
+			first := int(kids.FirstChild)
+			for c := first; c < first+3; c++ {
+				require.LessOrEqual(t, tr.Nodes[c].Prob, tr.Nodes[first].Prob)
+				if c > first {
+					require.Zero(t, tr.Nodes[c].Children)
+				}
+			}
+			// Path probabilities multiply the draft's conditionals.
+			dist := m.dist(seqs[i].Tokens, pathTokens(tr, spine))
+			require.InDelta(t, tr.Nodes[spine].Prob*float64(dist[tr.Nodes[first].Token]), tr.Nodes[first].Prob, 1e-9)
+			spine = first
+		}
+		require.Equal(t, 1+4*3, tr.Len())
+	}
+}
+
+func TestStopProbEndsDrafting(t *testing.T) {
+	m := newToyDraft(12, 3)
+	seqs := newSeqs(3)
+	for _, spine := range []bool{true, false} {
+		trees := []*Tree{{}, {}, {}}
+		const stop = 0.2
+		require.NoError(t, (&BeamDrafter{Model: m}).Draft(seqs, Shape{Depth: 6, Width: 2, Spine: spine, StopProb: stop}, trees))
+		for _, tr := range trees {
+			for _, n := range tr.Nodes[1:] {
+				if n.Children > 0 {
+					require.GreaterOrEqual(t, n.Prob, stop, "a node under StopProb was expanded")
+				}
+			}
+			// Without the cut the trees would be 6 layers deep; the toy's
+			// probabilities fall under 0.2 well before.
+			require.Less(t, tr.Depth(), 6)
+		}
+	}
+}

@@ -46,7 +46,7 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 	for i, q := range seqs {
 		c := &s.cands[i]
 		c.Reset(q.Tokens[len(q.Tokens)-1])
-		if !q.NoSpec && s.Drafter != nil && shape.depth() > 0 {
+		if !q.NoSpec && s.Drafter != nil && shape.depth() > 0 && q.Payoff.Decide() {
 			s.active = append(s.active, q)
 			s.actT = append(s.actT, c)
 		}

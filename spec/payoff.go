@@ -1,0 +1,123 @@
+package spec
+
+import "time"
+
+// Payoff decides, from what speculation measurably did for one request,
+// whether the request should go on speculating. Expected-value reasoning
+// (path probabilities against a cost curve) decides how deep to draft; it
+// cannot promise that speculation pays, because the drafter's
+// probabilities may be overconfident and the machine's costs drift (other
+// processes, a cache that grows). So the request's own outcomes decide:
+// Payoff keeps the time per emitted token of its speculative iterations
+// and of its plain ones, and when speculation has been slower it decodes
+// plainly for a back-off period, then probes speculation again. A request
+// whose drafts keep losing therefore spends about one iteration in
+// BackoffMax speculating; one whose drafts win never stops.
+//
+// The zero value is ready: it speculates until it has evidence against.
+type Payoff struct {
+	// PlainPrior is the expected time per token of plain decoding before
+	// any plain iteration of this request was measured (the runtime sets
+	// it from its calibrated cost of a pass). 0: no prior, so speculation
+	// is judged only once plain decoding has been measured.
+	PlainPrior time.Duration
+
+	spec, plain ema  // seconds per emitted token
+	off         int  // plain iterations left in the current back-off
+	backoff     int  // length of the next back-off
+	probe       int  // speculative iterations since the last back-off
+	decided     bool // the last Decide's answer
+}
+
+// Back-off bounds, in iterations, and the margin speculation must beat.
+const (
+	BackoffMin = 8
+	BackoffMax = 128
+	// probeLen speculative iterations are measured before judging (the
+	// first after a plain stretch also pays the drafter's catch-up and is
+	// not counted).
+	probeLen = 3
+)
+
+type ema struct {
+	v float64
+	n int
+}
+
+func (e *ema) add(x float64) {
+	if e.n == 0 {
+		e.v = x
+	} else {
+		e.v += 0.3 * (x - e.v)
+	}
+	e.n++
+}
+
+// Decide says whether the request speculates this iteration.
+func (p *Payoff) Decide() bool {
+	if p.off > 0 {
+		p.off--
+		p.decided = false
+		return false
+	}
+	p.decided = true
+	return true
+}
+
+// Observe records one iteration of the request: its duration and the
+// tokens it emitted, and whether drafts were verified (a speculating
+// request whose drafter proposed nothing decoded plainly).
+func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
+	if tokens <= 0 || d <= 0 {
+		return
+	}
+	per := d.Seconds() / float64(tokens)
+	if !speculated {
+		p.plain.add(per)
+		p.probe = 0
+		return
+	}
+	p.probe++
+	if p.probe == 1 && p.plain.n > 0 {
+		return // the drafter caught up on the plain stretch's tokens
+	}
+	p.spec.add(per)
+	if p.probe < probeLen {
+		return
+	}
+	ref := p.plain.v
+	if p.plain.n == 0 {
+		if p.PlainPrior <= 0 {
+			return
+		}
+		ref = p.PlainPrior.Seconds()
+	}
+	if p.backoff == 0 {
+		p.backoff = BackoffMin
+	}
+	if p.spec.v > ref {
+		// Losing: decode plainly for a while, longer each time in a row.
+		p.off = p.backoff
+		p.backoff = min(2*p.backoff, BackoffMax)
+		p.probe = 0
+		p.spec = ema{}
+	} else {
+		p.backoff = BackoffMin
+	}
+}
+
+// Speculating reports whether the last Decide chose speculation.
+func (p *Payoff) Speculating() bool { return p.decided }
+
+// StopProb is the path probability below which one more draft step does
+// not pay for itself: the step costs the drafter's step plus what one more
+// token adds to the verify pass (marginal), and gains at most the node's
+// path probability times the time plain decoding takes per token. A
+// drafter stops extending a path whose probability is under it
+// (Shape.StopProb).
+func StopProb(step, marginal, plainToken time.Duration) float64 {
+	if plainToken <= 0 {
+		return 0
+	}
+	return float64(step+marginal) / float64(plainToken)
+}

@@ -1,0 +1,65 @@
+package spec
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// run feeds a Payoff n iterations: speculative ones emit specTokens in d,
+// plain ones one token in plain, and returns how many speculated.
+func runPayoff(p *Payoff, n int, d, plain time.Duration, specTokens int) int {
+	spec := 0
+	for range n {
+		if p.Decide() {
+			spec++
+			p.Observe(d, specTokens, true)
+		} else {
+			p.Observe(plain, 1, false)
+		}
+	}
+	return spec
+}
+
+func TestPayoffKeepsWinningSpeculation(t *testing.T) {
+	p := Payoff{PlainPrior: 60 * time.Millisecond}
+	// 2 tokens in 90 ms = 45 ms a token against 60 plain.
+	require.Equal(t, 500, runPayoff(&p, 500, 90*time.Millisecond, 60*time.Millisecond, 2))
+}
+
+func TestPayoffBacksOffLosingSpeculation(t *testing.T) {
+	p := Payoff{PlainPrior: 60 * time.Millisecond}
+	// 1.2 tokens a pass would be 75 ms a token; 1 token in 90 ms is 90.
+	n := runPayoff(&p, 1000, 90*time.Millisecond, 60*time.Millisecond, 1)
+	// probeLen iterations, then back-offs of 8, 16, ..., 128: each probe
+	// after a plain stretch costs probeLen+1 speculative iterations.
+	require.Less(t, n, 60, "speculated %d of 1000 losing iterations", n)
+	require.Greater(t, n, 5, "a losing request still probes now and then")
+	// The loss is bounded: the same 1000 tokens decoded plainly take 60 s.
+	total := float64(n)*90 + float64(1000-n)*60
+	require.Less(t, total/(1000*60), 1.03)
+}
+
+func TestPayoffNeedsAReference(t *testing.T) {
+	// No prior and no plain iteration yet: nothing to judge against.
+	var p Payoff
+	require.Equal(t, 50, runPayoff(&p, 50, 90*time.Millisecond, 0, 1))
+}
+
+func TestPayoffRecoversWhenSpeculationStartsPaying(t *testing.T) {
+	p := Payoff{PlainPrior: 60 * time.Millisecond}
+	runPayoff(&p, 200, 90*time.Millisecond, 60*time.Millisecond, 1)
+	require.Greater(t, p.backoff, BackoffMin)
+	// Now drafts are accepted: after at most one back-off it speculates
+	// for good.
+	n := runPayoff(&p, 400, 90*time.Millisecond, 60*time.Millisecond, 3)
+	require.Greater(t, n, 400-BackoffMax-2*probeLen)
+	require.True(t, p.Speculating())
+	require.Equal(t, BackoffMin, p.backoff)
+}
+
+func TestStopProb(t *testing.T) {
+	require.InDelta(t, 0.75, StopProb(30*time.Millisecond, 15*time.Millisecond, 60*time.Millisecond), 1e-12)
+	require.Zero(t, StopProb(time.Millisecond, time.Millisecond, 0))
+}
