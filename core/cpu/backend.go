@@ -124,7 +124,8 @@ type Backend struct {
 	rootP   []*spec.Tree
 	dist    spec.Dist // the target distribution handed to verification
 	timings Timings
-	knee    int // the calibrated knee of the forward pass cost (0: budget configured)
+	knee    int       // the calibrated knee of the forward pass cost (0: budget configured)
+	curve   costCurve // the forward pass's measured cost for 1 … curveTokens tokens
 
 	// Reused across iterations.
 	batch  model.Batch
@@ -539,6 +540,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		q.seq.Tokens = append(q.seq.Tokens, q.out...)
 		res[i].Tokens = q.out
 		if !q.seq.NoSpec && b.sched.Drafter != nil && b.spec.sched.Policy != spec.Incremental {
+			q.seq.Payoff.Observe(time.Since(t0), len(q.res.Tokens), q.tree.Len() > 1)
 			res[i].DraftProposed = q.tree.Len() - 1
 			res[i].DraftAccepted = q.res.Accepted()
 			res[i].VerifyPasses = 1

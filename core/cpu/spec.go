@@ -156,6 +156,74 @@ func calibrate(key string, m model.Runner, maxN int) int {
 	return b
 }
 
+// costCurve is the measured duration of one forward pass over n new tokens
+// with logits for every one of them, as a verification pass needs, at
+// index n-1: what the cost model (spec.Payoff's prior, spec.StopProb)
+// prices plain decoding and one more verified token with.
+type costCurve []time.Duration
+
+// at is the cost of a pass over n tokens, extrapolated linearly past the
+// measured range.
+func (c costCurve) at(n int) time.Duration {
+	switch {
+	case len(c) == 0:
+		return 0
+	case n <= len(c):
+		return c[max(n, 1)-1]
+	case len(c) == 1:
+		return c[0] * time.Duration(n)
+	}
+	last, step := c[len(c)-1], c[len(c)-1]-c[len(c)-2]
+	return last + step*time.Duration(n-len(c))
+}
+
+// curves caches the measured curve per model file and thread count.
+var curves sync.Map // string -> costCurve
+
+// measureCurve measures T(1) … T(maxN) on a throwaway cache (the best of
+// two runs each, after a warm-up pass).
+func measureCurve(key string, m model.Runner, maxN int) costCurve {
+	if c, ok := curves.Load(key); ok {
+		return c.(costCurve)
+	}
+	c, err := m.NewCache(maxN + 1)
+	if err != nil {
+		return nil
+	}
+	var bt model.Batch
+	logits := make([]float32, maxN*m.Config().Vocab)
+	cost := func(n int) time.Duration {
+		c.Truncate(0)
+		bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
+		for i := range n {
+			bt.Tokens = append(bt.Tokens, int32((100+7*i)%m.Config().Vocab))
+			bt.Cache = append(bt.Cache, c)
+			bt.Pos = append(bt.Pos, i)
+			bt.Parent = append(bt.Parent, i-1)
+			bt.Logits = append(bt.Logits, true)
+		}
+		t := time.Now()
+		if err := m.Forward(&bt, logits[:n*m.Config().Vocab]); err != nil {
+			return 0
+		}
+		return time.Since(t)
+	}
+	cost(maxN)
+	curve := make(costCurve, maxN)
+	for n := 1; n <= maxN; n++ {
+		curve[n-1] = min(cost(n), cost(n))
+		if curve[n-1] <= 0 {
+			return nil
+		}
+	}
+	// A pass over more tokens never costs less: smooth the noise.
+	for n := 1; n < maxN; n++ {
+		curve[n] = max(curve[n], curve[n-1])
+	}
+	curves.Store(key, curve)
+	return curve
+}
+
 // drafters dispatches each sequence to the drafter its request chose. The
 // scheduler sees one Drafter; the kinds live beside the sequences.
 type drafters struct {
@@ -208,29 +276,50 @@ func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree)
 // modelDrafter drafts with a model — a separate GGUF sharing the target's
 // vocabulary, or the target's own first layers — by beam search
 // (spec.BeamDrafter over draftNet).
+//
+// Unless the shape is a fixed tree, it drafts a spine (spec.Shape.Spine):
+// each step is one single-token pass of the draft model per sequence. It
+// stops a sequence's spine where one more step no longer pays for itself
+// (spec.StopProb), pricing the step at the draft model's measured step and
+// the verified token at the target's cost curve (plain and marginal, set
+// by the backend for the iteration's load).
 type modelDrafter struct {
 	beam spec.BeamDrafter
 	dm   *draftNet
+
+	plain, marginal time.Duration
 }
 
 func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree) error {
 	m.dm.seqs = seqs
 	defer func() { m.dm.seqs = nil }()
+	if shape.Branch == nil {
+		shape.Spine = true
+		if m.dm.Step.Observations() > 0 {
+			shape.StopProb = spec.StopProb(m.dm.Step.Estimate(), m.marginal, m.plain)
+		}
+	}
 	return m.beam.Draft(seqs, shape, trees)
 }
 
-// draftState is a sequence's state in a draft model: its own KV cache,
-// which holds the sequence's tokens up to and including the last root.
+// draftState is a sequence's state in a draft model: its own KV cache and
+// the tokens the cache holds (all committed).
 type draftState struct {
 	cache model.Cache
+	toks  []int32
 }
 
 // draftNet is spec.TopKDraftModel over a model.Runner (or its first
-// layers). Each sequence keeps a KV cache of every emitted token; a Draft's
-// first call catches it up (the new tokens, ending with the root, committed
-// at once: they are final), and each later call feeds the union of its
-// queries' paths below the root as a tree, attending to the committed
-// context through Parent = -1 and to its ancestors in the batch.
+// layers). Each sequence keeps a KV cache of one path: its tokens and, after
+// a spine step (spec.Shape.Spine), the drafted chain below its root. A query
+// whose sequence is alone in the call is answered by syncing that cache to
+// the query's Context followed by its Path — truncate to the longest common
+// prefix, feed the rest, commit it — so a spine step feeds one token, and
+// the next iteration's first step only feeds what verification did not
+// take from the chain (the bonus token, or the accepted side leaf). Several
+// queries of one sequence in a call (a beam or a fixed tree) are fed as the
+// union of their paths below the committed root, in scratch, dropped after
+// the call.
 type draftNet struct {
 	m        model.Runner
 	layers   int // > 0: the early exit, through m's first layers (m is a model.PrefixRunner)
@@ -241,11 +330,18 @@ type draftNet struct {
 	batch  model.Batch
 	logits []float32
 	qrow   []int   // per query: its batch index
+	qfed   []int   // per query: tokens it fed to its cache (synced queries)
 	rowOf  []int   // per batch entry: its logits row, or -1
 	ident  []int   // 0, 1, 2, ...
 	skip   []bool  // per sequence of the call: no room in its cache
+	count  []int   // per sequence of the call: its queries
+	full   []int32 // scratch: Context followed by Path
 	sorted []int32 // scratch for top-k
 	owner  map[*spec.Seq]*draftState
+
+	// Step is the measured duration of one call (one draft step), for the
+	// cost model.
+	Step spec.Timing
 }
 
 func (d *draftNet) Vocab() int { return d.m.Config().Vocab }
@@ -306,66 +402,99 @@ func (d *draftNet) NextDistributions(queries []spec.Query, out []float32) error 
 	return fmt.Errorf("draft model: only top-k queries are supported")
 }
 
+// sync adds to the batch what the sequence's cache lacks of Context
+// followed by Path, after truncating the cache to their common prefix, and
+// returns the batch index of the path's last token and how many tokens it
+// fed (-1, 0 when the cache cannot hold the path).
+func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
+	full := append(append(d.full[:0], q.Context...), q.Path...)
+	d.full = full
+	c := st.cache
+	if len(full) == 0 || len(full) > c.Cap() {
+		return -1, 0
+	}
+	p := 0
+	for p < len(st.toks) && p < len(full) && st.toks[p] == full[p] {
+		p++
+	}
+	p = min(p, len(full)-1) // the last token is fed for its logits
+	if p < c.Len() {
+		if err := c.Truncate(p); err != nil {
+			return -1, 0
+		}
+		st.toks = st.toks[:p]
+	}
+	parent := -1
+	for i := p; i < len(full); i++ {
+		parent = d.add(c, full[i], i, parent, i == len(full)-1)
+	}
+	st.toks = append(st.toks, full[p:]...)
+	return parent, len(full) - p
+}
+
 // NextTopK runs the draft model once over every query's context and writes
 // each query's k most probable next tokens (softmax over the full row).
 func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []float32) error {
+	start := time.Now()
+	defer func() {
+		// A step that fed one token per query is the cost model's draft
+		// step; catch-ups (new prompts, plain stretches) are not.
+		if len(d.batch.Tokens) > 0 && len(d.batch.Tokens) <= len(queries) {
+			d.Step.Observe(time.Since(start))
+		}
+	}()
 	if err := d.ensureStates(queries); err != nil {
 		return err
 	}
 	b := &d.batch
 	b.Tokens, b.Cache, b.Pos, b.Parent, b.Logits = b.Tokens[:0], b.Cache[:0], b.Pos[:0], b.Parent[:0], b.Logits[:0]
-	d.qrow = d.qrow[:0]
+	d.qrow, d.qfed = d.qrow[:0], d.qfed[:0]
 	d.skip = append(d.skip[:0], make([]bool, len(d.seqs))...)
-	first := len(queries) > 0 && queries[0].Depth == 0
-	if first {
-		// Catch each sequence up with its new tokens; the root's logits
-		// answer the query.
-		for _, q := range queries {
-			c := d.state(d.seqs[q.Seq]).cache
-			if c.Len() >= len(q.Context) || len(q.Context) > c.Cap()-1 {
+	d.count = append(d.count[:0], make([]int, len(d.seqs))...)
+	for _, q := range queries {
+		d.count[q.Seq]++
+	}
+	start0 := 0
+	for qi, q := range queries {
+		st := d.state(d.seqs[q.Seq])
+		c := st.cache
+		if d.count[q.Seq] == 1 || q.Depth == 0 {
+			// One path: sync the cache to it (a root's query has no path,
+			// so the roots of a beam's first step sync to their context).
+			row, fed := d.sync(st, q)
+			d.qrow, d.qfed = append(d.qrow, row), append(d.qfed, fed)
+			if row < 0 {
 				d.skip[q.Seq] = true
-				d.qrow = append(d.qrow, -1)
-				continue
 			}
-			for i := c.Len(); i < len(q.Context); i++ {
-				parent := -1
-				if i > c.Len() {
-					parent = len(b.Tokens) - 1
-				}
-				d.add(c, q.Context[i], i, parent, i == len(q.Context)-1)
-			}
-			d.qrow = append(d.qrow, len(b.Tokens)-1)
+			continue
 		}
-	} else {
-		// The union of the paths, as a tree below the committed root.
-		start := 0
-		for qi, q := range queries {
-			c := d.state(d.seqs[q.Seq]).cache
-			if qi == 0 || queries[qi-1].Seq != q.Seq {
-				start = len(b.Tokens)
-			}
-			if d.skip[q.Seq] || c.Len()+len(b.Tokens)-start+len(q.Path) > c.Cap() {
-				d.skip[q.Seq] = true
-				d.qrow = append(d.qrow, -1)
-				continue
-			}
-			parent := -1
-			for j, tok := range q.Path {
-				found := -1
-				for e := start; e < len(b.Tokens); e++ {
-					if b.Parent[e] == parent && b.Tokens[e] == tok && b.Pos[e] == c.Len()+j {
-						found = e
-						break
-					}
-				}
-				if found < 0 {
-					found = d.add(c, tok, c.Len()+j, parent, false)
-				}
-				parent = found
-			}
-			b.Logits[parent] = true
-			d.qrow = append(d.qrow, parent)
+		// The union of the paths, as a tree in scratch below the cache's
+		// committed root (synced by the step of the roots).
+		d.qfed = append(d.qfed, 0)
+		if qi == 0 || queries[qi-1].Seq != q.Seq {
+			start0 = len(b.Tokens)
 		}
+		if d.skip[q.Seq] || c.Len() != len(q.Context) || c.Len()+len(b.Tokens)-start0+len(q.Path) > c.Cap() {
+			d.skip[q.Seq] = true
+			d.qrow = append(d.qrow, -1)
+			continue
+		}
+		parent := -1
+		for j, tok := range q.Path {
+			found := -1
+			for e := start0; e < len(b.Tokens); e++ {
+				if b.Parent[e] == parent && b.Tokens[e] == tok && b.Pos[e] == c.Len()+j {
+					found = e
+					break
+				}
+			}
+			if found < 0 {
+				found = d.add(c, tok, c.Len()+j, parent, false)
+			}
+			parent = found
+		}
+		b.Logits[parent] = true
+		d.qrow = append(d.qrow, parent)
 	}
 	d.rowOf = d.rowOf[:0]
 	nl := 0
@@ -384,27 +513,25 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 	logits := d.logits[:nl*v]
 	if len(b.Tokens) > 0 {
 		if err := d.forward(logits); err != nil {
+			// The synced tokens never reached the caches: forget them.
+			for qi, q := range queries {
+				if n := d.qfed[qi]; n > 0 {
+					st := d.state(d.seqs[q.Seq])
+					st.toks = st.toks[:len(st.toks)-n]
+				}
+			}
 			return err
 		}
 	}
-	// Keep the caught-up context; drop the paths' scratch.
-	if first {
-		for _, q := range queries {
-			if d.skip[q.Seq] {
-				continue
-			}
-			c := d.state(d.seqs[q.Seq]).cache
-			n := len(q.Context) - c.Len()
-			for len(d.ident) < n {
-				d.ident = append(d.ident, len(d.ident))
-			}
-			if err := c.Commit(d.ident[:n]); err != nil {
-				return err
-			}
+	// Keep the synced paths; drop the unions' scratch.
+	for qi, q := range queries {
+		c := d.state(d.seqs[q.Seq]).cache
+		n := d.qfed[qi]
+		for len(d.ident) < n {
+			d.ident = append(d.ident, len(d.ident))
 		}
-	} else {
-		for _, q := range queries {
-			d.state(d.seqs[q.Seq]).cache.Commit(nil)
+		if err := c.Commit(d.ident[:n]); err != nil {
+			return err
 		}
 	}
 	for qi := range queries {

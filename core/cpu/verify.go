@@ -70,8 +70,16 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int) error {
 		b.knee = calibrate(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, 48)
 		b.sched.Config.Budget = max(DefaultMinBudget, b.knee)
 	}
+	if sc.sched.Policy != spec.Incremental {
+		b.curve = measureCurve(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, curveTokens)
+	}
 	return nil
 }
+
+// curveTokens is how far the cost model's curve is measured (T(1) …
+// T(curveTokens), about 20 forward passes at start-up); beyond, it is
+// extrapolated.
+const curveTokens = 8
 
 // DefaultMinBudget is the least verification budget B when it is
 // calibrated rather than configured (see BenchmarkSpeculation).
@@ -203,6 +211,18 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		}
 		if m := b.spec.sched.MinProb; m > 0 {
 			b.sched.Config.MinProb = 1 - (1-m)/float64(len(b.seqs))
+		}
+		// The cost model's prices at this load: a plain pass over one
+		// token per sequence, and what each extra verified token adds.
+		n := len(b.seqs)
+		plain, marginal := b.curve.at(n), (b.curve.at(2*n)-b.curve.at(n))/time.Duration(n)
+		for _, s := range b.seqs {
+			s.Payoff.PlainPrior = plain
+		}
+		for _, d := range []*modelDrafter{b.drafts.model, b.drafts.early} {
+			if d != nil {
+				d.plain, d.marginal = plain, marginal
+			}
 		}
 		if trees, err := b.sched.Plan(b.seqs, now); err == nil {
 			return trees

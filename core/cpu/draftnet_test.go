@@ -1,0 +1,61 @@
+package cpu
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/spec"
+)
+
+// TestDraftCacheFollowsThePath drives a draft model's cache the way spine
+// drafting does — extend the path a token at a time, then jump to what
+// verification kept (a prefix of the spine plus a bonus token, a side leaf,
+// or a path that shares little with the spine) — and checks every answer
+// against a draft model that starts from an empty cache each time. A cache
+// that kept a stale entry, or truncated one too few, answers differently.
+func TestDraftCacheFollowsThePath(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 40, 7, 4)
+	b := tinyBackend(t, path, path, "")
+	kept := b.drafts.model.dm
+	r := rand.New(rand.NewPCG(3, 4))
+	seq := &spec.Seq{Tokens: []int32{1, 5, 9, 13}, Prompt: 3}
+	const k = 4
+	ask := func(d *draftNet, q spec.Query) ([]int32, []float32) {
+		d.seqs = []*spec.Seq{seq}
+		defer func() { d.seqs = nil }()
+		ids, probs := make([]int32, k), make([]float32, k)
+		require.NoError(t, d.NextTopK([]spec.Query{q}, k, ids, probs))
+		return ids, probs
+	}
+	for iter := 0; iter < 40; iter++ {
+		// One iteration: the root's query, then a spine of 1–4 steps.
+		var spine []int32
+		for depth := 0; depth <= 1+r.IntN(4); depth++ {
+			q := spec.Query{Seq: 0, Depth: depth, Context: seq.Tokens, Path: spine}
+			ids, probs := ask(kept, q)
+			fresh := &draftNet{m: kept.m, owner: map[*spec.Seq]*draftState{}, newCache: kept.newCache}
+			wantIDs, wantProbs := ask(fresh, q)
+			require.Equal(t, wantIDs, ids, "iteration %d depth %d", iter, depth)
+			require.InDeltaSlice(t, wantProbs, probs, 1e-5)
+			spine = append(spine, ids[0])
+			st := kept.state(seq)
+			require.Equal(t, len(seq.Tokens)+len(spine)-1, st.cache.Len(), "the cache holds the path but its last token")
+			require.Equal(t, st.toks, append(append([]int32(nil), seq.Tokens...), spine[:len(spine)-1]...))
+		}
+		// Verification keeps a prefix of the spine, maybe a side leaf
+		// instead of the next spine token, then the bonus token.
+		acc := r.IntN(len(spine))
+		seq.Tokens = append(seq.Tokens, spine[:acc]...)
+		if r.IntN(2) == 0 {
+			seq.Tokens = append(seq.Tokens, int32(3+r.IntN(37)))
+		}
+		seq.Tokens = append(seq.Tokens, int32(3+r.IntN(37)))
+		if len(seq.Tokens) > 40 {
+			// A new request in the same state: little in common.
+			seq.Tokens = append(seq.Tokens[:1+r.IntN(3)], int32(3+r.IntN(37)), int32(3+r.IntN(37)))
+		}
+	}
+	require.Positive(t, kept.Step.Observations(), "single-token steps are timed for the cost model")
+}
