@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -125,12 +126,19 @@ func runSet(tb testing.TB, config string, set []string, maxTokens, streams int, 
 }
 
 func benchConfig(extra string) string {
-	return MergeConfig(`{"model_path":"`+benchModel+`","max_slots":8,"context_length":1024,"threads":2}`, extra)
+	return MergeConfig(`{"model_path":"`+specBenchModel()+`","max_slots":8,"context_length":1024,"threads":2}`, extra)
 }
 
+// specBenchModel is the target of the speculation benchmarks: the default
+// model, or LMSTREAM_SPEC_MODEL (e.g. the Qwen2.5-Coder 1.5B, with
+// LMSTREAM_SPEC_DRAFT naming the 0.5B as its draft model).
+func specBenchModel() string { return envOr("LMSTREAM_SPEC_MODEL", benchModel) }
+
 func skipWithoutModel(tb testing.TB) {
-	if _, err := os.Stat(benchModel); err != nil {
-		tb.Skipf("default model absent: %v", err)
+	for _, p := range []string{specBenchModel(), envOr("LMSTREAM_SPEC_DRAFT", benchModel)} {
+		if _, err := os.Stat(p); err != nil {
+			tb.Skipf("model absent: %v", err)
+		}
 	}
 }
 
@@ -198,17 +206,29 @@ func compareSet(tb testing.TB, config string, set []string, drafters []string, m
 //	go test -run '^$' -bench Speculation -benchtime 1x ./core/cpu
 //
 // LMSTREAM_SPEC_CONFIG adds runtime config fields (e.g. `,"spec_budget":12`),
-// LMSTREAM_SPEC_DRAFTERS picks the drafters (default ngram,early_exit,draft_model).
+// LMSTREAM_SPEC_DRAFTERS picks the drafters (default ngram,early_exit,draft_model),
+// LMSTREAM_SPEC_MODEL and LMSTREAM_SPEC_DRAFT the target and draft models
+// (default: the default model for both), LMSTREAM_SPEC_SETS the prompt sets
+// (default grounded,chat; also code and edit), LMSTREAM_SPEC_TOKENS the
+// tokens per answer (128) and LMSTREAM_SPEC_REPS the runs per prompt, of
+// which the fastest counts (2). The Qwen pair:
+//
+//	LMSTREAM_SPEC_MODEL=$PWD/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+//	LMSTREAM_SPEC_DRAFT=$PWD/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
+//	LMSTREAM_SPEC_SETS=code,edit LMSTREAM_SPEC_DRAFTERS=ngram,draft_model \
+//	go test -run '^$' -bench Speculation -benchtime 1x -timeout 0 ./core/cpu
 func BenchmarkSpeculation(b *testing.B) {
 	skipWithoutModel(b)
-	extra := os.Getenv("LMSTREAM_SPEC_CONFIG") + `,"draft_model_path":"` + benchModel + `"`
+	extra := os.Getenv("LMSTREAM_SPEC_CONFIG") + `,"draft_model_path":"` + envOr("LMSTREAM_SPEC_DRAFT", benchModel) + `"`
 	drafters := append([]string{"none"}, strings.Split(envOr("LMSTREAM_SPEC_DRAFTERS", "ngram,early_exit,draft_model"), ",")...)
+	tokens, _ := strconv.Atoi(envOr("LMSTREAM_SPEC_TOKENS", "128"))
+	reps, _ := strconv.Atoi(envOr("LMSTREAM_SPEC_REPS", "2"))
 	var out strings.Builder
 	fmt.Fprintf(&out, "\n%-9s %-12s %9s %8s %12s %7s %7s %7s %7s\n", "set", "drafter", "ms/token", "speedup", "tokens/pass", "accept", "plan%", "fwd%", "verify%")
 	for b.Loop() {
-		for _, set := range []string{"grounded", "chat"} {
+		for _, set := range strings.Split(envOr("LMSTREAM_SPEC_SETS", "grounded,chat"), ",") {
 			prompts := loadPrompts(b, set+".jsonl")
-			runs := compareSet(b, benchConfig(extra), prompts, drafters, 128, 2)
+			runs := compareSet(b, benchConfig(extra), prompts, drafters, max(2, tokens), max(1, reps))
 			plain := runs["none"]
 			for _, d := range drafters {
 				r := runs[d]
