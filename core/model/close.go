@@ -34,6 +34,7 @@ func (m *Model) Close() {
 		}
 	}
 	m.output.packed, m.tokEmbd.packed = nil, nil
+	m.headView = matrix{}
 	m.arena.Free()
 	m.arena = nil
 	m.s = scratch{}

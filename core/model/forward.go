@@ -155,8 +155,36 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 	}
 	m.rmsNorm(s.xn, s.proj, m.outNorm, nl)
 	m.acts().set(s.xn, nl, c.Embd)
-	m.matmul(&m.output, logits[:nl*c.Vocab], nl)
+	head := &m.output
+	if m.head != nil {
+		head = m.head
+	}
+	m.matmul(head, logits[:nl*head.rows], nl)
 	return nil
+}
+
+// ForwardHead is Forward with logits for the first rows token ids only,
+// rows floats per wanted token: the output head is the largest matrix of a
+// small model with a big vocabulary (a third of the Qwen2.5-Coder 0.5B's
+// bytes per token), and a draft model proposing only common tokens does
+// not need the rest. rows is rounded down to a multiple of 16 (the packed
+// layout's row groups); 0 or at least Vocab is Forward.
+func (m *Model) ForwardHead(b *Batch, logits []float32, rows int) error {
+	rows = rows / 16 * 16
+	if rows <= 0 || rows >= m.cfg.Vocab {
+		return m.Forward(b, logits)
+	}
+	if m.headView.rows != rows {
+		top, err := m.output.packed.TopRows(rows)
+		if err != nil {
+			return err
+		}
+		m.headView = m.output
+		m.headView.rows, m.headView.packed = rows, top
+	}
+	m.head = &m.headView
+	defer func() { m.head = nil }()
+	return m.Forward(b, logits)
 }
 
 // rmsNorm is rmsNormRows over n rows of Embd, spread over the pool for
@@ -181,6 +209,10 @@ func (m *Model) plan(b *Batch, nLogits int) error {
 	}
 	s := &m.s
 	p := &s.plan
+	if m.head != nil {
+		// ForwardHead: rows of head.rows floats; Build counts Vocab-rows.
+		nLogits = nLogits / m.head.rows * m.cfg.Vocab
+	}
 	if err := p.Build(b, m.cfg.Vocab, nLogits); err != nil {
 		return err
 	}

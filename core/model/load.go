@@ -55,6 +55,8 @@ type Model struct {
 	tokEmbd  matrix
 	outNorm  []float32
 	output   matrix
+	head     *matrix // during ForwardHead: the output head's first rows
+	headView matrix  // that view, kept for the next call
 	layers   []layer
 	ropeFreq []float64 // theta_i = base^(-2i/headDim), i < headDim/2
 	pool     *quant.Pool

@@ -48,6 +48,14 @@ type PrefixRunner interface {
 	NewPrefixCache(ctx, layers int) (Cache, error)
 }
 
+// HeadRunner is a Runner that can compute logits for the first token ids
+// only (see Model.ForwardHead): what a draft model uses to skip most of
+// its output head.
+type HeadRunner interface {
+	Runner
+	ForwardHead(b *Batch, logits []float32, rows int) error
+}
+
 // CPU is the Runner of a Model on the CPU.
 type CPU struct{ *Model }
 

@@ -122,6 +122,27 @@ func packedShape(wt Type, rows, cols int) (groups, groupBytes int) {
 	return (rows + packGroup - 1) / packGroup, cols / 32 * rec
 }
 
+// TopRows is a view of the first n rows (0 < n ≤ Rows) of p, sharing its
+// memory: a matrix whose first rows are used alone, such as a draft
+// model's output head restricted to the lower token ids. In the packed
+// layout rows come in groups of 16, so n must then be a multiple of 16
+// (or Rows).
+func (p *Packed) TopRows(n int) (*Packed, error) {
+	if n <= 0 || n > p.Rows {
+		return nil, fmt.Errorf("quant: TopRows %d of %d rows", n, p.Rows)
+	}
+	wrb, _ := p.Type.RowBytes(p.Cols)
+	v := &Packed{Type: p.Type, Rows: n, Cols: p.Cols, w: p.w[:n*wrb]}
+	if p.data != nil {
+		if n%packGroup != 0 && n != p.Rows {
+			return nil, fmt.Errorf("quant: TopRows %d of a packed matrix: not a multiple of %d", n, packGroup)
+		}
+		gb := len(p.data) / ((p.Rows + packGroup - 1) / packGroup)
+		v.data = p.data[:(n+packGroup-1)/packGroup*gb]
+	}
+	return v, nil
+}
+
 // PackedBytes is the memory the packed copy takes (0 when Prepack only
 // wrapped the original).
 func (p *Packed) PackedBytes() int { return len(p.data) }

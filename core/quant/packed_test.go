@@ -209,3 +209,28 @@ func TestPrepackInArena(t *testing.T) {
 		require.Equal(t, 2, inArena, "the first two packed matrices fit; the third does not")
 	}
 }
+
+// TestTopRows: a view of a matrix's first rows multiplies exactly like
+// those rows of the whole matrix, packed or not.
+func TestTopRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, wt := range []Type{Q4_1, Q8_0, Q4_K, Q6_K, Q5_0} {
+		const rows, cols, n = 80, 256, 3
+		w, xq, full := benchMatrix(rng, wt, rows, cols, n)
+		p := Prepack(wt, w, rows, cols)
+		MatMulPacked(p, xq, n, full, nil)
+		for _, top := range []int{16, 64, rows} {
+			v, err := p.TopRows(top)
+			require.NoError(t, err)
+			got := make([]float32, n*top)
+			MatMulPacked(v, xq, n, got, nil)
+			for i := range n {
+				require.Equal(t, full[i*rows:i*rows+top], got[i*top:(i+1)*top], "%s top %d row %d", wt, top, i)
+			}
+		}
+		_, err := p.TopRows(0)
+		require.Error(t, err)
+		_, err = p.TopRows(rows + 1)
+		require.Error(t, err)
+	}
+}
