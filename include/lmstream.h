@@ -156,8 +156,9 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 ** (tokens per sequence, 2 up to the model's trained context and at most
 ** 1048576; default the model's, at most 2048), "prefill_chunk" (1..65536,
 ** default 128), "threads" (1..1024, default the CPU count), and the
-** speculation fields ("drafter", "draft_model_path", "spec_budget"
-** 0..1024, "spec_max_depth" and "spec_max_width" 1..64, ...). A size
+** speculation fields ("drafter", "draft_model_path", "draft_vocab" >= 0,
+** "spec_budget" 0..1024, "spec_max_depth" and "spec_max_width" 1..64,
+** ...). A size
 ** outside its range is LMS_ERR_INVALID_REQUEST naming the field.
 **
 ** The cuda backend takes the cpu backend's fields (the same engine runs

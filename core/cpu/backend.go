@@ -15,6 +15,8 @@
 //	"threads":        engine threads (default: GOMAXPROCS; at most MaxThreads)
 //	"drafter":        default drafter: "ngram" (default), "draft_model", "early_exit", "none"
 //	"draft_model_path": a GGUF sharing the target's vocabulary (checked at load)
+//	"draft_vocab":    token ids the draft model proposes from, the lowest ones
+//	                  (DefaultDraftVocab; 0: all): only those head rows are computed
 //	"early_exit_layers": layers of the early-exit self-draft (a third of the model's)
 //	"spec_budget":    tokens per verify pass, roots included (default: max(knee, 12/n)
 //	                  for n decoding streams, the knee calibrated at start-up)

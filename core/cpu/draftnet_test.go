@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/spec"
 )
 
@@ -58,4 +60,34 @@ func TestDraftCacheFollowsThePath(t *testing.T) {
 		}
 	}
 	require.Positive(t, kept.Step.Observations(), "single-token steps are timed for the cost model")
+}
+
+// TestDraftVocab: "draft_vocab" limits the draft model's proposals to the
+// lowest ids (only those rows of its head are computed), and a negative
+// value is refused.
+func TestDraftVocab(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 64, 7, 4)
+	b := tinyBackend(t, path, path, `,"draft_vocab":32`)
+	d := b.drafts.model.dm
+	require.Equal(t, 32, d.headRows)
+	seq := &spec.Seq{Tokens: []int32{1, 40, 50, 60}, Prompt: 3}
+	d.seqs = []*spec.Seq{seq}
+	ids, probs := make([]int32, 8), make([]float32, 8)
+	require.NoError(t, d.NextTopK([]spec.Query{{Seq: 0, Context: seq.Tokens}}, 8, ids, probs))
+	sum := float32(0)
+	for i, id := range ids {
+		require.Less(t, id, int32(32))
+		require.Positive(t, probs[i])
+		sum += probs[i]
+	}
+	require.LessOrEqual(t, sum, float32(1.0001))
+	// The greedy output is the target's whatever the draft proposes.
+	plainOut := generate(t, b, []int32{1, 40, 50, 60}, sample.Params{}, draftNone, 24)
+	specOut := generate(t, b, []int32{1, 40, 50, 60}, sample.Params{}, draftModel, 24)
+	require.Equal(t, plainOut, specOut)
+
+	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + path + `","draft_vocab":-1}`))
+	require.NoError(t, err)
+	_, err = New(cfg)
+	require.ErrorContains(t, err, `"draft_vocab"`)
 }

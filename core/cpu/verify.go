@@ -115,8 +115,12 @@ func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNe
 		b.draftFile = f
 	}
 	ctx := b.context
-	return &draftNet{m: m, owner: map[*spec.Seq]*draftState{},
-		newCache: func() (model.Cache, error) { return m.NewCache(ctx) }}, nil
+	d := &draftNet{m: m, owner: map[*spec.Seq]*draftState{},
+		newCache: func() (model.Cache, error) { return m.NewCache(ctx) }}
+	if _, ok := m.(model.HeadRunner); ok && b.spec.draftVocab > 0 && b.spec.draftVocab < m.Config().Vocab {
+		d.headRows = max(16, b.spec.draftVocab/16*16)
+	}
+	return d, nil
 }
 
 // sameVocabulary checks that a draft model's tokens are the target's.
