@@ -23,7 +23,11 @@
 #   make clean
 
 VERSION  := 0.1.0
-GO       ?= go
+# go.mod's Go, fetched into ~/sdk by tests/scripts/check_go.sh where the
+# system Go is too old to fetch it itself (Debian 12's 1.19), is used first.
+GO_WANT  := $(shell sed -n 's/^go //p' go.mod)
+GO_SDK   := $(HOME)/sdk/go$(GO_WANT)/bin/go
+GO       ?= $(shell test -x $(GO_SDK) && echo $(GO_SDK) || echo go)
 CC       ?= gcc
 PREFIX   ?= /usr/local
 BUILD    := build
@@ -121,7 +125,7 @@ $(BUILD)/stream: examples/stream.c include/lmstream.h $(LIB)
 
 # PROMPT="..." make run asks something else.
 PROMPT ?= What is the capital of Japan?
-run: model $(BUILD)/stream
+run: go-version model $(BUILD)/stream
 	$(BUILD)/stream --model $(MODEL_PATH) "$(PROMPT)"
 
 vet:

@@ -6,8 +6,10 @@
 #
 # Go 1.21 and later fetch the toolchain go.mod names by themselves unless
 # GOTOOLCHAIN=local forbids it (some distributions and tarballs set that in
-# $GOROOT/go.env), so for them this names the setting to change; Go 1.20 and
-# older cannot, so this prints the commands that install a new enough Go.
+# $GOROOT/go.env), so for them this names the setting to change. Go 1.20 and
+# older (Debian 12 ships 1.19) cannot; for them this downloads the same
+# toolchain into ~/sdk/go<version>, which the Makefile then uses. Where
+# nothing works, it prints the commands that install a new enough Go.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 go=${1:-go}
@@ -54,8 +56,33 @@ if [ -z "$have" ]; then
 fi
 
 if older "$have" 1.21; then
-  # Go 1.20 and older know nothing of toolchain downloads.
-  echo "lmstream needs Go $want or newer (go.mod); '$go' is go$have, too old to fetch a newer toolchain itself." >&2
+  # Go 1.20 and older know nothing of toolchain downloads, but their go
+  # command can still download the module Go 1.21+ would switch to
+  # (golang.org/toolchain, from the module proxy, checked against the
+  # checksum database). Unpacked like `golang.org/dl` does, in
+  # ~/sdk/go<version>, where the Makefile looks for it.
+  sdk="$HOME/sdk/go$want"
+  mod="golang.org/toolchain@v0.0.1-go$want.linux-$arch"
+  echo "go-version: go$have is older than go.mod's go $want and cannot switch toolchains itself;"
+  echo "go-version: fetching $mod (about 70 MB) into $sdk ..."
+  tmp=$(mktemp -d)
+  trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
+  # -json reports a failure in its "Error" field, on stdout.
+  json=$(cd "$tmp" && GO111MODULE=on GOFLAGS=-modcacherw GOMODCACHE="$tmp/mod" "$go" mod download -json "$mod") || true
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+  if [ -n "$dir" ] && [ -f "$dir/bin/go" ]; then
+    mkdir -p "$HOME/sdk"
+    rm -rf "$sdk.new"
+    cp -R "$dir" "$sdk.new"
+    chmod -R u+w "$sdk.new"
+    # Module files carry no modes: the programs need theirs back.
+    chmod 755 "$sdk.new"/bin/* "$sdk.new"/pkg/tool/*/*
+    rm -rf "$sdk" && mv "$sdk.new" "$sdk"
+    echo "go-version: using $sdk/bin/go ($("$sdk/bin/go" version))"
+    exit 0
+  fi
+  sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/go mod download: \1/p' <<<"$json" >&2
+  echo "lmstream needs Go $want or newer (go.mod); '$go' is go$have, and fetching go$want failed (above)." >&2
   echo "Install Go $want from go.dev (Debian 12's golang-go is 1.19), then run make again:" >&2
   echo "  $install_go" >&2
   exit 1
