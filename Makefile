@@ -68,7 +68,7 @@ FUZZ_TARGETS := ./streaming:FuzzSanitizer:250000 ./streaming:FuzzStopMatcher:250
                 ./core/gguf:FuzzParse:350000 ./core/tokenizer:FuzzRoundTrip:25000
 
 .PHONY: all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
-        test-models clean vet install uninstall test-install go-version
+        test-models clean vet install uninstall test-install go-version test-readme
 
 all: lib check-header check-links
 
@@ -133,7 +133,7 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixir
+test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixir test-readme
 
 # The real-model tests of the engine (greedy speculative equality, golden
 # logits, perplexity; SmolLM2 and Qwen2.5-Coder 0.5B) are too slow under the
@@ -169,6 +169,14 @@ test-py: $(LIB)
 
 test-elixir: $(LIB)
 	cd bindings/elixir && MIX_ENV=test mix test
+
+# Every code block of README.md compiled, run or checked as written: the
+# C, C++, Python and Elixir ones are examples/hello.* (the README must hold
+# them verbatim) and must stream from the default model; see
+# tests/scripts/check_readme.py for the other kinds.
+test-readme: $(LIB) test-install $(MODEL_PATH)
+	cd bindings/elixir && MIX_ENV=test mix compile
+	$(VENV_RUN) $(PYTHON) tests/scripts/check_readme.py README.md --prefix $(TI)/prefix --python $(abspath $(PYTHON))
 
 test-c: $(LIB) test-install
 	$(MAKE) -C tests/c all test valgrind MODEL=$(abspath $(MODEL_PATH))
