@@ -74,8 +74,9 @@ all: lib check-header check-links
 
 lib: $(LIB)
 
-# A Go older than go.mod's fails with a message naming the fix (or, where
-# Go can fetch its own toolchain, says it is doing so) before anything else.
+# Before anything is built: a Go older than go.mod's gets go.mod's toolchain
+# (its own GOTOOLCHAIN download, or tests/scripts/check_go.sh's for a Go
+# too old for that), or make stops with the command that installs one.
 go-version:
 	@bash tests/scripts/check_go.sh $(GO)
 
