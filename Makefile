@@ -1,9 +1,15 @@
 # lmstream — build, test, run and measure.
 #
 #   make          build build/liblmstream.so and check the header against it
-#   make run      stream an answer from MODEL (PROMPT="..." asks something else)
+#   make run      stream an answer from MODEL (PROMPT="..." asks something else);
+#                 needs only Go, a C compiler, make and (for the download)
+#                 python3 with pip
 #   make test     every suite: Go (race detector), fuzz smoke, conformance,
-#                 C programs under valgrind
+#                 C programs under valgrind; installs what only the tests
+#                 need first (make deps-test)
+#   make deps-test  Debian packages the tests need, and .venv/ (a virtual
+#                 environment inside the repository) with the PyPI packages
+#                 every Python step runs with
 #   make bench    benchmarks, printing numbers and ratios
 #   make fuzz     long fuzzing runs (FUZZTIME per Go target; the C-ABI request
 #                 fuzzer for FUZZ_TRIES replay and FUZZ_MODEL_TRIES model tries)
@@ -17,11 +23,27 @@
 #   make clean
 
 VERSION  := 0.1.0
-GO       ?= go
+# go.mod's Go, fetched into ~/sdk by tests/scripts/check_go.sh where the
+# system Go is too old to fetch it itself (Debian 12's 1.19), is used first.
+GO_WANT  := $(shell sed -n 's/^go //p' go.mod)
+GO_SDK   := $(HOME)/sdk/go$(GO_WANT)/bin/go
+GO       ?= $(shell test -x $(GO_SDK) && echo $(GO_SDK) || echo go)
 CC       ?= gcc
 PREFIX   ?= /usr/local
 BUILD    := build
+# The library is built as liblmstream.so.0 with that SONAME, so programs
+# linked against it record the ABI they were built for; liblmstream.so is
+# the symlink the linker (-llmstream) and the bindings look for.
+SONAME   := liblmstream.so.0
 LIB      := $(BUILD)/liblmstream.so
+LIB_REAL := $(BUILD)/$(SONAME)
+# The test tools (pytest, the tokenizer oracles, NVRTC) live in a virtual
+# environment inside the repository: Debian's python3 refuses pip installs
+# into the system (externally-managed-environment), and nothing outside the
+# checkout should change for a test run. VENV_RUN puts it first for a step.
+VENV     := .venv
+PYTHON   := $(VENV)/bin/python
+VENV_RUN := VIRTUAL_ENV=$(abspath $(VENV)) PATH="$(abspath $(VENV))/bin:$$PATH"
 MODEL    := smollm2-135m
 FETCH    := bash tests/scripts/fetch_model.sh
 # MODEL_PATH is the file MODEL names (MODEL itself when it is a path).
@@ -38,24 +60,36 @@ FUZZTIME ?= 5m
 FUZZ_SMOKE ?=
 # Damaged GGUF files `make fuzz` loads in child processes (tests/modelfile).
 MUTATOR_TRIES ?= 5000
-GO_SOURCES := $(shell find . -name '*.go' -not -path './build/*') go.mod go.sum
+GO_SOURCES := $(shell find . -path ./build -prune -o -path ./$(VENV) -prune -o -name '*.go' -print) go.mod go.sum
 CAPI_C     := $(wildcard capi/*.c) include/lmstream.h
 
 # Fuzz targets as package:FuzzName:smoke-executions.
 FUZZ_TARGETS := ./streaming:FuzzSanitizer:250000 ./streaming:FuzzStopMatcher:250000 \
                 ./core/gguf:FuzzParse:350000 ./core/tokenizer:FuzzRoundTrip:25000
 
-.PHONY: all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps model \
-        test-models clean vet install uninstall test-install
+.PHONY: all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
+        test-models clean vet install uninstall test-install go-version test-readme
 
 all: lib check-header check-links
 
 lib: $(LIB)
 
-$(LIB): $(GO_SOURCES) $(CAPI_C)
+# Before anything is built: a Go older than go.mod's gets go.mod's toolchain
+# (its own GOTOOLCHAIN download, or tests/scripts/check_go.sh's for a Go
+# too old for that), or make stops with the command that installs one.
+go-version:
+	@bash tests/scripts/check_go.sh $(GO)
+
+# A cold build is silent for a while (the Go toolchain compiles the engine),
+# so say what is going on first.
+$(LIB_REAL): $(GO_SOURCES) $(CAPI_C) | go-version
 	@mkdir -p $(BUILD)
-	$(GO) build -buildmode=c-shared -o $@ ./capi
-	@rm -f $(BUILD)/liblmstream.h  # the public header is include/lmstream.h
+	@echo "building $@ (a cold build takes a minute or so) ..."
+	$(GO) build -buildmode=c-shared -ldflags=-extldflags=-Wl,-soname,$(SONAME) -o $@ ./capi
+	@rm -f $(BUILD)/liblmstream.so.h  # the public header is include/lmstream.h
+
+$(LIB): $(LIB_REAL)
+	ln -sf $(SONAME) $@
 
 check-header: $(LIB)
 	python3 tests/scripts/check_header.py $(LIB) include/lmstream.h
@@ -67,11 +101,13 @@ check-links: $(LIB)
 	  echo "check-links: $(LIB) links a CUDA library (above)"; exit 1; fi
 	@echo "check-links: $(LIB) links no CUDA library"
 
-$(BUILD)/.deps: tests/scripts/setup.sh go.mod
-	bash tests/scripts/setup.sh
+# What only the tests need: `make run` never comes here.
+$(BUILD)/.deps: tests/scripts/setup.sh go.mod | go-version
+	bash tests/scripts/setup.sh $(VENV)
 	@mkdir -p $(BUILD) && touch $@
 
-deps: $(BUILD)/.deps
+deps-test: $(BUILD)/.deps
+deps: deps-test
 
 model: $(MODEL_PATH)
 
@@ -90,7 +126,7 @@ $(BUILD)/stream: examples/stream.c include/lmstream.h $(LIB)
 
 # PROMPT="..." make run asks something else.
 PROMPT ?= What is the capital of Japan?
-run: deps model $(BUILD)/stream
+run: go-version model $(BUILD)/stream
 	$(BUILD)/stream --model $(MODEL_PATH) "$(PROMPT)"
 
 vet:
@@ -98,7 +134,7 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-test: deps test-models all vet test-go fuzz-smoke test-py test-c test-elixir
+test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixir test-readme
 
 # The real-model tests of the engine (greedy speculative equality, golden
 # logits, perplexity; SmolLM2 and Qwen2.5-Coder 0.5B) are too slow under the
@@ -106,7 +142,7 @@ test: deps test-models all vet test-go fuzz-smoke test-py test-c test-elixir
 # NVRTC comes from the PyPI wheel (make deps), so the kernel compile tests
 # must find it, not skip.
 test-go:
-	LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
+	$(VENV_RUN) LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
 	$(GO) test -count=1 -timeout=45m ./core/model ./core/cpu ./tests/modelfile
 
 fuzz-smoke:
@@ -130,10 +166,18 @@ fuzz: $(LIB)
 
 # pytest exits 5 when it collects nothing; that is a failure here too.
 test-py: $(LIB)
-	python3 -m pytest -q tests/tokenizer bindings/python/tests
+	$(VENV_RUN) $(PYTHON) -m pytest -q tests/tokenizer bindings/python/tests
 
 test-elixir: $(LIB)
 	cd bindings/elixir && MIX_ENV=test mix test
+
+# Every code block of README.md compiled, run or checked as written: the
+# C, C++, Python and Elixir ones are examples/hello.* (the README must hold
+# them verbatim) and must stream from the default model; see
+# tests/scripts/check_readme.py for the other kinds.
+test-readme: $(LIB) test-install $(MODEL_PATH)
+	cd bindings/elixir && MIX_ENV=test mix compile
+	$(VENV_RUN) $(PYTHON) tests/scripts/check_readme.py README.md --prefix $(TI)/prefix --python $(abspath $(PYTHON))
 
 test-c: $(LIB) test-install
 	$(MAKE) -C tests/c all test valgrind MODEL=$(abspath $(MODEL_PATH))
@@ -145,13 +189,14 @@ INSTALL_LIB = $(DESTDIR)$(PREFIX)/lib
 INSTALL_INC = $(DESTDIR)$(PREFIX)/include
 install: $(LIB)
 	install -d $(INSTALL_LIB)/pkgconfig $(INSTALL_INC)
-	install -m 755 $(LIB) $(INSTALL_LIB)/liblmstream.so
+	install -m 755 $(LIB_REAL) $(INSTALL_LIB)/$(SONAME)
+	ln -sf $(SONAME) $(INSTALL_LIB)/liblmstream.so
 	install -m 644 include/lmstream.h include/lmstream.hpp $(INSTALL_INC)/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' lmstream.pc.in > $(INSTALL_LIB)/pkgconfig/lmstream.pc
 	chmod 644 $(INSTALL_LIB)/pkgconfig/lmstream.pc
 
 uninstall:
-	rm -f $(INSTALL_LIB)/liblmstream.so $(INSTALL_LIB)/pkgconfig/lmstream.pc \
+	rm -f $(INSTALL_LIB)/liblmstream.so $(INSTALL_LIB)/$(SONAME) $(INSTALL_LIB)/pkgconfig/lmstream.pc \
 	      $(INSTALL_INC)/lmstream.h $(INSTALL_INC)/lmstream.hpp
 
 # Proves an installation is complete and usable: installs under build/, then
@@ -159,6 +204,10 @@ uninstall:
 # what `pkg-config --cflags --libs lmstream` says, streams the replay demo
 # through both (their output must be identical), checks that a missing model
 # fails with exit status 1, and that DESTDIR staging and uninstall work.
+# The installed library must carry its SONAME and the programs must ask for
+# liblmstream.so.0 by it; a program built with the README's plain pkg-config
+# line (no rpath) must run with LD_LIBRARY_PATH, the README's other way for
+# a prefix outside the loader's path.
 TI := $(abspath $(BUILD))/install-test
 test-install: $(LIB)
 	@command -v pkg-config >/dev/null || { echo "test-install needs pkg-config (make deps)"; exit 1; }
@@ -176,12 +225,17 @@ test-install: $(LIB)
 	cmp $(TI)/out-c.txt $(TI)/out-cpp.txt; \
 	grep -q '^Hello from lmstream!' $(TI)/out-cpp.txt; \
 	rc=0; $(TI)/stream-cpp --model $(TI)/no-such-model.gguf 2>/dev/null || rc=$$?; test $$rc = 1; \
-	rc=0; $(TI)/stream-c --model $(TI)/no-such-model.gguf 2>/dev/null || rc=$$?; test $$rc = 1
+	rc=0; $(TI)/stream-c --model $(TI)/no-such-model.gguf 2>/dev/null || rc=$$?; test $$rc = 1; \
+	readelf -d $(TI)/prefix/lib/$(SONAME) | grep -q 'SONAME.*\[$(SONAME)\]'; \
+	test "$$(readlink $(TI)/prefix/lib/liblmstream.so)" = $(SONAME); \
+	readelf -d $(TI)/stream-c | grep -q 'NEEDED.*\[$(SONAME)\]'; \
+	$(CC) -O2 -Wall -Wextra -Werror examples/stream.c $$(pkg-config --cflags --libs lmstream) -o $(TI)/stream-plain; \
+	LD_LIBRARY_PATH=$$(pkg-config --variable=libdir lmstream) $(TI)/stream-plain --replay | cmp - $(TI)/out-c.txt
 	$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(TI)/stage
 	grep -qx 'prefix=/usr' $(TI)/stage/usr/lib/pkgconfig/lmstream.pc
-	test -f $(TI)/stage/usr/lib/liblmstream.so -a -f $(TI)/stage/usr/include/lmstream.hpp
+	test -f $(TI)/stage/usr/lib/$(SONAME) -a -L $(TI)/stage/usr/lib/liblmstream.so -a -f $(TI)/stage/usr/include/lmstream.hpp
 	$(MAKE) --no-print-directory uninstall PREFIX=/usr DESTDIR=$(TI)/stage
-	test -z "$$(find $(TI)/stage -type f)"
+	test -z "$$(find $(TI)/stage -type f -o -type l)"
 	@echo "test-install: installed files build and run C and C++ programs"
 
 # LMSTREAM_PEER_PYTHON=/path/to/python (with llama-cpp-python installed)
@@ -200,7 +254,7 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	$(GO) test -run='^$$' -bench='Text|StreamChunk|ChunkThroughput' -count=3 ./streaming ./core/runtime
 	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand|MultiDot' -benchtime=20x ./core/quant
 	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))
-	python3 bindings/python/bench.py
+	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
 	cd bindings/elixir && mix run bench/bench.exs
 
 # A wheel that carries liblmstream.so (bindings/python/dist/).

@@ -72,6 +72,17 @@ int lms_runtime_create(const char *config_json, lms_runtime *out, char *err, siz
     return lmsgo_runtime_create((char *)config_json, out, err, err_size);
 }
 
+__attribute__((visibility("hidden"))) int lms_call_progress(lms_progress_handler h, const char *stage, double fraction,
+                                                            void *user) {
+    return h(stage, fraction, user);
+}
+
+int lms_runtime_create_with_progress(const char *config_json, lms_progress_handler progress, void *user,
+                                     lms_runtime *out, char *err, size_t err_size) {
+    LMS_GUARD();
+    return lmsgo_runtime_create_with_progress((char *)config_json, progress, user, out, err, err_size);
+}
+
 int lms_runtime_destroy(lms_runtime rt) {
     LMS_GUARD();
     return lmsgo_runtime_destroy(rt);

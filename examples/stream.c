@@ -2,6 +2,7 @@
 ** stream.c — stream a generation through liblmstream from C.
 **
 **   stream [--replay] [--model PATH] [PROMPT]
+**   stream --help
 **
 ** Waits on the channel's readiness descriptor with poll() and drains it with
 ** lms_channel_pop_batch, the way an event loop would, printing text as it
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "lmstream.h"
 
@@ -56,14 +59,80 @@ static char *json_string(const char *s) {
     return out;
 }
 
+#define DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: stream [--model PATH] [PROMPT]\n"
+            "       stream --replay\n"
+            "\n"
+            "Streams a chat answer to PROMPT from a GGUF model through liblmstream,\n"
+            "printing the text as it arrives and a usage line at the end.\n"
+            "\n"
+            "  --model PATH  the model (default " DEFAULT_MODEL ";\n"
+            "                `make model` at the repository root fetches it)\n"
+            "  --replay      stream a scripted answer from the test backend, no model\n"
+            "  -h, --help    show this help\n");
+}
+
+/* Load progress on a terminal: one line redrawn in place. Elsewhere (a
+** log, a test) it would only be noise, so nothing is shown. */
+static int show_progress(const char *stage, double fraction, void *user) {
+    (void)user;
+    int width = 30, filled = (int)(fraction * width + 0.5);
+    fprintf(stderr, "\rloading model %-12s [", stage);
+    for (int i = 0; i < width; i++) fputc(i < filled ? '#' : '.', stderr);
+    fprintf(stderr, "] %3d%%", (int)(fraction * 100 + 0.5));
+    if (!strcmp(stage, "ready")) fputc('\n', stderr);
+    fflush(stderr);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int replay = 0;
-    const char *model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-    const char *prompt = "What is the capital of France?";
+    const char *model = DEFAULT_MODEL;
+    const char *prompt = NULL;
+    /* Every argument is checked before anything loads: a mistake costs no
+    ** model load, and "--help" is never taken for a prompt. */
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--replay")) replay = 1;
-        else if (!strcmp(argv[i], "--model") && i + 1 < argc) model = argv[++i];
-        else prompt = argv[i];
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--replay")) {
+            replay = 1;
+        } else if (!strcmp(argv[i], "--model")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "stream: --model needs a path\n");
+                usage(stderr);
+                return 2;
+            }
+            model = argv[++i];
+        } else if (!strcmp(argv[i], "--")) {
+            if (i + 2 != argc || prompt) {
+                fprintf(stderr, "stream: one prompt after --, quoted as one argument\n");
+                return 2;
+            }
+            prompt = argv[++i];
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            fprintf(stderr, "stream: unknown option %s (a prompt starting with '-' goes after --)\n", argv[i]);
+            usage(stderr);
+            return 2;
+        } else if (prompt) {
+            fprintf(stderr, "stream: one prompt, quoted as one argument (got \"%s\" and \"%s\")\n", prompt, argv[i]);
+            return 2;
+        } else {
+            prompt = argv[i];
+        }
+    }
+    if (!prompt) prompt = "What is the capital of France?";
+    struct stat st;
+    if (!replay && stat(model, &st) != 0) {
+        fprintf(stderr, "stream: no model at %s\n", model);
+        if (!strcmp(model, DEFAULT_MODEL))
+            fprintf(stderr, "Run `make model` at the repository root to fetch it, then run this from there.\n");
+        else
+            fprintf(stderr, "Pass the path of a .gguf file (`make model` fetches the default one into models/).\n");
+        return 1;
     }
     if (lms_abi_version() != LMS_ABI_VERSION) {
         fprintf(stderr, "liblmstream ABI %d, header %d\n", lms_abi_version(), LMS_ABI_VERSION);
@@ -81,7 +150,7 @@ int main(int argc, char **argv) {
         char *m = json_string(model), *pr = json_string(prompt);
         char *cfg = malloc(strlen(m) + 64);
         sprintf(cfg, "{\"model_path\":%s}", m);
-        rc = lms_runtime_create(cfg, &rt, err, sizeof err);
+        rc = lms_runtime_create_with_progress(cfg, isatty(2) ? show_progress : NULL, NULL, &rt, err, sizeof err);
         req = malloc(strlen(pr) + 128);
         sprintf(req, "{\"messages\":[{\"role\":\"user\",\"content\":%s}],\"max_tokens\":200}", pr);
         free(cfg); free(m); free(pr);
@@ -92,7 +161,10 @@ int main(int argc, char **argv) {
     }
 
     lms_channel ch;
-    lms_channel_create(&ch);
+    if ((rc = lms_channel_create(&ch)) != LMS_OK) {
+        fprintf(stderr, "lms_channel_create: %s\n", lms_strerror(rc));
+        return 1;
+    }
     if ((rc = lms_submit(rt, req, &ch, 1, err, sizeof err)) != LMS_OK) {
         fprintf(stderr, "lms_submit: %s: %s\n", lms_strerror(rc), err);
         return 1;
@@ -100,7 +172,10 @@ int main(int argc, char **argv) {
     free(req);
 
     int fd;
-    lms_channel_fd(ch, &fd);
+    if ((rc = lms_channel_fd(ch, &fd)) != LMS_OK) {
+        fprintf(stderr, "lms_channel_fd: %s\n", lms_strerror(rc));
+        return 1;
+    }
     lms_chunk chunks[32];
     static char buf[1 << 16];
     int done = 0;

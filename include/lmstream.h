@@ -211,6 +211,41 @@ int lms_runtime_destroy(lms_runtime rt);
 ** says how many bytes are needed, without the NUL). */
 int lms_runtime_stats(lms_runtime rt, char *buf, size_t size, size_t *len);
 
+/* ---- Load progress --------------------------------------------------- */
+
+/* Loading a model takes from a fraction of a second to many seconds (the
+** weights are read and repacked). lms_runtime_create_with_progress is
+** lms_runtime_create that reports how far it got, for a progress bar.
+**
+** The handler is called on the thread that called
+** lms_runtime_create_with_progress, before the call returns, never
+** concurrently and never afterwards. stage is a static string naming what
+** loading is doing now (a later version may add stages; show unknown ones
+** as they are; a stage may be reported many times as its fraction grows):
+**   "open"         reading the model file's header, planning memory
+**   "weights"      reading and packing the weights (most of the time)
+**   "speculation"  drafters, and a draft model when one is configured
+**   "calibration"  timing the forward pass to size speculation (often the
+**                  longest stage; once per model and thread count in a
+**                  process, and skipped when "spec_budget" is set)
+**   "ready"        the runtime is created; always the last call on success
+** fraction is the share of the whole creation done, in [0, 1], and never
+** decreases from one call to the next. A backend with nothing to load (the
+** replay backend) reports only "ready". When creation fails, the handler
+** has heard no "ready" and the status and err say why.
+**
+** Return 0 to go on. A nonzero return (ignored for "ready") asks to stop:
+** the handler is not called again, and once loading ends the runtime is freed and
+** LMS_INTERRUPTED is returned (loading itself runs to its end). *out is
+** set to 0 unless LMS_OK is returned. The handler must not call
+** lms_runtime_create* itself. With a NULL handler this is exactly
+** lms_runtime_create. */
+typedef int (*lms_progress_handler)(const char *stage, double fraction, void *user);
+
+int lms_runtime_create_with_progress(const char *config_json,
+                                     lms_progress_handler progress, void *user,
+                                     lms_runtime *out, char *err, size_t err_size);
+
 /* ---- Channels -------------------------------------------------------- */
 
 /* Makes a channel with the defaults: interval 1, special tokens skipped,

@@ -36,6 +36,16 @@ func (t *Timing) Estimate() time.Duration { return time.Duration(t.est) }
 // Observations is how many iterations were observed.
 func (t *Timing) Observations() int { return t.n }
 
+// CalibrationSizes are the token counts Calibrate measures, in order, each
+// three times (maxN ≥ 2): a caller can tell from them how far it has got.
+func CalibrationSizes(maxN int) []int {
+	var ns []int
+	for n := 1; n < maxN; n = max(n+1, n*5/4) {
+		ns = append(ns, n)
+	}
+	return append(ns, maxN)
+}
+
 // Calibrate finds the verification budget B as the knee of the forward
 // pass's cost T(N) for N tokens in one batch. A forward pass streams every
 // weight once whatever N is, so while N is small T(N) stays near T(1)
@@ -51,11 +61,7 @@ func Calibrate(cost func(n int) time.Duration, maxN int) int {
 	if maxN < 2 {
 		return 1
 	}
-	var ns []int
-	for n := 1; n < maxN; n = max(n+1, n*5/4) {
-		ns = append(ns, n)
-	}
-	ns = append(ns, maxN)
+	ns := CalibrationSizes(maxN)
 	ts := make([]float64, len(ns))
 	for i, n := range ns {
 		best := time.Duration(1<<63 - 1)

@@ -180,6 +180,9 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 	if err != nil {
 		return nil, err
 	}
+	// The fractions are rough shares of the time creation takes: packing
+	// the weights, then measuring the forward pass (calibration).
+	cfg.Report(runtime.StageOpen, 0)
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, status.Errorf(status.Model, "model %s: %v (run \"make model\" to fetch the default model)", path, errors.Unwrap(err))
@@ -196,13 +199,18 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 		f.Close()
 		return nil, err
 	}
+	cfg.Report(runtime.StageWeights, 0.05)
 	b, err := load(f, device, open, plan.context, min(chunk, plan.context), threads, cfg.MaxSlots)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	b.reserved = plan.res.Total()
-	if err := b.setupSpec(sc, path, threads); err != nil {
+	cfg.Report(runtime.StageSpec, 0.3)
+	// Measuring the forward pass's cost (once per model and thread count
+	// in a process) takes most of the rest.
+	calibrating := func(f float64) { cfg.Report(runtime.StageCalibrate, 0.3+0.69*f) }
+	if err := b.setupSpec(sc, path, threads, calibrating); err != nil {
 		b.Close()
 		return nil, err
 	}

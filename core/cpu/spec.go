@@ -140,8 +140,10 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 var calibrated sync.Map // string -> int
 
 // calibrate measures the knee of the forward pass's cost over N tokens (see
-// spec.Calibrate), on a throwaway cache: about a second on two cores.
-func calibrate(key string, m model.Runner, maxN int) int {
+// spec.Calibrate), on a throwaway cache: about a second on two idle cores,
+// often the longest part of creating a runtime. progress (may be nil)
+// hears the share of the measuring done, by tokens run.
+func calibrate(key string, m model.Runner, maxN int, progress func(float64)) int {
 	if b, ok := calibrated.Load(key); ok {
 		return b.(int)
 	}
@@ -151,7 +153,17 @@ func calibrate(key string, m model.Runner, maxN int) int {
 	}
 	var bt model.Batch
 	logits := make([]float32, m.Config().Vocab)
+	total, done := maxN, 0 // the warm-up pass, then each size three times
+	for _, n := range spec.CalibrationSizes(maxN) {
+		total += 3 * n
+	}
 	cost := func(n int) time.Duration {
+		defer func() {
+			done += n
+			if progress != nil {
+				progress(min(1, float64(done)/float64(total)))
+			}
+		}()
 		c.Truncate(0)
 		bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
 		for i := range n {

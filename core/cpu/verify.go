@@ -31,7 +31,7 @@ func (t *Timings) add(plan, fwd, ver time.Duration) {
 }
 
 // setupSpec builds the scheduler, the drafters and the budget.
-func (b *Backend) setupSpec(sc specConfig, path string, threads int) error {
+func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating func(float64)) error {
 	b.spec = sc
 	b.sched.Config = sc.sched
 	b.sched.Drafter = &b.drafts
@@ -67,7 +67,7 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int) error {
 		// which would leave one draft node per pass; the MinProb cut, not
 		// the budget, is what keeps unprofitable nodes out there, so the
 		// budget is at least DefaultMinBudget.
-		b.knee = calibrate(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, 48)
+		b.knee = calibrate(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, 48, calibrating)
 		b.sched.Config.Budget = max(DefaultMinBudget, b.knee)
 	}
 	if sc.sched.Policy != spec.Incremental {

@@ -17,6 +17,28 @@ type Config struct {
 	MemoryBudgetBytes int64
 	// Backend-specific fields, taken by the backend's Factory.
 	Extra *Fields
+	// Progress, when set, hears how loading advances (see Report). It is
+	// not a JSON field: the caller of NewWithProgress supplies it.
+	Progress func(stage string, fraction float64)
+}
+
+// Load stages a backend reports through Config.Report, in this order (a
+// backend skips those it has no work for). NewWithProgress reports StageReady.
+const (
+	StageOpen      = "open"        // reading the model file's header and planning memory
+	StageWeights   = "weights"     // reading and packing the weights
+	StageSpec      = "speculation" // drafters, a draft model when configured
+	StageCalibrate = "calibration" // timing the forward pass to size speculation
+	StageReady     = "ready"       // the runtime is created
+)
+
+// Report tells the config's Progress, if any, that loading reached stage,
+// with fraction (0 to 1) of the whole creation done. A backend reports only
+// at points where loading really moves on, so a caller can show it as is.
+func (c *Config) Report(stage string, fraction float64) {
+	if c != nil && c.Progress != nil {
+		c.Progress(stage, fraction)
+	}
 }
 
 // Hard limits of the common config fields. Within them, what a config may

@@ -43,15 +43,26 @@ type Runtime struct {
 
 // New creates a runtime from its config JSON and starts its engine goroutine.
 func New(configJSON []byte) (*Runtime, error) {
+	return NewWithProgress(configJSON, nil)
+}
+
+// NewWithProgress is New, telling progress (when not nil) how loading
+// advances: the backend's stages (Config.Report), then StageReady with
+// fraction 1 once the runtime is created. progress is called on the
+// goroutines that load, so it must be safe for that and must not block.
+func NewWithProgress(configJSON []byte, progress func(stage string, fraction float64)) (*Runtime, error) {
 	cfg, err := ParseConfig(configJSON)
 	if err != nil {
 		return nil, err
 	}
+	cfg.Progress = progress
 	b, err := newBackend(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return Start(b, cfg.MaxSlots, cfg.MaxQueue), nil
+	r := Start(b, cfg.MaxSlots, cfg.MaxQueue)
+	cfg.Report(StageReady, 1)
+	return r, nil
 }
 
 // Start runs an already built backend.

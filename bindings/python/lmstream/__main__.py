@@ -4,7 +4,8 @@
     python -m lmstream --chat --system "You are terse."
     python -m lmstream --replay "hello"          # a demo without a model
 
-Ctrl-C stops the generation (in --chat, it returns to the prompt).
+Ctrl-C stops the generation (in --chat, it returns to the prompt). In
+--chat, /help lists the commands (/reset, /quit); they never reach the model.
 """
 from __future__ import annotations
 
@@ -38,7 +39,9 @@ def default_model() -> str:
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m lmstream", description=__doc__.split("\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="In --chat, /help lists the commands (/reset, /quit); they are "
+                                        "not sent to the model.\nCtrl-C stops an answer.")
     ap.add_argument("prompt", nargs="*", help="the prompt (read from stdin when absent and not --chat)")
     ap.add_argument("--model", "-m", default=None, help=f"GGUF model (default: {DEFAULT_MODEL})")
     ap.add_argument("--max-tokens", "-n", type=int, default=256)
@@ -52,7 +55,49 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap.add_argument("--raw", action="store_true", help="send the prompt as is, without the chat template")
     ap.add_argument("--replay", action="store_true", help="a demo on the replay backend (no model)")
     ap.add_argument("--stats", action="store_true", help="print usage after each answer (stderr)")
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    problem = check_args(args)
+    if problem:
+        ap.error(problem)  # exits 2 with the usage, before any model loads
+    return args
+
+
+def check_args(args: argparse.Namespace) -> Optional[str]:
+    """What is wrong with the arguments, or None. The ranges are the
+    library's (include/lmstream.h), checked here so that a typo costs no
+    model load and is reported as a usage error rather than a request
+    error after loading."""
+    if args.max_tokens < 1:
+        return f"--max-tokens must be at least 1, got {args.max_tokens}"
+    if args.temperature is not None and not 0 <= args.temperature <= 100:
+        return f"--temperature must be in [0, 100], got {args.temperature}"
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        return f"--top-p must be in (0, 1], got {args.top_p}"
+    if args.top_k is not None and args.top_k < 0:
+        return f"--top-k must be at least 0, got {args.top_k}"
+    if args.seed is not None and not 0 <= args.seed < 1 << 64:
+        return f"--seed must be in [0, 2**64), got {args.seed}"
+    if args.stop is not None and any(not s for s in args.stop):
+        return "--stop needs a non-empty string"
+    if args.replay and args.model is not None:
+        return "--replay runs without a model; drop --model or --replay"
+    return None
+
+
+# ---- --chat commands ---------------------------------------------------
+
+CHAT_COMMANDS = {
+    "/help": "this list",
+    "/reset": "forget the conversation (the --system message stays)",
+    "/quit": "leave (also /exit, Ctrl-D)",
+}
+
+
+def chat_help() -> str:
+    lines = ["commands (a line that is exactly one of these is not sent to the model):"]
+    lines += [f"  {name:<7} {what}" for name, what in CHAT_COMMANDS.items()]
+    lines.append("Ctrl-C stops an answer.")
+    return "\n".join(lines)
 
 
 # ---- the replay demo ---------------------------------------------------
@@ -93,10 +138,16 @@ def load_runtime(args: argparse.Namespace) -> Runtime:
         raise SystemExit(f"lmstream: model {path} not found (run `make model` at the repository "
                          "root, pass --model, or try --replay)")
     box: list = []
+    # The loading thread's latest progress report, drawn by this thread:
+    # loading runs beside it so that Ctrl-C leaves at once.
+    progress = ["open", 0.0]
+
+    def report(stage: str, fraction: float) -> None:
+        progress[:] = [stage, fraction]
 
     def load() -> None:
         try:
-            box.append(Runtime(model_path=path))
+            box.append(Runtime(model_path=path, progress=report))
         except BaseException as e:  # handed to the main thread
             box.append(e)
 
@@ -108,7 +159,10 @@ def load_runtime(args: argparse.Namespace) -> Runtime:
     while t.is_alive():
         t.join(0.1)
         if tty:
-            sys.stderr.write(f"\rloading {name} … {time.monotonic() - t0:4.1f} s")
+            stage, fraction = progress
+            bar = "#" * int(fraction * 20 + 0.5)
+            sys.stderr.write(f"\rloading {name} [{bar:<20}] {fraction:4.0%} {stage:<12} "
+                             f"{time.monotonic() - t0:4.1f} s")
             sys.stderr.flush()
     if tty:
         sys.stderr.write("\r\033[K")
@@ -200,8 +254,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"lmstream: {e}", file=sys.stderr)
                 return 1
             return 0
-        print("lmstream chat — Ctrl-C stops an answer, Ctrl-D or /quit leaves, /reset forgets",
-              file=sys.stderr)
+        print("lmstream chat — Ctrl-C stops an answer, Ctrl-D or /quit leaves, /reset forgets, "
+              "/help lists the commands", file=sys.stderr)
         pending = prompt
         while True:
             if pending:
@@ -213,10 +267,20 @@ def run(args: argparse.Namespace) -> int:
                 except (EOFError, KeyboardInterrupt):
                     sys.stderr.write("\n")
                     return 0
-            if line.strip() in ("/quit", "/exit"):
+            command = line.strip()
+            if command in ("/quit", "/exit"):
                 return 0
-            if line.strip() == "/reset":
+            if command == "/reset":
                 del messages[int(bool(args.system)):]
+                print("(conversation forgotten)", file=sys.stderr)
+                continue
+            if command in ("/help", "/?"):
+                print(chat_help(), file=sys.stderr)
+                continue
+            if command.startswith("/") and len(command.split()) == 1 and command[1:].isalpha():
+                # A lone /word is a mistyped command far more often than a
+                # message: say so instead of spending an answer on it.
+                print(f"unknown command {command}; /help lists them", file=sys.stderr)
                 continue
             if not line.strip():
                 continue

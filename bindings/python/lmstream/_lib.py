@@ -86,6 +86,7 @@ class LmsChunk(Structure):
 
 
 lms_chunk_handler = CFUNCTYPE(c_int, POINTER(LmsChunk), c_void_p)
+lms_progress_handler = CFUNCTYPE(c_int, c_char_p, c_double, c_void_p)
 
 # name -> (restype, argtypes), in header order.
 FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
@@ -96,6 +97,8 @@ FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
     "lms_runtime_create": (c_int, [c_char_p, POINTER(lms_runtime), POINTER(c_char), c_size_t]),
     "lms_runtime_destroy": (c_int, [lms_runtime]),
     "lms_runtime_stats": (c_int, [lms_runtime, POINTER(c_char), c_size_t, POINTER(c_size_t)]),
+    "lms_runtime_create_with_progress": (c_int, [c_char_p, lms_progress_handler, c_void_p, POINTER(lms_runtime),
+                                                 POINTER(c_char), c_size_t]),
     "lms_channel_create": (c_int, [POINTER(lms_channel)]),
     "lms_channel_set_interval": (c_int, [lms_channel, c_int32]),
     "lms_channel_set_skip_special": (c_int, [lms_channel, c_int]),

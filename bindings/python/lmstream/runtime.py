@@ -10,6 +10,7 @@ import threading
 import weakref
 from typing import (
     Any,
+    Callable,
     Dict,
     List,
     Mapping,
@@ -243,9 +244,18 @@ class Runtime:
     go into the runtime config JSON ("backend", "max_slots", "max_queue" and
     backend-specific fields). Use it as a context manager, or call close().
     One runtime may be shared by any number of threads.
+
+    ``progress``, when given, is called as ``progress(stage, fraction)`` while
+    the model loads, on the creating thread, before the constructor returns:
+    ``stage`` is "open", "weights", "speculation", "calibration" or "ready"
+    (always last on success; later versions may add stages), ``fraction`` the share of the
+    loading done, from 0 to 1, never decreasing. An exception it raises
+    (KeyboardInterrupt included) stops the reports; the runtime is then freed
+    once loading ends and the exception propagates from the constructor.
     """
 
-    def __init__(self, model_path: Optional[PathLike] = None, **config: Any) -> None:
+    def __init__(self, model_path: Optional[PathLike] = None, *,
+                 progress: Optional[Callable[[str, float], Any]] = None, **config: Any) -> None:
         _check_forked()
         self._h = 0
         self._lock = threading.Lock()
@@ -265,7 +275,28 @@ class Runtime:
         data = _dumps(cfg, "config")
         h = ctypes.c_uint64()
         err = _err_buf()
-        rc = lib.lms_runtime_create(data, h, err, _ERR_SIZE)
+        if progress is None:
+            rc = lib.lms_runtime_create(data, h, err, _ERR_SIZE)
+        else:
+            if not callable(progress):
+                raise InvalidType(f"progress must be callable, got {_type_name(progress)}")
+            raised: List[BaseException] = []
+
+            # The library calls back on this thread while it loads; an
+            # exception cannot cross C, so it is kept, loading is told to
+            # stop, and it is raised here once the call returns.
+            def report(stage: bytes, fraction: float, _user: Any) -> int:
+                try:
+                    progress(stage.decode("utf-8", "replace"), fraction)
+                    return 0
+                except BaseException as e:  # KeyboardInterrupt too: Ctrl-C during a load
+                    raised.append(e)
+                    return 1
+
+            rc = lib.lms_runtime_create_with_progress(data, _lib.lms_progress_handler(report), None, h,
+                                                      err, _ERR_SIZE)
+            if raised:
+                raise raised[0]
         if rc != LMS_OK:
             _raise(rc, err)
         self._h = h.value

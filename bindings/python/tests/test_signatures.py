@@ -65,6 +65,8 @@ def ctype_of(decl, handler):
     base = decl.replace("*", "").strip()
     if base == "lms_chunk_handler" and stars == 0:
         return handler
+    if base == "lms_progress_handler" and stars == 0:
+        return _lib.lms_progress_handler
     if base == "char" and stars == 1:
         # const char * is a NUL-terminated input string; char * a buffer.
         return "char*"
@@ -118,6 +120,18 @@ def test_handler_typedef():
     assert proto._restype_ is SCALARS[m.group(1)]
     params = [re.match(r"^(.*?)([A-Za-z_]\w*)$", p.strip()).group(1).strip() for p in m.group(2).split(",")]
     assert [ctype_of(p, None) for p in params] == list(proto._argtypes_)
+
+
+def test_progress_handler_typedef():
+    text = re.sub(r"\s+", " ", header_text())
+    m = re.search(r"typedef (\w+) \(\*lms_progress_handler\)\(([^)]*)\);", text)
+    assert m
+    proto = _lib.lms_progress_handler
+    assert proto._restype_ is SCALARS[m.group(1)]
+    params = [re.match(r"^(.*?)([A-Za-z_]\w*)$", p.strip()).group(1).strip() for p in m.group(2).split(",")]
+    # The stage is a static input string: c_char_p, read during the call.
+    assert [ctype_of(p, None) for p in params] == ["char*", ctypes.c_double, ctypes.c_void_p]
+    assert list(proto._argtypes_) == [ctypes.c_char_p, ctypes.c_double, ctypes.c_void_p]
 
 
 def struct_fields(name):

@@ -1,7 +1,8 @@
 defmodule Lmstream.Nif do
   @moduledoc false
   # The NIF (c_src/lmstream_nif.c). Every function here is a short, normal
-  # NIF call except runtime_create/1 and runtime_destroy/1, which run on a
+  # NIF call except runtime_create/1, runtime_create_progress/3 and
+  # runtime_destroy/1, which run on a
   # dirty I/O scheduler (loading a model, waiting for the engine to stop).
 
   @on_load :load_nif
@@ -40,6 +41,7 @@ defmodule Lmstream.Nif do
   def strerror(_code), do: nif_missing()
   def configure_process(_json), do: nif_missing()
   def runtime_create(_json), do: nif_missing()
+  def runtime_create_progress(_json, _pid, _tag), do: nif_missing()
   def runtime_destroy(_rt), do: nif_missing()
   def runtime_stats(_rt), do: nif_missing()
   def channel_open(_interval, _skip_special, _queue_limit, _policy), do: nif_missing()
