@@ -10,8 +10,9 @@ import (
 	"github.com/lmstream/lmstream/core/status"
 )
 
-// lock takes an exclusive flock on path, calling waiting once if another
-// holder makes it wait, and polling so that ctx can end the wait. flock
+// lock takes an exclusive flock on path, calling waiting about every second
+// while another holder makes it wait (a progress callback that wants to
+// stop gets its chance), and polling so that ctx can end the wait. flock
 // (not fcntl) locks belong to the open file, so two pulls in one process
 // exclude each other as two processes do, and the kernel drops the lock of
 // a process that dies.
@@ -20,8 +21,7 @@ func lock(ctx context.Context, path string, waiting func()) (func(), error) {
 	if err != nil {
 		return nil, status.Errorf(status.Backend, "lock %s: %v", path, err)
 	}
-	told := false
-	for {
+	for polls := 0; ; polls++ {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
 			return func() {
@@ -33,9 +33,8 @@ func lock(ctx context.Context, path string, waiting func()) (func(), error) {
 			f.Close()
 			return nil, status.Errorf(status.Backend, "lock %s: %v", path, err)
 		}
-		if !told {
+		if polls%20 == 0 {
 			waiting()
-			told = true
 		}
 		select {
 		case <-ctx.Done():

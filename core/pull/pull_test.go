@@ -411,15 +411,17 @@ func TestPullConcurrent(t *testing.T) {
 	m, model := ix.publish(t, "m", 2<<20, 3)
 	ix.gate = make(chan struct{})
 	dir := t.TempDir()
-	var waited atomic.Int32
+	var waited atomic.Int32 // pullers that reported waiting for the lock
 	var wg sync.WaitGroup
 	paths := make([]string, 4)
 	errs := make([]error, 4)
 	for i := range paths {
 		p := ix.puller(t)
 		p.Dir = dir
+		told := false
 		p.Progress = func(pr Progress) {
-			if pr.Phase == Waiting {
+			if pr.Phase == Waiting && !told {
+				told = true
 				waited.Add(1)
 			}
 		}
