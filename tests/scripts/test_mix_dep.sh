@@ -6,7 +6,7 @@
 #   path    {:lmstream, path: "CLONE/bindings/elixir"}, CLONE a fresh clone
 #           (its compile step builds liblmstream with Go); then `mix release`
 #           must carry the library and the release must stream too;
-#   git     {:lmstream, git: "file://REPO", branch: B, subdir: "bindings/elixir"}
+#   git     {:lmstream, git: "file://REPO", ref: HEAD's sha, subdir: "bindings/elixir"}
 #           (the whole repository is fetched, so the library is built);
 #   sparse  {:lmstream, git: ..., sparse: "bindings/elixir"}: no sources to
 #           build from, so first it must fail saying what to do, then, with
@@ -19,7 +19,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
-branch=$(git rev-parse --abbrev-ref HEAD)
+# A commit, not a branch: CI checks out a detached HEAD.
+head=$(git rev-parse HEAD)
 scratch=$(mktemp -d /tmp/lmstream-mix-test.XXXXXX)
 [ "${KEEP:-}" = 1 ] || trap 'rm -rf "$scratch"' EXIT
 unset LMSTREAM_LIBRARY LMSTREAM_MODEL PKG_CONFIG_PATH
@@ -30,8 +31,9 @@ if [ -f models/SmolLM2-135M-Instruct.Q4_1.gguf ]; then
 fi
 say() { echo "test_mix_dep: $*"; }
 
-say "cloning $root ($branch) into $scratch/clone"
-git clone -q --branch "$branch" "file://$root" "$scratch/clone"
+say "cloning $root ($head) into $scratch/clone"
+git clone -q --no-checkout "file://$root" "$scratch/clone"
+git -C "$scratch/clone" checkout -q "$head"
 
 # new_project NAME DEP: a mix project under $scratch whose only dependency is
 # DEP, with a script that pulls the default model and streams an answer.
@@ -76,10 +78,10 @@ done
 "$rel/bin/app_path" eval 'Code.eval_file("'"$scratch"'/app_path/stream.exs")' | grep -qx streamed
 say "app_path: the release carries priv/liblmstream.so and streams"
 
-new_project app_git "{:lmstream, git: \"file://$root\", branch: \"$branch\", subdir: \"bindings/elixir\"}"
+new_project app_git "{:lmstream, git: \"file://$root\", ref: \"$head\", subdir: \"bindings/elixir\"}"
 run_project app_git
 
-new_project app_sparse "{:lmstream, git: \"file://$root\", branch: \"$branch\", sparse: \"bindings/elixir\"}"
+new_project app_sparse "{:lmstream, git: \"file://$root\", ref: \"$head\", sparse: \"bindings/elixir\"}"
 rc=0
 (cd "$scratch/app_sparse" && mix deps.get >/dev/null && mix compile) >"$scratch/sparse.log" 2>&1 || rc=$?
 if [ "$rc" -eq 0 ] || ! grep -q "cannot find liblmstream" "$scratch/sparse.log"; then
