@@ -83,6 +83,10 @@ type Puller struct {
 	Attempts int
 	// Retry is the pause between attempts (default 1 s).
 	Retry time.Duration
+	// Stall is how long a download may go without a byte before its
+	// connection is dropped and the download resumed (default 60 s): a
+	// connection can hang without ever failing.
+	Stall time.Duration
 }
 
 // ReportEvery is the byte interval between progress reports.
@@ -94,7 +98,16 @@ func New() (*Puller, error) {
 	if err != nil {
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
-	return &Puller{Index: DefaultIndex, Client: &http.Client{}, Dir: dir}, nil
+	return &Puller{Index: DefaultIndex, Client: &http.Client{CheckRedirect: httpsRedirects}, Dir: dir}, nil
+}
+
+// httpsRedirects follows at most 10 redirects, all to https: the sums
+// guard the bytes anyway, but nothing needs to travel in the clear.
+func httpsRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("too many redirects")
+	}
+	return httpsOnly(req.URL.String())
 }
 
 // Name pulls the model called name; it returns the model's path.
@@ -377,7 +390,16 @@ func (p *Puller) fetchOnce(ctx context.Context, w located, part string, pr Progr
 	if w.Size > 0 && have == w.Size {
 		return nil // complete; the caller checks the sum
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.URL, nil)
+	// The request ends when ctx does, or when no byte came for p.Stall.
+	stall := p.Stall
+	if stall <= 0 {
+		stall = time.Minute
+	}
+	reqCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watchdog := time.AfterFunc(stall, cancel)
+	defer watchdog.Stop()
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, w.URL, nil)
 	if err != nil {
 		return status.Errorf(status.InvalidArgument, "%v", err)
 	}
@@ -409,6 +431,7 @@ func (p *Puller) fetchOnce(ctx context.Context, w located, part string, pr Progr
 	for {
 		n, rerr := resp.Body.Read(buf)
 		if n > 0 {
+			watchdog.Reset(stall)
 			if _, err := f.Write(buf[:n]); err != nil {
 				return status.Errorf(status.Backend, "%v", err)
 			}
@@ -422,6 +445,9 @@ func (p *Puller) fetchOnce(ctx context.Context, w located, part string, pr Progr
 			break
 		}
 		if rerr != nil {
+			if ctx.Err() == nil && reqCtx.Err() != nil {
+				return status.Errorf(status.Backend, "%s: no data for %v", w.File, stall)
+			}
 			return netErr(ctx, rerr)
 		}
 	}

@@ -37,10 +37,13 @@ type index struct {
 	gets   map[string]int    // file name -> downloads started
 	ranges []string          // Range headers received
 	// cut, when set, decides how many bytes of a response to send before
-	// dropping the connection (negative: all of them).
+	// dropping the connection (-1: all of them; -2: 64 KiB, then hang
+	// without closing until hang is closed).
 	cut func(file string, attempt int) int
 	// gate, when set, is waited on before a wheel's body is sent.
 	gate chan struct{}
+	// hang is what a response cut with -2 waits on after its first 64 KiB.
+	hang chan struct{}
 	// projectOnly makes the index answer only the project page (as some
 	// mirrors do), not DIST/VERSION/json.
 	projectOnly bool
@@ -107,7 +110,7 @@ func (ix *index) serveFile(w http.ResponseWriter, r *http.Request) {
 	if rg := r.Header.Get("Range"); rg != "" {
 		ix.ranges = append(ix.ranges, name+" "+rg)
 	}
-	cut, gate := ix.cut, ix.gate
+	cut, gate, hang := ix.cut, ix.gate, ix.hang
 	ix.mu.Unlock()
 	if !ok {
 		http.NotFound(w, r)
@@ -119,6 +122,16 @@ func (ix *index) serveFile(w http.ResponseWriter, r *http.Request) {
 	n := -1
 	if cut != nil {
 		n = cut(name, attempt)
+	}
+	if n == -2 {
+		w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+		w.Write(b[:65536])
+		w.(http.Flusher).Flush()
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+		return
 	}
 	if n < 0 {
 		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
@@ -363,6 +376,30 @@ func TestPullResumesCutDownload(t *testing.T) {
 	defer ix.mu.Unlock()
 	require.Contains(t, ix.ranges, m.Wheels[0].File+" bytes=300000-")
 	require.Contains(t, ix.ranges, m.Wheels[0].File+" bytes=600000-")
+}
+
+// A connection that stops sending without closing is dropped after Stall
+// and the download resumed.
+func TestPullResumesStalledDownload(t *testing.T) {
+	ix := newIndex(t)
+	m, model := ix.publish(t, "m", 1<<20, 0)
+	hang := make(chan struct{})
+	defer close(hang)
+	ix.cut = func(file string, attempt int) int {
+		if attempt == 1 {
+			return -2 // the handler below sends some bytes, then hangs
+		}
+		return -1
+	}
+	ix.hang = hang
+	p := ix.puller(t)
+	p.Stall = 200 * time.Millisecond
+	path, err := p.Pull(context.Background(), m)
+	require.NoError(t, err)
+	requireModel(t, path, model)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	require.Equal(t, []string{m.Wheels[0].File + " bytes=65536-"}, ix.ranges)
 }
 
 // A pull that gives up (every attempt cut) keeps what arrived; the next
