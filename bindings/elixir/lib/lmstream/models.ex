@@ -33,8 +33,9 @@ defmodule Lmstream.Models do
   Options: `:progress`, a function called in the calling process with a
   `t:progress/0` map at every phase and about every MiB.
 
-  The download runs on a dirty I/O scheduler in a linked helper process; if
-  the caller exits, the pull stops at its next report.
+  The download runs on a dirty I/O scheduler in a helper process, so the
+  caller stays free to take the progress messages; if the caller exits, the
+  pull stops at its next report (what it downloaded is kept for next time).
   """
   @spec pull(String.t(), keyword) :: {:ok, Path.t()} | {:error, {atom, String.t()}}
   def pull(name, opts \\ []) when is_binary(name) do
