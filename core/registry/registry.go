@@ -213,7 +213,9 @@ func Resolve(value string) (string, error) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return "", status.Errorf(status.Model, "model %s is not downloaded (looked for %s): run `lmstream pull %s`", value, path, value)
+			// Said for every binding: a mix or C user has no lmstream CLI.
+			return "", status.Errorf(status.Model, "model %s is not downloaded (looked for %s): run `lmstream pull %s`, "+
+				"or pull it from the program (lmstream.pull in Python, Lmstream.pull in Elixir, lms_model_pull in C)", value, path, value)
 		}
 		return "", status.Errorf(status.Model, "model %s: %v", value, err)
 	}
