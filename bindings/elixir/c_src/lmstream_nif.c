@@ -58,6 +58,8 @@ typedef struct {
     int (*channel_fd)(lms_channel, int *);
     int (*channel_state)(lms_channel, int *, int *, size_t *);
     int (*channel_release)(lms_channel);
+    int (*model_pull)(const char *, lms_pull_progress_fn, void *, char *, size_t);
+    int (*model_path)(const char *, char *, size_t, size_t *);
 } lms_api;
 
 static lms_api api;
@@ -169,6 +171,8 @@ static void load_library(const char *path) {
     R(channel_fd, "lms_channel_fd");
     R(channel_state, "lms_channel_state");
     R(channel_release, "lms_channel_release");
+    R(model_pull, "lms_model_pull");
+    R(model_path, "lms_model_path");
 #undef R
     int32_t abi = a.abi_version();
     if (abi != LMS_ABI_VERSION) {
@@ -854,6 +858,69 @@ static ERL_NIF_TERM nif_state(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
                             enif_make_uint64(env, pending));
 }
 
+/* ---- Models by name --------------------------------------------------- */
+
+/* Where a pull's progress goes: {Ref, {:pull_progress, Phase, File, Part,
+ * Parts, DoneBytes, TotalBytes}} to Pid. The pull runs on a dirty I/O
+ * scheduler (it blocks for the whole download) and lms_model_pull calls the
+ * callback on that same thread, so the NIF's env may send. */
+typedef struct {
+    ErlNifEnv *env;
+    ErlNifPid pid;
+    ERL_NIF_TERM ref;
+} pull_target;
+
+static int pull_progress(const lms_pull_progress *p, void *user) {
+    pull_target *t = user;
+    /* Nobody left to tell: stop the pull (LMS_INTERRUPTED; what was
+     * downloaded is kept for the next pull). */
+    if (!enif_is_process_alive(t->env, &t->pid)) return 1;
+    static const char *phases[] = {"waiting", "downloading", "assembling", "verifying", "done"};
+    ErlNifEnv *m = enif_alloc_env();
+    if (!m) return 0;
+    const char *phase = p->phase >= 0 && p->phase < 5 ? phases[p->phase] : "unknown";
+    const char *file = p->file ? p->file : "";
+    ERL_NIF_TERM items[7] = {
+        enif_make_atom(m, "pull_progress"), enif_make_atom(m, phase), make_binary(m, file, strlen(file)),
+        enif_make_int(m, p->part), enif_make_int(m, p->parts),
+        enif_make_int64(m, p->done_bytes), enif_make_int64(m, p->total_bytes)};
+    ERL_NIF_TERM msg = enif_make_tuple2(m, enif_make_copy(m, t->ref), enif_make_tuple_from_array(m, items, 7));
+    enif_send(t->env, &t->pid, m, msg);
+    enif_free_env(m);
+    return 0;
+}
+
+/* model_path(Name) -> {:ok, Path} | {:missing, Path} | {:error, Code, Msg} */
+static ERL_NIF_TERM nif_model_path(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    REQUIRE_LIB(env);
+    char *name = cstring_arg(env, argv[0]);
+    if (!name) return enif_make_badarg(env);
+    char buf[4096];
+    size_t n = 0;
+    int rc = api.model_path(name, buf, sizeof buf, &n);
+    enif_free(name);
+    if (rc == LMS_OK) return enif_make_tuple2(env, a_ok, make_binary(env, buf, n));
+    if (rc == LMS_EMPTY) return enif_make_tuple2(env, enif_make_atom(env, "missing"), make_binary(env, buf, n));
+    return err_msg(env, rc, api.strerror_(rc));
+}
+
+/* model_pull(Name, Pid, Ref) -> :ok | {:error, Code, Msg}, on a dirty I/O
+ * scheduler. */
+static ERL_NIF_TERM nif_model_pull(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    REQUIRE_LIB(env);
+    pull_target t = {.env = env, .ref = argv[2]};
+    if (!enif_get_local_pid(env, argv[1], &t.pid)) return enif_make_badarg(env);
+    char *name = cstring_arg(env, argv[0]);
+    if (!name) return enif_make_badarg(env);
+    char err[1024] = {0};
+    int rc = api.model_pull(name, pull_progress, &t, err, sizeof err);
+    enif_free(name);
+    if (rc != LMS_OK) return err_msg(env, rc, err[0] ? err : api.strerror_(rc));
+    return a_ok;
+}
+
 static ErlNifFunc funcs[] = {
     {"library_info", 0, nif_library_info, 0},
     {"resource_counts", 0, nif_resource_counts, 0},
@@ -871,6 +938,8 @@ static ErlNifFunc funcs[] = {
     {"cancel", 1, nif_cancel, 0},
     {"close", 1, nif_close, 0},
     {"state", 1, nif_state, 0},
+    {"model_path", 1, nif_model_path, 0},
+    {"model_pull", 3, nif_model_pull, ERL_NIF_DIRTY_JOB_IO_BOUND},
 };
 
 ERL_NIF_INIT(Elixir.Lmstream.Nif, funcs, nif_load, NULL, nif_upgrade, nif_unload)

@@ -149,13 +149,21 @@ defmodule Lmstream do
   end
 
   @doc """
-  Loads a GGUF model with the CPU backend. `opts` are more config fields
-  (`max_slots: 16`, ...) and `progress:` (see `open/1`).
+  Loads a GGUF model with the CPU backend. `model_path` is a file or a known
+  model's name (`"smollm2-135m"`: its file in the model cache, see
+  `pull/2`). `opts` are more config fields (`max_slots: 16`, ...) and
+  `progress:` (see `open/1`).
   """
   @spec load(Path.t(), keyword | map) :: {:ok, Runtime.t()} | {:error, reason}
   def load(model_path, opts \\ []) when is_binary(model_path) do
     open(Map.merge(to_map!(opts, "options"), %{"model_path" => model_path}))
   end
+
+  @doc "Fetches a known model into the model cache: see `Lmstream.Models.pull/2`."
+  defdelegate pull(name, opts \\ []), to: Lmstream.Models
+
+  @doc "Where a known model lives in the cache: see `Lmstream.Models.model_path/1`."
+  defdelegate model_path(name), to: Lmstream.Models
 
   @doc """
   A runtime with the deterministic replay backend (tests, benchmarks):

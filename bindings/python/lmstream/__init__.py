@@ -7,7 +7,8 @@
             print(chunk.text, end="", flush=True)
 
 ``async for chunk in rt.generate(...)`` works the same way without blocking
-the event loop. See Runtime, Stream and Chunk.
+the event loop. ``lmstream.pull("smollm2-135m")`` fetches a known model into
+the user's cache, after which ``model_path="smollm2-135m"`` finds it. See Runtime, Stream and Chunk.
 """
 from ._lib import ABI_VERSION, LibraryNotFound
 from ._lib import path as library_path
@@ -29,6 +30,7 @@ from .errors import (
     ShutdownError,
     StateError,
 )
+from .models import KNOWN_MODELS, PullProgress, model_path, pull
 from .runtime import Runtime, configure_process
 from .stream import Chunk, FinishReason, QueuePolicy, Stream, StreamState, Usage
 
@@ -38,6 +40,7 @@ __all__ = [
     "ABI_VERSION", "LibraryNotFound", "library_path", "__version__",
     "Runtime", "Stream", "Chunk", "Usage", "FinishReason", "QueuePolicy", "StreamState",
     "configure_process",
+    "pull", "model_path", "PullProgress", "KNOWN_MODELS",
     "LmstreamError", "InvalidArgument", "InvalidHandle", "BadJSON", "InvalidRequest", "InvalidType",
     "ModelError", "PromptTooLong", "CapacityError", "BufferTooSmall", "ForkedProcess",
     "BackendError", "InternalError", "ShutdownError", "ChannelClosed", "StateError",

@@ -3,6 +3,7 @@
     python -m lmstream "Why is the sky blue?"
     python -m lmstream --chat --system "You are terse."
     python -m lmstream --replay "hello"          # a demo without a model
+    python -m lmstream pull smollm2-135m         # fetch a model by name
 
 Ctrl-C stops the generation (in --chat, it returns to the prompt). In
 --chat, /help lists the commands (/reset, /quit); they never reach the model.
@@ -18,14 +19,18 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from . import LmstreamError, Runtime
+from .models import KNOWN_MODELS, model_path
 from .stream import Stream
 
 DEFAULT_MODEL = os.path.join("models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+#: The default model's name: its file in the model cache (`lmstream pull`).
+DEFAULT_MODEL_NAME = "smollm2-135m"
 
 
 def default_model() -> str:
     """--model's default: $LMSTREAM_MODEL, models/... under the current
-    directory, or under the repository this package sits in."""
+    directory or under the repository this package sits in, else the
+    default model's name (its file in the model cache)."""
     env = os.environ.get("LMSTREAM_MODEL")
     if env:
         return env
@@ -34,7 +39,7 @@ def default_model() -> str:
         p = os.path.normpath(os.path.join(base, DEFAULT_MODEL))
         if os.path.exists(p):
             return p
-    return DEFAULT_MODEL
+    return DEFAULT_MODEL_NAME
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -43,7 +48,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                                  epilog="In --chat, /help lists the commands (/reset, /quit); they are "
                                         "not sent to the model.\nCtrl-C stops an answer.")
     ap.add_argument("prompt", nargs="*", help="the prompt (read from stdin when absent and not --chat)")
-    ap.add_argument("--model", "-m", default=None, help=f"GGUF model (default: {DEFAULT_MODEL})")
+    ap.add_argument("--model", "-m", default=None,
+                    help=f"a GGUF file, or a model's name: {', '.join(KNOWN_MODELS)} "
+                         f"(default: {DEFAULT_MODEL_NAME}; `lmstream pull NAME` fetches one)")
     ap.add_argument("--max-tokens", "-n", type=int, default=256)
     ap.add_argument("--temperature", "-t", type=float, default=None)
     ap.add_argument("--top-p", type=float, default=None)
@@ -134,9 +141,16 @@ def load_runtime(args: argparse.Namespace) -> Runtime:
     if args.replay:
         return Runtime.replay(vocab=REPLAY_VOCAB, eos_id=0)
     path = args.model or default_model()
-    if not os.path.exists(path):
-        raise SystemExit(f"lmstream: model {path} not found (run `make model` at the repository "
-                         "root, pass --model, or try --replay)")
+    if path in KNOWN_MODELS:
+        # A name: its file in the model cache, fetched by `lmstream pull`.
+        cached = model_path(path)
+        if cached is None:
+            raise SystemExit(f"lmstream: model {path} is not downloaded yet: run "
+                             f"`lmstream pull {path}` (or pass --model FILE.gguf, or try --replay)")
+        path = cached
+    elif not os.path.exists(path):
+        raise SystemExit(f"lmstream: model {path} not found (run `lmstream pull {DEFAULT_MODEL_NAME}` "
+                         f"and use --model {DEFAULT_MODEL_NAME}, or pass --model FILE.gguf, or try --replay)")
     box: list = []
     # The loading thread's latest progress report, drawn by this thread:
     # loading runs beside it so that Ctrl-C leaves at once.
@@ -216,6 +230,12 @@ def show(stream: Stream, args: argparse.Namespace) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["pull"]:
+        # A subcommand only as the first word alone: `lmstream "pull it"`
+        # is still a prompt.
+        from .pull_cli import main as pull_main
+        return pull_main(argv[1:])
     try:
         return run(parse_args(argv))
     except BrokenPipeError:

