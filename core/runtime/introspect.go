@@ -59,3 +59,32 @@ func (r *Runtime) Introspector() (Introspector, error) {
 	}
 	return nil, status.Errorf(status.State, "this runtime's backend cannot tokenize or describe its model")
 }
+
+// ParseChat reads a render request, {"messages": [...],
+// "add_generation_prompt": bool (default true)}, checking the messages as
+// ParseRequest does.
+func ParseChat(data []byte) ([]Message, bool, error) {
+	f, err := ParseFields(data, "request")
+	if err != nil {
+		return nil, false, err
+	}
+	var msgs []Message
+	has, err := f.Take("messages", &msgs)
+	if err != nil {
+		return nil, false, err
+	}
+	if !has {
+		return nil, false, status.Errorf(status.InvalidRequest, `request: "messages" is required`)
+	}
+	if err := checkMessages(f, msgs); err != nil {
+		return nil, false, err
+	}
+	gen := true
+	if _, err := f.Take("add_generation_prompt", &gen); err != nil {
+		return nil, false, err
+	}
+	if err := f.Rest(); err != nil {
+		return nil, false, err
+	}
+	return msgs, gen, nil
+}
