@@ -497,6 +497,29 @@ class Runtime:
             raise chunk.error
         return chunk
 
+    # ---- OpenAI-shaped calls --------------------------------------------
+
+    def create_chat_completion(self, messages: Sequence[Message], *, stream: bool = False,
+                               **kw: Any) -> Any:
+        """An OpenAI-style chat completion of ``messages`` (rendered with the
+        model's chat template). ``stream=True`` returns an iterator of
+        ``chat.completion.chunk`` dicts (``choices[0]["delta"]["content"]``;
+        the first delta carries the role, the last the ``finish_reason``
+        and ``usage``); ``stream=False`` one ``chat.completion`` dict with
+        ``usage``. finish_reason is "stop" or "length"; lmstream's own
+        reason is ``choices[0]["native_finish_reason"]``. Other keywords
+        are generate()'s (max_tokens, temperature, stop, ...). Errors raise;
+        leaving the iterator early cancels the request."""
+        from .completions import chat_completion
+        return chat_completion(self, messages, _bool("stream", stream), kw)
+
+    def create_completion(self, prompt: str, *, stream: bool = False, **kw: Any) -> Any:
+        """An OpenAI-style text completion: ``prompt`` is raw text, sent
+        without the chat template. ``text_completion`` dicts with
+        ``choices[0]["text"]``, streamed or whole as create_chat_completion."""
+        from .completions import completion
+        return completion(self, _str("prompt", prompt), _bool("stream", stream), kw)
+
     # ---- introspection --------------------------------------------------
 
     def _read(self, call: Any, start: int = 256) -> bytes:
