@@ -1,6 +1,7 @@
 package chat
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -100,4 +101,32 @@ func TestJinjaRendersOtherRoles(t *testing.T) {
 	got, err := m.Render([]Message{user("2+2?"), {Role: "tool", Content: "4"}}, true)
 	require.NoError(t, err)
 	require.Contains(t, got, "<|im_start|>user\n<tool_response>\n4\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
+}
+
+// Requests render on their submitting goroutines, concurrently, with one
+// compiled template per model.
+func TestJinjaConcurrentRender(t *testing.T) {
+	m, err := ForModel(qwen25Template, "", "<|im_end|>")
+	require.NoError(t, err)
+	want, err := m.Render([]Message{user("Hi")}, true)
+	require.NoError(t, err)
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			for range 50 {
+				got, err := m.Render([]Message{user("Hi")}, true)
+				if err == nil && got != want {
+					err = fmt.Errorf("got %q", got)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		require.NoError(t, <-errs)
+	}
 }
