@@ -24,9 +24,11 @@ defmodule Lmstream do
 
   ## Prompts
 
-    * a string — one prompt (`"prompt"`)
+    * a string — one prompt (`"prompt"`): raw text, tokenized as is, with
+      no chat template
     * a list of messages (maps or keyword lists with `:role` and `:content`)
-      — a chat (`"messages"`, formatted with the model's chat template)
+      — a chat (`"messages"`, rendered with the model's chat template first;
+      `render_chat/3` shows the text)
     * a list of strings — a batch (`"prompts"`): one stream per prompt
     * `{:raw_json, json}` — a request JSON sent verbatim (tests, exotic
       fields); only channel options are allowed beside it

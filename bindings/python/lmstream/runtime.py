@@ -380,6 +380,10 @@ class Runtime:
                  **extra: Any) -> Stream:
         """Submits a request and returns its Stream at once.
 
+        ``prompt`` is raw text, tokenized as is; ``messages`` (a list of
+        {"role", "content"} dicts) is rendered with the model's chat
+        template first (render_chat shows the result). Give one of them.
+
         ``stream_interval`` (a chunk carries at least n tokens),
         ``skip_special_tokens``, ``queue_limit`` and ``queue_policy``
         ("coalesce" or "pause") set up the channel; everything else goes
