@@ -12,14 +12,24 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    AsyncIterator,
+    Dict,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Union,
+)
 
 from .stream import Chunk, FinishReason, Stream
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Message, Runtime
 
-__all__ = ["finish_reason", "chat_completion", "completion"]
+__all__ = ["finish_reason", "chat_completion", "completion", "achat_completion", "acompletion"]
 
 _OPENAI_REASON = {
     FinishReason.END_ID: "stop",
@@ -85,43 +95,91 @@ class _Shape:
         return c
 
 
-def _stream(shape: _Shape, rt: "Runtime", stream: Stream) -> Iterator[Dict[str, Any]]:
-    ident = shape.prefix + uuid.uuid4().hex
-    created = int(time.time())
-    model = _model_name(rt)
+class _Shaper:
+    """Turns one Stream's chunks into OpenAI chunk dicts (shared by the
+    blocking and the asyncio iterators)."""
 
-    def out(choice: Dict[str, Any], usage: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
-        d: Dict[str, Any] = {"id": ident, "object": shape.obj_chunk, "created": created,
-                             "model": model, "choices": [choice]}
+    def __init__(self, shape: _Shape, rt: "Runtime") -> None:
+        self.shape = shape
+        self.ident = shape.prefix + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.model = _model_name(rt)
+
+    def out(self, choice: Dict[str, Any], usage: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"id": self.ident, "object": self.shape.obj_chunk, "created": self.created,
+                             "model": self.model, "choices": [choice]}
         if usage is not None:
             d["usage"] = usage
         return d
 
+    def first(self) -> List[Dict[str, Any]]:
+        return [self.out(self.shape.choice("", None, None, first=True))] if self.shape.chat else []
+
+    def of(self, c: Chunk) -> List[Dict[str, Any]]:
+        got = []
+        if c.text:
+            got.append(self.out(self.shape.choice(c.text, None, None)))
+        if c.finished:
+            got.append(self.out(self.shape.choice(None if self.shape.chat else "", finish_reason(c.reason),
+                                                  c.reason.ident), _usage(c)))
+        return got
+
+
+class _Whole:
+    """Collects a Stream's chunks into one completion dict."""
+
+    def __init__(self, shape: _Shape, rt: "Runtime") -> None:
+        self.shape, self.rt = shape, rt
+        self.parts: List[str] = []
+        self.final: Optional[Chunk] = None
+
+    def add(self, c: Chunk) -> None:
+        self.parts.append(c.text)
+        if c.finished:
+            self.final = c
+
+    def result(self) -> Dict[str, Any]:
+        final = self.final
+        assert final is not None, "a stream always ends with a terminal chunk"
+        return {"id": self.shape.prefix + uuid.uuid4().hex, "object": self.shape.obj_whole,
+                "created": int(time.time()), "model": _model_name(self.rt),
+                "choices": [self.shape.choice("".join(self.parts), finish_reason(final.reason),
+                                              final.reason.ident, whole=True)],
+                "usage": _usage(final)}
+
+
+def _stream(shape: _Shape, rt: "Runtime", stream: Stream) -> Iterator[Dict[str, Any]]:
+    sh = _Shaper(shape, rt)
     with stream:  # leaving the generator early cancels the request
-        if shape.chat:
-            yield out(shape.choice("", None, None, first=True))
+        yield from sh.first()
         for c in stream:
-            if c.text:
-                yield out(shape.choice(c.text, None, None))
-            if c.finished:
-                yield out(shape.choice(None if shape.chat else "", finish_reason(c.reason), c.reason.ident),
-                          _usage(c))
+            yield from sh.of(c)
 
 
 def _whole(shape: _Shape, rt: "Runtime", stream: Stream) -> Dict[str, Any]:
-    parts: List[str] = []
-    final: Optional[Chunk] = None
+    w = _Whole(shape, rt)
     with stream:
         for c in stream:
-            parts.append(c.text)
-            if c.finished:
-                final = c
-    assert final is not None, "a stream always ends with a terminal chunk"
-    return {"id": shape.prefix + uuid.uuid4().hex, "object": shape.obj_whole,
-            "created": int(time.time()), "model": _model_name(rt),
-            "choices": [shape.choice("".join(parts), finish_reason(final.reason), final.reason.ident,
-                                     whole=True)],
-            "usage": _usage(final)}
+            w.add(c)
+    return w.result()
+
+
+async def _astream(shape: _Shape, rt: "Runtime", stream: Stream) -> AsyncIterator[Dict[str, Any]]:
+    sh = _Shaper(shape, rt)
+    with stream:  # closing the async generator early cancels the request
+        for d in sh.first():
+            yield d
+        async for c in stream:
+            for d in sh.of(c):
+                yield d
+
+
+async def _awhole(shape: _Shape, rt: "Runtime", stream: Stream) -> Dict[str, Any]:
+    w = _Whole(shape, rt)
+    with stream:
+        async for c in stream:
+            w.add(c)
+    return w.result()
 
 
 def chat_completion(rt: "Runtime", messages: Sequence["Message"], stream: bool,
@@ -136,3 +194,17 @@ def completion(rt: "Runtime", prompt: str, stream: bool,
     s = rt.generate(prompt, **kw)
     shape = _Shape(chat=False)
     return _stream(shape, rt, s) if stream else _whole(shape, rt, s)
+
+
+async def achat_completion(rt: "Runtime", messages: Sequence["Message"], stream: bool,
+                           kw: Dict[str, Any]) -> Union[Dict[str, Any], AsyncIterator[Dict[str, Any]]]:
+    s = rt.generate(messages=messages, **kw)
+    shape = _Shape(chat=True)
+    return _astream(shape, rt, s) if stream else await _awhole(shape, rt, s)
+
+
+async def acompletion(rt: "Runtime", prompt: str, stream: bool,
+                      kw: Dict[str, Any]) -> Union[Dict[str, Any], AsyncIterator[Dict[str, Any]]]:
+    s = rt.generate(prompt, **kw)
+    shape = _Shape(chat=False)
+    return _astream(shape, rt, s) if stream else await _awhole(shape, rt, s)

@@ -524,6 +524,20 @@ class Runtime:
         from .completions import completion
         return completion(self, _str("prompt", prompt), _bool("stream", stream), kw)
 
+    async def acreate_chat_completion(self, messages: Sequence[Message], *, stream: bool = False,
+                                      **kw: Any) -> Any:
+        """create_chat_completion for asyncio, as OpenAI's AsyncClient does
+        it: ``await`` gives the ``chat.completion`` dict, or with
+        ``stream=True`` an async iterator of chunk dicts (``async for``)
+        that waits without blocking the event loop."""
+        from .completions import achat_completion
+        return await achat_completion(self, messages, _bool("stream", stream), kw)
+
+    async def acreate_completion(self, prompt: str, *, stream: bool = False, **kw: Any) -> Any:
+        """create_completion for asyncio, as acreate_chat_completion."""
+        from .completions import acompletion
+        return await acompletion(self, _str("prompt", prompt), _bool("stream", stream), kw)
+
     # ---- introspection --------------------------------------------------
 
     def _read(self, call: Any, start: int = 256) -> bytes:

@@ -107,3 +107,26 @@ def test_chunk_to_dict(rt):
     c = lmstream.Chunk.make([1], "x", True, lmstream.FinishReason.ERROR, None,
                             lmstream.BackendError("boom", -10))
     assert c.to_dict()["error"] == {"code": -10, "message": "boom"}
+
+
+def test_async_matches_blocking(model_rt):
+    import asyncio
+
+    async def main():
+        whole = await model_rt.acreate_chat_completion(CHAT, max_tokens=16)
+        it = await model_rt.acreate_chat_completion(CHAT, stream=True, max_tokens=16)
+        chunks = [c async for c in it]
+        text = await model_rt.acreate_completion("The capital of Japan is", max_tokens=4)
+        return whole, chunks, text
+
+    whole, chunks, text = asyncio.run(main())
+    blocking = list(model_rt.create_chat_completion(CHAT, stream=True, max_tokens=16))
+    def joined(cs):
+        return "".join(c["choices"][0]["delta"].get("content", "") for c in cs)
+
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert chunks[-1]["choices"][0]["finish_reason"] == blocking[-1]["choices"][0]["finish_reason"]
+    assert joined(chunks) == joined(blocking) == whole["choices"][0]["message"]["content"]
+    want = model_rt.create_completion("The capital of Japan is", max_tokens=4)["choices"][0]["text"]
+    assert text["choices"][0]["text"] == want
