@@ -19,6 +19,9 @@ __attribute__((constructor)) static void lms_register_fork_guard(void) {
 
 #define LMS_GUARD() do { if (lms_forked) return LMS_ERR_FORKED; } while (0)
 
+// The guard for entry points defined in the other shim files.
+__attribute__((visibility("hidden"))) int lms_shim_forked(void) { return lms_forked; }
+
 __attribute__((visibility("hidden"))) int lms_call_handler(lms_chunk_handler h, const lms_chunk *c, void *user) {
     return h(c, user);
 }

@@ -155,7 +155,10 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 ** The cpu backend's fields: "model_path" (required), "context_length"
 ** (tokens per sequence, 2 up to the model's trained context and at most
 ** 1048576; default the model's, at most 2048), "prefill_chunk" (1..65536,
-** default 128), "threads" (1..1024, default the CPU count), and the
+** default 128), "threads" (1..1024, default the CPU count), "chat_template"
+** (Jinja text, at most 1 MiB, rendering "messages" in place of the
+** model's tokenizer.chat_template; one that can be neither compiled nor
+** recognised is LMS_ERR_INVALID_REQUEST before the model loads), and the
 ** speculation fields ("drafter", "draft_model_path", "draft_vocab" >= 0,
 ** "spec_budget" 0..1024, "spec_max_depth" and "spec_max_width" 1..64,
 ** ...). A size
@@ -245,6 +248,86 @@ typedef int (*lms_progress_handler)(const char *stage, double fraction, void *us
 int lms_runtime_create_with_progress(const char *config_json,
                                      lms_progress_handler progress, void *user,
                                      lms_runtime *out, char *err, size_t err_size);
+
+/* ---- Introspection --------------------------------------------------- */
+
+/* What a runtime's model is and how it reads text, without generating:
+** tokenize and count, detokenize, its metadata, and the prompt a list of
+** messages becomes. These need a backend that has a tokenizer (cpu, cuda);
+** on the replay backend they return LMS_ERR_STATE. They may be called from
+** any thread while the runtime generates.
+**
+** Output goes to caller buffers, as with lms_runtime_stats: the length out
+** parameter (may be NULL) receives the length needed, and a buffer that is
+** NULL or too small gives LMS_ERR_BUFFER_TOO_SMALL with nothing written but
+** that length, so a first call with size 0 measures and a second one
+** fills. err (may be NULL) receives a NUL-terminated message on failure. */
+
+/* Flags of lms_tokenize and lms_count_tokens. */
+#define LMS_TOKENIZE_ADD_SPECIAL   1  /* add the tokens the model adds to a prompt (a BOS) */
+#define LMS_TOKENIZE_PARSE_SPECIAL 2  /* control-token texts ("<|im_start|>") become their ids */
+
+/* Flags of lms_detokenize. */
+#define LMS_DETOKENIZE_SKIP_SPECIAL 1  /* leave out special tokens' text */
+
+/* Tokenizes text_len bytes of text (any bytes; no NUL needed) into ids,
+** which holds max_ids ids. *n_ids receives the number of tokens. A prompt
+** sent with lms_submit is tokenized as with both flags set, after the chat
+** template when it is "messages". LMS_ERR_BUFFER_TOO_SMALL when max_ids is
+** less than the count (*n_ids then says how many ids are needed). */
+int lms_tokenize(lms_runtime rt, const char *text, size_t text_len, int flags,
+                 int32_t *ids, size_t max_ids, size_t *n_ids,
+                 char *err, size_t err_size);
+
+/* The number of tokens lms_tokenize would give, in *n_tokens. */
+int lms_count_tokens(lms_runtime rt, const char *text, size_t text_len, int flags,
+                     size_t *n_tokens, char *err, size_t err_size);
+
+/* Writes the concatenated pieces of n_ids token ids into buf, followed by
+** a NUL; *len receives their length without the NUL. The bytes are the
+** model's raw pieces: ids that split a character give bytes that are not
+** UTF-8 on their own (a stream's chunks never do; they hold such bytes
+** back). An id outside the vocabulary is LMS_ERR_INVALID_ARGUMENT naming
+** its index. */
+int lms_detokenize(lms_runtime rt, const int32_t *ids, size_t n_ids, int flags,
+                   char *buf, size_t size, size_t *len,
+                   char *err, size_t err_size);
+
+/* Writes the model's metadata as JSON into buf (NUL-terminated):
+**   {"architecture": "llama",         general.architecture
+**    "name": "...",                   general.name ("" when absent)
+**    "context_length": 8192,          the trained context
+**    "runtime_context_length": 2048,  each sequence's context in this runtime
+**    "vocab_size": 49152,
+**    "bos": {"id": 1, "text": "<|im_start|>", "end_of_generation": false},
+**    "eos": {...},                    each null when the model has none
+**    "special_tokens": [{"id", "text", "end_of_generation"}, ...],
+**                                     every control token and every token
+**                                     that ends generation, by id
+**    "chat_template": "...",          the template that renders "messages":
+**                                     the config's "chat_template", else the
+**                                     model's tokenizer.chat_template ("")
+**    "chat_renderer": "jinja"}        what renders it: "jinja", a built-in
+**                                     family used when the Jinja text cannot
+**                                     be rendered ("chatml", "llama2",
+**                                     "llama3", "zephyr"), or "" (none)
+** Lengths and errors as lms_runtime_stats. */
+int lms_model_info(lms_runtime rt, char *buf, size_t size, size_t *len);
+
+/* Renders a conversation into the prompt text a request with the same
+** "messages" is given (then tokenized with both LMS_TOKENIZE_* flags).
+** request_json: {"messages": [{"role": "...", "content": "..."}, ...],
+**                "add_generation_prompt": boolean (default true)}
+** with the messages checked as lms_submit checks them. The template is
+** Jinja, rendered as Hugging Face's apply_chat_template does; when it
+** cannot be compiled or fails to render, a built-in family recognised in
+** its text renders instead. A conversation the template itself rejects
+** (its raise_exception) is LMS_ERR_INVALID_REQUEST with its message; a
+** model with no usable template is LMS_ERR_INVALID_REQUEST too. The text
+** goes to buf, NUL-terminated; *len receives its length without the NUL. */
+int lms_render_chat(lms_runtime rt, const char *request_json,
+                    char *buf, size_t size, size_t *len,
+                    char *err, size_t err_size);
 
 /* ---- Channels -------------------------------------------------------- */
 

@@ -2,10 +2,11 @@
 // was trained on.
 //
 // Models ship their format as a Jinja template (GGUF key
-// tokenizer.chat_template). Rather than embed a Jinja engine, this package
-// implements the few template families in use by the models lmstream runs
-// and recognises which family a model's template belongs to by markers that
-// only that family uses (Detect). Each family reproduces its reference
+// tokenizer.chat_template). ForModel renders that text with a Jinja engine
+// (jinja.go), and falls back to the few hand-written template families
+// here when the engine cannot: it recognises which family a model's
+// template belongs to by markers that only that family uses (Detect). Each
+// family reproduces its reference
 // template byte for byte, including whitespace, for the conversations it
 // accepts; the tests check that against jinja2 where it is installed.
 //

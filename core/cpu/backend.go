@@ -14,6 +14,8 @@
 //	"prefill_chunk":  prompt tokens a sequence may prefill per iteration
 //	                  (128; at most MaxPrefillChunk, and the context)
 //	"threads":        engine threads (default: GOMAXPROCS; at most MaxThreads)
+//	"chat_template":  Jinja text that renders "messages" instead of the
+//	                  model's tokenizer.chat_template (at most MaxChatTemplate bytes)
 //	"drafter":        default drafter: "ngram" (default), "draft_model", "early_exit", "none"
 //	"draft_model_path": a GGUF (or a model's name) sharing the target's
 //	                  vocabulary (checked at load)
@@ -105,8 +107,9 @@ type Backend struct {
 	open      OpenRunner   // loads a model (the target, and a draft model) on the device
 	model     model.Runner // the target
 	tok       *tokenizer.Tokenizer
-	template  chat.Template // nil when the model has none or it is unknown
-	tmplErr   error         // why template is nil, for requests with messages
+	template  *chat.Model // nil when the model has none or nothing can render it
+	tmplErr   error       // why template is nil, for requests with messages
+	info      runtime.ModelInfo
 
 	context      int
 	prefillChunk int
@@ -149,6 +152,9 @@ const (
 	MaxContext      = 1 << 20
 	MaxPrefillChunk = 1 << 16
 	MaxThreads      = 1024
+	// MaxChatTemplate bounds a "chat_template" override; real templates
+	// are a few kilobytes.
+	MaxChatTemplate = 1 << 20
 )
 
 // New is the CPU backend: NewBackend with the model on the CPU.
@@ -161,13 +167,24 @@ func New(cfg *runtime.Config) (runtime.Backend, error) { return NewBackend(cfg, 
 // backend in messages and calibration keys.
 func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Backend, error) {
 	var path string
+	var override *string
 	ctx, chunk, threads := 0, 128, goruntime.GOMAXPROCS(0)
 	for _, f := range []struct {
 		key string
 		dst any
-	}{{"model_path", &path}, {"context_length", &ctx}, {"prefill_chunk", &chunk}, {"threads", &threads}} {
+	}{{"model_path", &path}, {"context_length", &ctx}, {"prefill_chunk", &chunk}, {"threads", &threads}, {"chat_template", &override}} {
 		if _, err := cfg.Extra.Take(f.key, f.dst); err != nil {
 			return nil, err
+		}
+	}
+	if override != nil {
+		// Checked before the model loads: a broken override should not
+		// cost a model load to report.
+		if len(*override) > MaxChatTemplate {
+			return nil, cfg.Extra.Errorf("chat_template", "has %d bytes; at most %d are allowed", len(*override), MaxChatTemplate)
+		}
+		if _, err := chat.ForModel(*override, "", ""); err != nil {
+			return nil, cfg.Extra.Errorf("chat_template", "cannot be rendered: %v", err)
 		}
 	}
 	switch {
@@ -213,7 +230,7 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 		return nil, err
 	}
 	cfg.Report(runtime.StageWeights, 0.05)
-	b, err := load(f, device, open, plan.context, min(chunk, plan.context), threads, cfg.MaxSlots)
+	b, err := load(f, device, open, plan.context, min(chunk, plan.context), threads, cfg.MaxSlots, override)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -232,7 +249,7 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 
 // load builds the backend over an open file; on error the caller closes f,
 // and everything load allocated is already freed.
-func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, threads, slots int) (*Backend, error) {
+func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, threads, slots int, override *string) (*Backend, error) {
 	m, err := open(f, threads)
 	if err != nil {
 		if status.CodeOf(err) != status.Internal {
@@ -251,10 +268,18 @@ func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, threads, slo
 	}
 	b := &Backend{file: f, device: device, open: open, model: m, tok: tok, context: ctx, prefillChunk: chunk,
 		maxTokenBytes: tok.MaxInputBytesPerToken()}
-	if text, err := f.String("tokenizer.chat_template"); err != nil {
-		b.tmplErr = fmt.Errorf("the model has no chat template; send a raw \"prompt\" instead")
-	} else if b.template, err = chat.Detect(text); err != nil {
+	b.info = modelInfo(f, m.Config(), tok, ctx)
+	text, err := f.String("tokenizer.chat_template")
+	if override != nil {
+		text, err = *override, nil
+	}
+	b.info.ChatTemplate = text
+	if err != nil {
+		b.tmplErr = fmt.Errorf("the model has no chat template; send a raw \"prompt\" instead, or set \"chat_template\" in the runtime config")
+	} else if b.template, err = chat.ForModel(text, tokenText(tok, tok.BOS()), tokenText(tok, tok.EOS())); err != nil {
 		b.tmplErr = err
+	} else {
+		b.info.ChatRenderer = b.template.Name()
 	}
 	for range slots {
 		c, err := m.NewCache(ctx)
@@ -363,16 +388,9 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	}
 	var texts []string
 	if len(req.Messages) > 0 {
-		if b.template == nil {
-			return nil, status.Errorf(status.InvalidRequest, "request: \"messages\" cannot be used: %v", b.tmplErr)
-		}
-		msgs := make([]chat.Message, len(req.Messages))
-		for i, m := range req.Messages {
-			msgs[i] = chat.Message{Role: m.Role, Content: m.Content}
-		}
-		text, err := b.template.Render(msgs, true)
+		text, err := b.RenderChat(req.Messages, true)
 		if err != nil {
-			return nil, status.Errorf(status.InvalidRequest, "request: %v", err)
+			return nil, err
 		}
 		texts = []string{text}
 	} else {

@@ -100,16 +100,8 @@ func ParseRequest(data []byte) (*Request, error) {
 	case hasPrompts && len(r.Prompts) > MaxBatchItems:
 		return nil, f.Errorf("prompts", "holds %d prompts; at most %d are allowed", len(r.Prompts), MaxBatchItems)
 	case hasMessages:
-		if len(r.Messages) == 0 {
-			return nil, f.Errorf("messages", "must hold at least one message")
-		}
-		if len(r.Messages) > MaxMessages {
-			return nil, f.Errorf("messages", "holds %d messages; at most %d are allowed", len(r.Messages), MaxMessages)
-		}
-		for i, m := range r.Messages {
-			if m.Role == "" {
-				return nil, status.Errorf(status.InvalidRequest, `request: messages[%d] has no "role" (the messages are at byte %d)`, i, f.Offset("messages"))
-			}
+		if err := checkMessages(f, r.Messages); err != nil {
+			return nil, err
 		}
 	}
 
@@ -185,4 +177,20 @@ func ParseRequest(data []byte) (*Request, error) {
 	}
 	r.Extra = f
 	return r, nil
+}
+
+// checkMessages applies the limits every "messages" list has.
+func checkMessages(f *Fields, msgs []Message) error {
+	if len(msgs) == 0 {
+		return f.Errorf("messages", "must hold at least one message")
+	}
+	if len(msgs) > MaxMessages {
+		return f.Errorf("messages", "holds %d messages; at most %d are allowed", len(msgs), MaxMessages)
+	}
+	for i, m := range msgs {
+		if m.Role == "" {
+			return status.Errorf(status.InvalidRequest, `request: messages[%d] has no "role" (the messages are at byte %d)`, i, f.Offset("messages"))
+		}
+	}
+	return nil
 }

@@ -60,6 +60,13 @@ typedef struct {
     int (*channel_release)(lms_channel);
     int (*model_pull)(const char *, lms_pull_progress_fn, void *, char *, size_t);
     int (*model_path)(const char *, char *, size_t, size_t *);
+    /* Introspection: optional, so that this NIF still loads a library
+     * built before the section existed (the calls then say so). */
+    int (*tokenize)(lms_runtime, const char *, size_t, int, int32_t *, size_t, size_t *, char *, size_t);
+    int (*count_tokens)(lms_runtime, const char *, size_t, int, size_t *, char *, size_t);
+    int (*detokenize)(lms_runtime, const int32_t *, size_t, int, char *, size_t, size_t *, char *, size_t);
+    int (*model_info)(lms_runtime, char *, size_t, size_t *);
+    int (*render_chat)(lms_runtime, const char *, char *, size_t, size_t *, char *, size_t);
 } lms_api;
 
 static lms_api api;
@@ -174,6 +181,11 @@ static void load_library(const char *path) {
     R(model_pull, "lms_model_pull");
     R(model_path, "lms_model_path");
 #undef R
+    *(void **)&a.tokenize = dlsym(h, "lms_tokenize");
+    *(void **)&a.count_tokens = dlsym(h, "lms_count_tokens");
+    *(void **)&a.detokenize = dlsym(h, "lms_detokenize");
+    *(void **)&a.model_info = dlsym(h, "lms_model_info");
+    *(void **)&a.render_chat = dlsym(h, "lms_render_chat");
     int32_t abi = a.abi_version();
     if (abi != LMS_ABI_VERSION) {
         snprintf(api_error, sizeof api_error,
@@ -921,6 +933,172 @@ static ERL_NIF_TERM nif_model_pull(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return a_ok;
 }
 
+/* ---- Introspection --------------------------------------------------- */
+
+#define REQUIRE_FN(env, fn) \
+    if (!api.fn) return err_msg(env, LMS_ERR_STATE, "this liblmstream has no lms_" #fn " (an older library)")
+
+/* The live runtime of argv[0], or NULL after a badarg/closed reply in *out. */
+static rt_res *live_runtime(ErlNifEnv *env, ERL_NIF_TERM t, ERL_NIF_TERM *out) {
+    rt_res *r;
+    if (!enif_get_resource(env, t, rt_type, (void **)&r)) {
+        *out = enif_make_badarg(env);
+        return NULL;
+    }
+    if (__atomic_load_n(&r->destroyed, __ATOMIC_SEQ_CST)) {
+        *out = err_msg(env, LMS_ERR_INVALID_HANDLE, "the runtime was closed");
+        return NULL;
+    }
+    return r;
+}
+
+/* tokenize(Runtime, Text, Flags) -> {ok, [Id]}. Dirty CPU: tokenizing is
+ * linear in the text, which may be large. */
+static ERL_NIF_TERM nif_tokenize(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    REQUIRE_LIB(env);
+    REQUIRE_FN(env, tokenize);
+    ERL_NIF_TERM out;
+    rt_res *r = live_runtime(env, argv[0], &out);
+    if (!r) return out;
+    ErlNifBinary text;
+    int flags;
+    if (!enif_inspect_iolist_as_binary(env, argv[1], &text) || !enif_get_int(env, argv[2], &flags))
+        return enif_make_badarg(env);
+    char err[1024] = {0};
+    size_t n = 0;
+    int rc = api.tokenize(r->h, (const char *)text.data, text.size, flags, NULL, 0, &n, err, sizeof err);
+    if (rc == LMS_OK) return enif_make_tuple2(env, a_ok, enif_make_list(env, 0));
+    if (rc != LMS_ERR_BUFFER_TOO_SMALL) return err_msg(env, rc, err[0] ? err : api.strerror_(rc));
+    int32_t *ids = enif_alloc(n * sizeof *ids);
+    if (!ids) return err_msg(env, LMS_ERR_INTERNAL, "out of memory");
+    size_t got = 0;
+    rc = api.tokenize(r->h, (const char *)text.data, text.size, flags, ids, n, &got, err, sizeof err);
+    if (rc < 0) {
+        enif_free(ids);
+        return err_msg(env, rc, err[0] ? err : api.strerror_(rc));
+    }
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (size_t i = got; i > 0; i--) list = enif_make_list_cell(env, enif_make_int(env, ids[i - 1]), list);
+    enif_free(ids);
+    return enif_make_tuple2(env, a_ok, list);
+}
+
+/* count_tokens(Runtime, Text, Flags) -> {ok, N} */
+static ERL_NIF_TERM nif_count_tokens(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    REQUIRE_LIB(env);
+    REQUIRE_FN(env, count_tokens);
+    ERL_NIF_TERM out;
+    rt_res *r = live_runtime(env, argv[0], &out);
+    if (!r) return out;
+    ErlNifBinary text;
+    int flags;
+    if (!enif_inspect_iolist_as_binary(env, argv[1], &text) || !enif_get_int(env, argv[2], &flags))
+        return enif_make_badarg(env);
+    char err[1024] = {0};
+    size_t n = 0;
+    int rc = api.count_tokens(r->h, (const char *)text.data, text.size, flags, &n, err, sizeof err);
+    if (rc < 0) return err_msg(env, rc, err[0] ? err : api.strerror_(rc));
+    return enif_make_tuple2(env, a_ok, enif_make_uint64(env, n));
+}
+
+/* Runs a buffer-protocol call (measure, then fill) into a new binary. */
+typedef int (*fill_fn)(rt_res *r, const void *arg, char *buf, size_t size, size_t *len, char *err, size_t err_size);
+
+static ERL_NIF_TERM fill_binary(ErlNifEnv *env, rt_res *r, const void *arg, fill_fn fn) {
+    char small[4096], err[1024] = {0};
+    size_t len = 0;
+    int rc = fn(r, arg, small, sizeof small, &len, err, sizeof err);
+    if (rc == LMS_OK) return enif_make_tuple2(env, a_ok, make_binary(env, small, len));
+    if (rc != LMS_ERR_BUFFER_TOO_SMALL) return err_msg(env, rc, err[0] ? err : api.strerror_(rc));
+    char *big = enif_alloc(len + 1);
+    if (!big) return err_msg(env, LMS_ERR_INTERNAL, "out of memory");
+    rc = fn(r, arg, big, len + 1, &len, err, sizeof err);
+    ERL_NIF_TERM t = rc < 0 ? err_msg(env, rc, err[0] ? err : api.strerror_(rc))
+                            : enif_make_tuple2(env, a_ok, make_binary(env, big, len));
+    enif_free(big);
+    return t;
+}
+
+typedef struct {
+    const int32_t *ids;
+    size_t n;
+    int flags;
+} detok_arg;
+
+static int fill_detokenize(rt_res *r, const void *arg, char *buf, size_t size, size_t *len, char *err, size_t es) {
+    const detok_arg *a = arg;
+    return api.detokenize(r->h, a->ids, a->n, a->flags, buf, size, len, err, es);
+}
+
+static int fill_model_info(rt_res *r, const void *arg, char *buf, size_t size, size_t *len, char *err, size_t es) {
+    (void)arg; (void)err; (void)es;
+    return api.model_info(r->h, buf, size, len);
+}
+
+static int fill_render_chat(rt_res *r, const void *arg, char *buf, size_t size, size_t *len, char *err, size_t es) {
+    return api.render_chat(r->h, arg, buf, size, len, err, es);
+}
+
+/* detokenize(Runtime, [Id], Flags) -> {ok, Bytes} */
+static ERL_NIF_TERM nif_detokenize(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    REQUIRE_LIB(env);
+    REQUIRE_FN(env, detokenize);
+    ERL_NIF_TERM out;
+    rt_res *r = live_runtime(env, argv[0], &out);
+    if (!r) return out;
+    unsigned n;
+    detok_arg a;
+    if (!enif_get_list_length(env, argv[1], &n) || !enif_get_int(env, argv[2], &a.flags))
+        return enif_make_badarg(env);
+    int32_t *ids = enif_alloc((n ? n : 1) * sizeof *ids);
+    if (!ids) return err_msg(env, LMS_ERR_INTERNAL, "out of memory");
+    ERL_NIF_TERM head, tail = argv[1];
+    for (unsigned i = 0; i < n; i++) {
+        int v;
+        enif_get_list_cell(env, tail, &head, &tail);
+        if (!enif_get_int(env, head, &v)) {
+            enif_free(ids);
+            return enif_make_badarg(env);
+        }
+        ids[i] = v;
+    }
+    a.ids = ids;
+    a.n = n;
+    out = fill_binary(env, r, &a, fill_detokenize);
+    enif_free(ids);
+    return out;
+}
+
+/* model_info(Runtime) -> {ok, JSON} */
+static ERL_NIF_TERM nif_model_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    REQUIRE_LIB(env);
+    REQUIRE_FN(env, model_info);
+    ERL_NIF_TERM out;
+    rt_res *r = live_runtime(env, argv[0], &out);
+    if (!r) return out;
+    return fill_binary(env, r, NULL, fill_model_info);
+}
+
+/* render_chat(Runtime, RequestJSON) -> {ok, Text}. Dirty CPU: a template
+ * renders in time linear in the conversation. */
+static ERL_NIF_TERM nif_render_chat(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]) {
+    (void)argc;
+    REQUIRE_LIB(env);
+    REQUIRE_FN(env, render_chat);
+    ERL_NIF_TERM out;
+    rt_res *r = live_runtime(env, argv[0], &out);
+    if (!r) return out;
+    char *json = cstring_arg(env, argv[1]);
+    if (!json) return enif_make_badarg(env);
+    out = fill_binary(env, r, json, fill_render_chat);
+    enif_free(json);
+    return out;
+}
+
 static ErlNifFunc funcs[] = {
     {"library_info", 0, nif_library_info, 0},
     {"resource_counts", 0, nif_resource_counts, 0},
@@ -940,6 +1118,11 @@ static ErlNifFunc funcs[] = {
     {"state", 1, nif_state, 0},
     {"model_path", 1, nif_model_path, 0},
     {"model_pull", 3, nif_model_pull, ERL_NIF_DIRTY_JOB_IO_BOUND},
+    {"tokenize", 3, nif_tokenize, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"count_tokens", 3, nif_count_tokens, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"detokenize", 3, nif_detokenize, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"model_info", 1, nif_model_info, 0},
+    {"render_chat", 2, nif_render_chat, ERL_NIF_DIRTY_JOB_CPU_BOUND},
 };
 
 ERL_NIF_INIT(Elixir.Lmstream.Nif, funcs, nif_load, NULL, nif_upgrade, nif_unload)

@@ -24,9 +24,11 @@ defmodule Lmstream do
 
   ## Prompts
 
-    * a string — one prompt (`"prompt"`)
+    * a string — one prompt (`"prompt"`): raw text, tokenized as is, with
+      no chat template
     * a list of messages (maps or keyword lists with `:role` and `:content`)
-      — a chat (`"messages"`, formatted with the model's chat template)
+      — a chat (`"messages"`, rendered with the model's chat template first;
+      `render_chat/3` shows the text)
     * a list of strings — a batch (`"prompts"`): one stream per prompt
     * `{:raw_json, json}` — a request JSON sent verbatim (tests, exotic
       fields); only channel options are allowed beside it
@@ -206,6 +208,115 @@ defmodule Lmstream do
 
   @doc "Where the library was loaded from, its ABI version, the loader thread's CPU count."
   def library_info, do: Nif.library_info()
+
+  # ---- introspection --------------------------------------------------
+
+  # LMS_TOKENIZE_* and LMS_DETOKENIZE_* (include/lmstream.h).
+  @tokenize_add_special 1
+  @tokenize_parse_special 2
+  @detokenize_skip_special 1
+
+  @doc """
+  The token ids of `text`. Options `:add_special` (the model's BOS when it
+  adds one) and `:parse_special` (control-token texts such as
+  `"<|im_start|>"` become their ids) both default to `true`: that is how a
+  string prompt is tokenized, so `length(ids)` is its `prompt_tokens`.
+  Needs a backend with a tokenizer (`{:error, {:state, _}}` on replay).
+  """
+  @spec tokenize(Runtime.t(), iodata, keyword) :: {:ok, [non_neg_integer]} | {:error, reason}
+  def tokenize(%Runtime{resource: r}, text, opts \\ []) do
+    r |> Nif.tokenize(text, tokenize_flags!(opts)) |> ok_or_norm()
+  end
+
+  @doc "The number of tokens `tokenize/3` gives, with the same options."
+  @spec count_tokens(Runtime.t(), iodata, keyword) :: {:ok, non_neg_integer} | {:error, reason}
+  def count_tokens(%Runtime{resource: r}, text, opts \\ []) do
+    r |> Nif.count_tokens(text, tokenize_flags!(opts)) |> ok_or_norm()
+  end
+
+  @doc """
+  The bytes of the pieces of `ids` (`skip_special: true` leaves out
+  special tokens). They are the raw pieces: ids that split a character give
+  a binary that is not valid UTF-8 on its own.
+  """
+  @spec detokenize(Runtime.t(), [integer], keyword) :: {:ok, binary} | {:error, reason}
+  def detokenize(%Runtime{resource: r}, ids, opts \\ []) when is_list(ids) do
+    unless Enum.all?(ids, &(is_integer(&1) and &1 >= 0 and &1 < 1 <<< 31)) do
+      raise ArgumentError,
+            "ids must be a list of token ids (integers in [0, 2^31)), got #{inspect(ids, limit: 5)}"
+    end
+
+    flags = if bool_opt!(opts, :skip_special, false), do: @detokenize_skip_special, else: 0
+    r |> Nif.detokenize(ids, flags) |> ok_or_norm()
+  end
+
+  @doc """
+  The model's metadata: `:architecture`, `:name`, `:context_length`
+  (trained), `:runtime_context_length`, `:vocab_size`, `:bos` and `:eos`
+  (`%{id:, text:, end_of_generation:}` or `nil`), `:special_tokens` (a
+  list of those), `:chat_template` (the text that renders messages: the
+  config's `chat_template`, else the model's) and `:chat_renderer`
+  (`"jinja"`, a fallback family, or `""`).
+  """
+  @spec model_info(Runtime.t()) :: {:ok, map} | {:error, reason}
+  def model_info(%Runtime{resource: r}) do
+    case Nif.model_info(r) do
+      {:ok, json} -> {:ok, json |> Lmstream.JSON.decode!() |> atomize_info()}
+      other -> norm(other)
+    end
+  end
+
+  @info_keys ~w(architecture name context_length runtime_context_length vocab_size bos eos
+                special_tokens chat_template chat_renderer id text end_of_generation)
+
+  defp atomize_info(m) when is_map(m) do
+    Map.new(m, fn {k, v} ->
+      {if(k in @info_keys, do: String.to_atom(k), else: k), atomize_info(v)}
+    end)
+  end
+
+  defp atomize_info(l) when is_list(l), do: Enum.map(l, &atomize_info/1)
+  defp atomize_info(v), do: v
+
+  @doc """
+  The prompt text a list of messages becomes: what `stream/3` with those
+  messages feeds the model, rendered by the model's chat template (or the
+  runtime config's `chat_template`). `add_generation_prompt: false` leaves
+  out the assistant header at the end.
+  """
+  @spec render_chat(Runtime.t(), [map | keyword], keyword) :: {:ok, String.t()} | {:error, reason}
+  def render_chat(%Runtime{resource: r}, messages, opts \\ []) do
+    unless is_list(messages) and messages != [] and Enum.all?(messages, &message?/1) do
+      raise ArgumentError,
+            "messages must be a non-empty list of %{role: ..., content: ...}, got #{inspect(messages, limit: 5)}"
+    end
+
+    gen = bool_opt!(opts, :add_generation_prompt, true)
+    req = %{"messages" => Enum.map(messages, &Map.new/1), "add_generation_prompt" => gen}
+
+    with {:ok, json} <- encode(req, "messages") do
+      r |> Nif.render_chat(json) |> ok_or_norm()
+    end
+  end
+
+  defp tokenize_flags!(opts) do
+    add = if bool_opt!(opts, :add_special, true), do: @tokenize_add_special, else: 0
+    parse = if bool_opt!(opts, :parse_special, true), do: @tokenize_parse_special, else: 0
+    add + parse
+  end
+
+  defp bool_opt!(opts, key, default) do
+    case Keyword.get(opts, key, default) do
+      b when is_boolean(b) ->
+        b
+
+      other ->
+        raise ArgumentError, "option #{inspect(key)} must be a boolean, got #{inspect(other)}"
+    end
+  end
+
+  defp ok_or_norm({:ok, _} = ok), do: ok
+  defp ok_or_norm(other), do: norm(other)
 
   # ---- streams --------------------------------------------------------
 

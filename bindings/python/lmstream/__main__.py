@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Sequence
 
 from . import LmstreamError, Runtime
 from .models import KNOWN_MODELS, model_path
+from .runtime import invalid_utf8
 from .stream import Stream
 
 DEFAULT_MODEL = os.path.join("models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -47,7 +48,9 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="In --chat, /help lists the commands (/reset, /quit); they are "
                                         "not sent to the model.\nCtrl-C stops an answer.")
-    ap.add_argument("prompt", nargs="*", help="the prompt (read from stdin when absent and not --chat)")
+    ap.add_argument("prompt", nargs="*",
+                    help="the prompt, sent as a user message rendered with the model's chat template "
+                         "(--raw sends it as plain text); read from stdin when absent and not --chat")
     ap.add_argument("--model", "-m", default=None,
                     help=f"a GGUF file, or a model's name: {', '.join(KNOWN_MODELS)} "
                          f"(default: {DEFAULT_MODEL_NAME}; `lmstream pull NAME` fetches one)")
@@ -252,7 +255,17 @@ def run(args: argparse.Namespace) -> int:
         if sys.stdin.isatty():
             print("lmstream: give a prompt, or --chat", file=sys.stderr)
             return 2
-        prompt = sys.stdin.read()
+        # Bytes, so that text that is not UTF-8 is reported below rather
+        # than raised from inside io.
+        prompt = sys.stdin.buffer.read().decode("utf-8", "surrogateescape")
+    # Arguments that are not UTF-8 (sys.argv keeps such bytes as
+    # surrogates) would be refused by the library only after the model
+    # loaded; say so now, naming the byte.
+    for what, text in (("the prompt", prompt), ("--system", args.system or "")):
+        bad = invalid_utf8(text)
+        if bad:
+            print(f"lmstream: {what} is not valid UTF-8: {bad}", file=sys.stderr)
+            return 2
     rng = random.Random(0)
     try:
         rt = load_runtime(args)

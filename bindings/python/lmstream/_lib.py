@@ -49,6 +49,11 @@ LMS_ERR_SHUTDOWN = -12
 LMS_ERR_CLOSED = -13
 LMS_ERR_STATE = -14
 
+# Introspection flags.
+LMS_TOKENIZE_ADD_SPECIAL = 1
+LMS_TOKENIZE_PARSE_SPECIAL = 2
+LMS_DETOKENIZE_SKIP_SPECIAL = 1
+
 # Queue policies.
 LMS_QUEUE_COALESCE = 0
 LMS_QUEUE_PAUSE = 1
@@ -121,6 +126,15 @@ FUNCTIONS: Dict[str, Tuple[Any, List[Any]]] = {
     "lms_runtime_stats": (c_int, [lms_runtime, POINTER(c_char), c_size_t, POINTER(c_size_t)]),
     "lms_runtime_create_with_progress": (c_int, [c_char_p, lms_progress_handler, c_void_p, POINTER(lms_runtime),
                                                  POINTER(c_char), c_size_t]),
+    "lms_tokenize": (c_int, [lms_runtime, c_char_p, c_size_t, c_int, POINTER(c_int32), c_size_t,
+                             POINTER(c_size_t), POINTER(c_char), c_size_t]),
+    "lms_count_tokens": (c_int, [lms_runtime, c_char_p, c_size_t, c_int, POINTER(c_size_t),
+                                 POINTER(c_char), c_size_t]),
+    "lms_detokenize": (c_int, [lms_runtime, POINTER(c_int32), c_size_t, c_int, POINTER(c_char),
+                               c_size_t, POINTER(c_size_t), POINTER(c_char), c_size_t]),
+    "lms_model_info": (c_int, [lms_runtime, POINTER(c_char), c_size_t, POINTER(c_size_t)]),
+    "lms_render_chat": (c_int, [lms_runtime, c_char_p, POINTER(c_char), c_size_t, POINTER(c_size_t),
+                                POINTER(c_char), c_size_t]),
     "lms_channel_create": (c_int, [POINTER(lms_channel)]),
     "lms_channel_set_interval": (c_int, [lms_channel, c_int32]),
     "lms_channel_set_skip_special": (c_int, [lms_channel, c_int]),

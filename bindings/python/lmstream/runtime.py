@@ -222,14 +222,40 @@ def _request(prompt: Any, prompts: Any, messages: Any, *, max_tokens: Any, tempe
 
 def _dumps(obj: Dict[str, Any], what: str) -> bytes:
     try:
-        return json.dumps(obj, ensure_ascii=False, allow_nan=False,
-                          separators=(",", ":")).encode("utf-8")
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
     except TypeError as e:
         raise InvalidType(f"{what}: a value is not JSON-serializable: {e}") from None
     except ValueError as e:
         raise InvalidRequest(f"{what}: {e}") from None
-    except UnicodeEncodeError as e:
-        raise InvalidRequest(f"{what}: a string is not valid Unicode: {e}") from None
+    return _utf8(text)
+
+
+def _utf8(text: str) -> bytes:
+    """text as UTF-8 bytes. A str holding surrogates (bytes that were not
+    UTF-8, as sys.argv and os.fsdecode carry them with surrogateescape, or
+    lone surrogates) cannot be UTF-8: its bytes go to the library as they
+    came (surrogateescape) or as their 3-byte surrogate form, which the
+    library refuses with BadJSON naming the byte and its offset in the
+    JSON, the same answer a C caller gets."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
+
+
+def invalid_utf8(text: str) -> Optional[str]:
+    """None when text is valid Unicode (it can be sent as UTF-8), else a
+    message naming the first bad byte and its offset in text's bytes."""
+    raw = _utf8(text)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"invalid UTF-8 byte 0x{raw[e.start]:02x} at byte {e.start}"
+    return None
 
 
 _live_runtimes: "weakref.WeakSet[Runtime]" = weakref.WeakSet()
@@ -385,6 +411,10 @@ class Runtime:
                  **extra: Any) -> Stream:
         """Submits a request and returns its Stream at once.
 
+        ``prompt`` is raw text, tokenized as is; ``messages`` (a list of
+        {"role", "content"} dicts) is rendered with the model's chat
+        template first (render_chat shows the result). Give one of them.
+
         ``stream_interval`` (a chunk carries at least n tokens),
         ``skip_special_tokens``, ``queue_limit`` and ``queue_policy``
         ("coalesce" or "pause") set up the channel; everything else goes
@@ -502,7 +532,142 @@ class Runtime:
             raise chunk.error
         return chunk
 
+    # ---- OpenAI-shaped calls --------------------------------------------
+
+    def create_chat_completion(self, messages: Sequence[Message], *, stream: bool = False,
+                               **kw: Any) -> Any:
+        """An OpenAI-style chat completion of ``messages`` (rendered with the
+        model's chat template). ``stream=True`` returns an iterator of
+        ``chat.completion.chunk`` dicts (``choices[0]["delta"]["content"]``;
+        the first delta carries the role, the last the ``finish_reason``
+        and ``usage``); ``stream=False`` one ``chat.completion`` dict with
+        ``usage``. finish_reason is "stop" or "length"; lmstream's own
+        reason is ``choices[0]["native_finish_reason"]``. Other keywords
+        are generate()'s (max_tokens, temperature, stop, ...). Errors raise;
+        leaving the iterator early cancels the request."""
+        from .completions import chat_completion
+        return chat_completion(self, messages, _bool("stream", stream), kw)
+
+    def create_completion(self, prompt: str, *, stream: bool = False, **kw: Any) -> Any:
+        """An OpenAI-style text completion: ``prompt`` is raw text, sent
+        without the chat template. ``text_completion`` dicts with
+        ``choices[0]["text"]``, streamed or whole as create_chat_completion."""
+        from .completions import completion
+        return completion(self, _str("prompt", prompt), _bool("stream", stream), kw)
+
+    async def acreate_chat_completion(self, messages: Sequence[Message], *, stream: bool = False,
+                                      **kw: Any) -> Any:
+        """create_chat_completion for asyncio, as OpenAI's AsyncClient does
+        it: ``await`` gives the ``chat.completion`` dict, or with
+        ``stream=True`` an async iterator of chunk dicts (``async for``)
+        that waits without blocking the event loop."""
+        from .completions import achat_completion
+        return await achat_completion(self, messages, _bool("stream", stream), kw)
+
+    async def acreate_completion(self, prompt: str, *, stream: bool = False, **kw: Any) -> Any:
+        """create_completion for asyncio, as acreate_chat_completion."""
+        from .completions import acompletion
+        return await acompletion(self, _str("prompt", prompt), _bool("stream", stream), kw)
+
     # ---- introspection --------------------------------------------------
+
+    def _read(self, call: Any, start: int = 256) -> bytes:
+        """Runs call(buf, size, len_out, err, err_size) with the header's
+        buffer protocol: grow to the length it asks for and call again."""
+        h = self._handle()
+        size = start
+        n = ctypes.c_size_t()
+        err = _err_buf()
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            rc = call(h, buf, size, n, err)
+            if rc == LMS_OK:
+                return buf.raw[:n.value]
+            if rc == _lib.LMS_ERR_BUFFER_TOO_SMALL and n.value + 1 > size:
+                size = n.value + 1
+                continue
+            raise self._fail(rc, err)
+
+    def tokenize(self, text: Union[str, bytes], *, add_special: bool = True,
+                 parse_special: bool = True) -> List[int]:
+        """The token ids of text. The defaults tokenize as a submitted
+        ``prompt`` is (the model's BOS when it adds one; control-token texts
+        such as "<|im_start|>" become their ids), so ``len(tokenize(p))`` is
+        the prompt_tokens of ``generate(p)``."""
+        raw, flags = self._tok_args(text, add_special, parse_special)
+        h = self._handle()
+        cap = max(16, len(raw) // 2 + 8)
+        n = ctypes.c_size_t()
+        err = _err_buf()
+        while True:
+            ids = (ctypes.c_int32 * cap)()
+            rc = lib.lms_tokenize(h, raw, len(raw), flags, ids, cap, n, err, _ERR_SIZE)
+            if rc == LMS_OK:
+                return ids[:n.value]
+            if rc == _lib.LMS_ERR_BUFFER_TOO_SMALL and n.value > cap:
+                cap = n.value
+                continue
+            raise self._fail(rc, err)
+
+    def count_tokens(self, text: Union[str, bytes], *, add_special: bool = True,
+                     parse_special: bool = True) -> int:
+        """len(tokenize(text, ...)), without building the list."""
+        raw, flags = self._tok_args(text, add_special, parse_special)
+        n = ctypes.c_size_t()
+        err = _err_buf()
+        rc = lib.lms_count_tokens(self._handle(), raw, len(raw), flags, n, err, _ERR_SIZE)
+        if rc != LMS_OK:
+            raise self._fail(rc, err)
+        return n.value
+
+    @staticmethod
+    def _tok_args(text: object, add_special: object, parse_special: object) -> "tuple[bytes, int]":
+        if isinstance(text, str):
+            raw = _utf8(text)
+        elif isinstance(text, (bytes, bytearray)):
+            raw = bytes(text)
+        else:
+            raise InvalidType(f"text must be a str or bytes, got {_type_name(text)}")
+        flags = ((_lib.LMS_TOKENIZE_ADD_SPECIAL if _bool("add_special", add_special) else 0)
+                 | (_lib.LMS_TOKENIZE_PARSE_SPECIAL if _bool("parse_special", parse_special) else 0))
+        return raw, flags
+
+    def detokenize_bytes(self, ids: Sequence[int], *, skip_special: bool = False) -> bytes:
+        """The raw bytes of the pieces of ids (possibly cutting a character
+        in two, where a token boundary does)."""
+        ids = [_int(f"ids[{i}]", x, 0, 2**31 - 1) for i, x in enumerate(_int_list("ids", ids))]
+        arr = (ctypes.c_int32 * len(ids))(*ids) if ids else None
+        flags = _lib.LMS_DETOKENIZE_SKIP_SPECIAL if _bool("skip_special", skip_special) else 0
+        return self._read(lambda h, buf, size, n, err: lib.lms_detokenize(
+            h, arr, len(ids), flags, buf, size, n, err, _ERR_SIZE), 4 * len(ids) + 16)
+
+    def detokenize(self, ids: Sequence[int], *, skip_special: bool = False) -> str:
+        """The text of ids: detokenize_bytes decoded as UTF-8, a U+FFFD for
+        each invalid part (as a stream's chunks do)."""
+        return self.detokenize_bytes(ids, skip_special=skip_special).decode("utf-8", "replace")
+
+    def model_info(self) -> Dict[str, Any]:
+        """The model's metadata (lms_model_info): architecture, name,
+        context_length (trained), runtime_context_length, vocab_size, bos
+        and eos ({"id", "text", "end_of_generation"} or None),
+        special_tokens (a list of those), chat_template (the text that
+        renders messages) and chat_renderer ("jinja", a fallback family, or
+        "")."""
+        raw = self._read(lambda h, buf, size, n, err: lib.lms_model_info(h, buf, size, n), 4096)
+        info: Dict[str, Any] = json.loads(raw)
+        return info
+
+    def render_chat(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
+        """The prompt text ``generate(messages=...)`` feeds the model: the
+        messages rendered with the model's chat template (or the runtime
+        config's ``chat_template``)."""
+        data = _dumps({"messages": _messages(messages),
+                       "add_generation_prompt": _bool("add_generation_prompt", add_generation_prompt)},
+                      "request")
+        raw = self._read(lambda h, buf, size, n, err: lib.lms_render_chat(
+            h, data, buf, size, n, err, _ERR_SIZE), 1024)
+        return raw.decode("utf-8")
+
 
     def stats(self) -> Dict[str, int]:
         """The runtime's counters (lms_runtime_stats): max_slots,

@@ -12,8 +12,10 @@ import weakref
 from itertools import repeat
 from typing import (
     TYPE_CHECKING,
+    Any,
     AsyncIterator,
     Callable,
+    Dict,
     Iterator,
     List,
     NamedTuple,
@@ -173,6 +175,20 @@ class Chunk(tuple):
         """The LMS_ERR_* code of a failed stream's terminal chunk, else 0."""
         e = self.error
         return e.code if e is not None else 0
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The chunk as plain data that json.dumps accepts: token_ids, text,
+        finished, and on the terminal chunk reason (its snake-case name, as
+        lms_finish_reason_name gives it), usage (a dict) and error (None or
+        {"code", "message"})."""
+        d: Dict[str, Any] = {"token_ids": self.token_ids, "text": self.text,
+                             "finished": self.finished}
+        if self.finished:
+            d["reason"] = self.reason.ident
+            d["usage"] = self.usage._asdict() if self.usage is not None else None
+            e = self.error
+            d["error"] = None if e is None else {"code": e.code, "message": str(e)}
+        return d
 
     def __repr__(self) -> str:
         extra = ""

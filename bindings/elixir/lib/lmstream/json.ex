@@ -80,11 +80,23 @@ defmodule Lmstream.JSON do
 
   defp enc_string(s) do
     unless String.valid?(s) do
-      raise EncodeError, message: "string is not valid UTF-8: #{inspect(s, limit: 20)}"
+      {at, byte} = first_invalid(s, 0)
+
+      raise EncodeError,
+        message:
+          "string is not valid UTF-8 (byte 0x#{Base.encode16(<<byte>>, case: :lower)} at offset #{at}): " <>
+            inspect(s, limit: 20)
     end
 
     [?", escape(s, 0, 0, []), ?"]
   end
+
+  # The offset and value of the first byte that does not start a valid
+  # UTF-8 sequence.
+  defp first_invalid(<<c::utf8, rest::binary>>, at),
+    do: first_invalid(rest, at + byte_size(<<c::utf8>>))
+
+  defp first_invalid(<<b, _::binary>>, at), do: {at, b}
 
   # Copies runs of safe bytes as sub-binaries; escapes ", \\ and controls.
   defp escape(s, pos, start, acc) when pos == byte_size(s),

@@ -2,8 +2,10 @@ defmodule Lmstream.Nif do
   @moduledoc false
   # The NIF (c_src/lmstream_nif.c). Every function here is a short, normal
   # NIF call except runtime_create/1, runtime_create_progress/3 and
-  # runtime_destroy/1, which run on a
-  # dirty I/O scheduler (loading a model, waiting for the engine to stop).
+  # runtime_destroy/1, which run on a dirty I/O scheduler (loading a model,
+  # waiting for the engine to stop), and tokenize/3, count_tokens/3,
+  # detokenize/3 and render_chat/2, on a dirty CPU scheduler (their work
+  # grows with their input).
 
   @on_load :load_nif
   @repo_library Path.expand("../../../../build/liblmstream.so", __DIR__)
@@ -54,4 +56,9 @@ defmodule Lmstream.Nif do
   def state(_channel), do: nif_missing()
   def model_path(_name), do: nif_missing()
   def model_pull(_name, _pid, _ref), do: nif_missing()
+  def tokenize(_rt, _text, _flags), do: nif_missing()
+  def count_tokens(_rt, _text, _flags), do: nif_missing()
+  def detokenize(_rt, _ids, _flags), do: nif_missing()
+  def model_info(_rt), do: nif_missing()
+  def render_chat(_rt, _json), do: nif_missing()
 end

@@ -1,0 +1,210 @@
+"""OpenAI-shaped completions over Runtime.generate.
+
+Code written against OpenAI's API (or llama-cpp-python's) expects dicts:
+``choices[0].delta.content`` in a stream, ``finish_reason`` of "stop" or
+"length". These functions build exactly those from a Stream, and keep
+lmstream's own reason beside it (``native_finish_reason``: "end_id",
+"stop_words", "length", "cancelled"). A failed request raises its
+LmstreamError, as iterating a Stream does.
+"""
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    AsyncIterator,
+    Dict,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Union,
+)
+
+from .stream import Chunk, FinishReason, Stream
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .runtime import Message, Runtime
+
+__all__ = ["finish_reason", "chat_completion", "completion", "achat_completion", "acompletion"]
+
+_OPENAI_REASON = {
+    FinishReason.END_ID: "stop",
+    FinishReason.STOP_WORDS: "stop",
+    FinishReason.LENGTH: "length",
+    # OpenAI has no word for a request its caller stopped; clients that
+    # validate the field accept only its own values, and the caller knows
+    # it cancelled. The native reason says so.
+    FinishReason.CANCELLED: "stop",
+}
+
+
+def finish_reason(reason: FinishReason) -> Optional[str]:
+    """The OpenAI finish_reason of a native one: "stop" for an end token, a
+    stop string or stop token id (and a cancellation), "length" for
+    max_tokens or a full context; None while not finished. ERROR has no
+    OpenAI value (the request raises instead) and maps to None."""
+    return _OPENAI_REASON.get(reason)
+
+
+def _model_name(rt: "Runtime") -> str:
+    path = rt.config.get("model_path")
+    if isinstance(path, str) and path:
+        return os.path.basename(path)
+    return str(rt.config.get("backend", "cpu"))
+
+
+def _usage(c: Chunk) -> Dict[str, int]:
+    u = c.usage
+    p = u.prompt_tokens if u is not None else 0
+    g = u.generated_tokens if u is not None else 0
+    return {"prompt_tokens": p, "completion_tokens": g, "total_tokens": p + g}
+
+
+class _Shape:
+    """What differs between chat and text completions."""
+
+    def __init__(self, chat: bool) -> None:
+        self.chat = chat
+        self.prefix = "chatcmpl-" if chat else "cmpl-"
+        self.obj_chunk = "chat.completion.chunk" if chat else "text_completion"
+        self.obj_whole = "chat.completion" if chat else "text_completion"
+
+    def choice(self, text: Optional[str], reason: Optional[str], native: Optional[str],
+               first: bool = False, whole: bool = False) -> Dict[str, Any]:
+        c: Dict[str, Any] = {"index": 0}
+        if self.chat:
+            if whole:
+                c["message"] = {"role": "assistant", "content": text or ""}
+            else:
+                delta: Dict[str, str] = {}
+                if first:
+                    delta["role"] = "assistant"
+                if text is not None:
+                    delta["content"] = text
+                c["delta"] = delta
+        else:
+            c["text"] = text or ""
+        c["logprobs"] = None
+        c["finish_reason"] = reason
+        if native is not None:
+            c["native_finish_reason"] = native
+        return c
+
+
+class _Shaper:
+    """Turns one Stream's chunks into OpenAI chunk dicts (shared by the
+    blocking and the asyncio iterators)."""
+
+    def __init__(self, shape: _Shape, rt: "Runtime") -> None:
+        self.shape = shape
+        self.ident = shape.prefix + uuid.uuid4().hex
+        self.created = int(time.time())
+        self.model = _model_name(rt)
+
+    def out(self, choice: Dict[str, Any], usage: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+        d: Dict[str, Any] = {"id": self.ident, "object": self.shape.obj_chunk, "created": self.created,
+                             "model": self.model, "choices": [choice]}
+        if usage is not None:
+            d["usage"] = usage
+        return d
+
+    def first(self) -> List[Dict[str, Any]]:
+        return [self.out(self.shape.choice("", None, None, first=True))] if self.shape.chat else []
+
+    def of(self, c: Chunk) -> List[Dict[str, Any]]:
+        got = []
+        if c.text:
+            got.append(self.out(self.shape.choice(c.text, None, None)))
+        if c.finished:
+            got.append(self.out(self.shape.choice(None if self.shape.chat else "", finish_reason(c.reason),
+                                                  c.reason.ident), _usage(c)))
+        return got
+
+
+class _Whole:
+    """Collects a Stream's chunks into one completion dict."""
+
+    def __init__(self, shape: _Shape, rt: "Runtime") -> None:
+        self.shape, self.rt = shape, rt
+        self.parts: List[str] = []
+        self.final: Optional[Chunk] = None
+
+    def add(self, c: Chunk) -> None:
+        self.parts.append(c.text)
+        if c.finished:
+            self.final = c
+
+    def result(self) -> Dict[str, Any]:
+        final = self.final
+        assert final is not None, "a stream always ends with a terminal chunk"
+        return {"id": self.shape.prefix + uuid.uuid4().hex, "object": self.shape.obj_whole,
+                "created": int(time.time()), "model": _model_name(self.rt),
+                "choices": [self.shape.choice("".join(self.parts), finish_reason(final.reason),
+                                              final.reason.ident, whole=True)],
+                "usage": _usage(final)}
+
+
+def _stream(shape: _Shape, rt: "Runtime", stream: Stream) -> Iterator[Dict[str, Any]]:
+    sh = _Shaper(shape, rt)
+    with stream:  # leaving the generator early cancels the request
+        yield from sh.first()
+        for c in stream:
+            yield from sh.of(c)
+
+
+def _whole(shape: _Shape, rt: "Runtime", stream: Stream) -> Dict[str, Any]:
+    w = _Whole(shape, rt)
+    with stream:
+        for c in stream:
+            w.add(c)
+    return w.result()
+
+
+async def _astream(shape: _Shape, rt: "Runtime", stream: Stream) -> AsyncIterator[Dict[str, Any]]:
+    sh = _Shaper(shape, rt)
+    with stream:  # closing the async generator early cancels the request
+        for d in sh.first():
+            yield d
+        async for c in stream:
+            for d in sh.of(c):
+                yield d
+
+
+async def _awhole(shape: _Shape, rt: "Runtime", stream: Stream) -> Dict[str, Any]:
+    w = _Whole(shape, rt)
+    with stream:
+        async for c in stream:
+            w.add(c)
+    return w.result()
+
+
+def chat_completion(rt: "Runtime", messages: Sequence["Message"], stream: bool,
+                    kw: Dict[str, Any]) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+    s = rt.generate(messages=messages, **kw)
+    shape = _Shape(chat=True)
+    return _stream(shape, rt, s) if stream else _whole(shape, rt, s)
+
+
+def completion(rt: "Runtime", prompt: str, stream: bool,
+               kw: Dict[str, Any]) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+    s = rt.generate(prompt, **kw)
+    shape = _Shape(chat=False)
+    return _stream(shape, rt, s) if stream else _whole(shape, rt, s)
+
+
+async def achat_completion(rt: "Runtime", messages: Sequence["Message"], stream: bool,
+                           kw: Dict[str, Any]) -> Union[Dict[str, Any], AsyncIterator[Dict[str, Any]]]:
+    s = rt.generate(messages=messages, **kw)
+    shape = _Shape(chat=True)
+    return _astream(shape, rt, s) if stream else await _awhole(shape, rt, s)
+
+
+async def acompletion(rt: "Runtime", prompt: str, stream: bool,
+                      kw: Dict[str, Any]) -> Union[Dict[str, Any], AsyncIterator[Dict[str, Any]]]:
+    s = rt.generate(prompt, **kw)
+    shape = _Shape(chat=False)
+    return _astream(shape, rt, s) if stream else await _awhole(shape, rt, s)

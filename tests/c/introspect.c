@@ -1,0 +1,151 @@
+/* The "Introspection" section of lmstream.h on the default model:
+** tokenize / count / detokenize round trips, buffer-size protocol, model
+** metadata, chat rendering, and the errors each call documents. Also the
+** regression for invalid UTF-8 in request JSON (issue 11): it is
+** LMS_ERR_BAD_JSON naming the byte, never a silent U+FFFD.
+**
+**   introspect MODEL.gguf */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lmstream.h"
+
+static int failures;
+
+#define CHECK(cond, ...) do { \
+    if (!(cond)) { failures++; fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+                   fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+static void test_tokens(lms_runtime rt) {
+    const char *text = "Hello, café 😀";
+    char err[256];
+    size_t n = 0;
+    int rc = lms_count_tokens(rt, text, strlen(text), 0, &n, err, sizeof err);
+    CHECK(rc == LMS_OK && n > 2, "count: rc %d n %zu (%s)", rc, n, err);
+
+    /* Measure with no buffer, then fill. */
+    size_t need = 0;
+    rc = lms_tokenize(rt, text, strlen(text), 0, NULL, 0, &need, err, sizeof err);
+    CHECK(rc == LMS_ERR_BUFFER_TOO_SMALL && need == n, "measure: rc %d need %zu", rc, need);
+    int32_t ids[64];
+    size_t got = 0;
+    rc = lms_tokenize(rt, text, strlen(text), 0, ids, 64, &got, err, sizeof err);
+    CHECK(rc == LMS_OK && got == n, "tokenize: rc %d got %zu (%s)", rc, got, err);
+
+    char buf[128];
+    size_t len = 0;
+    rc = lms_detokenize(rt, ids, got, 0, buf, sizeof buf, &len, err, sizeof err);
+    CHECK(rc == LMS_OK && len == strlen(text) && strcmp(buf, text) == 0,
+          "round trip: rc %d '%s' (%s)", rc, buf, err);
+    /* Too small: nothing written but the length. */
+    char tiny[4] = "xyz";
+    rc = lms_detokenize(rt, ids, got, 0, tiny, sizeof tiny, &len, err, sizeof err);
+    CHECK(rc == LMS_ERR_BUFFER_TOO_SMALL && len == strlen(text) && strcmp(tiny, "xyz") == 0,
+          "detokenize too small: rc %d len %zu", rc, len);
+
+    /* Special tokens: parsed only with the flag; skipped on request. */
+    const char *sp = "<|im_start|>";
+    rc = lms_tokenize(rt, sp, strlen(sp), LMS_TOKENIZE_PARSE_SPECIAL, ids, 64, &got, err, sizeof err);
+    CHECK(rc == LMS_OK && got == 1 && ids[0] == 1, "parse special: rc %d got %zu id %d", rc, got, ids[0]);
+    rc = lms_count_tokens(rt, sp, strlen(sp), 0, &n, err, sizeof err);
+    CHECK(rc == LMS_OK && n > 1, "literal special: %zu tokens", n);
+    rc = lms_detokenize(rt, ids, 1, LMS_DETOKENIZE_SKIP_SPECIAL, buf, sizeof buf, &len, err, sizeof err);
+    CHECK(rc == LMS_OK && len == 0, "skip special: rc %d len %zu", rc, len);
+
+    /* Errors. */
+    int32_t bad[2] = {5, 1 << 30};
+    rc = lms_detokenize(rt, bad, 2, 0, buf, sizeof buf, &len, err, sizeof err);
+    CHECK(rc == LMS_ERR_INVALID_ARGUMENT && strstr(err, "index 1"), "bad id: rc %d (%s)", rc, err);
+    rc = lms_tokenize(rt, text, strlen(text), 4, ids, 64, &got, err, sizeof err);
+    CHECK(rc == LMS_ERR_INVALID_ARGUMENT, "bad flags: rc %d", rc);
+    rc = lms_tokenize(rt, NULL, 3, 0, ids, 64, &got, err, sizeof err);
+    CHECK(rc == LMS_ERR_INVALID_ARGUMENT, "NULL text: rc %d", rc);
+    rc = lms_count_tokens(rt, "", 0, 0, &n, err, sizeof err);
+    CHECK(rc == LMS_OK && n == 0, "empty text: rc %d n %zu", rc, n);
+}
+
+static void test_info(lms_runtime rt) {
+    size_t need = 0;
+    int rc = lms_model_info(rt, NULL, 0, &need);
+    CHECK(rc == LMS_ERR_BUFFER_TOO_SMALL && need > 100, "info measure: rc %d need %zu", rc, need);
+    char *buf = malloc(need + 1);
+    size_t len = 0;
+    rc = lms_model_info(rt, buf, need + 1, &len);
+    CHECK(rc == LMS_OK && len == need && strlen(buf) == len, "info: rc %d", rc);
+    CHECK(strstr(buf, "\"architecture\":\"llama\"") && strstr(buf, "\"vocab_size\":49152") &&
+          strstr(buf, "\"context_length\":8192") && strstr(buf, "\"chat_renderer\":\"jinja\"") &&
+          strstr(buf, "\"eos\":{\"id\":2,\"text\":\"\\u003c|im_end|\\u003e\""),
+          "info content: %.300s", buf);
+    free(buf);
+}
+
+static void test_render(lms_runtime rt) {
+    char buf[1024], err[256];
+    size_t len = 0;
+    int rc = lms_render_chat(rt, "{\"messages\":[{\"role\":\"system\",\"content\":\"Be terse.\"},"
+                                 "{\"role\":\"user\",\"content\":\"Hi\"}]}",
+                             buf, sizeof buf, &len, err, sizeof err);
+    const char *want = "<|im_start|>system\nBe terse.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+                       "<|im_start|>assistant\n";
+    CHECK(rc == LMS_OK && strcmp(buf, want) == 0 && len == strlen(want), "render: rc %d '%s' (%s)", rc, buf, err);
+    rc = lms_render_chat(rt, "{\"messages\":[{\"role\":\"user\",\"content\":\"Hi\"}],\"add_generation_prompt\":false}",
+                         buf, sizeof buf, &len, err, sizeof err);
+    CHECK(rc == LMS_OK && strstr(buf, "<|im_start|>assistant") == NULL && strstr(buf, "Hi<|im_end|>\n"),
+          "no generation prompt: rc %d '%s'", rc, buf);
+    rc = lms_render_chat(rt, "{\"messages\":[]}", buf, sizeof buf, &len, err, sizeof err);
+    CHECK(rc == LMS_ERR_INVALID_REQUEST, "empty messages: rc %d (%s)", rc, err);
+    rc = lms_render_chat(rt, "{\"messages\":[{\"role\":\"user\",\"content\":\"caf\xe9\"}]}",
+                         buf, sizeof buf, &len, err, sizeof err);
+    CHECK(rc == LMS_ERR_BAD_JSON && strstr(err, "0xe9"), "render invalid UTF-8: rc %d (%s)", rc, err);
+}
+
+/* Issue 11: `stream "$(printf 'caf\xe9')"` sent the byte on and got U+FFFD. */
+static void test_invalid_utf8(lms_runtime rt) {
+    lms_channel ch;
+    char err[256] = "";
+    CHECK(lms_channel_create(&ch) == LMS_OK, "channel");
+    const char *req = "{\"prompt\":\"caf\xe9\",\"max_tokens\":4}";
+    int rc = lms_submit(rt, req, &ch, 1, err, sizeof err);
+    CHECK(rc == LMS_ERR_BAD_JSON, "submit invalid UTF-8: rc %d (%s)", rc, err);
+    CHECK(strstr(err, "invalid UTF-8 byte 0xe9") && strstr(err, "byte 14"), "message names the byte: %s", err);
+    lms_channel_release(ch);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: introspect MODEL.gguf\n");
+        return 2;
+    }
+    char cfg[1024], err[512];
+    snprintf(cfg, sizeof cfg, "{\"model_path\":\"%s\",\"max_slots\":1,\"context_length\":256}", argv[1]);
+    lms_runtime rt;
+    int rc = lms_runtime_create(cfg, &rt, err, sizeof err);
+    if (rc != LMS_OK) {
+        fprintf(stderr, "introspect: cannot load %s: %s (%s)\n", argv[1], lms_strerror(rc), err);
+        return 1;
+    }
+    test_tokens(rt);
+    test_info(rt);
+    test_render(rt);
+    test_invalid_utf8(rt);
+    lms_runtime_destroy(rt);
+
+    /* A destroyed runtime's handle, and a backend with no tokenizer. */
+    size_t n;
+    rc = lms_count_tokens(rt, "x", 1, 0, &n, err, sizeof err);
+    CHECK(rc == LMS_ERR_INVALID_HANDLE, "stale handle: rc %d", rc);
+    rc = lms_runtime_create("{\"backend\":\"replay\",\"vocab\":[\"61\"],\"eos_id\":0}", &rt, err, sizeof err);
+    CHECK(rc == LMS_OK, "replay: %s", err);
+    rc = lms_count_tokens(rt, "a", 1, 0, &n, err, sizeof err);
+    CHECK(rc == LMS_ERR_STATE, "replay tokenize: rc %d", rc);
+    rc = lms_model_info(rt, NULL, 0, &n);
+    CHECK(rc == LMS_ERR_STATE, "replay info: rc %d", rc);
+    lms_runtime_destroy(rt);
+
+    if (failures) {
+        fprintf(stderr, "introspect: %d failures\n", failures);
+        return 1;
+    }
+    printf("introspect: ok\n");
+    return 0;
+}
