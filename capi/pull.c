@@ -5,7 +5,7 @@
 
 extern volatile int lms_forked;
 
-__attribute__((visibility("hidden"))) int lms_call_progress(lms_pull_progress_fn f, const lms_pull_progress *p,
+__attribute__((visibility("hidden"))) int lms_call_pull_progress(lms_pull_progress_fn f, const lms_pull_progress *p,
                                                             void *user) {
     return f(p, user);
 }

@@ -3,7 +3,7 @@ package main
 /*
 #include <stdlib.h>
 #include "lmstream.h"
-int lms_call_progress(lms_pull_progress_fn f, const lms_pull_progress *p, void *user);
+int lms_call_pull_progress(lms_pull_progress_fn f, const lms_pull_progress *p, void *user);
 */
 import "C"
 
@@ -45,7 +45,7 @@ func lmsgo_model_pull(name *C.char, progress C.lms_pull_progress_fn, user unsafe
 				part: C.int32_t(pr.Part), parts: C.int32_t(pr.Parts),
 				done_bytes: C.int64_t(pr.Done), total_bytes: C.int64_t(pr.Total),
 			}
-			if C.lms_call_progress(progress, &info, user) != 0 {
+			if C.lms_call_pull_progress(progress, &info, user) != 0 {
 				cancel()
 			}
 		}
