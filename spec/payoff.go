@@ -21,6 +21,9 @@ type Payoff struct {
 	// it from its calibrated cost of a pass). 0: no prior, so speculation
 	// is judged only once plain decoding has been measured.
 	PlainPrior time.Duration
+	// Always turns the gate off: the request speculates whenever it is
+	// drafted for (the runtime config's "spec_adaptive": false).
+	Always bool
 
 	spec, plain ema  // seconds per emitted token
 	off         int  // plain iterations left in the current back-off
@@ -37,6 +40,9 @@ const (
 	// first after a plain stretch also pays the drafter's catch-up and is
 	// not counted).
 	probeLen = 3
+	// plainFirst plain iterations start a request that has a prior, so
+	// that speculation is judged against a measurement.
+	plainFirst = 2
 )
 
 type ema struct {
@@ -55,6 +61,16 @@ func (e *ema) add(x float64) {
 
 // Decide says whether the request speculates this iteration.
 func (p *Payoff) Decide() bool {
+	if p.Always {
+		p.decided = true
+		return true
+	}
+	if p.PlainPrior > 0 && p.plain.n < plainFirst {
+		// Measure plain decoding first, under today's load and context:
+		// a prior measured at start-up can be off either way.
+		p.decided = false
+		return false
+	}
 	if p.off > 0 {
 		p.off--
 		p.decided = false

@@ -24,8 +24,9 @@ func runPayoff(p *Payoff, n int, d, plain time.Duration, specTokens int) int {
 
 func TestPayoffKeepsWinningSpeculation(t *testing.T) {
 	p := Payoff{PlainPrior: 60 * time.Millisecond}
-	// 2 tokens in 90 ms = 45 ms a token against 60 plain.
-	require.Equal(t, 500, runPayoff(&p, 500, 90*time.Millisecond, 60*time.Millisecond, 2))
+	// 2 tokens in 90 ms = 45 ms a token against 60 plain: it speculates
+	// from the moment plain decoding has been measured on.
+	require.Equal(t, 500-plainFirst, runPayoff(&p, 500, 90*time.Millisecond, 60*time.Millisecond, 2))
 }
 
 func TestPayoffBacksOffLosingSpeculation(t *testing.T) {
@@ -62,4 +63,17 @@ func TestPayoffRecoversWhenSpeculationStartsPaying(t *testing.T) {
 func TestStopProb(t *testing.T) {
 	require.InDelta(t, 0.75, StopProb(30*time.Millisecond, 15*time.Millisecond, 60*time.Millisecond), 1e-12)
 	require.Zero(t, StopProb(time.Millisecond, time.Millisecond, 0))
+}
+
+func TestPayoffJudgesAgainstMeasuredPlainDecoding(t *testing.T) {
+	// The prior says plain tokens take 100 ms, but they take 60: drafts
+	// yielding 75 ms a token beat the prior and lose to the measurement.
+	p := Payoff{PlainPrior: 100 * time.Millisecond}
+	n := runPayoff(&p, 1000, 150*time.Millisecond, 60*time.Millisecond, 2)
+	require.Less(t, n, 60, "speculated %d of 1000 losing iterations", n)
+}
+
+func TestPayoffAlways(t *testing.T) {
+	p := Payoff{PlainPrior: 60 * time.Millisecond, Always: true}
+	require.Equal(t, 300, runPayoff(&p, 300, 200*time.Millisecond, 60*time.Millisecond, 1))
 }

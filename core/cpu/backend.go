@@ -26,6 +26,8 @@
 //	                  for n decoding streams, the knee calibrated at start-up)
 //	"spec_max_depth", "spec_max_width": candidate tree shape limits (8, 2)
 //	"spec_min_prob":  least path probability worth verifying for one stream (0.25)
+//	"spec_adaptive":  false: requests speculate even where it is measured not to pay
+//	                  (default true: spec.Payoff decodes them plainly for a while)
 //	"spec_policy":    "adaserve", "incremental", "specinfer", "equal_greedy", "global_greedy"
 //	"spec_order":     AdaServe SLO-phase order, "descending" (default) or "ascending"
 //
@@ -446,7 +448,7 @@ func (b *Backend) Open(s *runtime.Slot) error {
 	c.Truncate(0)
 	q := &sequence{cache: c, sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter}
 	q.seq = spec.Seq{Tokens: append(make([]int32, 0, len(s.Prompt)+256), s.Prompt...), Prompt: len(s.Prompt),
-		SLO: it.slo, NoSpec: it.drafter == draftNone}
+		SLO: it.slo, NoSpec: it.drafter == draftNone, Payoff: spec.Payoff{Always: !b.spec.adaptive}}
 	b.drafts.kind[&q.seq] = it.drafter
 	s.State = q
 	return nil

@@ -48,8 +48,9 @@ func parseDrafter(where, name string) (drafterKind, error) {
 type specConfig struct {
 	drafter        drafterKind // the default for requests that name none
 	draftModelPath string
-	earlyExit      int // layers of the early-exit self-draft (0: a third of the model's)
-	draftVocab     int // token ids the draft model proposes from (0: all; see DefaultDraftVocab)
+	earlyExit      int  // layers of the early-exit self-draft (0: a third of the model's)
+	draftVocab     int  // token ids the draft model proposes from (0: all; see DefaultDraftVocab)
+	adaptive       bool // requests speculate only while it pays (spec.Payoff)
 	sched          spec.Config
 	budgetGiven    bool
 }
@@ -84,6 +85,7 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	budget, depth, width := 0, 8, 2
 	minProb := 0.25
 	sc.draftVocab = DefaultDraftVocab
+	sc.adaptive = true
 	for _, f := range []struct {
 		key string
 		dst any
@@ -91,7 +93,7 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 		{"drafter", &drafter}, {"draft_model_path", &sc.draftModelPath}, {"early_exit_layers", &sc.earlyExit},
 		{"spec_budget", &budget}, {"spec_max_depth", &depth}, {"spec_max_width", &width},
 		{"spec_policy", &policy}, {"spec_order", &order}, {"spec_min_prob", &minProb},
-		{"draft_vocab", &sc.draftVocab},
+		{"draft_vocab", &sc.draftVocab}, {"spec_adaptive", &sc.adaptive},
 	} {
 		if _, err := cfg.Extra.Take(f.key, f.dst); err != nil {
 			return sc, err

@@ -96,7 +96,9 @@ func specRuntime(t testing.TB, extra string) *runtime.Runtime {
 	if _, err := os.Stat(modelPath); err != nil {
 		t.Skipf("default model absent (run `make model`): %v", err)
 	}
-	rt, err := runtime.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":8,"context_length":512,"spec_budget":8}`, extra)))
+	// Not adaptive: these tests check what speculation emits, so every
+	// request speculates throughout, paying or not.
+	rt, err := runtime.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":8,"context_length":512,"spec_budget":8,"spec_adaptive":false}`, extra)))
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)
 	return rt
