@@ -64,7 +64,8 @@ type Config struct {
 	// Budget is B: tokens per verification pass, roots included (each
 	// request's root always takes one). Find it with Calibrate.
 	Budget int
-	// MaxDepth and MaxWidth are D_max and W_max (defaults 8 and 4).
+	// MaxDepth and MaxWidth are D_max and W_max (0: DefaultMaxDepth and
+	// DefaultMaxWidth).
 	MaxDepth, MaxWidth int
 	// NMax caps the draft nodes one request may take in the SLO phase, so
 	// that a request whose target needs many improbable nodes cannot
@@ -87,18 +88,29 @@ type Config struct {
 	MinProb float64
 }
 
+// DefaultMaxDepth and DefaultMaxWidth are D_max and W_max when Config
+// leaves them 0, and the runtimes' defaults too ("spec_max_depth",
+// "spec_max_width"). Width 2: a third candidate per layer was rarely
+// accepted on the n-gram and draft-model benchmarks while its verify cost
+// is that of any token, and the spine drafter's side leaves come from the
+// same distribution as the second.
+const (
+	DefaultMaxDepth = 8
+	DefaultMaxWidth = 2
+)
+
 func (c *Config) maxDepth() int {
 	if c.MaxDepth > 0 {
 		return c.MaxDepth
 	}
-	return 8
+	return DefaultMaxDepth
 }
 
 func (c *Config) maxWidth() int {
 	if c.MaxWidth > 0 {
 		return c.MaxWidth
 	}
-	return 4
+	return DefaultMaxWidth
 }
 
 // Shape is the candidate tree to draft with n active requests:

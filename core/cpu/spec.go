@@ -82,7 +82,7 @@ const MaxSpecBudget = 1024
 func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	var sc specConfig
 	drafter, policy, order := DefaultDrafter, "adaserve", "descending"
-	budget, depth, width := 0, 8, 2
+	budget, depth, width := 0, spec.DefaultMaxDepth, spec.DefaultMaxWidth
 	minProb := 0.25
 	sc.draftVocab = DefaultDraftVocab
 	sc.adaptive = true
