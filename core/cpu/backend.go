@@ -22,10 +22,13 @@
 //	"draft_vocab":    token ids the draft model proposes from, the lowest ones
 //	                  (DefaultDraftVocab; 0: all): only those head rows are computed
 //	"early_exit_layers": layers of the early-exit self-draft (a third of the model's)
-//	"spec_budget":    tokens per verify pass, roots included (default: max(knee, 12/n)
-//	                  for n decoding streams, the knee calibrated at start-up)
+//	"spec_budget":    tokens per verify pass, roots included (default: from the
+//	                  forward pass's cost measured at start-up, the largest pass
+//	                  whose next token still costs less than a token is worth)
 //	"spec_max_depth", "spec_max_width": candidate tree shape limits (8, 2)
-//	"spec_min_prob":  least path probability worth verifying for one stream (0.25)
+//	"spec_min_prob":  least path probability worth verifying for one stream, scaled
+//	                  for n streams (default: priced from the measured cost, the
+//	                  marginal token's cost over a token's worth)
 //	"spec_adaptive":  false: requests speculate even where it is measured not to pay
 //	                  (default true: spec.Payoff decodes them plainly for a while)
 //	"spec_policy":    "adaserve", "incremental", "specinfer", "equal_greedy", "global_greedy"
@@ -135,8 +138,8 @@ type Backend struct {
 	rootP   []*spec.Tree
 	dist    spec.Dist // the target distribution handed to verification
 	timings Timings
-	knee    int       // the calibrated knee of the forward pass cost (0: budget configured)
-	curve   costCurve // the forward pass's measured cost for 1 … curveTokens tokens
+	knee    int        // the calibrated knee of the forward pass cost (0: budget configured)
+	curve   *costCurve // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
 
 	// Reused across iterations.
 	batch  model.Batch

@@ -69,8 +69,12 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 	}
 	// A verify pass holds every decoding slot's root plus at most the budget
 	// B of drafted nodes (spec.Scheduler), and never more than full trees;
-	// an uncalibrated B is at most the calibration's largest batch, 48.
-	verify := min(slots*(1+sc.sched.MaxDepth*sc.sched.MaxWidth), slots+max(sc.sched.Budget, 48))
+	// a B priced from the measured cost can reach MaxSpecBudget.
+	b := sc.sched.Budget
+	if !sc.budgetGiven {
+		b = MaxSpecBudget
+	}
+	verify := min(slots*(1+sc.sched.MaxDepth*sc.sched.MaxWidth), slots+b)
 	scratch := func(c model.Config) int64 {
 		return c.ScratchBytes(slots*chunk+verify, verify)
 	}

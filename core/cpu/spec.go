@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +54,7 @@ type specConfig struct {
 	adaptive       bool // requests speculate only while it pays (spec.Payoff)
 	sched          spec.Config
 	budgetGiven    bool
+	minProbGiven   bool
 }
 
 var policyNames = map[string]spec.Policy{
@@ -95,8 +97,12 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 		{"spec_policy", &policy}, {"spec_order", &order}, {"spec_min_prob", &minProb},
 		{"draft_vocab", &sc.draftVocab}, {"spec_adaptive", &sc.adaptive},
 	} {
-		if _, err := cfg.Extra.Take(f.key, f.dst); err != nil {
+		given, err := cfg.Extra.Take(f.key, f.dst)
+		if err != nil {
 			return sc, err
+		}
+		if f.key == "spec_min_prob" {
+			sc.minProbGiven = given
 		}
 	}
 	var err error
@@ -137,28 +143,82 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	return sc, nil
 }
 
-// calibrated caches the measured budget per model file and thread count, so
-// that a process creating many runtimes (the tests) measures once.
-var calibrated sync.Map // string -> int
+// costCurve is the measured duration of one forward pass over n new tokens
+// with logits for every one of them, as a verification pass needs, at the
+// sizes spec.CalibrationSizes lists (1 to 8, then geometrically): what the
+// cost model prices plain decoding and one more verified token with, and
+// where the knee of the roofline is (spec.Calibrate).
+type costCurve struct {
+	ns []int
+	ts []time.Duration
+}
 
-// calibrate measures the knee of the forward pass's cost over N tokens (see
-// spec.Calibrate), on a throwaway cache: about a second on two idle cores,
-// often the longest part of creating a runtime. progress (may be nil)
-// hears the share of the measuring done, by tokens run.
-func calibrate(key string, m model.Runner, maxN int, progress func(float64)) int {
-	if b, ok := calibrated.Load(key); ok {
-		return b.(int)
+// at is the cost of a pass over n tokens, interpolated linearly between
+// the measured sizes and extrapolated past the last.
+func (c *costCurve) at(n int) time.Duration {
+	if c == nil || len(c.ns) == 0 {
+		return 0
+	}
+	n = max(n, 1)
+	i := sort.SearchInts(c.ns, n)
+	switch {
+	case i < len(c.ns) && c.ns[i] == n:
+		return c.ts[i]
+	case len(c.ns) == 1:
+		return c.ts[0] * time.Duration(n)
+	case i == len(c.ns):
+		i-- // extrapolate the last segment
+	case i == 0:
+		i = 1
+	}
+	n0, n1, t0, t1 := c.ns[i-1], c.ns[i], c.ts[i-1], c.ts[i]
+	return t0 + (t1-t0)*time.Duration(n-n0)/time.Duration(n1-n0)
+}
+
+// budget is the verification budget for n sequences whose tokens are each
+// worth `worth` of pass time: the largest pass (at least n, at most
+// MaxSpecBudget) whose every token up to it costs at most that.
+func (c *costCurve) budget(n int, worth time.Duration) int {
+	if c == nil || len(c.ns) < 2 {
+		return max(n, DefaultMinBudget)
+	}
+	last := c.ns[len(c.ns)-1]
+	for b := n; b <= last; b++ {
+		if c.at(b+1)-c.at(b) > worth {
+			return b
+		}
+	}
+	return MaxSpecBudget // the extrapolated slope stays under it
+}
+
+// curves caches the measured curve per device, model file and thread
+// count, so that a process creating many runtimes (the tests) measures
+// once.
+var curves sync.Map // string -> *costCurve
+
+// measureCost measures the forward pass's cost curve up to maxN tokens on
+// a throwaway cache, the best of two runs at each size after a warm-up
+// pass: about a second for the default model on two idle cores, often the
+// longest part of creating a runtime. progress (may be nil) hears the
+// share of the measuring done, by tokens run. nil when a pass fails.
+func measureCost(key string, m model.Runner, maxN int, progress func(float64)) *costCurve {
+	if c, ok := curves.Load(key); ok {
+		return c.(*costCurve)
 	}
 	c, err := m.NewCache(maxN + 1)
 	if err != nil {
-		return DefaultMinBudget
+		return nil
 	}
+	defer c.Truncate(0)
+	vocab := m.Config().Vocab
 	var bt model.Batch
-	logits := make([]float32, m.Config().Vocab)
-	total, done := maxN, 0 // the warm-up pass, then each size three times
-	for _, n := range spec.CalibrationSizes(maxN) {
-		total += 3 * n
+	logits := make([]float32, maxN*vocab)
+	sizes := spec.CalibrationSizes(maxN)
+	total, done := maxN, 0
+	for _, n := range sizes {
+		total += 2 * n
 	}
+	failed := false
 	cost := func(n int) time.Duration {
 		defer func() {
 			done += n
@@ -169,85 +229,30 @@ func calibrate(key string, m model.Runner, maxN int, progress func(float64)) int
 		c.Truncate(0)
 		bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
 		for i := range n {
-			bt.Tokens = append(bt.Tokens, int32(i%m.Config().Vocab))
-			bt.Cache = append(bt.Cache, c)
-			bt.Pos = append(bt.Pos, i)
-			bt.Parent = append(bt.Parent, i-1)
-			bt.Logits = append(bt.Logits, i == n-1)
-		}
-		t := time.Now()
-		m.Forward(&bt, logits)
-		return time.Since(t)
-	}
-	cost(maxN) // warm the scratch buffers
-	b := spec.Calibrate(cost, maxN)
-	calibrated.Store(key, b)
-	return b
-}
-
-// costCurve is the measured duration of one forward pass over n new tokens
-// with logits for every one of them, as a verification pass needs, at
-// index n-1: what the cost model (spec.Payoff's prior, spec.StopProb)
-// prices plain decoding and one more verified token with.
-type costCurve []time.Duration
-
-// at is the cost of a pass over n tokens, extrapolated linearly past the
-// measured range.
-func (c costCurve) at(n int) time.Duration {
-	switch {
-	case len(c) == 0:
-		return 0
-	case n <= len(c):
-		return c[max(n, 1)-1]
-	case len(c) == 1:
-		return c[0] * time.Duration(n)
-	}
-	last, step := c[len(c)-1], c[len(c)-1]-c[len(c)-2]
-	return last + step*time.Duration(n-len(c))
-}
-
-// curves caches the measured curve per model file and thread count.
-var curves sync.Map // string -> costCurve
-
-// measureCurve measures T(1) … T(maxN) on a throwaway cache (the best of
-// two runs each, after a warm-up pass).
-func measureCurve(key string, m model.Runner, maxN int) costCurve {
-	if c, ok := curves.Load(key); ok {
-		return c.(costCurve)
-	}
-	c, err := m.NewCache(maxN + 1)
-	if err != nil {
-		return nil
-	}
-	var bt model.Batch
-	logits := make([]float32, maxN*m.Config().Vocab)
-	cost := func(n int) time.Duration {
-		c.Truncate(0)
-		bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
-		for i := range n {
-			bt.Tokens = append(bt.Tokens, int32((100+7*i)%m.Config().Vocab))
+			bt.Tokens = append(bt.Tokens, int32((100+7*i)%vocab))
 			bt.Cache = append(bt.Cache, c)
 			bt.Pos = append(bt.Pos, i)
 			bt.Parent = append(bt.Parent, i-1)
 			bt.Logits = append(bt.Logits, true)
 		}
 		t := time.Now()
-		if err := m.Forward(&bt, logits[:n*m.Config().Vocab]); err != nil {
-			return 0
+		if err := m.Forward(&bt, logits[:n*vocab]); err != nil {
+			failed = true
 		}
 		return time.Since(t)
 	}
-	cost(maxN)
-	curve := make(costCurve, maxN)
-	for n := 1; n <= maxN; n++ {
-		curve[n-1] = min(cost(n), cost(n))
-		if curve[n-1] <= 0 {
-			return nil
+	cost(maxN) // warm the scratch buffers
+	curve := &costCurve{}
+	for _, n := range sizes {
+		t := min(cost(n), cost(n))
+		// A pass over more tokens never costs less: smooth the noise.
+		if k := len(curve.ts); k > 0 {
+			t = max(t, curve.ts[k-1])
 		}
+		curve.ns, curve.ts = append(curve.ns, n), append(curve.ts, t)
 	}
-	// A pass over more tokens never costs less: smooth the noise.
-	for n := 1; n < maxN; n++ {
-		curve[n] = max(curve[n], curve[n-1])
+	if failed {
+		return nil
 	}
 	curves.Store(key, curve)
 	return curve

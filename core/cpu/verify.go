@@ -61,25 +61,24 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		b.drafts.early = &modelDrafter{dm: early}
 		b.drafts.early.beam.Model = early
 	}
-	if !sc.budgetGiven && sc.sched.Policy != spec.Incremental {
-		// The knee of the forward pass's cost. On a CPU it comes early
-		// (two cores: compute-bound from about 3 tokens, so the knee is 2),
-		// which would leave one draft node per pass; the MinProb cut, not
-		// the budget, is what keeps unprofitable nodes out there, so the
-		// budget is at least DefaultMinBudget.
-		b.knee = calibrate(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, 48, calibrating)
-		b.sched.Config.Budget = max(DefaultMinBudget, b.knee)
-	}
 	if sc.sched.Policy != spec.Incremental {
-		b.curve = measureCurve(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, curveTokens)
+		// The forward pass's cost over 1 … 48 tokens prices speculation
+		// (see plan). Its knee is the budget until the first plan: on a
+		// CPU it comes early (two cores: compute-bound from about 3
+		// tokens), so the budget is at least DefaultMinBudget there.
+		b.curve = measureCost(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, curveTokens, calibrating)
+		if b.curve != nil && !sc.budgetGiven {
+			b.knee = spec.Calibrate(b.curve.at, curveTokens)
+			b.sched.Config.Budget = max(DefaultMinBudget, b.knee)
+		}
 	}
 	return nil
 }
 
-// curveTokens is how far the cost model's curve is measured (T(1) …
-// T(curveTokens), about 20 forward passes at start-up); beyond, it is
+// curveTokens is how far the forward pass's cost is measured (at
+// spec.CalibrationSizes: 17 sizes, twice each); beyond, it is
 // extrapolated.
-const curveTokens = 8
+const curveTokens = 48
 
 // DefaultMinBudget is the least verification budget B when it is
 // calibrated rather than configured (see BenchmarkSpeculation).
@@ -201,31 +200,43 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		speculating = speculating || !s.NoSpec
 	}
 	if speculating && b.spec.sched.Policy != spec.Incremental {
-		// A verified token costs about the same compute whoever it serves,
-		// while the time per emitted token shrinks as more sequences share
-		// the pass: with n decoding sequences a node must be n times as
-		// likely to pay off, roughly. Scale the cut so its complement
-		// shrinks as 1/n.
-		if !b.spec.budgetGiven && b.knee > 0 {
-			// Past the knee every token costs its full compute, so extra
-			// budget only pays while few sequences share the pass:
-			// DefaultMinBudget for one, shrinking as 1/n to the knee (at
-			// which n >= B leaves no draft node at all).
-			b.sched.Config.Budget = max(b.knee, DefaultMinBudget/len(b.seqs))
-		}
-		if m := b.spec.sched.MinProb; m > 0 {
-			b.sched.Config.MinProb = 1 - (1-m)/float64(len(b.seqs))
-		}
-		// The cost model's prices at this load: a plain pass over one
-		// token per sequence, and what each extra verified token adds.
+		// The cost model's prices at this load, from the forward pass's
+		// curve measured at start-up: a plain pass (one token for each of
+		// the n sequences) yields n tokens in T(n), so a token is worth
+		// T(n)/n of pass time, and each extra verified token costs the
+		// marginal slope of the curve past n.
 		n := len(b.seqs)
 		plain, marginal := b.curve.at(n), (b.curve.at(2*n)-b.curve.at(n))/time.Duration(n)
+		worth := plain / time.Duration(n)
+		switch {
+		case b.spec.budgetGiven:
+		case b.curve != nil:
+			// No node can pay once the next token of the pass costs more
+			// than a token is worth: the budget is the largest pass
+			// before that (on a GPU, the knee of the flat curve; on a CPU
+			// usually more than the trees hold, the cut below binding
+			// first). Within it the SLO phase has room to serve requests
+			// that are behind.
+			b.sched.Config.Budget = b.curve.budget(n, worth)
+		case b.knee > 0:
+			b.sched.Config.Budget = max(b.knee, DefaultMinBudget/n)
+		}
+		switch m := b.spec.sched.MinProb; {
+		case !b.spec.minProbGiven && b.curve != nil && plain > 0:
+			// A node pays for its verification when its path probability
+			// times a token's worth exceeds its marginal cost.
+			b.sched.Config.MinProb = min(0.99, float64(marginal)/float64(worth))
+		case m > 0:
+			// With n sequences a node must be about n times as likely to
+			// pay off: the cut's complement shrinks as 1/n.
+			b.sched.Config.MinProb = 1 - (1-m)/float64(n)
+		}
 		for _, s := range b.seqs {
 			s.Payoff.PlainPrior = plain
 		}
 		for _, d := range []*modelDrafter{b.drafts.model, b.drafts.early} {
 			if d != nil {
-				d.plain, d.marginal = plain, marginal
+				d.plain, d.marginal = worth, marginal
 			}
 		}
 		if trees, err := b.sched.Plan(b.seqs, now); err == nil {
