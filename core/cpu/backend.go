@@ -587,6 +587,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		res[i].Tokens = q.out
 		if !q.seq.NoSpec && b.sched.Drafter != nil && b.spec.sched.Policy != spec.Incremental {
 			q.seq.Payoff.Observe(time.Since(t0), len(q.res.Tokens), q.tree.Len() > 1)
+			b.drafts.accept[q.kind].Observe(q.tree, q.res.Path)
 			res[i].DraftProposed = q.tree.Len() - 1
 			res[i].DraftAccepted = q.res.Accepted()
 			res[i].VerifyPasses = 1

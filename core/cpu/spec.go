@@ -268,6 +268,9 @@ type drafters struct {
 	seqs  [4][]*spec.Seq
 	trees [4][]*spec.Tree
 	errs  int // drafter failures (each cost one iteration's speculation)
+	// accept calibrates each kind's path probabilities against what
+	// verification accepted (the backend reports every verified tree).
+	accept [4]spec.Acceptance
 }
 
 func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree) error {
@@ -302,6 +305,10 @@ func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree)
 				t.Reset(ss[i].Tokens[len(ss[i].Tokens)-1])
 			}
 			d.errs++
+			continue
+		}
+		for _, t := range d.trees[k] {
+			d.accept[k].Scale(t)
 		}
 	}
 	return nil

@@ -98,7 +98,7 @@ func specRuntime(t testing.TB, extra string) *runtime.Runtime {
 	}
 	// Not adaptive: these tests check what speculation emits, so every
 	// request speculates throughout, paying or not.
-	rt, err := runtime.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":8,"context_length":512,"spec_budget":8,"spec_adaptive":false}`, extra)))
+	rt, err := runtime.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":8,"context_length":512,"spec_budget":8,"spec_adaptive":false,"spec_min_prob":0.25}`, extra)))
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)
 	return rt

@@ -98,7 +98,7 @@ func tinyFile(t testing.TB, dir string, vocab int, seed uint64, logitScale float
 // a Backend driven directly by the test, without a runtime.
 func tinyBackend(t testing.TB, path, draftPath, extra string) *Backend {
 	t.Helper()
-	cfg, err := runtime.ParseConfig([]byte(MergeConfig(`{"model_path":"`+path+`","max_slots":2,"threads":1,"context_length":64,"spec_budget":6,"spec_max_depth":3,"spec_max_width":2,"spec_adaptive":false`+
+	cfg, err := runtime.ParseConfig([]byte(MergeConfig(`{"model_path":"`+path+`","max_slots":2,"threads":1,"context_length":64,"spec_budget":6,"spec_max_depth":3,"spec_max_width":2,"spec_adaptive":false,"spec_min_prob":0.25`+
 		`,"draft_model_path":"`+draftPath+`"}`, extra)))
 	require.NoError(t, err)
 	be, err := New(cfg)

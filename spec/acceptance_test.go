@@ -1,0 +1,68 @@
+package spec
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// An overconfident drafter: it claims every chain token with probability
+// 0.9, while the target accepts each with probability 0.4. After enough
+// verified chains the scaled f at depth d approaches the true 0.4^d, and
+// it stays non-increasing down the chain.
+func TestAcceptanceCalibratesOverconfidence(t *testing.T) {
+	var a Acceptance
+	rng := rand.New(rand.NewPCG(1, 2))
+	const depth = 4
+	chain := func() *Tree {
+		var tr Tree
+		tr.Reset(0)
+		p := 1.0
+		for d := 1; d <= depth; d++ {
+			p *= 0.9
+			tr.Add(d-1, int32(d), p)
+		}
+		a.Scale(&tr)
+		return &tr
+	}
+	for range 3000 {
+		tr := chain()
+		path := []int{0}
+		for d := 1; d <= depth && rng.Float64() < 0.4; d++ {
+			path = append(path, d)
+		}
+		a.Observe(tr, path)
+	}
+	tr := chain()
+	want := 1.0
+	for d := 1; d <= depth; d++ {
+		want *= 0.4
+		require.InDelta(t, want, tr.Nodes[d].Prob, 0.5*want, "depth %d", d) // uncalibrated: 0.9^d
+		require.LessOrEqual(t, tr.Nodes[d].Prob, tr.Nodes[d-1].Prob)
+	}
+}
+
+// A calibrated drafter is left alone, and nothing is scaled before the
+// sums hold MinMass.
+func TestAcceptanceLeavesCalibratedDrafters(t *testing.T) {
+	var a Acceptance
+	var tr Tree
+	tr.Reset(0)
+	tr.Add(0, 1, 0.5)
+	a.Scale(&tr)
+	require.Equal(t, 0.5, tr.Nodes[1].Prob)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		var tr Tree
+		tr.Reset(0)
+		tr.Add(0, 1, 0.5)
+		a.Scale(&tr)
+		path := []int{0}
+		if rng.Float64() < 0.5 {
+			path = append(path, 1)
+		}
+		a.Observe(&tr, path)
+	}
+	require.InDelta(t, 1, a.Factor(1), 0.15)
+}
