@@ -101,12 +101,16 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 	if p.probe < probeLen {
 		return
 	}
+	// The reference is the faster of the measured plain decoding and the
+	// prior: the first plain iterations after a prefill can be slow (on
+	// the Qwen pair 99 ms a token against 59 later), which would make any
+	// speculation look like a win.
 	ref := p.plain.v
-	if p.plain.n == 0 {
-		if p.PlainPrior <= 0 {
-			return
-		}
-		ref = p.PlainPrior.Seconds()
+	if prior := p.PlainPrior.Seconds(); prior > 0 && (p.plain.n == 0 || prior < ref) {
+		ref = prior
+	}
+	if ref <= 0 {
+		return
 	}
 	if p.backoff == 0 {
 		p.backoff = BackoffMin

@@ -65,6 +65,14 @@ func TestStopProb(t *testing.T) {
 	require.Zero(t, StopProb(time.Millisecond, time.Millisecond, 0))
 }
 
+func TestPayoffJudgesAgainstTheFasterReference(t *testing.T) {
+	// Plain iterations measured slow (100 ms) but the prior says 60: drafts
+	// giving 75 ms a token lose to what plain decoding can do.
+	p := Payoff{PlainPrior: 60 * time.Millisecond}
+	n := runPayoff(&p, 1000, 150*time.Millisecond, 100*time.Millisecond, 2)
+	require.Less(t, n, 60, "speculated %d of 1000 losing iterations", n)
+}
+
 func TestPayoffJudgesAgainstMeasuredPlainDecoding(t *testing.T) {
 	// The prior says plain tokens take 100 ms, but they take 60: drafts
 	// yielding 75 ms a token beat the prior and lose to the measurement.
