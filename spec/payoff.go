@@ -30,15 +30,14 @@ type Payoff struct {
 	backoff     int  // length of the next back-off
 	probe       int  // speculative iterations since the last back-off
 	decided     bool // the last Decide's answer
+	caughtUp    bool // a speculative iteration has run (the drafter saw the prompt)
 }
 
 // Back-off bounds, in iterations, and the margin speculation must beat.
 const (
 	BackoffMin = 8
 	BackoffMax = 128
-	// probeLen speculative iterations are measured before judging (the
-	// first after a plain stretch also pays the drafter's catch-up and is
-	// not counted).
+	// probeLen speculative iterations are measured before judging.
 	probeLen = 3
 	// plainFirst plain iterations start a request that has a prior, so
 	// that speculation is judged against a measurement.
@@ -94,8 +93,13 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 		return
 	}
 	p.probe++
-	if p.probe == 1 && p.plain.n > 0 {
-		return // the drafter caught up on the plain stretch's tokens
+	if !p.caughtUp {
+		// The request's first speculative iteration also ran the draft
+		// model over the whole prompt, a cost speculation pays once per
+		// request whatever it gains later. Later catch-ups (the tokens of
+		// a plain stretch) count: they are what backing off costs.
+		p.caughtUp = true
+		return
 	}
 	p.spec.add(per)
 	if p.probe < probeLen {
