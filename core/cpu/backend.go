@@ -138,7 +138,6 @@ type Backend struct {
 	rootP   []*spec.Tree
 	dist    spec.Dist // the target distribution handed to verification
 	timings Timings
-	knee    int        // the calibrated knee of the forward pass cost (0: budget configured)
 	curve   *costCurve // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
 
 	// Reused across iterations.

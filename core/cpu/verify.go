@@ -68,8 +68,7 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		// tokens), so the budget is at least DefaultMinBudget there.
 		b.curve = measureCost(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, curveTokens, calibrating)
 		if b.curve != nil && !sc.budgetGiven {
-			b.knee = spec.Calibrate(b.curve.at, curveTokens)
-			b.sched.Config.Budget = max(DefaultMinBudget, b.knee)
+			b.sched.Config.Budget = max(DefaultMinBudget, spec.Calibrate(b.curve.at, curveTokens))
 		}
 	}
 	return nil
@@ -208,9 +207,7 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		n := len(b.seqs)
 		plain, marginal := b.curve.at(n), (b.curve.at(2*n)-b.curve.at(n))/time.Duration(n)
 		worth := plain / time.Duration(n)
-		switch {
-		case b.spec.budgetGiven:
-		case b.curve != nil:
+		if !b.spec.budgetGiven && b.curve != nil {
 			// No node can pay once the next token of the pass costs more
 			// than a token is worth: the budget is the largest pass
 			// before that (on a GPU, the knee of the flat curve; on a CPU
@@ -218,8 +215,6 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 			// first). Within it the SLO phase has room to serve requests
 			// that are behind.
 			b.sched.Config.Budget = b.curve.budget(n, worth)
-		case b.knee > 0:
-			b.sched.Config.Budget = max(b.knee, DefaultMinBudget/n)
 		}
 		switch m := b.spec.sched.MinProb; {
 		case !b.spec.minProbGiven && b.curve != nil && plain > 0:
