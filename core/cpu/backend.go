@@ -143,8 +143,11 @@ type Backend struct {
 	// Reused across iterations.
 	batch  model.Batch
 	logits []float32
-	rows   []int // per slot: its first logits row in this iteration, or -1
-	ident  []int // 0, 1, 2, ...: commit every scratch entry of a chain, in order
+	ids    []int32 // each logits row's argmax, when the runner hands back only those
+	argID  [1]int32
+	argP   [1]float32 // with argID, a node's point-mass target in verifyArgmax
+	rows   []int      // per slot: its first logits row in this iteration, or -1
+	ident  []int      // 0, 1, 2, ...: commit every scratch entry of a chain, in order
 }
 
 // Hard limits of the cpu backend's config fields (see the package doc).
@@ -470,6 +473,17 @@ func (b *Backend) Release(s *runtime.Slot) {
 	s.State = nil
 }
 
+// allRawArgmax reports whether every slot that gets logits this step picks
+// its tokens as the plain argmax of them (sample.Sampler.RawArgmax).
+func (b *Backend) allRawArgmax(slots []*runtime.Slot) bool {
+	for i, s := range slots {
+		if b.rows[i] >= 0 && !s.State.(*sequence).sampler.RawArgmax() {
+			return false
+		}
+	}
+	return true
+}
+
 // Step builds one batch from every slot — the next prompt chunk of those
 // still prefilling, the token tree of those decoding (the newest token as
 // its root, and what the drafter proposed and the scheduler selected below
@@ -535,11 +549,25 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		b.rows = append(b.rows, row)
 	}
 	vocab := b.model.Config().Vocab
-	if cap(b.logits) < nLogits*vocab {
-		b.logits = make([]float32, nLogits*vocab)
+	// A pass whose every row is decoded greedily needs each row's argmax
+	// alone, which a device runner can hand back instead of the rows.
+	var logits []float32
+	var ids []int32
+	var err error
+	if ar, ok := b.model.(model.ArgmaxRunner); ok && nLogits > 0 && b.allRawArgmax(slots) {
+		if cap(b.ids) < nLogits {
+			b.ids = make([]int32, nLogits)
+		}
+		ids = b.ids[:nLogits]
+		err = ar.ForwardArgmax(bt, ids)
+	} else {
+		if cap(b.logits) < nLogits*vocab {
+			b.logits = make([]float32, nLogits*vocab)
+		}
+		logits = b.logits[:nLogits*vocab]
+		err = b.model.Forward(bt, logits)
 	}
-	logits := b.logits[:nLogits*vocab]
-	if err := b.model.Forward(bt, logits); err != nil {
+	if err != nil {
 		for i := range slots {
 			res[i].Err = status.Errorf(status.Backend, "forward pass: %v", err)
 		}
@@ -564,8 +592,12 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 				continue // more prompt next iteration; no token yet
 			}
 			q.decoding = true
-			row := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
-			tok := q.sampler.Sample(row)
+			var tok int32
+			if ids != nil {
+				tok = ids[b.rows[i]]
+			} else {
+				tok = q.sampler.Sample(logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab])
+			}
 			q.sampler.Accept(tok)
 			q.next = tok
 			q.seq.Tokens = append(q.seq.Tokens, tok)
@@ -575,7 +607,11 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 			res[i].ContextFull = q.cache.Len()+1 >= q.cache.Cap()
 			continue
 		}
-		b.verify(q, logits[b.rows[i]*vocab:(b.rows[i]+q.tree.Len())*vocab])
+		if ids != nil {
+			b.verifyArgmax(q, ids[b.rows[i]:b.rows[i]+q.tree.Len()])
+		} else {
+			b.verify(q, logits[b.rows[i]*vocab:(b.rows[i]+q.tree.Len())*vocab])
+		}
 		if err := q.cache.Commit(q.res.Path); err != nil {
 			res[i].Err = status.Errorf(status.Internal, "kv cache: %v", err)
 			continue

@@ -13,7 +13,7 @@ import (
 // measureCost measures a model.
 func curveOf(cost func(n int) time.Duration) *costCurve {
 	c := &costCurve{}
-	for _, n := range spec.CalibrationSizes(curveTokens) {
+	for _, n := range spec.CalibrationSizes(curveTokens("cpu")) {
 		c.ns, c.ts = append(c.ns, n), append(c.ts, cost(n))
 	}
 	return c

@@ -212,7 +212,13 @@ func measureCost(key string, m model.Runner, maxN int, progress func(float64)) *
 	defer c.Truncate(0)
 	vocab := m.Config().Vocab
 	var bt model.Batch
-	logits := make([]float32, maxN*vocab)
+	var logits []float32
+	var ids []int32
+	if _, ok := m.(model.ArgmaxRunner); ok {
+		ids = make([]int32, maxN)
+	} else {
+		logits = make([]float32, maxN*vocab)
+	}
 	sizes := spec.CalibrationSizes(maxN)
 	total, done := maxN, 0
 	for _, n := range sizes {
@@ -236,7 +242,14 @@ func measureCost(key string, m model.Runner, maxN int, progress func(float64)) *
 			bt.Logits = append(bt.Logits, true)
 		}
 		t := time.Now()
-		if err := m.Forward(&bt, logits[:n*vocab]); err != nil {
+		var err error
+		if ar, ok := m.(model.ArgmaxRunner); ok {
+			// As greedy decoding runs it there: the rows stay on the device.
+			err = ar.ForwardArgmax(&bt, ids[:n])
+		} else {
+			err = m.Forward(&bt, logits[:n*vocab])
+		}
+		if err != nil {
 			failed = true
 		}
 		return time.Since(t)

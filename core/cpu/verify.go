@@ -66,18 +66,25 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		// (see plan). Its knee is the budget until the first plan: on a
 		// CPU it comes early (two cores: compute-bound from about 3
 		// tokens), so the budget is at least DefaultMinBudget there.
-		b.curve = measureCost(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, curveTokens, calibrating)
+		n := curveTokens(b.device)
+		b.curve = measureCost(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, n, calibrating)
 		if b.curve != nil && !sc.budgetGiven {
-			b.sched.Config.Budget = max(DefaultMinBudget, spec.Calibrate(b.curve.at, curveTokens))
+			b.sched.Config.Budget = max(DefaultMinBudget, spec.Calibrate(b.curve.at, n))
 		}
 	}
 	return nil
 }
 
-// curveTokens is how far the forward pass's cost is measured (at
-// spec.CalibrationSizes: 17 sizes, twice each); beyond, it is
-// extrapolated.
-const curveTokens = 48
+// curveTokens is how far the forward pass's cost is measured on a device
+// (at spec.CalibrationSizes, twice each); beyond, it is extrapolated. A
+// CPU is compute-bound long before 48 tokens; a GPU's pass stays nearly
+// flat far longer, and trees that large are what pays there.
+func curveTokens(device string) int {
+	if device == "cpu" {
+		return 48
+	}
+	return 128
+}
 
 // DefaultMinBudget is the least verification budget B when it is
 // calibrated rather than configured (see BenchmarkSpeculation).
@@ -282,5 +289,27 @@ func (b *Backend) verify(q *sequence, rows []float32) {
 	} else {
 		spec.VerifySample(q.tree, target, q.sampler, &q.res)
 	}
+	q.sampler.Accept(q.res.Bonus())
+}
+
+// verifyArgmax is verify for a greedy sequence from each tree node's
+// argmax alone (ids, one per node): the target distribution of a node is
+// the point mass on its argmax, as Sampler.Distribution gives for a
+// sampler whose RawArgmax holds.
+func (b *Backend) verifyArgmax(q *sequence, ids []int32) {
+	if q.tree.Len() == 1 {
+		q.sampler.Accept(ids[0])
+		q.res.Path = append(q.res.Path[:0], 0)
+		q.res.Tokens = append(q.res.Tokens[:0], ids[0])
+		return
+	}
+	target := func(node int) spec.Dist {
+		if node > 0 {
+			q.sampler.Accept(q.tree.Nodes[node].Token)
+		}
+		b.argID[0], b.argP[0] = ids[node], 1
+		return spec.Dist{IDs: b.argID[:], P: b.argP[:]}
+	}
+	spec.VerifyGreedy(q.tree, target, &q.res)
 	q.sampler.Accept(q.res.Bonus())
 }

@@ -56,6 +56,17 @@ type HeadRunner interface {
 	ForwardHead(b *Batch, logits []float32, rows int) error
 }
 
+// ArgmaxRunner is a Runner that can hand back each logits row's argmax
+// (the lowest id among equal maxima, NaN ignored, as greedy sampling
+// picks) instead of the row: for a pass whose every row is decoded
+// greedily, what a GPU copies back shrinks from Vocab floats a row to one
+// id.
+type ArgmaxRunner interface {
+	Runner
+	// ForwardArgmax is Forward with ids[r] the argmax of logits row r.
+	ForwardArgmax(b *Batch, ids []int32) error
+}
+
 // CPU is the Runner of a Model on the CPU.
 type CPU struct{ *Model }
 

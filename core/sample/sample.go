@@ -217,6 +217,11 @@ func New(p Params, vocabSize int) (*Sampler, error) {
 	return s, nil
 }
 
+// RawArgmax reports whether every token this sampler picks is the plain
+// argmax of the logits row (greedy, nothing penalised): then a device can
+// hand back the argmax alone instead of the row.
+func (s *Sampler) RawArgmax() bool { return s.p.Temperature == 0 && !s.p.penalised() }
+
 // Params returns the sampler's parameters with the "off" synonyms replaced
 // by their canonical values (TopP 1, RepetitionPenalty 1, ...).
 func (s *Sampler) Params() Params { return s.p }
