@@ -29,8 +29,9 @@ type quantArgs struct {
 }
 
 type matVecArgs struct {
-	out, res, bias, wq, ws, xq, xds, pass cu.DevicePtr
-	rows, cols, head, ld                  int32
+	out, res, bias, wq, ws, xq, xds, pass, src, nw cu.DevicePtr
+	rows, cols, head, ld, pro                      int32
+	eps                                            float32
 }
 
 type ropeArgs struct {
@@ -39,10 +40,15 @@ type ropeArgs struct {
 }
 
 type attnArgs struct {
-	qs, ds, q, pass, toks, extra cu.DevicePtr
-	heads, kvheads, hd, layer    int32
-	scale                        float32
-	pad                          int32
+	qs, ds, q, pass, toks, extra, rot cu.DevicePtr
+	heads, kvheads, hd, layer         int32
+	scale                             float32
+	rope, neox, pad                   int32
+}
+
+type argmaxArgs struct {
+	logits, out, pass cu.DevicePtr
+	vocab, pad        int32
 }
 
 type commitArgs struct {
@@ -61,14 +67,15 @@ func (a *quantArgs) fields() []any {
 	return []any{a.x, a.qs, a.ds, a.pass, a.dim, a.swiglu}
 }
 func (a *matVecArgs) fields() []any {
-	return []any{a.out, a.res, a.bias, a.wq, a.ws, a.xq, a.xds, a.pass, a.rows, a.cols, a.head, a.ld}
+	return []any{a.out, a.res, a.bias, a.wq, a.ws, a.xq, a.xds, a.pass, a.src, a.nw, a.rows, a.cols, a.head, a.ld, a.pro, a.eps}
 }
 func (a *ropeArgs) fields() []any {
 	return []any{a.qkv, a.rot, a.pass, a.toks, a.heads, a.kvheads, a.hd, a.neox, a.layer, a.pad}
 }
 func (a *attnArgs) fields() []any {
-	return []any{a.qs, a.ds, a.q, a.pass, a.toks, a.extra, a.heads, a.kvheads, a.hd, a.layer, a.scale, a.pad}
+	return []any{a.qs, a.ds, a.q, a.pass, a.toks, a.extra, a.rot, a.heads, a.kvheads, a.hd, a.layer, a.scale, a.rope, a.neox, a.pad}
 }
+func (a *argmaxArgs) fields() []any { return []any{a.logits, a.out, a.pass, a.vocab, a.pad} }
 func (a *commitArgs) fields() []any {
 	return []any{a.k, a.v, a.cap, a.hd, a.blocks, a.len, a.moves, a.pad, a.src, a.dst}
 }
@@ -97,77 +104,132 @@ func pack(w *cu.ArgWriter, a kernelArgs) []byte {
 	return w.Bytes()
 }
 
+// Prologue modes of the mat-vec (MatVecArgs.pro in kernels.cu).
+const (
+	proNone   = 0 // activations already quantized in xq/xds
+	proNorm   = 1 // RMSNorm of src rows, quantized
+	proSwiGLU = 2 // silu(gate)·up of src rows, quantized
+)
+
+// proBytes is the dynamic shared memory a mat-vec prologue takes over
+// rows of cols activations: MatVecTokens rows of int8s and their half2s.
+func proBytes(cols int) int { return kernels.MatVecTokens * (cols + cols/32*4) }
+
+// maxProBytes keeps the prologue under the dynamic shared memory a block
+// gets without asking for more (48 KiB); wider rows take the separate
+// quantization kernel.
+const maxProBytes = 48 << 10
+
 // launchPass queues the whole forward pass of n tokens (rows of which want
-// logits) over the first layers.
-func (r *Runner) launchPass(n, rows, layers int) error {
+// logits) over the first layers, and with argmax each row's argmax into ids.
+//
+// A layer is 9 kernels, and fewer where the pass is small enough: up to
+// kernels.MatVecTokens tokens the mat-vecs normalise or gate their own
+// input (their prologue) instead of the norm and quant kernels, and a
+// one-token pass rotates and stores its K and V inside the attention
+// kernel. Decoding one token is then 5 kernels a layer: a decode step's
+// cost is mostly the latency of its kernels, not their bytes.
+func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 	c, b, d := &r.cfg, &r.bufs, r.dev
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
 	pass := b.pass
 	toks := pass.Add(r.toksOff())
 	var err error
 	var w cu.ArgWriter
-	run := func(f *cu.Function, grid, block [3]uint32, a kernelArgs) {
+	run := func(f *cu.Function, grid, block [3]uint32, smem int, a kernelArgs) {
 		if err == nil {
-			err = d.launch(f, grid, block, pack(&w, a))
+			err = d.launchShared(f, grid, block, smem, pack(&w, a))
 		}
 	}
 	norm := func(src, weight, gather cu.DevicePtr, nr int) {
-		run(d.k.rmsnormQuant, [3]uint32{uint32(nr), 1, 1}, [3]uint32{uint32(min(c.Embd, 1024)), 1, 1},
+		run(d.k.rmsnormQuant, [3]uint32{uint32(nr), 1, 1}, [3]uint32{128, 1, 1}, 0,
 			&normArgs{x: src, w: weight, qs: b.xq, ds: b.xds, pass: pass, rows: gather, dim: int32(c.Embd), eps: c.RMSEps})
 	}
+	// input says how the products of a layer get their activations: in
+	// xq/xds (pro = proNone), or made by the mat-vec's prologue from src.
+	type input struct {
+		pro     int32
+		src, nw cu.DevicePtr
+	}
+	small := n <= kernels.MatVecTokens
 	// matvec writes W·x (+ bias) (+ res) into rows of ld floats of out,
-	// with the kernel of W's type (the loader admits only those).
-	matvec := func(out, res, bias cu.DevicePtr, m *dmat, ld, nt int, head bool) {
+	// with the kernel of W's type (the loader admits only those): the
+	// mat-vec for a few tokens, the tensor cores for more.
+	matvec := func(out, res, bias cu.DevicePtr, m *dmat, ld, nt int, head bool, in input) {
 		a := &matVecArgs{out: out, res: res, bias: bias, wq: m.qs, ws: m.scales, xq: b.xq, xds: b.xds, pass: pass,
-			rows: int32(m.rows), cols: int32(m.cols), ld: int32(ld)}
+			src: in.src, nw: in.nw, rows: int32(m.rows), cols: int32(m.cols), ld: int32(ld), pro: in.pro, eps: c.RMSEps}
 		if head {
 			a.head = 1
 		}
-		run(d.k.matvec[m.typ], [3]uint32{ceilDiv(m.rows, kernels.MatVecWarps), ceilDiv(nt, kernels.MatVecTokens), 1},
-			[3]uint32{32 * kernels.MatVecWarps, 1, 1}, a)
+		f, grid, block := d.k.mul(m.typ, m.rows, nt)
+		smem := 0
+		if in.pro != proNone {
+			smem = proBytes(m.cols)
+		}
+		run(f, grid, block, smem, a)
 	}
 	// fused runs a fused product's pieces into rows of ld floats of out.
-	fused := func(out, bias cu.DevicePtr, ps []piece, ld int) {
+	fused := func(out, bias cu.DevicePtr, ps []piece, ld int, in input) {
 		for _, p := range ps {
 			pb := bias
 			if pb != 0 {
 				pb = pb.Add(4 * p.off)
 			}
-			matvec(out.Add(4*p.off), 0, pb, &p.m, ld, n, false)
+			matvec(out.Add(4*p.off), 0, pb, &p.m, ld, n, false, in)
 		}
+	}
+	// normed is the input of a product over the normalised residual
+	// stream: the prologue's, or the norm kernel's output.
+	normed := func(weight cu.DevicePtr) input {
+		if small && proBytes(c.Embd) <= maxProBytes {
+			return input{pro: proNorm, src: b.x, nw: weight}
+		}
+		norm(b.x, weight, 0, n)
+		return input{}
 	}
 
 	e := &r.tokEmbd
-	run(d.k.embed, [3]uint32{uint32(n), 1, 1}, [3]uint32{256, 1, 1},
+	run(d.k.embed, [3]uint32{uint32(n), 1, 1}, [3]uint32{256, 1, 1}, 0,
 		&embedArgs{out: b.x, pass: pass, toks: toks, qs: e.qs, scales: e.scales, typ: int32(e.typ), dim: int32(c.Embd)})
 	var neox int32
 	if c.RopeNeox {
 		neox = 1
 	}
 	scale := float32(1 / math.Sqrt(float64(c.HeadDim)))
+	rot := pass.Add(r.rotOff())
 	for li := 0; li < layers; li++ {
 		l := &r.layers[li]
 		// Attention block: x += Wo · attention(rope(Wq·xn), rope(Wk·xn), Wv·xn)
 		// (the attention kernel quantizes its output for Wo).
-		norm(b.x, l.attnNorm, 0, n)
-		fused(b.qkv, l.bqkv, l.qkv, qDim+2*kvDim)
-		run(d.k.ropeStore, [3]uint32{uint32(n), 1, 1}, [3]uint32{128, 1, 1},
-			&ropeArgs{qkv: b.qkv, rot: pass.Add(r.rotOff()), pass: pass, toks: toks,
-				heads: int32(c.Heads), kvheads: int32(c.KVHeads), hd: int32(c.HeadDim), neox: neox, layer: int32(li)})
-		run(d.k.attention, [3]uint32{uint32(n), uint32(c.Heads), 1}, [3]uint32{32 * 4, 1, 1},
-			&attnArgs{qs: b.xq, ds: b.xds, q: b.qkv, pass: pass, toks: toks, extra: pass.Add(r.extraOff()),
-				heads: int32(c.Heads), kvheads: int32(c.KVHeads), hd: int32(c.HeadDim), layer: int32(li), scale: scale})
-		matvec(b.x, b.x, 0, &l.wo, c.Embd, n, false)
+		fused(b.qkv, l.bqkv, l.qkv, qDim+2*kvDim, normed(l.attnNorm))
+		att := &attnArgs{qs: b.xq, ds: b.xds, q: b.qkv, pass: pass, toks: toks, extra: pass.Add(r.extraOff()), rot: rot,
+			heads: int32(c.Heads), kvheads: int32(c.KVHeads), hd: int32(c.HeadDim), layer: int32(li), scale: scale, neox: neox}
+		if n == 1 {
+			att.rope = 1
+		} else {
+			run(d.k.ropeStore, [3]uint32{uint32(n), 1, 1}, [3]uint32{128, 1, 1}, 0,
+				&ropeArgs{qkv: b.qkv, rot: rot, pass: pass, toks: toks,
+					heads: int32(c.Heads), kvheads: int32(c.KVHeads), hd: int32(c.HeadDim), neox: neox, layer: int32(li)})
+		}
+		run(d.k.attention, [3]uint32{uint32(n), uint32(c.Heads), 1}, [3]uint32{32 * 4, 1, 1}, 0, att)
+		matvec(b.x, b.x, 0, &l.wo, c.Embd, n, false, input{})
 		// FFN block: x += Wdown · (silu(Wgate·xn) ⊙ Wup·xn)
-		norm(b.x, l.ffnNorm, 0, n)
-		fused(b.gu, 0, l.gateUp, 2*c.FF)
-		run(d.k.quant, [3]uint32{ceilDiv(c.FF/32, 8), uint32(n), 1}, [3]uint32{256, 1, 1},
-			&quantArgs{x: b.gu, qs: b.xq, ds: b.xds, pass: pass, dim: int32(c.FF), swiglu: 1})
-		matvec(b.x, b.x, 0, &l.wDown, c.Embd, n, false)
+		fused(b.gu, 0, l.gateUp, 2*c.FF, normed(l.ffnNorm))
+		gated := input{pro: proSwiGLU, src: b.gu}
+		if !small || proBytes(c.FF) > maxProBytes {
+			run(d.k.quant, [3]uint32{ceilDiv(c.FF/32, 8), uint32(n), 1}, [3]uint32{256, 1, 1}, 0,
+				&quantArgs{x: b.gu, qs: b.xq, ds: b.xds, pass: pass, dim: int32(c.FF), swiglu: 1})
+			gated = input{}
+		}
+		matvec(b.x, b.x, 0, &l.wDown, c.Embd, n, false, gated)
 	}
 	if rows > 0 {
 		norm(b.x, r.outNorm, pass.Add(r.rowsOff()), rows)
-		matvec(b.logits, 0, 0, &r.output, c.Vocab, rows, true)
+		matvec(b.logits, 0, 0, &r.output, c.Vocab, rows, true, input{})
+		if argmax {
+			run(d.k.argmax, [3]uint32{uint32(rows), 1, 1}, [3]uint32{1024, 1, 1}, 0,
+				&argmaxArgs{logits: b.logits, out: b.ids, pass: pass, vocab: int32(c.Vocab)})
+		}
 	}
 	return err
 }

@@ -29,8 +29,24 @@ type device struct {
 
 type kernelSet struct {
 	embed, rmsnormQuant, quant, ropeStore, attention, kvCommit, argmax *cu.Function
-	// matvec holds the mat-vec kernel of each weight type (kernels.MatVec).
-	matvec map[quant.Type]*cu.Function
+	// matvec holds the mat-vec kernel of each weight type (kernels.MatVec),
+	// matmul its tensor-core twin for larger passes (kernels.MatMul).
+	matvec, matmul, matmul1 map[quant.Type]*cu.Function
+}
+
+// mul picks the product kernel of weight type typ for a pass of nt tokens
+// and its launch shape over rows output rows: the mat-vec up to
+// kernels.MatVecTokens tokens, the tensor cores beyond.
+func (k *kernelSet) mul(typ quant.Type, rows, nt int) (f *cu.Function, grid, block [3]uint32) {
+	if nt <= kernels.MatVecTokens {
+		return k.matvec[typ], [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(nt, kernels.MatVecTokens), 1},
+			[3]uint32{32 * kernels.MatVecWarps, 1, 1}
+	}
+	block = [3]uint32{32 * kernels.MatMulRows / 16, 1, 1}
+	if nt <= kernels.MatMul1Max {
+		return k.matmul1[typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, 8), 1}, block
+	}
+	return k.matmul[typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, kernels.MatMulTokens), 1}, block
 }
 
 // openDevice opens the driver and NVRTC, compiles the kernels for the
@@ -77,10 +93,13 @@ func openDevice(o Options) (*device, error) {
 			return fail(err)
 		}
 	}
-	dev.k.matvec = map[quant.Type]*cu.Function{}
-	for typ, name := range kernels.MatVec {
-		if dev.k.matvec[quant.Type(typ)], err = dev.mod.Function(name); err != nil {
-			return fail(err)
+	dev.k.matvec, dev.k.matmul, dev.k.matmul1 = map[quant.Type]*cu.Function{}, map[quant.Type]*cu.Function{}, map[quant.Type]*cu.Function{}
+	for set, names := range map[*map[quant.Type]*cu.Function]map[uint32]string{
+		&dev.k.matvec: kernels.MatVec, &dev.k.matmul: kernels.MatMul, &dev.k.matmul1: kernels.MatMul1} {
+		for typ, name := range names {
+			if (*set)[quant.Type(typ)], err = dev.mod.Function(name); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	if dev.stream, err = ctx.NewStream(); err != nil {
@@ -110,12 +129,17 @@ func (d *device) close() {
 
 // launch queues kernel f with the packed argument struct args.
 func (d *device) launch(f *cu.Function, grid, block [3]uint32, args []byte) error {
+	return d.launchShared(f, grid, block, 0, args)
+}
+
+// launchShared is launch with smem bytes of dynamic shared memory.
+func (d *device) launchShared(f *cu.Function, grid, block [3]uint32, smem int, args []byte) error {
 	if d.prof != nil {
 		if err := d.prof.mark(d, f.Name()); err != nil {
 			return err
 		}
 	}
-	return d.ctx.Launch(f, grid, block, 0, d.stream, args)
+	return d.ctx.Launch(f, grid, block, smem, d.stream, args)
 }
 
 func ceilDiv(a, b int) uint32 { return uint32((a + b - 1) / b) }

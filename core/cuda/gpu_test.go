@@ -380,7 +380,8 @@ func TestGPUBench(t *testing.T) {
 	c, err := p.gpu.NewCache(1024)
 	require.NoError(t, err)
 	logits := make([]float32, 512*v)
-	timeIt := func(n, ctx int, allLogits bool) time.Duration {
+	ids := make([]int32, 512)
+	timeIt := func(n, ctx int, allLogits, argmaxOnly bool) time.Duration {
 		var ts []time.Duration
 		for range 7 {
 			c.Truncate(0)
@@ -398,7 +399,11 @@ func TestGPUBench(t *testing.T) {
 			chain(&b, c, toks, allLogits)
 			b.Logits[n-1] = true
 			t0 := time.Now()
-			require.NoError(t, p.gpu.Forward(&b, logits))
+			if argmaxOnly {
+				require.NoError(t, p.gpu.ForwardArgmax(&b, ids))
+			} else {
+				require.NoError(t, p.gpu.Forward(&b, logits))
+			}
 			ts = append(ts, time.Since(t0))
 		}
 		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
@@ -423,13 +428,33 @@ func TestGPUBench(t *testing.T) {
 	fmt.Printf("kernel GPU time over 33 decode steps:\n%s", p.gpu.KernelTimes())
 	p.gpu.Profile(false)
 	p.gpu.SetGraphs(true)
-	pp := timeIt(512, 0, false)
+	pp := timeIt(512, 0, false, false)
 	fmt.Printf("prefill pp512: %.0f tok/s (%.2f ms)\n", 512/pp.Seconds(), pp.Seconds()*1000)
-	t1 := timeIt(1, 256, true)
-	fmt.Printf("forward at ctx 256, all logits: N=1 %.3f ms\n", t1.Seconds()*1000)
-	for _, n := range []int{2, 4, 8, 16, 32, 64, 128, 256} {
-		tn := timeIt(n, 256, true)
-		fmt.Printf("  N=%-3d %.3f ms  T(N)/T(1) %.2f\n", n, tn.Seconds()*1000, tn.Seconds()/t1.Seconds())
+	// A verify pass at ctx 256: every row's logits copied back (sampling),
+	// or each row's argmax alone (greedy).
+	t1, a1 := timeIt(1, 256, true, false), timeIt(1, 256, true, true)
+	fmt.Printf("forward at ctx 256: N=1 %.3f ms with the logits, %.3f ms with the argmax\n", t1.Seconds()*1000, a1.Seconds()*1000)
+	for _, n := range []int{2, 4, 8, 12, 16, 24, 32, 48, 64, 128, 256} {
+		tn, an := timeIt(n, 256, true, false), timeIt(n, 256, true, true)
+		fmt.Printf("  N=%-3d logits %.3f ms  T(N)/T(1) %.2f   argmax %.3f ms  T(N)/T(1) %.2f\n",
+			n, tn.Seconds()*1000, tn.Seconds()/t1.Seconds(), an.Seconds()*1000, an.Seconds()/a1.Seconds())
+	}
+	// Where a verify pass's GPU time goes, kernel by kernel (eager).
+	for _, n := range []int{16, 64} {
+		c.Truncate(0)
+		var b model.Batch
+		chain(&b, c, make([]int32, 256), false)
+		require.NoError(t, p.gpu.Forward(&b, logits))
+		commitAll(t, c, 256)
+		b = model.Batch{}
+		chain(&b, c, make([]int32, n), true)
+		p.gpu.Profile(true)
+		for range 8 {
+			require.NoError(t, p.gpu.ForwardArgmax(&b, ids)) // scratch only: the same pass each time
+		}
+		fmt.Printf("kernel GPU time over 8 passes of %d tokens at ctx 256 (argmax):\n%s", n, p.gpu.KernelTimes())
+		p.gpu.Profile(false)
+		p.gpu.SetGraphs(true)
 	}
 
 	// Through the whole engine: plain greedy decoding against n-gram
@@ -485,4 +510,93 @@ func TestGraphReplayEqualsEager(t *testing.T) {
 	eager, graph := run(false), run(true)
 	require.Equal(t, eager, graph)
 	require.NotEmpty(t, p.gpu.graphs, "the graph run captured graphs")
+}
+
+// TestForwardArgmaxIsTheRowsArgmax: ForwardArgmax hands back exactly the
+// argmax of each row Forward hands back (the same kernels run before the
+// argmax, so the same logits), for a prefill chunk with every row, a
+// branching tree and single-token steps, replayed from graphs and eager.
+func TestForwardArgmaxIsTheRowsArgmax(t *testing.T) {
+	p := loadPair(t)
+	v := p.cfg.Vocab
+	for _, graphs := range []bool{true, false} {
+		p.gpu.SetGraphs(graphs)
+		c, err := p.gpu.NewCache(256)
+		require.NoError(t, err)
+		toks := make([]int32, 40)
+		for i := range toks {
+			toks[i] = int32((i*7919 + 13) % v)
+		}
+		var b model.Batch
+		chain(&b, c, toks, true)
+		check := func(what string, b *model.Batch, rows int) {
+			logits := make([]float32, rows*v)
+			ids := make([]int32, rows)
+			for i := range ids {
+				ids[i] = -7
+			}
+			require.NoError(t, p.gpu.Forward(b, logits))
+			require.NoError(t, p.gpu.ForwardArgmax(b, ids))
+			for r := range rows {
+				require.Equal(t, int32(argmax(logits[r*v:(r+1)*v])), ids[r], "graphs=%v %s: row %d", graphs, what, r)
+			}
+		}
+		check("prefill of 40", &b, 40)
+		commitAll(t, c, 40)
+		// A tree: the root and two children, one of which has a child.
+		b = model.Batch{Tokens: []int32{5, 6, 7, 8}, Cache: []model.Cache{c, c, c, c},
+			Pos: []int{40, 41, 41, 42}, Parent: []int{-1, 0, 0, 1}, Logits: []bool{true, true, true, true}}
+		check("tree of 4", &b, 4)
+		for step := range 3 {
+			b = model.Batch{}
+			chain(&b, c, []int32{int32(100 + step)}, true)
+			check("one token", &b, 1)
+			commitAll(t, c, 1)
+		}
+	}
+	p.gpu.SetGraphs(true)
+}
+
+// TestPassesAreBatchInvariant: a token's logits are the same bits whether
+// its pass holds it alone (the mat-vec), a few tokens (a mat-vec tile) or
+// many (the tensor cores): every product adds its block terms in one order
+// (kernels.cu, before matvec_t). That is what makes speculative greedy
+// decoding on the GPU equal plain greedy decoding token for token.
+func TestPassesAreBatchInvariant(t *testing.T) {
+	p := loadPair(t)
+	v := p.cfg.Vocab
+	toks := make([]int32, 45)
+	for i := range toks {
+		toks[i] = int32((i*4099 + 7) % v)
+	}
+	// One token a pass.
+	single := make([]float32, len(toks)*v)
+	c, err := p.gpu.NewCache(128)
+	require.NoError(t, err)
+	for i, tok := range toks {
+		var b model.Batch
+		chain(&b, c, []int32{tok}, true)
+		require.NoError(t, p.gpu.Forward(&b, single[i*v:(i+1)*v]))
+		commitAll(t, c, 1)
+	}
+	// The same tokens in passes of 5, 40 and all 45.
+	for _, chunk := range []int{5, 40, 45} {
+		got := make([]float32, len(toks)*v)
+		c, err := p.gpu.NewCache(128)
+		require.NoError(t, err)
+		for at := 0; at < len(toks); at += chunk {
+			end := min(at+chunk, len(toks))
+			var b model.Batch
+			chain(&b, c, toks[at:end], true)
+			require.NoError(t, p.gpu.Forward(&b, got[at*v:end*v]))
+			commitAll(t, c, end-at)
+		}
+		for i := range toks {
+			for j := 0; j < v; j++ {
+				if math.Float32bits(got[i*v+j]) != math.Float32bits(single[i*v+j]) {
+					t.Fatalf("passes of %d: token %d logit %d is %v, %v when the token runs alone", chunk, i, j, got[i*v+j], single[i*v+j])
+				}
+			}
+		}
+	}
 }

@@ -11,7 +11,10 @@ import (
 // its arguments are buffer addresses, which stay put until the buffers
 // grow (ensure drops every graph then). Graphs turn ~13 launches a layer,
 // each a few microseconds of driver work through purego, into one launch.
-type graphKey struct{ tok, rows, layers int }
+type graphKey struct {
+	tok, rows, layers int
+	argmax            bool // the pass ends with the argmax of each row
+}
 
 // bucket rounds n up to a power of two.
 func bucket(n int) int {
@@ -22,10 +25,11 @@ func bucket(n int) int {
 	return b
 }
 
-// runGraph queues the pass of n tokens and rows logits rows as a graph
+// runGraph queues the pass of n tokens and rows logits rows (their argmax
+// alone when argmax is set) as a graph
 // replay, capturing the graph first if this shape has none.
-func (r *Runner) runGraph(n, rows, layers int) error {
-	key := graphKey{bucket(n), 0, layers}
+func (r *Runner) runGraph(n, rows, layers int, argmax bool) error {
+	key := graphKey{bucket(n), 0, layers, argmax}
 	if rows > 0 {
 		key.rows = bucket(rows)
 	}
@@ -36,7 +40,7 @@ func (r *Runner) runGraph(n, rows, layers int) error {
 		if err := s.BeginCapture(); err != nil {
 			return err
 		}
-		err := r.launchPass(key.tok, key.rows, layers)
+		err := r.launchPass(key.tok, key.rows, layers, argmax)
 		graph, endErr := s.EndCapture()
 		if err == nil {
 			err = endErr

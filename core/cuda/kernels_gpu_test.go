@@ -117,7 +117,8 @@ func f32At(b []byte, i int) float32 {
 // TestMatVecMatchesCPUDots: each weight type's mat-vec kernel (Q4_1, Q8_0,
 // Q5_0, Q4_K, Q6_K) on realistic (quant.Quantize) and raw random blocks,
 // normal and grid activations, over N = 1–8 tokens (one tile), 13 (a
-// partial second) and 24 (three), 203 rows (a partial block of rows) of
+// partial second) and 24 (three), and its tensor-core kernel over N = 9
+// to 100 (partial and whole 32-token tiles), 203 rows (a partial block of rows) of
 // 768, writing a slice of rows 211 wide (as a fused product's pieces do)
 // with bias and residual epilogues, against:
 //
@@ -147,7 +148,12 @@ func TestMatVecMatchesCPUDots(t *testing.T) {
 			dq, ds := k.upload(wq), k.upload(ws)
 			for _, grid := range []bool{false, true} {
 				worstTwin, worstCPU := 0.0, 0.0
-				for _, n := range []int{1, 2, 3, 4, 5, 6, 7, 8, 13, 24} {
+				for _, run := range []struct {
+					n  int
+					mm bool // the tensor-core kernel, else the mat-vec
+				}{{1, false}, {2, false}, {3, false}, {4, false}, {5, false}, {6, false}, {7, false}, {8, false},
+					{13, false}, {24, false}, {9, true}, {13, true}, {24, true}, {40, true}, {64, true}, {100, true}} {
+					n := run.n
 					x := randFloats(rng, n*cols, 1)
 					if grid {
 						x = gridActs(rng, n, cols)
@@ -177,8 +183,12 @@ func TestMatVecMatchesCPUDots(t *testing.T) {
 						a.head, a.pass = 1, k.passHeader(64, n)
 					}
 					var w cu.ArgWriter
-					require.NoError(t, k.r.dev.launch(k.r.dev.k.matvec[typ], [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(n, kernels.MatVecTokens), 1},
-						[3]uint32{32 * kernels.MatVecWarps, 1, 1}, pack(&w, a)))
+					f, grid, block := k.r.dev.k.mul(typ, rows, n)
+					if !run.mm {
+						f, grid = k.r.dev.k.matvec[typ], [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(n, kernels.MatVecTokens), 1}
+						block = [3]uint32{32 * kernels.MatVecWarps, 1, 1}
+					}
+					require.NoError(t, k.r.dev.launch(f, grid, block, pack(&w, a)))
 					got := k.read(out, n*ld*4)
 					for tk := 0; tk < n; tk++ {
 						for r := 0; r < ld; r++ {
@@ -198,10 +208,10 @@ func TestMatVecMatchesCPUDots(t *testing.T) {
 							dTwin := math.Abs(float64(g) - (v + extra))
 							dCPU := math.Abs(float64(g) - (float64(cpu[tk*rows+r]) + extra))
 							worstTwin, worstCPU = max(worstTwin, dTwin/mag), max(worstCPU, dCPU/(mag+bound))
-							require.LessOrEqual(t, dTwin, 1e-5*mag, "%s raw=%v grid=%v n=%d token %d row %d: %g, twin %g",
-								typ, raw, grid, n, tk, r, g, v+extra)
-							require.LessOrEqual(t, dCPU, 1e-5*mag+bound, "%s raw=%v grid=%v n=%d token %d row %d: %g, CPU %g (activation bound %g)",
-								typ, raw, grid, n, tk, r, g, float64(cpu[tk*rows+r])+extra, bound)
+							require.LessOrEqual(t, dTwin, 1e-5*mag, "%s (%s) raw=%v grid=%v n=%d token %d row %d: %g, twin %g",
+								typ, f.Name(), raw, grid, n, tk, r, g, v+extra)
+							require.LessOrEqual(t, dCPU, 1e-5*mag+bound, "%s (%s) raw=%v grid=%v n=%d token %d row %d: %g, CPU %g (activation bound %g)",
+								typ, f.Name(), raw, grid, n, tk, r, g, float64(cpu[tk*rows+r])+extra, bound)
 						}
 					}
 				}

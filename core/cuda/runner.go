@@ -128,8 +128,6 @@ func checkShape(c model.Config) error {
 		return fmt.Errorf("cuda: %d heads do not share %d kv heads evenly", c.Heads, c.KVHeads)
 	case c.Embd%32 != 0 || c.FF%32 != 0:
 		return fmt.Errorf("cuda: embedding %d and feed-forward %d must be multiples of 32", c.Embd, c.FF)
-	case c.Embd > 8*1024:
-		return fmt.Errorf("cuda: embedding %d: the norm kernel takes up to 8192 (NORM_MAX_PER_THREAD × 1024)", c.Embd)
 	}
 	return nil
 }
@@ -314,7 +312,14 @@ func (r *Runner) packPass(h []byte, b *model.Batch) {
 
 // Forward runs the model over b on the GPU: Model.Forward's contract.
 func (r *Runner) Forward(b *model.Batch, logits []float32) error {
-	return r.forward(b, logits, len(r.layers))
+	return r.forward(b, logits, nil, len(r.layers))
+}
+
+// ForwardArgmax runs the model over b and hands back the argmax of each
+// logits row (model.ArgmaxRunner): the argmax kernel runs on the device
+// and 4 bytes a row come back instead of Vocab floats.
+func (r *Runner) ForwardArgmax(b *model.Batch, ids []int32) error {
+	return r.forward(b, nil, ids, len(r.layers))
 }
 
 // ForwardPrefix is Forward through the first layers only (the early exit).
@@ -322,15 +327,21 @@ func (r *Runner) ForwardPrefix(b *model.Batch, logits []float32, layers int) err
 	if layers < 1 || layers > len(r.layers) {
 		return fmt.Errorf("cuda: ForwardPrefix over %d layers of %d", layers, len(r.layers))
 	}
-	return r.forward(b, logits, layers)
+	return r.forward(b, logits, nil, layers)
 }
 
-func (r *Runner) forward(b *model.Batch, logits []float32, layers int) error {
+// forward runs the first layers over b and hands back the logits rows, or
+// with ids non-nil each row's argmax alone.
+func (r *Runner) forward(b *model.Batch, logits []float32, ids []int32, layers int) error {
 	if r.dev == nil {
 		return fmt.Errorf("cuda: runner is closed")
 	}
 	p := &r.plan
-	if err := p.Build(b, r.cfg.Vocab, len(logits)); err != nil {
+	room := len(logits)
+	if ids != nil {
+		room = len(ids) * r.cfg.Vocab
+	}
+	if err := p.Build(b, r.cfg.Vocab, room); err != nil {
 		return err
 	}
 	for i, q := range p.Seqs {
@@ -362,15 +373,21 @@ func (r *Runner) forward(b *model.Batch, logits []float32, layers int) error {
 	if err := d.ctx.HtoDAsync(r.bufs.pass, r.bufs.host, 0, r.passBytes(), d.stream); err != nil {
 		return err
 	}
+	argmax := ids != nil && rows > 0
 	if r.eager {
-		err = r.launchPass(n, rows, layers)
+		err = r.launchPass(n, rows, layers, argmax)
 	} else {
-		err = r.runGraph(n, rows, layers)
+		err = r.runGraph(n, rows, layers, argmax)
 	}
 	if err != nil {
 		return err
 	}
-	if rows > 0 {
+	switch {
+	case argmax:
+		if err := d.ctx.DtoHAsync(r.bufs.logitsHost, 0, r.bufs.ids, rows*4, d.stream); err != nil {
+			return err
+		}
+	case rows > 0:
 		nb := rows * r.cfg.Vocab * 4
 		if err := d.ctx.DtoHAsync(r.bufs.logitsHost, 0, r.bufs.logits, nb, d.stream); err != nil {
 			return err
@@ -384,7 +401,10 @@ func (r *Runner) forward(b *model.Batch, logits []float32, layers int) error {
 	if err := d.stream.Sync(); err != nil {
 		return err
 	}
-	if rows > 0 {
+	if argmax {
+		src := r.bufs.logitsHost.Bytes()
+		copy(ids[:rows], unsafe.Slice((*int32)(unsafe.Pointer(&src[0])), rows))
+	} else if rows > 0 {
 		// The pinned buffer holds little-endian float32s, as the host does:
 		// one memmove, not a conversion per float (a 64-row verify pass
 		// reads back 12 MB).

@@ -178,6 +178,33 @@ __device__ __forceinline__ void quant_block(float y, i8* qs, u16* ds, int lane) 
   }
 }
 
+// quant_block1 is quant_block by one thread over y[0..31]: the same bits,
+// since the maximum and the integer sum are exact in any order.
+__device__ __forceinline__ void quant_block1(const float (&y)[32], i8* qs, u16* ds) {
+  float amax = fabsf(y[0]);
+#pragma unroll
+  for (int i = 1; i < 32; i++) amax = fmaxf(amax, fabsf(y[i]));
+  float d = h2f(f2h(amax / 127.0f));
+  float id = d != 0.0f ? 1.0f / d : 0.0f;
+  int sum = 0;
+  u32 w[8];
+#pragma unroll
+  for (int k = 0; k < 8; k++) {
+    u32 word = 0;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      int q = round_clamp127(y[4 * k + i] * id);
+      sum += q;
+      word |= (u32)(q & 0xff) << (8 * i);
+    }
+    w[k] = word;
+  }
+  ((uint4*)qs)[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  ((uint4*)qs)[1] = make_uint4(w[4], w[5], w[6], w[7]);
+  ds[0] = f2h(amax / 127.0f);
+  ds[1] = f2h(d * (float)sum);
+}
+
 struct NormArgs {
   u64 x;     // float [n][dim], the residual stream
   u64 w;     // float [dim]
@@ -189,11 +216,40 @@ struct NormArgs {
   float eps;
 };
 
+// Normalising and quantizing a row happens in rmsnorm_quant and quant and
+// again in the mat-vec's prologue (below), so every one of them does it
+// with these functions, to the same bits:
+//   rms_scale   1/sqrt(mean(x²) + eps), one warp: lane sums elements lane,
+//               lane+32, ... in order, then the butterfly;
+//   norm_block  block b of x·scale·w, quantized (any warp, any order:
+//               blocks are independent);
+//   swiglu_block  block b of silu(gate)·up, quantized.
+__device__ __forceinline__ float rms_scale(const float* x, int dim, float eps, int lane) {
+  float ss = 0.0f;
+  for (int e = lane; e < dim; e += 32) ss = __fadd_rn(ss, __fmul_rn(x[e], x[e]));
+  ss = warp_sum(ss);
+  return (float)(1.0 / sqrt((double)(ss / (float)dim + eps)));
+}
+
+__device__ __forceinline__ void norm_block(const float* x, const float* w, float scale, int b, i8* qs, u16* ds, int lane) {
+  int e = b * 32 + lane;
+  quant_block(__fmul_rn(__fmul_rn(x[e], scale), w[e]), qs + b * 32, ds + b * 2, lane);
+}
+
+// silu(g)·up = g / (1 + e^-g) · up, the CPU's SiLU (its expf is within 2
+// ulp of e^x).
+__device__ __forceinline__ float silu_mul(float g, float up) {
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), up);
+}
+
+__device__ __forceinline__ void swiglu_block(const float* gate, const float* up, int b, i8* qs, u16* ds, int lane) {
+  int e = b * 32 + lane;
+  quant_block(silu_mul(gate[e], up[e]), qs + b * 32, ds + b * 2, lane);
+}
+
 // rmsnorm_quant: y = x / sqrt(mean(x²) + eps) · w, quantized. One block
-// per output row with a thread per element (blockDim = dim up to 1024,
-// each thread taking every blockDim'th element beyond), so each warp
-// quantizes its own 32-element blocks in parallel with the others.
-#define NORM_MAX_PER_THREAD 8
+// of 4 warps per output row: warp 0 finds the scale, then the warps
+// quantize the row's blocks of 32 between them.
 extern "C" __global__ void rmsnorm_quant(const NormArgs a) {
   const Pass* p = (const Pass*)a.pass;
   int r = blockIdx.x;
@@ -201,37 +257,16 @@ extern "C" __global__ void rmsnorm_quant(const NormArgs a) {
   if (r >= n) return;
   int src = a.rows ? ((const int*)a.rows)[r] : r;
   const float* x = (const float*)a.x + (u64)src * a.dim;
-  __shared__ float part[32];
-  __shared__ float scale;
-  float xs[NORM_MAX_PER_THREAD];
-  float ss = 0.0f;
-#pragma unroll
-  for (int k = 0; k < NORM_MAX_PER_THREAD; k++) {
-    int e = threadIdx.x + k * blockDim.x;
-    xs[k] = e < a.dim ? x[e] : 0.0f;
-    ss += xs[k] * xs[k];
-  }
-  ss = warp_sum(ss);
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  if (lane == 0) part[warp] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float t = 0.0f;
-    for (int w = 0; w < warps; w++) t += part[w];
-    scale = (float)(1.0 / sqrt((double)(t / (float)a.dim + a.eps)));
+  __shared__ float scale;
+  if (warp == 0) {
+    float sc = rms_scale(x, a.dim, a.eps, lane);
+    if (lane == 0) scale = sc;
   }
   __syncthreads();
-  const float* w = (const float*)a.w;
   int nb = a.dim / 32;
-#pragma unroll
-  for (int k = 0; k < NORM_MAX_PER_THREAD; k++) {
-    int e = threadIdx.x + k * blockDim.x;
-    if (e - lane < a.dim) {  // the whole warp's block is inside the row
-      int b = e >> 5;
-      float y = xs[k] * scale * w[e];
-      quant_block(y, (i8*)a.qs + (u64)r * a.dim + b * 32, (u16*)a.ds + ((u64)r * nb + b) * 2, lane);
-    }
-  }
+  for (int b = warp; b < nb; b += warps)
+    norm_block(x, (const float*)a.w, scale, b, (i8*)a.qs + (u64)r * a.dim, (u16*)a.ds + (u64)r * nb * 2, lane);
 }
 
 struct QuantArgs {
@@ -253,17 +288,14 @@ extern "C" __global__ void quant(const QuantArgs a) {
   int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   int nb = a.dim / 32;
   if (b >= nb) return;
-  int e = b * 32 + lane;
-  float y;
+  i8* qs = (i8*)a.qs + (u64)r * a.dim;
+  u16* ds = (u16*)a.ds + (u64)r * nb * 2;
   if (a.swiglu) {
-    // g / (1 + e^-g) · up, the CPU's SiLU (its expf is within 2 ulp of e^x).
     const float* row = (const float*)a.x + (u64)r * 2 * a.dim;
-    float g = row[e];
-    y = g / (1.0f + expf(-g)) * row[a.dim + e];
+    swiglu_block(row, row + a.dim, b, qs, ds, lane);
   } else {
-    y = ((const float*)a.x)[(u64)r * a.dim + e];
+    quant_block(((const float*)a.x)[(u64)r * a.dim + b * 32 + lane], qs + b * 32, ds + b * 2, lane);
   }
-  quant_block(y, (i8*)a.qs + (u64)r * a.dim + b * 32, (u16*)a.ds + ((u64)r * nb + b) * 2, lane);
 }
 
 // ------------------------------------------------------------ mat-vec
@@ -282,9 +314,13 @@ struct MatVecArgs {
   u64 xq;    // i8 [n][cols]
   u64 xds;   // half2 [n][cols/32]
   u64 pass;  // Pass
+  u64 src;   // pro 1: float [n][cols] rows to normalise; pro 2: [n][2·cols] [gate | up] rows
+  u64 nw;    // pro 1: float [cols], the norm's weight
   int rows, cols;
   int head;  // n is the pass's nrows (the output head)
   int ld;    // out and res row stride (≥ rows: a slice of a wider row)
+  int pro;   // 0: xq/xds hold the activations; 1, 2: the prologue makes them (matvec only)
+  float eps;
 };
 
 // Repacked weight layouts (weights.go), per row, blocks back to back:
@@ -300,147 +336,159 @@ struct MatVecArgs {
 //   Q6_K  qs 192 B: GGUF's ql[128] then qh[64]; scales 20 B: d half, two
 //         zero bytes, sc[16] int8s. Element value d·sc_s·(q − 32).
 //
-// Each lane takes one 4-byte quant word at a time (Q6_K: a ql and a qh
-// word): 4 elements for Q8_0, else 8, as two groups of 4 (low and high
-// nibbles) in two words of one activation block (Q4_1, Q5_0) or of two
-// (Q4_K, Q6_K), dotted with dp4a against those activation words of every
-// token. The K-quants' sub-blocks (32
-// or 16 elements) lie inside one activation block of 32, so a K-quant dot
-// is, per sub-block, d·sc·dx·Σq·x (− dmin·m·dx·Σx for Q4_K, Σx exact from
-// a dp4a against ones), all integer sums exact.
-
-#define MV_ARGS const MatVecArgs &a, int row, int lane, int nt, const i8 *xq, const u16 *xds, float *acc
-
-// The activation word w (of 8) of block b of token t, and its d.
-#define XW(t, b, w) (((const int*)(xq + (u64)(t) * a.cols + (b) * 32))[w])
-#define XD(t, b) h2f(xds[((u64)(t) * nb + (b)) * 2])
-
-__device__ __forceinline__ void mv_q4_1(MV_ARGS) {
-  int nb = a.cols / 32;
-  const u32* wq = (const u32*)a.wq + (u64)row * nb * 4;
-  const u16* ws = (const u16*)a.ws + (u64)row * nb * 2;
-#pragma unroll 4
-  for (int i = lane; i < nb * 4; i += 32) {
-    int b = i >> 2, part = i & 3;
-    u32 w = wq[i];
-    int lo = (int)(w & 0x0F0F0F0Fu), hi = (int)((w >> 4) & 0x0F0F0F0Fu);
-    float dw = h2f(ws[b * 2]), mw = h2f(ws[b * 2 + 1]);
-#pragma unroll
-    for (int t = 0; t < MV_TOKENS; t++) {
-      if (t < nt) {
-        int s = dp4a(lo, XW(t, b, part), dp4a(hi, XW(t, b, part + 4), 0));
-        float v = dw * XD(t, b) * (float)s;
-        if (part == 0) v += mw * h2f(xds[((u64)t * nb + b) * 2 + 1]);
-        acc[t] += v;
-      }
-    }
-  }
+// Every product kernel (the mat-vec here, the tensor-core matmul below)
+// computes an output as the same float sum: the blocks' terms, in block
+// order from 0, each term made from the block's exact integer sums by
+// block_term's rounded, unfused operations. So a token's output is the
+// same bits whichever kernel computed it and whatever else shared its pass
+// — a speculative verify pass gives exactly the logits a single-token step
+// gives, and speculative greedy output equals plain greedy output.
+//
+// A block's term, from its integer sum s = Σq·x (the K-quants: per
+// sub-block) and the scales:
+//   Q4_1        dw·dx·s + mw·sx
+//   Q8_0, Q5_0  dw·dx·s
+//   Q4_K        dx·(d·sc·s − dmin·m·Σx)
+//   Q6_K        d·dx·(s_lo·sc_lo + s_hi·sc_hi), the two 16-element halves
+__device__ __forceinline__ float term_q4_1(float dw, float mw, float dx, float sx, int s) {
+  return __fadd_rn(__fmul_rn(__fmul_rn(dw, dx), (float)s), __fmul_rn(mw, sx));
+}
+__device__ __forceinline__ float term_d(float dw, float dx, int s) { return __fmul_rn(__fmul_rn(dw, dx), (float)s); }
+__device__ __forceinline__ float term_q4_k(float dx, float sc, float mn, int s, int sum) {
+  return __fmul_rn(dx, __fsub_rn(__fmul_rn(sc, (float)s), __fmul_rn(mn, (float)sum)));
 }
 
-__device__ __forceinline__ void mv_q8_0(MV_ARGS) {
-  int nb = a.cols / 32;
-  const u32* wq = (const u32*)a.wq + (u64)row * nb * 8;
-  const u16* ws = (const u16*)a.ws + (u64)row * nb;
-#pragma unroll 4
-  for (int i = lane; i < nb * 8; i += 32) {
-    int b = i >> 3, part = i & 7;
-    int w = (int)wq[i];
-    float dw = h2f(ws[b]);
-#pragma unroll
-    for (int t = 0; t < MV_TOKENS; t++)
-      if (t < nt) acc[t] += dw * XD(t, b) * (float)dp4a(w, XW(t, b, part), 0);
-  }
+// q5_lo/hi: word c of a Q5_0 block (qw) with its fifth bits, minus 16:
+// elements 4c..4c+3 and 16+4c.. as signed bytes.
+__device__ __forceinline__ int q5_lo(u32 qw, u32 qh, int c) {
+  return sub_bytes((qw & 0x0F0F0F0Fu) | bits4_to_bytes(qh >> (4 * c)), 16);
+}
+__device__ __forceinline__ int q5_hi(u32 qw, u32 qh, int c) {
+  return sub_bytes(((qw >> 4) & 0x0F0F0F0Fu) | bits4_to_bytes(qh >> (16 + 4 * c)), 16);
 }
 
-// Q5_0: the nibbles with their fifth bits, minus 16 (bytewise), are the
-// CPU's q − 16, so Σ(q − 16)·x is one pair of dp4a.
-__device__ __forceinline__ void mv_q5_0(MV_ARGS) {
-  int nb = a.cols / 32;
-  const u32* wq = (const u32*)a.wq + (u64)row * nb * 5;
-  const u16* ws = (const u16*)a.ws + (u64)row * nb;
-#pragma unroll 4
-  for (int i = lane; i < nb * 4; i += 32) {
-    int b = i >> 2, part = i & 3;
-    u32 w = wq[b * 5 + part], qh = wq[b * 5 + 4] >> (4 * part);
-    int lo = sub_bytes((w & 0x0F0F0F0Fu) | bits4_to_bytes(qh), 16);
-    int hi = sub_bytes(((w >> 4) & 0x0F0F0F0Fu) | bits4_to_bytes(qh >> 16), 16);
-    float dw = h2f(ws[b]);
-#pragma unroll
-    for (int t = 0; t < MV_TOKENS; t++) {
-      if (t < nt) {
-        int s = dp4a(lo, XW(t, b, part), dp4a(hi, XW(t, b, part + 4), 0));
-        acc[t] += dw * XD(t, b) * (float)s;
-      }
-    }
-  }
+// q6_word: a Q6_K ql word's nibbles for quarter q (low nibbles for 0 and
+// 1, high for 2 and 3) with bit pair q of the qh word, minus 32.
+__device__ __forceinline__ int q6_word(u32 ql, u32 qh, int q) {
+  u32 lo = q >= 2 ? (ql >> 4) & 0x0F0F0F0Fu : ql & 0x0F0F0F0Fu;
+  return sub_bytes(lo | (((qh >> (2 * q)) & 0x03030303u) << 4), 32);
 }
 
-// Q4_K: lane L takes word L of each super-block: elements 4p..4p+3 (p =
-// L%8) of sub-blocks 2g and 2g+1 (g = L/8), i.e. of activation blocks
-// 8·sb + 2g and 8·sb + 2g + 1.
-__device__ __forceinline__ void mv_q4_k(MV_ARGS) {
-  int nb = a.cols / 32, nsb = a.cols / 256;
-  const u32* wq = (const u32*)a.wq + (u64)row * nsb * 32;
-  const u8* ws = (const u8*)a.ws + (u64)row * nsb * 20;
-  int g = lane >> 3, p = lane & 7;
-#pragma unroll 2
-  for (int sb = 0; sb < nsb; sb++) {
-    u32 w = wq[sb * 32 + lane];
-    int lo = (int)(w & 0x0F0F0F0Fu), hi = (int)((w >> 4) & 0x0F0F0F0Fu);
-    const u8* s = ws + sb * 20;
+__device__ __forceinline__ int dot4(uint4 w, uint4 x, int s) {
+  return dp4a((int)w.w, (int)x.w, dp4a((int)w.z, (int)x.z, dp4a((int)w.y, (int)x.y, dp4a((int)w.x, (int)x.x, s))));
+}
+__device__ __forceinline__ uint4 nib4(uint4 w, int sh) {
+  return make_uint4((w.x >> sh) & 0x0F0F0F0Fu, (w.y >> sh) & 0x0F0F0F0Fu, (w.z >> sh) & 0x0F0F0F0Fu, (w.w >> sh) & 0x0F0F0F0Fu);
+}
+
+// WBlock<T> is one block of 32 weights of a row, loaded once by the lane
+// that owns it; term(x, dx, sx) is its product with a token's activation
+// block (x: its 32 int8s as two 16-byte words).
+template <int T>
+struct WBlock;
+
+template <>
+struct WBlock<T_Q4_1> {
+  uint4 q;
+  float d, m;
+  __device__ __forceinline__ WBlock(const MatVecArgs& a, u64 row, int nb, int b) {
+    q = ((const uint4*)a.wq)[row * nb + b];
+    const u16* s = (const u16*)a.ws + (row * nb + b) * 2;
+    d = h2f(s[0]), m = h2f(s[1]);
+  }
+  __device__ __forceinline__ float term(uint4 x0, uint4 x1, float dx, float sx) const {
+    return term_q4_1(d, m, dx, sx, dot4(nib4(q, 4), x1, dot4(nib4(q, 0), x0, 0)));
+  }
+};
+
+template <>
+struct WBlock<T_Q8_0> {
+  uint4 q0, q1;
+  float d;
+  __device__ __forceinline__ WBlock(const MatVecArgs& a, u64 row, int nb, int b) {
+    const uint4* q = (const uint4*)a.wq + (row * nb + b) * 2;
+    q0 = q[0], q1 = q[1];
+    d = h2f(((const u16*)a.ws)[row * nb + b]);
+  }
+  __device__ __forceinline__ float term(uint4 x0, uint4 x1, float dx, float) const {
+    return term_d(d, dx, dot4(q1, x1, dot4(q0, x0, 0)));
+  }
+};
+
+template <>
+struct WBlock<T_Q5_0> {
+  uint4 lo, hi;
+  float d;
+  __device__ __forceinline__ WBlock(const MatVecArgs& a, u64 row, int nb, int b) {
+    const u32* q = (const u32*)a.wq + (row * nb + b) * 5;
+    u32 qh = q[4];
+    lo = make_uint4(q5_lo(q[0], qh, 0), q5_lo(q[1], qh, 1), q5_lo(q[2], qh, 2), q5_lo(q[3], qh, 3));
+    hi = make_uint4(q5_hi(q[0], qh, 0), q5_hi(q[1], qh, 1), q5_hi(q[2], qh, 2), q5_hi(q[3], qh, 3));
+    d = h2f(((const u16*)a.ws)[row * nb + b]);
+  }
+  __device__ __forceinline__ float term(uint4 x0, uint4 x1, float dx, float) const {
+    return term_d(d, dx, dot4(hi, x1, dot4(lo, x0, 0)));
+  }
+};
+
+// Q4_K: activation block b is sub-block kb = b%8 of super-block b/8: the
+// low (kb even) or high nibbles of the super-block's words 8(kb/2) .. +7.
+template <>
+struct WBlock<T_Q4_K> {
+  uint4 q0, q1;
+  float sc, mn;
+  __device__ __forceinline__ WBlock(const MatVecArgs& a, u64 row, int nb, int b) {
+    int nsb = nb / 8, sb = b >> 3, kb = b & 7;
+    const uint4* q = (const uint4*)a.wq + (row * nsb + sb) * 8 + (kb >> 1) * 2;
+    int sh = 4 * (kb & 1);
+    q0 = nib4(q[0], sh), q1 = nib4(q[1], sh);
+    const u8* s = (const u8*)a.ws + (row * nsb + sb) * 20;
     u32 dd = *(const u32*)s;
-    float d = h2f((u16)(dd & 0xffff)), dmin = h2f((u16)(dd >> 16));
-    float d0 = d * (float)s[4 + 2 * g], d1 = d * (float)s[5 + 2 * g];
-    float m0 = dmin * (float)s[12 + 2 * g], m1 = dmin * (float)s[13 + 2 * g];
-    int b0 = sb * 8 + 2 * g;
-#pragma unroll
-    for (int t = 0; t < MV_TOKENS; t++) {
-      if (t < nt) {
-        int x0 = XW(t, b0, p), x1 = XW(t, b0 + 1, p);
-        float v0 = d0 * (float)dp4a(lo, x0, 0) - m0 * (float)dp4a(0x01010101, x0, 0);
-        float v1 = d1 * (float)dp4a(hi, x1, 0) - m1 * (float)dp4a(0x01010101, x1, 0);
-        acc[t] += XD(t, b0) * v0 + XD(t, b0 + 1) * v1;
-      }
-    }
+    sc = __fmul_rn(h2f((u16)(dd & 0xffff)), (float)s[4 + kb]);
+    mn = __fmul_rn(h2f((u16)(dd >> 16)), (float)s[12 + kb]);
   }
-}
-
-// Q6_K: lane L takes ql word L of each super-block (half h = L/16, w =
-// L%16, hs = w/8, p = w%8) and the qh word 8h + p, whose bit pairs 2hs
-// and 2hs + 4 complete its low and high nibbles: elements 128h + 32hs +
-// 4p..+3 (activation block 4h + hs, sub-block 8h + 2hs + p/4) and those
-// 64 further (block + 2, sub-block + 4).
-__device__ __forceinline__ void mv_q6_k(MV_ARGS) {
-  int nb = a.cols / 32, nsb = a.cols / 256;
-  const u32* wq = (const u32*)a.wq + (u64)row * nsb * 48;
-  const u8* ws = (const u8*)a.ws + (u64)row * nsb * 20;
-  int h = lane >> 4, hs = (lane >> 3) & 1, p = lane & 7;
-  int sub = 8 * h + 2 * hs + (p >> 2);
-#pragma unroll 2
-  for (int sb = 0; sb < nsb; sb++) {
-    u32 ql = wq[sb * 48 + lane], qh = wq[sb * 48 + 32 + 8 * h + p] >> (2 * hs);
-    int lo = sub_bytes((ql & 0x0F0F0F0Fu) | ((qh << 4) & 0x30303030u), 32);
-    int hi = sub_bytes(((ql >> 4) & 0x0F0F0F0Fu) | (qh & 0x30303030u), 32);
-    const u8* s = ws + sb * 20;
-    float d = h2f(*(const u16*)s);
-    float d0 = d * (float)((const i8*)s)[4 + sub], d1 = d * (float)((const i8*)s)[8 + sub];
-    int b0 = sb * 8 + 4 * h + hs;
-#pragma unroll
-    for (int t = 0; t < MV_TOKENS; t++) {
-      if (t < nt) {
-        float v0 = d0 * (float)dp4a(lo, XW(t, b0, p), 0);
-        float v1 = d1 * (float)dp4a(hi, XW(t, b0 + 2, p), 0);
-        acc[t] += XD(t, b0) * v0 + XD(t, b0 + 2) * v1;
-      }
-    }
+  __device__ __forceinline__ float term(uint4 x0, uint4 x1, float dx, float) const {
+    const uint4 ones = make_uint4(0x01010101u, 0x01010101u, 0x01010101u, 0x01010101u);
+    return term_q4_k(dx, sc, mn, dot4(q1, x1, dot4(q0, x0, 0)), dot4(ones, x1, dot4(ones, x0, 0)));
   }
-}
+};
 
-// matvec_<type>: out[t][r] = W[r] · x[t] (+ bias[r]) (+ res[t][r]). A warp
-// per row, MV_WARPS rows per block; blockIdx.y picks MV_TOKENS tokens. Each
-// lane walks the row a quant word at a time (see the layouts above). One
-// entry point per weight type: a kernel holding every type's loop takes the
-// registers of the greediest (93 against 80 on sm_90).
+// Q6_K: activation block b is kb = b%8 of super-block b/8, half h = kb/4
+// and quarter q = kb%4: quarter q's nibbles of ql words 16h + 8(q&1) ..
+// +7 with bit pair q of qh words 32 + 8h .. +7.
+template <>
+struct WBlock<T_Q6_K> {
+  uint4 lo, hi;
+  float d;
+  int sc0, sc1;
+  __device__ __forceinline__ WBlock(const MatVecArgs& a, u64 row, int nb, int b) {
+    int nsb = nb / 8, sb = b >> 3, kb = b & 7, h = kb >> 2, q = kb & 3;
+    const uint4* w = (const uint4*)a.wq + (row * nsb + sb) * 12;
+    uint4 l0 = w[4 * h + 2 * (q & 1)], l1 = w[4 * h + 2 * (q & 1) + 1], h0 = w[8 + 2 * h], h1 = w[9 + 2 * h];
+    lo = make_uint4(q6_word(l0.x, h0.x, q), q6_word(l0.y, h0.y, q), q6_word(l0.z, h0.z, q), q6_word(l0.w, h0.w, q));
+    hi = make_uint4(q6_word(l1.x, h1.x, q), q6_word(l1.y, h1.y, q), q6_word(l1.z, h1.z, q), q6_word(l1.w, h1.w, q));
+    const u8* s = (const u8*)a.ws + (row * nsb + sb) * 20;
+    d = h2f(*(const u16*)s);
+    sc0 = ((const i8*)s)[4 + 2 * kb], sc1 = ((const i8*)s)[5 + 2 * kb];
+  }
+  __device__ __forceinline__ float term(uint4 x0, uint4 x1, float dx, float) const {
+    return term_d(d, dx, dot4(lo, x0, 0) * sc0 + dot4(hi, x1, 0) * sc1);
+  }
+};
+
+// matvec_<type>: out[t][r] = W[r] · x[t] (+ bias[r]) (+ res[t][r]) for up
+// to MV_TOKENS tokens (blockIdx.y picks which). A warp per row, MV_WARPS
+// rows per block. Lane l owns blocks l, l+32, ... of the row: it loads
+// each weight block once (16–32 bytes) and makes its term with every
+// token; the terms go through shared memory to lane t, which adds token
+// t's in block order. One entry point per weight type, so each takes only
+// the registers its own block needs.
+//
+// With a prologue (pro), the block first makes its tokens' activations
+// itself, in dynamic shared memory (MV_TOKENS·cols int8s, then the
+// half2s): the RMSNorm of src rows (pro 1) or silu(gate)·up of them (pro
+// 2), quantized. Every block repeats that small work, and the pass saves
+// the kernel that would write them out and the gap before this one.
 template <int T>
 __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
   const Pass* p = (const Pass*)a.pass;
@@ -448,29 +496,86 @@ __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
   int t0 = blockIdx.y * MV_TOKENS;
   if (t0 >= n) return;
   int nt = min(MV_TOKENS, n - t0);
-  int lane = threadIdx.x & 31;
-  int row = blockIdx.x * MV_WARPS + (threadIdx.x >> 5);
-  if (row >= a.rows) return;
-  float acc[MV_TOKENS];
-#pragma unroll
-  for (int t = 0; t < MV_TOKENS; t++) acc[t] = 0.0f;
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int nb = a.cols / 32;
   const i8* xq = (const i8*)a.xq + (u64)t0 * a.cols;
-  const u16* xds = (const u16*)a.xds + (u64)t0 * (a.cols / 32) * 2;
-  if constexpr (T == T_Q4_1) mv_q4_1(a, row, lane, nt, xq, xds, acc);
-  if constexpr (T == T_Q8_0) mv_q8_0(a, row, lane, nt, xq, xds, acc);
-  if constexpr (T == T_Q5_0) mv_q5_0(a, row, lane, nt, xq, xds, acc);
-  if constexpr (T == T_Q4_K) mv_q4_k(a, row, lane, nt, xq, xds, acc);
-  if constexpr (T == T_Q6_K) mv_q6_k(a, row, lane, nt, xq, xds, acc);
-#pragma unroll
-  for (int t = 0; t < MV_TOKENS; t++) {
-    if (t >= nt) break;  // nt is the same for the whole warp
-    float v = warp_sum(acc[t]);
-    if (lane == 0) {
-      u64 o = (u64)(t0 + t) * a.ld + row;
-      if (a.bias) v += ((const float*)a.bias)[row];
-      if (a.res) v += ((const float*)a.res)[o];
-      ((float*)a.out)[o] = v;
+  const u16* xds = (const u16*)a.xds + (u64)t0 * nb * 2;
+  if (a.pro) {
+    extern __shared__ __align__(16) u8 mv_pro[];
+    i8* sq = (i8*)mv_pro;
+    u16* sds = (u16*)(mv_pro + MV_TOKENS * a.cols);
+    __shared__ float scale[MV_TOKENS];
+    if (a.pro == 1) {
+      for (int t = warp; t < nt; t += MV_WARPS) {
+        float sc = rms_scale((const float*)a.src + (u64)(t0 + t) * a.cols, a.cols, a.eps, lane);
+        if (lane == 0) scale[t] = sc;
+      }
+      __syncthreads();
     }
+    // A thread a block of 32 (norm_block's and swiglu_block's values,
+    // quant_block1: the same bits as those kernels).
+    for (int i = threadIdx.x; i < nt * nb; i += blockDim.x) {
+      int t = i / nb, b = i % nb;
+      float y[32];
+      if (a.pro == 1) {
+        const float4* x = (const float4*)((const float*)a.src + (u64)(t0 + t) * a.cols + b * 32);
+        const float4* w = (const float4*)((const float*)a.nw + b * 32);
+        float sc = scale[t];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          float4 xv = x[k], wv = w[k];
+          y[4 * k] = __fmul_rn(__fmul_rn(xv.x, sc), wv.x);
+          y[4 * k + 1] = __fmul_rn(__fmul_rn(xv.y, sc), wv.y);
+          y[4 * k + 2] = __fmul_rn(__fmul_rn(xv.z, sc), wv.z);
+          y[4 * k + 3] = __fmul_rn(__fmul_rn(xv.w, sc), wv.w);
+        }
+      } else {
+        const float* row = (const float*)a.src + (u64)(t0 + t) * 2 * a.cols + b * 32;
+        const float4* g = (const float4*)row;
+        const float4* u = (const float4*)(row + a.cols);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+          float4 gv = g[k], uv = u[k];
+          y[4 * k] = silu_mul(gv.x, uv.x);
+          y[4 * k + 1] = silu_mul(gv.y, uv.y);
+          y[4 * k + 2] = silu_mul(gv.z, uv.z);
+          y[4 * k + 3] = silu_mul(gv.w, uv.w);
+        }
+      }
+      quant_block1(y, sq + t * a.cols + b * 32, sds + (t * nb + b) * 2);
+    }
+    __syncthreads();
+    xq = sq, xds = sds;
+  }
+  int row = blockIdx.x * MV_WARPS + warp;
+  if (row >= a.rows) return;  // after the prologue's barriers
+  __shared__ float terms[MV_WARPS][MV_TOKENS][33];
+  float acc = 0.0f;  // lane t < nt: token t's sum
+  for (int base = 0; base < nb; base += 32) {
+    int b = base + lane;
+    if (b < nb) {
+      WBlock<T> w(a, (u64)row, nb, b);
+#pragma unroll
+      for (int t = 0; t < MV_TOKENS; t++) {
+        if (t < nt) {
+          const uint4* x = (const uint4*)(xq + (u64)t * a.cols + b * 32);
+          const u16* ds = xds + ((u64)t * nb + b) * 2;
+          terms[warp][t][lane] = w.term(x[0], x[1], h2f(ds[0]), h2f(ds[1]));
+        }
+      }
+    }
+    __syncwarp();
+    if (lane < nt) {
+      int cnt = min(32, nb - base);
+      for (int j = 0; j < cnt; j++) acc = __fadd_rn(acc, terms[warp][lane][j]);
+    }
+    __syncwarp();
+  }
+  if (lane < nt) {
+    u64 o = (u64)(t0 + lane) * a.ld + row;
+    if (a.bias) acc = __fadd_rn(acc, ((const float*)a.bias)[row]);
+    if (a.res) acc = __fadd_rn(acc, ((const float*)a.res)[o]);
+    ((float*)a.out)[o] = acc;
   }
 }
 
@@ -480,9 +585,283 @@ extern "C" __global__ void matvec_q5_0(const MatVecArgs a) { matvec_t<T_Q5_0>(a)
 extern "C" __global__ void matvec_q4_k(const MatVecArgs a) { matvec_t<T_Q4_K>(a); }
 extern "C" __global__ void matvec_q6_k(const MatVecArgs a) { matvec_t<T_Q6_K>(a); }
 
-#undef XW
-#undef XD
-#undef MV_ARGS
+// ------------------------------------------------- tensor-core matmul
+
+// Past MV_TOKENS tokens (prefill, large verify trees) the same products run
+// on the int8 tensor cores: mma.sync m16n8k32 multiplies a 16-row × 32-
+// element tile of weights by 8 tokens' 32 activations — one activation
+// block — into exact int32 sums, which get the block's scales in float as
+// the mat-vec's dp4a sums do. Both operands come straight from global
+// memory (L1/L2) in the fragment layout the instruction wants, because the
+// repacked weights already are that layout:
+//   A (weights), lane (g = lane/4, c = lane%4): word c of the block of rows
+//     g and g+8 gives k = 4c..4c+3 (low nibbles) and 16+4c.. (high nibbles)
+//     for Q4_1/Q5_0 (Q8_0: words c and 4+c); the K-quants the same within
+//     their sub-blocks.
+//   B (activations): word c and 4+c of token g's block.
+//   C: rows g and g+8, tokens 2c and 2c+1.
+// A warp owns 16 rows × 8·NT tokens, reusing its weight fragment for NT
+// token tiles; a block is MM_WARPS warps over 64 rows. Two sizes: NT = 4
+// (mma_<type>) for prefill, NT = 1 (mma1_<type>, four times the blocks)
+// for verify passes of a few dozen tokens, too few to fill the GPU else.
+#define MM_WARPS 4
+
+__device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
+               : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+}
+
+__device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
+  asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
+               : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+               : "r"(a0), "r"(a1), "r"(b0), "r"(0));
+}
+
+// MmTok is where one lane reads its activations: the B word row of token
+// 8j+g and the (d, s) halves of tokens 8j+2c and 8j+2c+1, per tile j.
+// Tokens past the live count read the last live one (their sums are
+// never stored), so no load needs a guard.
+template <int NT>
+struct MmTok {
+  const int* xb[NT];
+  const u16* xd[NT][2];
+};
+
+#define MM_ARGS const MatVecArgs &a, int rA, int rB, int c, const MmTok<NT> &x, float (&acc)[NT][4]
+
+// The activation words (lo: k 4c.., hi: k 16+4c..) of block b for tile j,
+// and the d and s of block b of tile j's C tokens (i = 0, 1).
+#define MB0(j, b) (x.xb[j][(b) * 8 + c])
+#define MB1(j, b) (x.xb[j][(b) * 8 + 4 + c])
+#define MXD(j, i, b) h2f(x.xd[j][i][(b) * 2])
+#define MXS(j, i, b) h2f(x.xd[j][i][(b) * 2 + 1])
+
+template <int NT>
+__device__ __forceinline__ void mm_q4_1(MM_ARGS) {
+  int nb = a.cols / 32;
+  const u32* wa = (const u32*)a.wq + (u64)rA * nb * 4;
+  const u32* wb = (const u32*)a.wq + (u64)rB * nb * 4;
+  const u16* sa = (const u16*)a.ws + (u64)rA * nb * 2;
+  const u16* sb = (const u16*)a.ws + (u64)rB * nb * 2;
+#pragma unroll 2
+  for (int b = 0; b < nb; b++) {
+    u32 qa = wa[b * 4 + c], qb = wb[b * 4 + c];
+    float dA = h2f(sa[b * 2]), mA = h2f(sa[b * 2 + 1]), dB = h2f(sb[b * 2]), mB = h2f(sb[b * 2 + 1]);
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+      int s[4];
+      mma_k32(s, qa & 0x0F0F0F0F, qb & 0x0F0F0F0F, (qa >> 4) & 0x0F0F0F0F, (qb >> 4) & 0x0F0F0F0F, MB0(j, b), MB1(j, b));
+      float d0 = MXD(j, 0, b), d1 = MXD(j, 1, b), s0 = MXS(j, 0, b), s1 = MXS(j, 1, b);
+      acc[j][0] = __fadd_rn(acc[j][0], term_q4_1(dA, mA, d0, s0, s[0]));
+      acc[j][1] = __fadd_rn(acc[j][1], term_q4_1(dA, mA, d1, s1, s[1]));
+      acc[j][2] = __fadd_rn(acc[j][2], term_q4_1(dB, mB, d0, s0, s[2]));
+      acc[j][3] = __fadd_rn(acc[j][3], term_q4_1(dB, mB, d1, s1, s[3]));
+    }
+  }
+}
+
+template <int NT>
+__device__ __forceinline__ void mm_q8_0(MM_ARGS) {
+  int nb = a.cols / 32;
+  const u32* wa = (const u32*)a.wq + (u64)rA * nb * 8;
+  const u32* wb = (const u32*)a.wq + (u64)rB * nb * 8;
+  const u16* sa = (const u16*)a.ws + (u64)rA * nb;
+  const u16* sb = (const u16*)a.ws + (u64)rB * nb;
+#pragma unroll 2
+  for (int b = 0; b < nb; b++) {
+    int a0 = (int)wa[b * 8 + c], a1 = (int)wb[b * 8 + c], a2 = (int)wa[b * 8 + 4 + c], a3 = (int)wb[b * 8 + 4 + c];
+    float dA = h2f(sa[b]), dB = h2f(sb[b]);
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+      int s[4];
+      mma_k32(s, a0, a1, a2, a3, MB0(j, b), MB1(j, b));
+      float d0 = MXD(j, 0, b), d1 = MXD(j, 1, b);
+      acc[j][0] = __fadd_rn(acc[j][0], term_d(dA, d0, s[0]));
+      acc[j][1] = __fadd_rn(acc[j][1], term_d(dA, d1, s[1]));
+      acc[j][2] = __fadd_rn(acc[j][2], term_d(dB, d0, s[2]));
+      acc[j][3] = __fadd_rn(acc[j][3], term_d(dB, d1, s[3]));
+    }
+  }
+}
+
+template <int NT>
+__device__ __forceinline__ void mm_q5_0(MM_ARGS) {
+  int nb = a.cols / 32;
+  const u32* wa = (const u32*)a.wq + (u64)rA * nb * 5;
+  const u32* wb = (const u32*)a.wq + (u64)rB * nb * 5;
+  const u16* sa = (const u16*)a.ws + (u64)rA * nb;
+  const u16* sb = (const u16*)a.ws + (u64)rB * nb;
+#pragma unroll 2
+  for (int b = 0; b < nb; b++) {
+    u32 qa = wa[b * 5 + c], ha = wa[b * 5 + 4], qb = wb[b * 5 + c], hb = wb[b * 5 + 4];
+    int a0 = q5_lo(qa, ha, c), a1 = q5_lo(qb, hb, c), a2 = q5_hi(qa, ha, c), a3 = q5_hi(qb, hb, c);
+    float dA = h2f(sa[b]), dB = h2f(sb[b]);
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+      int s[4];
+      mma_k32(s, a0, a1, a2, a3, MB0(j, b), MB1(j, b));
+      float d0 = MXD(j, 0, b), d1 = MXD(j, 1, b);
+      acc[j][0] = __fadd_rn(acc[j][0], term_d(dA, d0, s[0]));
+      acc[j][1] = __fadd_rn(acc[j][1], term_d(dA, d1, s[1]));
+      acc[j][2] = __fadd_rn(acc[j][2], term_d(dB, d0, s[2]));
+      acc[j][3] = __fadd_rn(acc[j][3], term_d(dB, d1, s[3]));
+    }
+  }
+}
+
+// Q4_K: activation blocks 2g and 2g+1 of a super-block are the low and
+// high nibbles of the same quant words 8g+c and 8g+4+c. The min term needs
+// each token's exact Σx of a block: one more mma with all-ones weights.
+template <int NT>
+__device__ __forceinline__ void mm_q4_k(MM_ARGS) {
+  int nsb = a.cols / 256;
+  const u32* wa = (const u32*)a.wq + (u64)rA * nsb * 32;
+  const u32* wb = (const u32*)a.wq + (u64)rB * nsb * 32;
+  const u8* sa = (const u8*)a.ws + (u64)rA * nsb * 20;
+  const u8* sb = (const u8*)a.ws + (u64)rB * nsb * 20;
+  for (int sbi = 0; sbi < nsb; sbi++) {
+    const u8* pa = sa + sbi * 20;
+    const u8* pb = sb + sbi * 20;
+    u32 da = *(const u32*)pa, db = *(const u32*)pb;
+    float dA = h2f((u16)(da & 0xffff)), mA = h2f((u16)(da >> 16));
+    float dB = h2f((u16)(db & 0xffff)), mB = h2f((u16)(db >> 16));
+#pragma unroll
+    for (int g = 0; g < 4; g++) {
+      u32 lA = wa[sbi * 32 + 8 * g + c], hA = wa[sbi * 32 + 8 * g + 4 + c];
+      u32 lB = wb[sbi * 32 + 8 * g + c], hB = wb[sbi * 32 + 8 * g + 4 + c];
+#pragma unroll
+      for (int half = 0; half < 2; half++) {
+        int sh = 4 * half, kb = 2 * g + half, b = sbi * 8 + kb;
+        float scA = __fmul_rn(dA, (float)pa[4 + kb]), mnA = __fmul_rn(mA, (float)pa[12 + kb]);
+        float scB = __fmul_rn(dB, (float)pb[4 + kb]), mnB = __fmul_rn(mB, (float)pb[12 + kb]);
+        int a0 = (lA >> sh) & 0x0F0F0F0F, a1 = (lB >> sh) & 0x0F0F0F0F;
+        int a2 = (hA >> sh) & 0x0F0F0F0F, a3 = (hB >> sh) & 0x0F0F0F0F;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+          int s[4], sum[4];
+          int b0 = MB0(j, b), b1 = MB1(j, b);
+          mma_k32(s, a0, a1, a2, a3, b0, b1);
+          mma_k32(sum, 0x01010101, 0x01010101, 0x01010101, 0x01010101, b0, b1);
+          float d0 = MXD(j, 0, b), d1 = MXD(j, 1, b);
+          acc[j][0] = __fadd_rn(acc[j][0], term_q4_k(d0, scA, mnA, s[0], sum[0]));
+          acc[j][1] = __fadd_rn(acc[j][1], term_q4_k(d1, scA, mnA, s[1], sum[1]));
+          acc[j][2] = __fadd_rn(acc[j][2], term_q4_k(d0, scB, mnB, s[2], sum[0]));
+          acc[j][3] = __fadd_rn(acc[j][3], term_q4_k(d1, scB, mnB, s[3], sum[1]));
+        }
+      }
+    }
+  }
+}
+
+// Q6_K: activation block kb (half h = kb/4, quarter q = kb%4) takes the
+// q's nibble of ql words 16h + 8(q&1) + c (+4) and bit pair q of qh words
+// 8h + c (+4). Its two 16-element sub-blocks have their own int8 scales,
+// so each is an m16n8k16 product, combined exactly in int32.
+template <int NT>
+__device__ __forceinline__ void mm_q6_k(MM_ARGS) {
+  int nsb = a.cols / 256;
+  const u32* wa = (const u32*)a.wq + (u64)rA * nsb * 48;
+  const u32* wb = (const u32*)a.wq + (u64)rB * nsb * 48;
+  const u8* sa = (const u8*)a.ws + (u64)rA * nsb * 20;
+  const u8* sb = (const u8*)a.ws + (u64)rB * nsb * 20;
+  for (int sbi = 0; sbi < nsb; sbi++) {
+    const u8* pa = sa + sbi * 20;
+    const u8* pb = sb + sbi * 20;
+    float dA = h2f(*(const u16*)pa), dB = h2f(*(const u16*)pb);
+    const u32* qa = wa + sbi * 48;
+    const u32* qb = wb + sbi * 48;
+#pragma unroll 2
+    for (int kb = 0; kb < 8; kb++) {
+      int h = kb >> 2, q = kb & 3, b = sbi * 8 + kb;
+      int lw = 16 * h + 8 * (q & 1) + c, hw = 32 + 8 * h + c;
+      int a0 = q6_word(qa[lw], qa[hw], q), a1 = q6_word(qb[lw], qb[hw], q);
+      int a2 = q6_word(qa[lw + 4], qa[hw + 4], q), a3 = q6_word(qb[lw + 4], qb[hw + 4], q);
+      int scA0 = ((const i8*)pa)[4 + 2 * kb], scA1 = ((const i8*)pa)[5 + 2 * kb];
+      int scB0 = ((const i8*)pb)[4 + 2 * kb], scB1 = ((const i8*)pb)[5 + 2 * kb];
+#pragma unroll
+      for (int j = 0; j < NT; j++) {
+        int lo[4], hi[4];
+        mma_k16(lo, a0, a1, MB0(j, b));
+        mma_k16(hi, a2, a3, MB1(j, b));
+        float d0 = MXD(j, 0, b), d1 = MXD(j, 1, b);
+        acc[j][0] = __fadd_rn(acc[j][0], term_d(dA, d0, lo[0] * scA0 + hi[0] * scA1));
+        acc[j][1] = __fadd_rn(acc[j][1], term_d(dA, d1, lo[1] * scA0 + hi[1] * scA1));
+        acc[j][2] = __fadd_rn(acc[j][2], term_d(dB, d0, lo[2] * scB0 + hi[2] * scB1));
+        acc[j][3] = __fadd_rn(acc[j][3], term_d(dB, d1, lo[3] * scB0 + hi[3] * scB1));
+      }
+    }
+  }
+}
+
+// mma_<type>: matvec_<type>'s product, arguments and epilogue for any
+// number of tokens, on the tensor cores, to the same bits: each lane adds
+// its (row, token) outputs' block terms in block order, as matvec does.
+// Grid (rows/64, tokens/(8·NT)).
+template <int T, int NT>
+__device__ __forceinline__ void mma_t(const MatVecArgs& a) {
+  const Pass* p = (const Pass*)a.pass;
+  int n = a.head ? p->nrows : p->n;
+  int t0 = blockIdx.y * 8 * NT;
+  if (t0 >= n) return;
+  int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+  int r0 = blockIdx.x * (16 * MM_WARPS) + (threadIdx.x >> 5) * 16;
+  if (r0 >= a.rows) return;  // the whole warp: mma.sync needs every lane
+  int rA = min(r0 + g, a.rows - 1), rB = min(r0 + g + 8, a.rows - 1);
+  int nb = a.cols / 32;
+  MmTok<NT> x;
+#pragma unroll
+  for (int j = 0; j < NT; j++) {
+    int tb = min(t0 + 8 * j + g, n - 1);
+    x.xb[j] = (const int*)((const i8*)a.xq + (u64)tb * a.cols);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      int tc = min(t0 + 8 * j + 2 * c + i, n - 1);
+      x.xd[j][i] = (const u16*)a.xds + (u64)tc * nb * 2;
+    }
+  }
+  float acc[NT][4];
+#pragma unroll
+  for (int j = 0; j < NT; j++)
+#pragma unroll
+    for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+  if constexpr (T == T_Q4_1) mm_q4_1<NT>(a, rA, rB, c, x, acc);
+  if constexpr (T == T_Q8_0) mm_q8_0<NT>(a, rA, rB, c, x, acc);
+  if constexpr (T == T_Q5_0) mm_q5_0<NT>(a, rA, rB, c, x, acc);
+  if constexpr (T == T_Q4_K) mm_q4_k<NT>(a, rA, rB, c, x, acc);
+  if constexpr (T == T_Q6_K) mm_q6_k<NT>(a, rA, rB, c, x, acc);
+#pragma unroll
+  for (int j = 0; j < NT; j++) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+      int row = r0 + g + (i >> 1) * 8, t = t0 + 8 * j + 2 * c + (i & 1);
+      if (row < a.rows && t < n) {
+        u64 o = (u64)t * a.ld + row;
+        float v = acc[j][i];
+        if (a.bias) v = __fadd_rn(v, ((const float*)a.bias)[row]);
+        if (a.res) v = __fadd_rn(v, ((const float*)a.res)[o]);
+        ((float*)a.out)[o] = v;
+      }
+    }
+  }
+}
+
+extern "C" __global__ void mma_q4_1(const MatVecArgs a) { mma_t<T_Q4_1, 4>(a); }
+extern "C" __global__ void mma1_q4_1(const MatVecArgs a) { mma_t<T_Q4_1, 1>(a); }
+extern "C" __global__ void mma_q8_0(const MatVecArgs a) { mma_t<T_Q8_0, 4>(a); }
+extern "C" __global__ void mma1_q8_0(const MatVecArgs a) { mma_t<T_Q8_0, 1>(a); }
+extern "C" __global__ void mma_q5_0(const MatVecArgs a) { mma_t<T_Q5_0, 4>(a); }
+extern "C" __global__ void mma1_q5_0(const MatVecArgs a) { mma_t<T_Q5_0, 1>(a); }
+extern "C" __global__ void mma_q4_k(const MatVecArgs a) { mma_t<T_Q4_K, 4>(a); }
+extern "C" __global__ void mma1_q4_k(const MatVecArgs a) { mma_t<T_Q4_K, 1>(a); }
+extern "C" __global__ void mma_q6_k(const MatVecArgs a) { mma_t<T_Q6_K, 4>(a); }
+extern "C" __global__ void mma1_q6_k(const MatVecArgs a) { mma_t<T_Q6_K, 1>(a); }
+
+#undef MB0
+#undef MB1
+#undef MXD
+#undef MXS
+#undef MM_ARGS
 
 // ------------------------------------------------------ RoPE and KV store
 
@@ -493,6 +872,14 @@ struct RopeArgs {
   u64 toks;  // Tok [n]
   int heads, kvheads, hd, neox, layer, pad;
 };
+
+// rotate turns the pair (x0, x1) by the angle whose cosine and sine are c
+// and s, rounded the same way wherever it happens (rope_store, or the
+// attention kernel of a one-token pass).
+__device__ __forceinline__ void rotate(float x0, float x1, float c, float s, float& y0, float& y1) {
+  y0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+  y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
+}
 
 // rope_store: one block per token, a thread per (head, rotation pair) of
 // q and k, each rotating its pair and, for k, storing it; then the values.
@@ -515,8 +902,8 @@ extern "C" __global__ void rope_store(const RopeArgs a) {
     float c = rot[2 * i], s = rot[2 * i + 1];
     int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
     float* x = q + h * a.hd;  // k follows q, so heads ≥ a.heads are k's
-    float x0 = x[ia], x1 = x[ib];
-    float y0 = x0 * c - x1 * s, y1 = x0 * s + x1 * c;
+    float y0, y1;
+    rotate(x[ia], x[ib], c, s, y0, y1);
     if (h < a.heads) {
       x[ia] = y0;
       x[ib] = y1;
@@ -546,9 +933,11 @@ struct AttnArgs {
   u64 pass;   // Pass
   u64 toks;   // Tok [n]
   u64 extra;  // int: visible scratch entries outside each token's span
+  u64 rot;    // with rope: float [n][hd/2][2], each pair's cos and sin
   int heads, kvheads, hd, layer;
   float scale;
-  int pad;
+  int rope;   // 1: q and k are not rotated yet, nor k and v stored (a one-token pass)
+  int neox, pad;
 };
 
 // attention: one block per (token, query head). Warp w scores keys w·32+lane,
@@ -567,11 +956,32 @@ extern "C" __global__ void attention(const AttnArgs a) {
   __shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
   __shared__ float wacc[ATT_WARPS][ATT_MAX_HD];
   const float* q = (const float*)a.q + (u64)t * (a.heads + 2 * a.kvheads) * hd + h * hd;
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[d];
-  __syncthreads();
   u64 blk = ((u64)a.layer * a.kvheads + g) * tk.cap * hd;
   const u16* K = (const u16*)tk.k + blk;
   const u16* V = (const u16*)tk.v + blk;
+  if (a.rope) {
+    // rope_store's work for this head, fused: the pass has this one token,
+    // so no other block needs its K and V before this one. Each block of
+    // the kv head's group stores the same K and V (identical bits).
+    const float* k = (const float*)a.q + (u64)t * (a.heads + 2 * a.kvheads) * hd + (a.heads + g) * hd;
+    const float* v = k + a.kvheads * hd;
+    const float* rot = (const float*)a.rot + (u64)t * hd;
+    u64 at = (u64)(tk.len + tk.slot) * hd;
+    int half = hd / 2;
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      float c = rot[2 * i], sn = rot[2 * i + 1];
+      int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
+      rotate(q[ia], q[ib], c, sn, qs[ia], qs[ib]);
+      float k0, k1;
+      rotate(k[ia], k[ib], c, sn, k0, k1);
+      ((u16*)K)[at + ia] = f2h(k0);
+      ((u16*)K)[at + ib] = f2h(k1);
+    }
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) ((u16*)V)[at + d] = f2h(v[d]);
+  } else {
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[d];
+  }
+  __syncthreads();
   const int* extra = (const int*)a.extra;
   int run = tk.len + tk.span;
   int nv = run + (tk.xhi - tk.xlo);
@@ -700,6 +1110,6 @@ extern "C" __global__ void argmax(const ArgmaxArgs a) {
   if (threadIdx.x == 0) {
     for (int w = 1; w < (int)(blockDim.x >> 5); w++)
       if (sv[w] > best || (sv[w] == best && si[w] < bi)) best = sv[w], bi = si[w];
-    ((int*)a.out)[r] = bi;
+    ((int*)a.out)[r] = bi == 0x7fffffff ? 0 : bi;  // a row of NaN: 0, as on the CPU
   }
 }

@@ -15,7 +15,9 @@ const Name = "lmstream_kernels.cu"
 
 // Entry points, as declared extern "C" in Source.
 var Entry = []string{"embed", "rmsnorm_quant", "quant", "matvec_q4_1", "matvec_q8_0", "matvec_q5_0",
-	"matvec_q4_k", "matvec_q6_k", "rope_store", "attention", "kv_commit", "argmax"}
+	"matvec_q4_k", "matvec_q6_k", "mma_q4_1", "mma_q8_0", "mma_q5_0", "mma_q4_k", "mma_q6_k",
+	"mma1_q4_1", "mma1_q8_0", "mma1_q5_0", "mma1_q4_k", "mma1_q6_k",
+	"rope_store", "attention", "kv_commit", "argmax"}
 
 // MatVec names the mat-vec entry point of each weight type that has one,
 // by GGML type number (core/quant's Type): one kernel per type, so each
@@ -28,10 +30,32 @@ var MatVec = map[uint32]string{
 	14: "matvec_q6_k", // Q6_K
 }
 
+// MatMul names the tensor-core kernel of each weight type: the same
+// product, arguments and epilogue as its MatVec kernel, for passes of more
+// than MatVecTokens tokens; MatMulTokens tokens a block. MatMul1 is its
+// variant of one 8-token tile a block, for passes up to MatMul1Max.
+var MatMul = map[uint32]string{
+	3:  "mma_q4_1",
+	6:  "mma_q5_0",
+	8:  "mma_q8_0",
+	12: "mma_q4_k",
+	14: "mma_q6_k",
+}
+var MatMul1 = map[uint32]string{
+	3:  "mma1_q4_1",
+	6:  "mma1_q5_0",
+	8:  "mma1_q8_0",
+	12: "mma1_q4_k",
+	14: "mma1_q6_k",
+}
+
 // Limits the kernels are written for.
 const (
 	MatVecTokens = 8   // MV_TOKENS: tokens one matvec block keeps in registers
 	MatVecWarps  = 4   // MV_WARPS: rows (a warp each) per matvec block
+	MatMulTokens = 32  // 8·NT of mma_<type>: tokens one block covers
+	MatMul1Max   = 64  // the most tokens mma1_<type> (8 a block) is used for
+	MatMulRows   = 64  // 16 × MM_WARPS: rows one mma block covers
 	MaxHeadDim   = 128 // ATT_MAX_HD
 	CommitMoves  = 64  // COMMIT_MOVES: entry moves per kv_commit launch
 	TokBytes     = 48  // sizeof(Tok)
