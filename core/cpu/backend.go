@@ -75,11 +75,13 @@ import (
 	"os"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/registry"
 	"github.com/lmstream/lmstream/core/runtime"
@@ -139,6 +141,9 @@ type Backend struct {
 	dist    spec.Dist // the target distribution handed to verification
 	timings Timings
 	curve   *costCurve // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
+
+	trieOnce sync.Once
+	trie     *grammar.Trie // the vocabulary's token trie, for constrained requests
 
 	// Reused across iterations.
 	batch  model.Batch
@@ -328,6 +333,7 @@ func (b *Backend) Close() error {
 
 // item is one prepared batch item.
 type item struct {
+	grammar *grammar.Grammar // nil: unconstrained
 	params  sample.Params
 	drafter drafterKind // draftNone: no speculation
 	slo     time.Duration
@@ -342,9 +348,10 @@ type sequence struct {
 	prefill  int   // prompt tokens already in the cache
 	next     int32 // the token to feed next, once the prompt is in
 	decoding bool
-	batched  int        // tokens this sequence has in the current batch
-	tree     *spec.Tree // the tree verified this iteration (decoding)
-	seq      spec.Seq   // prompt and output, for the drafters and the scheduler
+	batched  int         // tokens this sequence has in the current batch
+	tree     *spec.Tree  // the tree verified this iteration (decoding)
+	seq      spec.Seq    // prompt and output, for the drafters and the scheduler
+	con      *constraint // the request's grammar; nil: unconstrained
 	res      spec.Result
 	out      []int32 // this iteration's tokens, handed to the runtime
 }
@@ -389,6 +396,10 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	it, err := b.specItem(req, p)
 	if err != nil {
 		return nil, err
+	}
+	if req.Grammar != nil {
+		it.grammar = req.Grammar
+		b.vocabTrie() // built once, on the first constrained request
 	}
 	var texts []string
 	if len(req.Messages) > 0 {
@@ -449,6 +460,9 @@ func (b *Backend) Open(s *runtime.Slot) error {
 	b.caches = b.caches[:len(b.caches)-1]
 	c.Truncate(0)
 	q := &sequence{cache: c, sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter}
+	if it.grammar != nil {
+		q.con = newConstraint(it.grammar, b.vocabTrie(), q.greedy && !penalised(it.params))
+	}
 	q.seq = spec.Seq{Tokens: append(make([]int32, 0, len(s.Prompt)+256), s.Prompt...), Prompt: len(s.Prompt),
 		SLO: it.slo, NoSpec: it.drafter == draftNone, Payoff: spec.Payoff{Always: !b.spec.adaptive}}
 	b.drafts.kind[&q.seq] = it.drafter
@@ -492,6 +506,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		}
 	}
 	trees := b.plan(t0)
+	b.pruneTrees(slots, trees)
 	t1 := time.Now()
 
 	nLogits, di := 0, 0
@@ -565,8 +580,16 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 			}
 			q.decoding = true
 			row := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
+			if q.con != nil {
+				var ok bool
+				if row, ok = q.con.logits(q.con.state, row); !ok {
+					res[i].Err = errStuck
+					continue
+				}
+			}
 			tok := q.sampler.Sample(row)
 			q.sampler.Accept(tok)
+			q.con.accept(b.tok, tok)
 			q.next = tok
 			q.seq.Tokens = append(q.seq.Tokens, tok)
 			q.seq.Start = t2
@@ -575,7 +598,13 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 			res[i].ContextFull = q.cache.Len()+1 >= q.cache.Cap()
 			continue
 		}
-		b.verify(q, logits[b.rows[i]*vocab:(b.rows[i]+q.tree.Len())*vocab])
+		if !b.verify(q, logits[b.rows[i]*vocab:(b.rows[i]+q.tree.Len())*vocab]) {
+			res[i].Err = errStuck
+			continue
+		}
+		for _, tok := range q.res.Tokens {
+			q.con.accept(b.tok, tok)
+		}
 		if err := q.cache.Commit(q.res.Path); err != nil {
 			res[i].Err = status.Errorf(status.Internal, "kv cache: %v", err)
 			continue
