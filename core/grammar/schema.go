@@ -27,7 +27,7 @@ const jsonCommon = `ws ::= "" | " " | "\n" [ \t]{0,20}
 json-char ::= [^"\\\x00-\x1F\x7F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
 json-string ::= "\"" json-char* "\"" ws
 json-int ::= "-"? ("0" | [1-9] [0-9]{0,15})
-json-number ::= json-int ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})? ws
+json-number ::= json-int ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})? ws
 json-integer ::= json-int ws
 json-boolean ::= ("true" | "false") ws
 json-null ::= "null" ws
