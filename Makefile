@@ -254,6 +254,7 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	done
 	$(GO) test -run='^$$' -bench='Text|StreamChunk|ChunkThroughput' -count=3 ./streaming ./core/runtime
 	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand|MultiDot' -benchtime=20x ./core/quant
+	$(GO) test -run='^$$' -bench=ConstrainedDecode -benchtime=3x ./core/cpu
 	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))
 	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
 	cd bindings/elixir && mix run bench/bench.exs
