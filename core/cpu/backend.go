@@ -61,6 +61,12 @@
 //	                      drafter unless they say "speculate": false;
 //	                      sampling requests only when they ask
 //
+// Structured output ("response_format", "grammar"; see core/grammar): every
+// sampled row is masked to the tokens that keep the output inside the
+// grammar, end tokens only where it is complete; drafted tokens the grammar
+// refuses are pruned before verification, and verification masks each node
+// by its path's grammar state, so constrained speculation is exact too.
+//
 // Temperature: 0 is greedy, and so is any temperature below 1e-5
 // (sample.MinTemperature): 1/T would overflow for subnormal values, and
 // long before that sampling is greedy in all but cost. Such a request
