@@ -65,7 +65,8 @@ CAPI_C     := $(wildcard capi/*.c) include/lmstream.h
 
 # Fuzz targets as package:FuzzName:smoke-executions.
 FUZZ_TARGETS := ./streaming:FuzzSanitizer:250000 ./streaming:FuzzStopMatcher:250000 \
-                ./core/gguf:FuzzParse:350000 ./core/tokenizer:FuzzRoundTrip:25000
+                ./core/gguf:FuzzParse:350000 ./core/tokenizer:FuzzRoundTrip:25000 \
+                ./core/grammar:FuzzGrammar:150000
 
 .PHONY: all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
         test-models clean vet install uninstall test-install go-version test-readme
@@ -253,6 +254,7 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	done
 	$(GO) test -run='^$$' -bench='Text|StreamChunk|ChunkThroughput' -count=3 ./streaming ./core/runtime
 	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand|MultiDot' -benchtime=20x ./core/quant
+	$(GO) test -run='^$$' -bench=ConstrainedDecode -benchtime=3x ./core/cpu
 	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))
 	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
 	cd bindings/elixir && mix run bench/bench.exs

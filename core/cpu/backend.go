@@ -61,6 +61,12 @@
 //	                      drafter unless they say "speculate": false;
 //	                      sampling requests only when they ask
 //
+// Structured output ("response_format", "grammar"; see core/grammar): every
+// sampled row is masked to the tokens that keep the output inside the
+// grammar, end tokens only where it is complete; drafted tokens the grammar
+// refuses are pruned before verification, and verification masks each node
+// by its path's grammar state, so constrained speculation is exact too.
+//
 // Temperature: 0 is greedy, and so is any temperature below 1e-5
 // (sample.MinTemperature): 1/T would overflow for subnormal values, and
 // long before that sampling is greedy in all but cost. Such a request
@@ -75,11 +81,13 @@ import (
 	"os"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/registry"
 	"github.com/lmstream/lmstream/core/runtime"
@@ -139,6 +147,9 @@ type Backend struct {
 	dist    spec.Dist // the target distribution handed to verification
 	timings Timings
 	curve   *costCurve // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
+
+	trieOnce sync.Once
+	trie     *grammar.Trie // the vocabulary's token trie, for constrained requests
 
 	// Reused across iterations.
 	batch  model.Batch
@@ -331,6 +342,7 @@ func (b *Backend) Close() error {
 
 // item is one prepared batch item.
 type item struct {
+	grammar *grammar.Grammar // nil: unconstrained
 	params  sample.Params
 	drafter drafterKind // draftNone: no speculation
 	slo     time.Duration
@@ -345,9 +357,10 @@ type sequence struct {
 	prefill  int   // prompt tokens already in the cache
 	next     int32 // the token to feed next, once the prompt is in
 	decoding bool
-	batched  int        // tokens this sequence has in the current batch
-	tree     *spec.Tree // the tree verified this iteration (decoding)
-	seq      spec.Seq   // prompt and output, for the drafters and the scheduler
+	batched  int         // tokens this sequence has in the current batch
+	tree     *spec.Tree  // the tree verified this iteration (decoding)
+	seq      spec.Seq    // prompt and output, for the drafters and the scheduler
+	con      *constraint // the request's grammar; nil: unconstrained
 	res      spec.Result
 	out      []int32 // this iteration's tokens, handed to the runtime
 }
@@ -392,6 +405,10 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	it, err := b.specItem(req, p)
 	if err != nil {
 		return nil, err
+	}
+	if req.Grammar != nil {
+		it.grammar = req.Grammar
+		b.vocabTrie() // built once, on the first constrained request
 	}
 	var texts []string
 	if len(req.Messages) > 0 {
@@ -452,6 +469,9 @@ func (b *Backend) Open(s *runtime.Slot) error {
 	b.caches = b.caches[:len(b.caches)-1]
 	c.Truncate(0)
 	q := &sequence{cache: c, sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter}
+	if it.grammar != nil {
+		q.con = newConstraint(it.grammar, b.vocabTrie(), q.greedy && !penalised(it.params))
+	}
 	q.seq = spec.Seq{Tokens: append(make([]int32, 0, len(s.Prompt)+256), s.Prompt...), Prompt: len(s.Prompt),
 		SLO: it.slo, NoSpec: it.drafter == draftNone, Payoff: spec.Payoff{Always: !b.spec.adaptive}}
 	b.drafts.kind[&q.seq] = it.drafter
@@ -474,11 +494,13 @@ func (b *Backend) Release(s *runtime.Slot) {
 }
 
 // allRawArgmax reports whether every slot that gets logits this step picks
-// its tokens as the plain argmax of them (sample.Sampler.RawArgmax).
+// its tokens as the plain argmax of them (sample.Sampler.RawArgmax, and no
+// grammar constraining it).
 func (b *Backend) allRawArgmax(slots []*runtime.Slot) bool {
 	for i, s := range slots {
-		if b.rows[i] >= 0 && !s.State.(*sequence).sampler.RawArgmax() {
-			return false
+		q := s.State.(*sequence)
+		if b.rows[i] >= 0 && (q.con != nil || !q.sampler.RawArgmax()) {
+			return false // a constrained row is masked before its argmax
 		}
 	}
 	return true
@@ -506,6 +528,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		}
 	}
 	trees := b.plan(t0)
+	b.pruneTrees(slots, trees)
 	t1 := time.Now()
 
 	nLogits, di := 0, 0
@@ -596,9 +619,18 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 			if ids != nil {
 				tok = ids[b.rows[i]]
 			} else {
-				tok = q.sampler.Sample(logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab])
+				row := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
+				if q.con != nil {
+					var ok bool
+					if row, ok = q.con.logits(q.con.state, row); !ok {
+						res[i].Err = errStuck
+						continue
+					}
+				}
+				tok = q.sampler.Sample(row)
 			}
 			q.sampler.Accept(tok)
+			q.con.accept(b.tok, tok)
 			q.next = tok
 			q.seq.Tokens = append(q.seq.Tokens, tok)
 			q.seq.Start = t2
@@ -609,8 +641,12 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		}
 		if ids != nil {
 			b.verifyArgmax(q, ids[b.rows[i]:b.rows[i]+q.tree.Len()])
-		} else {
-			b.verify(q, logits[b.rows[i]*vocab:(b.rows[i]+q.tree.Len())*vocab])
+		} else if !b.verify(q, logits[b.rows[i]*vocab:(b.rows[i]+q.tree.Len())*vocab]) {
+			res[i].Err = errStuck
+			continue
+		}
+		for _, tok := range q.res.Tokens {
+			q.con.accept(b.tok, tok)
 		}
 		if err := q.cache.Commit(q.res.Path); err != nil {
 			res[i].Err = status.Errorf(status.Internal, "kv cache: %v", err)

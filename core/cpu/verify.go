@@ -261,22 +261,37 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 // row per node) and leaves the accepted path and tokens in q.res. The
 // sampler's penalty window follows the walk: a node's distribution is
 // computed after accepting the tokens of its path, exactly as plain
-// decoding would have, and the bonus token is accepted last.
-func (b *Backend) verify(q *sequence, rows []float32) {
+// decoding would have, and the bonus token is accepted last. A
+// constrained sequence's rows are masked by the grammar state of each
+// node's path (pruneTrees left only nodes the grammar allows), so every
+// emitted token is what plain constrained decoding would emit. It
+// reports false when the grammar leaves no token to emit.
+func (b *Backend) verify(q *sequence, rows []float32) bool {
 	vocab := b.model.Config().Vocab
+	ok := true
+	row := func(node int) []float32 {
+		r := rows[node*vocab : (node+1)*vocab]
+		if q.con != nil {
+			var live bool
+			if r, live = q.con.logits(q.con.nodes[node], r); !live {
+				ok = false
+			}
+		}
+		return r
+	}
 	if q.tree.Len() == 1 {
 		// Plain decoding: the sampler's own fast path and random stream.
-		tok := q.sampler.Sample(rows[:vocab])
+		tok := q.sampler.Sample(row(0))
 		q.sampler.Accept(tok)
 		q.res.Path = append(q.res.Path[:0], 0)
 		q.res.Tokens = append(q.res.Tokens[:0], tok)
-		return
+		return ok
 	}
 	target := func(node int) spec.Dist {
 		if node > 0 {
 			q.sampler.Accept(q.tree.Nodes[node].Token)
 		}
-		d := q.sampler.Distribution(rows[node*vocab : (node+1)*vocab])
+		d := q.sampler.Distribution(row(node))
 		b.dist.IDs = d.IDs
 		b.dist.P = b.dist.P[:0]
 		for _, p := range d.Probs {
@@ -290,6 +305,7 @@ func (b *Backend) verify(q *sequence, rows []float32) {
 		spec.VerifySample(q.tree, target, q.sampler, &q.res)
 	}
 	q.sampler.Accept(q.res.Bonus())
+	return ok
 }
 
 // verifyArgmax is verify for a greedy sequence from each tree node's

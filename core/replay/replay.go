@@ -150,6 +150,8 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	}
 	n := req.Items()
 	switch {
+	case req.Grammar != nil:
+		return nil, status.Errorf(status.InvalidRequest, `request: the replay backend plays scripted tokens and cannot follow "response_format" or "grammar"`)
 	case hasScript && hasScripts:
 		return nil, status.Errorf(status.InvalidRequest, `request: give "script" or "scripts", not both`)
 	case hasScripts && len(scripts) != n:

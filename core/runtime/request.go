@@ -1,8 +1,10 @@
 package runtime
 
 import (
+	"encoding/json"
 	"math"
 
+	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 )
@@ -33,6 +35,11 @@ type Request struct {
 
 	TPOTSLOMs float64 // 0: best effort
 	TTFTSLOMs float64
+
+	// Grammar constrains the output ("response_format" or "grammar");
+	// nil: unconstrained. Compiled here, so a schema or grammar the
+	// engine cannot follow is refused at submit.
+	Grammar *grammar.Grammar
 
 	// Backend-specific fields (the replay script, for one) that the backend
 	// takes in Prepare; anything it leaves is an unknown-field error.
@@ -175,6 +182,9 @@ func ParseRequest(data []byte) (*Request, error) {
 	if r.HasSeed, err = f.Take("seed", &r.Seed); err != nil {
 		return nil, err
 	}
+	if r.Grammar, err = takeGrammar(f); err != nil {
+		return nil, err
+	}
 	r.Extra = f
 	return r, nil
 }
@@ -193,4 +203,70 @@ func checkMessages(f *Fields, msgs []Message) error {
 		}
 	}
 	return nil
+}
+
+// responseFormat is the OpenAI "response_format" field.
+type responseFormat struct {
+	Type       string          `json:"type"`
+	JSONSchema *jsonSchemaSpec `json:"json_schema"`
+}
+
+type jsonSchemaSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Strict      bool            `json:"strict"`
+	Schema      json.RawMessage `json:"schema"`
+}
+
+// takeGrammar reads "response_format" ({"type": "text"}, {"type":
+// "json_object"}, {"type": "json_schema", "json_schema": {"schema":
+// ...}}) and "grammar" (GBNF text), at most one of them, and compiles
+// the constraint.
+func takeGrammar(f *Fields) (*grammar.Grammar, error) {
+	var rf *responseFormat
+	if _, err := f.Take("response_format", &rf); err != nil {
+		return nil, err
+	}
+	var text *string
+	if _, err := f.Take("grammar", &text); err != nil {
+		return nil, err
+	}
+	if rf != nil && text != nil && rf.Type != "text" {
+		return nil, status.Errorf(status.InvalidRequest, `request: give only one of "response_format" and "grammar"`)
+	}
+	if text != nil {
+		if len(*text) > grammar.MaxGrammarBytes {
+			return nil, f.Errorf("grammar", "has %d bytes; at most %d are allowed", len(*text), grammar.MaxGrammarBytes)
+		}
+		g, err := grammar.Parse(*text)
+		if err != nil {
+			return nil, f.Errorf("grammar", "does not parse: %v", err)
+		}
+		return g, nil
+	}
+	if rf == nil {
+		return nil, nil
+	}
+	switch rf.Type {
+	case "text":
+		if rf.JSONSchema != nil {
+			return nil, f.Errorf("response_format", `has "json_schema" but type "text"`)
+		}
+		return nil, nil
+	case "json_object":
+		if rf.JSONSchema != nil {
+			return nil, f.Errorf("response_format", `has "json_schema" but type "json_object"`)
+		}
+		return grammar.JSONObject(), nil
+	case "json_schema":
+		if rf.JSONSchema == nil || rf.JSONSchema.Schema == nil {
+			return nil, f.Errorf("response_format", `of type "json_schema" needs "json_schema": {"name": ..., "schema": {...}}`)
+		}
+		g, err := grammar.FromSchema(rf.JSONSchema.Schema)
+		if err != nil {
+			return nil, f.Errorf("response_format", "json_schema.schema cannot be followed: %v", err)
+		}
+		return g, nil
+	}
+	return nil, f.Errorf("response_format", `type must be "text", "json_object" or "json_schema", got %q`, rf.Type)
 }

@@ -51,6 +51,8 @@ py_needed=()
 "$py" -c "import gguf" 2>/dev/null || py_needed+=(gguf)
 "$py" -c "import regex" 2>/dev/null || py_needed+=(regex)
 "$py" -c "import jinja2" 2>/dev/null || py_needed+=(jinja2)
+# jsonschema validates structured output independently of the converter.
+"$py" -c "import jsonschema" 2>/dev/null || py_needed+=(jsonschema)
 # NVRTC (CUDA 13) for the CUDA kernels' compile tests; no GPU is needed. The
 # Go tests find it through $VIRTUAL_ENV (the Makefile sets it).
 "$py" -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 || py_needed+=(nvidia-cuda-nvrtc)

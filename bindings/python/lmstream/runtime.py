@@ -419,8 +419,11 @@ class Runtime:
         ``skip_special_tokens``, ``queue_limit`` and ``queue_policy``
         ("coalesce" or "pause") set up the channel; everything else goes
         into the request JSON, ``**extra`` included (backend-specific fields
-        such as the replay backend's ``script``). Errors known before the
-        first token raise here.
+        such as the replay backend's ``script``, and structured output:
+        ``response_format={"type": "json_schema", "json_schema": {"name":
+        ..., "schema": {...}}}`` or ``{"type": "json_object"}``, or
+        ``grammar=`` GBNF text). Errors known before the first token raise
+        here.
         """
         streams = self._submit(prompt, None, messages, 1, locals(), extra)
         return streams[0]

@@ -1,0 +1,65 @@
+package cpu_test
+
+import (
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/lmstream/lmstream/core/runtime"
+)
+
+// BenchmarkConstrainedDecode compares the decode rate (1/TPOT: prefill
+// excluded) of constrained and unconstrained greedy requests on the
+// default model, without speculation so the figure is the mask's cost
+// alone. Each iteration runs one request of each kind on the same prompt;
+// "ratio" is constrained over unconstrained tokens per second (issue 13's
+// goal: at least 0.9). `make bench` runs it.
+func BenchmarkConstrainedDecode(b *testing.B) {
+	if _, err := os.Stat(modelPath); err != nil {
+		b.Skipf("default model absent (run `make model`): %v", err)
+	}
+	rt, err := runtime.New([]byte(`{"model_path":"` + modelPath + `","max_slots":1,"context_length":1024,"spec_budget":12}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close()
+	const prompt = `"messages":[{"role":"user","content":"Describe three users of a web site as JSON, with names, ages, roles and addresses."}],"max_tokens":160,"speculate":false`
+	// Sampled requests compute the full mask every step (greedy ones only
+	// when the argmax is refused): the worst case, cached by state.
+	schema := `,"response_format":{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"array","items":` + personSchema + `}}}`
+	const sampled = `,"temperature":0.8,"seed":7`
+	kinds := []struct {
+		name, fields string
+		base         int // the unconstrained kind it is compared with
+	}{
+		{"unconstrained", "", 0},
+		{"json_schema", schema, 0},
+		{"json_object", `,"response_format":{"type":"json_object"}`, 0},
+		{"sampled-unconstrained", sampled, 3},
+		{"sampled-json_schema", schema + sampled, 3},
+	}
+	rate := make([]float64, len(kinds)) // tokens per second of decoding, summed
+	toks := make([]int, len(kinds))
+	for b.Loop() {
+		for k, kd := range kinds {
+			out, err := rt.Complete([]byte(`{` + prompt + kd.fields + `}`))
+			if err != nil {
+				b.Fatal(err)
+			}
+			u := out[0].Usage
+			if u.TPOTMs <= 0 {
+				b.Fatalf("%s: no decode time (%d tokens)", kd.name, u.GeneratedTokens)
+			}
+			rate[k] += 1000 / u.TPOTMs
+			toks[k] += u.GeneratedTokens
+		}
+	}
+	n := float64(b.N)
+	for k, kd := range kinds {
+		b.ReportMetric(rate[k]/n, kd.name+"-tok/s")
+		if k != kd.base {
+			b.ReportMetric(rate[k]/rate[kd.base], kd.name+"-ratio")
+		}
+	}
+	b.Log(fmt.Sprintf("tokens per request: %v", toks))
+}

@@ -1,0 +1,163 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/lmstream/lmstream/core/grammar"
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/sample"
+	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/core/tokenizer"
+	"github.com/lmstream/lmstream/spec"
+)
+
+// errStuck ends a constrained stream whose grammar no token of the
+// vocabulary can continue (a grammar that needs characters the
+// vocabulary cannot spell).
+var errStuck = status.Errorf(status.InvalidRequest, "grammar: no token of the vocabulary can continue the output here")
+
+// constraint is a decoding sequence's grammar: the state after the tokens
+// emitted so far, and the masks.
+type constraint struct {
+	m     *grammar.Matcher
+	state grammar.State
+	// lazy: greedy decoding without penalties, where the masked argmax is
+	// the raw argmax whenever the grammar allows it, so the full mask is
+	// computed only when the model's favourite token is refused.
+	lazy bool
+	// nodes[i] is the state after tree node i's path (node 0: state),
+	// this iteration.
+	nodes  []grammar.State
+	masked []float32
+	tree   spec.Tree // the pruned tree, when pruning removed nodes
+	keep   []int
+	states []grammar.State // scratch of pruneTrees, per node of the drafted tree
+	alive  []uint8
+}
+
+// Node fates in pruneTrees.
+const (
+	pruned = iota
+	live
+	ended // an end token: kept, its children pruned
+)
+
+func newConstraint(g *grammar.Grammar, t *grammar.Trie, lazy bool) *constraint {
+	return &constraint{m: grammar.NewMatcher(t), state: g.Start(), lazy: lazy}
+}
+
+func penalised(p sample.Params) bool {
+	return p.RepetitionPenalty != 1 && p.RepetitionPenalty != 0 || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
+}
+
+// vocabTrie is the vocabulary's token trie: control tokens are never
+// allowed, end-of-generation tokens only where the grammar is complete.
+func (b *Backend) vocabTrie() *grammar.Trie {
+	b.trieOnce.Do(func() {
+		n := b.tok.Size()
+		pieces := make([][]byte, n)
+		eog := make([]bool, n)
+		for id := range int32(n) {
+			eog[id] = b.tok.EOG(id)
+			if !b.tok.IsSpecial(id) {
+				pieces[id] = b.tok.Piece(id)
+			}
+		}
+		b.trie = grammar.NewTrie(pieces, eog)
+	})
+	return b.trie
+}
+
+// accept advances the grammar past an emitted token (nil: unconstrained).
+func (c *constraint) accept(tok *tokenizer.Tokenizer, id int32) {
+	if c == nil || tok.EOG(id) {
+		return
+	}
+	c.state = c.state.Advance(tok.Piece(id))
+}
+
+// logits returns row with the tokens the grammar refuses at state s set
+// to -Inf (row itself when lazy and the argmax is allowed), and whether
+// any token is allowed.
+func (c *constraint) logits(s grammar.State, row []float32) ([]float32, bool) {
+	t := c.m.Trie()
+	if c.lazy {
+		best, bl := int32(0), float32(math.Inf(-1))
+		for i, v := range row {
+			if v > bl {
+				best, bl = int32(i), v
+			}
+		}
+		if t.Allows(s, best) {
+			return row, true
+		}
+	}
+	if cap(c.masked) < len(row) {
+		c.masked = make([]float32, len(row))
+	}
+	return grammar.Apply(c.m.Mask(s), row, c.masked[:len(row)])
+}
+
+// pruneTrees removes from each constrained sequence's tree the drafted
+// nodes the grammar refuses (with their subtrees), so verification spends
+// no pass on tokens that cannot be emitted, and records each kept node's
+// grammar state for verification's masks. trees holds the decoding slots'
+// trees in slot order.
+func (b *Backend) pruneTrees(slots []*runtime.Slot, trees []*spec.Tree) {
+	di := 0
+	for _, s := range slots {
+		q := s.State.(*sequence)
+		if !q.decoding {
+			continue
+		}
+		i := di
+		di++
+		c := q.con
+		if c == nil {
+			continue
+		}
+		t := trees[i]
+		c.nodes = append(c.nodes[:0], c.state)
+		c.keep = append(c.keep[:0], 0)
+		// Parents precede children, so one pass decides every node.
+		c.states = append(c.states[:0], make([]grammar.State, t.Len())...)
+		c.alive = append(c.alive[:0], make([]uint8, t.Len())...)
+		states, alive := c.states, c.alive
+		states[0], alive[0] = c.state, live
+		for j := 1; j < t.Len(); j++ {
+			n := t.Nodes[j]
+			if alive[n.Parent] != live {
+				continue // pruned, or below an end token
+			}
+			ps := states[n.Parent]
+			if b.tok.EOG(n.Token) {
+				// The end may be drafted only where the output is
+				// complete; what follows it is never emitted.
+				if ps.Accepting() {
+					alive[j], states[j] = ended, ps
+				}
+				continue
+			}
+			if b.tok.IsSpecial(n.Token) {
+				continue
+			}
+			ns := ps.Advance(b.tok.Piece(n.Token))
+			if !ns.Dead() {
+				alive[j], states[j] = live, ns
+			}
+		}
+		for j := 1; j < t.Len(); j++ {
+			if alive[j] != pruned {
+				c.keep = append(c.keep, j)
+				c.nodes = append(c.nodes, states[j])
+			}
+		}
+		if len(c.keep) < t.Len() {
+			if !t.Subtree(c.keep, &c.tree) {
+				c.tree.Reset(t.Root())
+				c.nodes = c.nodes[:1]
+			}
+			trees[i] = &c.tree
+		}
+	}
+}
