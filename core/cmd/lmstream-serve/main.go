@@ -98,6 +98,9 @@ func run(args []string) error {
 	fs.DurationVar(&grace, "grace", 10*time.Second, "on SIGTERM, how long running answers may finish")
 	fs.StringVar(&set.ModelID, "model-id", "", "model name /v1/models lists (default: the model file's base name)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil // the usage was printed as asked
+		}
 		return err
 	}
 	if fs.NArg() > 0 {
