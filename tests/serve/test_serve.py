@@ -160,5 +160,25 @@ def test_openai_client_streams_from_the_real_model():
                     reasons.append(choice.finish_reason)
         assert "Tokyo" in text, text
         assert len(reasons) == 1 and reasons[0] in ("stop", "length")
+
+        # The README's curl line, as written, against this server.
+        curl = readme_curl().replace("http://127.0.0.1:8080", srv.url)
+        out = subprocess.run(curl, shell=True, capture_output=True, text=True, timeout=300, check=True).stdout
+        events = [e for e in out.split("\n\n") if e]
+        assert events[-1] == "data: [DONE]", out
+        said = "".join(json.loads(e[6:])["choices"][0]["delta"].get("content", "") for e in events[:-1])
+        assert "Tokyo" in said, said
     finally:
         assert srv.stop() == 0
+
+
+def readme_curl():
+    """The curl line of README.md's serving block (tagged checked-by: test-serve)."""
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    block = re.search(r"<!-- checked-by: test-serve -->\n```sh\n(.*?)```", readme, re.S)
+    assert block, "README.md has no block tagged checked-by: test-serve"
+    lines = [l for l in block.group(1).splitlines() if l.startswith("curl ")]
+    assert len(lines) == 1, block.group(1)
+    assert "http://127.0.0.1:8080" in lines[0]
+    return lines[0]
