@@ -23,6 +23,8 @@ command -v valgrind >/dev/null || apt_needed+=(valgrind)
 command -v unzip >/dev/null || apt_needed+=(unzip)
 # make test-serve streams from lmstream-serve with curl, as its users do.
 command -v curl >/dev/null || apt_needed+=(curl)
+# ... and puts two of them behind nginx (Debian's package) as one pool.
+{ command -v nginx || [ -x /usr/sbin/nginx ]; } >/dev/null || apt_needed+=(nginx)
 command -v python3 >/dev/null || apt_needed+=(python3)
 # venv needs ensurepip, which Debian splits off into python3-venv.
 if [ ! -x "$venv/bin/python" ] && ! python3 -c "import ensurepip" 2>/dev/null; then
