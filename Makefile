@@ -274,6 +274,7 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand|MultiDot' -benchtime=20x ./core/quant
 	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))
 	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
+	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_serve.py
 	cd bindings/elixir && mix run bench/bench.exs
 
 # The wheel a package registry accepts, in dist/: liblmstream.so built
