@@ -182,3 +182,20 @@ def readme_curl():
     assert len(lines) == 1, block.group(1)
     assert "http://127.0.0.1:8080" in lines[0]
     return lines[0]
+
+
+def test_lmstream_serve_subcommand_runs_the_server(tmp_path):
+    """`lmstream serve ...` (the Python CLI) is lmstream-serve with the same
+    arguments."""
+    cfg = tmp_path / "replay.json"
+    cfg.write_text(json.dumps(REPLAY))
+    env = dict(os.environ, LMSTREAM_SERVE=SERVE,
+               PYTHONPATH=os.path.join(ROOT, "bindings", "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "lmstream", "serve", "--runtime-config", str(cfg), "--port", "0"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "listening on http://127.0.0.1:" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0

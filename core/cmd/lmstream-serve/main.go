@@ -141,12 +141,14 @@ func run(args []string) error {
 		ModelID: set.ModelID, MaxBodyBytes: set.MaxBodyBytes, MaxStreams: set.MaxStreams, APIKey: set.APIKey,
 	})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Signals are caught from before the address line on: whoever saw it
+	// may send SIGTERM at once and must get the graceful shutdown.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	// The address line is what scripts and tests wait for (with --port 0
 	// it is the only way to learn the port).
 	fmt.Printf("lmstream-serve: model %s loaded in %.1fs; listening on http://%s\n", set.ModelID, time.Since(start).Seconds(), ln.Addr())
 
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	select {
