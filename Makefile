@@ -19,7 +19,10 @@
 # qwen2.5-coder-0.5b or qwen2.5-coder-1.5b (tests/scripts/fetch_model.sh
 # --names), e.g. `make model run MODEL=qwen2.5-coder-1.5b`.
 #   make install  the library, lmstream.h, lmstream.hpp and lmstream.pc under
-#                 PREFIX (/usr/local), staged under DESTDIR if set; make uninstall
+#                 PREFIX (/usr/local), staged under DESTDIR if set, and the
+#                 lmstream-serve command in PREFIX/bin; make uninstall
+#   make test-serve  the OpenAI-compatible server with real clients (the
+#                 openai package, curl), on replay and on the default model
 #   make clean
 
 VERSION  := 0.1.0
@@ -69,9 +72,9 @@ FUZZ_TARGETS := ./streaming:FuzzSanitizer:250000 ./streaming:FuzzStopMatcher:250
                 ./core/grammar:FuzzGrammar:150000
 
 .PHONY: all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
-        test-models clean vet install uninstall test-install go-version test-readme
+        test-models clean vet install uninstall test-install go-version test-readme serve test-serve
 
-all: lib check-header check-links
+all: lib check-header check-links serve
 
 lib: $(LIB)
 
@@ -91,6 +94,14 @@ $(LIB_REAL): $(GO_SOURCES) $(CAPI_C) | go-version
 
 $(LIB): $(LIB_REAL)
 	ln -sf $(SONAME) $@
+
+# lmstream-serve: the OpenAI-compatible HTTP server (core/serve), a plain Go
+# program over the same runtime the library drives; it needs no liblmstream.
+SERVE := $(BUILD)/lmstream-serve
+serve: $(SERVE)
+$(SERVE): $(GO_SOURCES) | go-version
+	@mkdir -p $(BUILD)
+	$(GO) build -o $@ ./core/cmd/lmstream-serve
 
 check-header: $(LIB)
 	python3 tests/scripts/check_header.py $(LIB) include/lmstream.h
@@ -135,7 +146,7 @@ vet:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixir test-readme
+test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixir test-readme test-serve
 
 # The real-model tests of the engine (greedy speculative equality, golden
 # logits, perplexity; SmolLM2 and Qwen2.5-Coder 0.5B) are too slow under the
@@ -172,6 +183,11 @@ test-py: $(LIB)
 test-elixir: $(LIB)
 	cd bindings/elixir && MIX_ENV=test mix test
 
+# The server's Go tests (core/serve) run in test-go; these start the built
+# command and talk to it as users do: the openai package and curl.
+test-serve: $(SERVE) $(MODEL_PATH) deps-test
+	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) -m pytest -q tests/serve
+
 # Every code block of README.md compiled, run or checked as written: the
 # C, C++, Python and Elixir ones are examples/hello.* (the README must hold
 # them verbatim) and must stream from the default model; see
@@ -188,8 +204,10 @@ test-c: $(LIB) test-install
 # names the PREFIX it was installed with (DESTDIR only stages the files).
 INSTALL_LIB = $(DESTDIR)$(PREFIX)/lib
 INSTALL_INC = $(DESTDIR)$(PREFIX)/include
-install: $(LIB)
-	install -d $(INSTALL_LIB)/pkgconfig $(INSTALL_INC)
+INSTALL_BIN = $(DESTDIR)$(PREFIX)/bin
+install: $(LIB) $(SERVE)
+	install -d $(INSTALL_LIB)/pkgconfig $(INSTALL_INC) $(INSTALL_BIN)
+	install -m 755 $(SERVE) $(INSTALL_BIN)/lmstream-serve
 	install -m 755 $(LIB_REAL) $(INSTALL_LIB)/$(SONAME)
 	ln -sf $(SONAME) $(INSTALL_LIB)/liblmstream.so
 	install -m 644 include/lmstream.h include/lmstream.hpp $(INSTALL_INC)/
@@ -198,7 +216,7 @@ install: $(LIB)
 
 uninstall:
 	rm -f $(INSTALL_LIB)/liblmstream.so $(INSTALL_LIB)/$(SONAME) $(INSTALL_LIB)/pkgconfig/lmstream.pc \
-	      $(INSTALL_INC)/lmstream.h $(INSTALL_INC)/lmstream.hpp
+	      $(INSTALL_INC)/lmstream.h $(INSTALL_INC)/lmstream.hpp $(INSTALL_BIN)/lmstream-serve
 
 # Proves an installation is complete and usable: installs under build/, then
 # builds examples/stream.c (gcc) and examples/stream.cpp (g++) with nothing but
@@ -235,6 +253,7 @@ test-install: $(LIB)
 	$(MAKE) --no-print-directory install PREFIX=/usr DESTDIR=$(TI)/stage
 	grep -qx 'prefix=/usr' $(TI)/stage/usr/lib/pkgconfig/lmstream.pc
 	test -f $(TI)/stage/usr/lib/$(SONAME) -a -L $(TI)/stage/usr/lib/liblmstream.so -a -f $(TI)/stage/usr/include/lmstream.hpp
+	$(TI)/stage/usr/bin/lmstream-serve --help 2>&1 | grep -q -- '-model'
 	$(MAKE) --no-print-directory uninstall PREFIX=/usr DESTDIR=$(TI)/stage
 	test -z "$$(find $(TI)/stage -type f -o -type l)"
 	@echo "test-install: installed files build and run C and C++ programs"
@@ -257,6 +276,7 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	$(GO) test -run='^$$' -bench=ConstrainedDecode -benchtime=3x ./core/cpu
 	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))
 	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
+	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_serve.py
 	cd bindings/elixir && mix run bench/bench.exs
 
 # The wheel a package registry accepts, in dist/: liblmstream.so built

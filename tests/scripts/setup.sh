@@ -21,6 +21,10 @@ command -v pkg-config >/dev/null || apt_needed+=(pkg-config)
 command -v make >/dev/null || apt_needed+=(make)
 command -v valgrind >/dev/null || apt_needed+=(valgrind)
 command -v unzip >/dev/null || apt_needed+=(unzip)
+# make test-serve streams from lmstream-serve with curl, as its users do.
+command -v curl >/dev/null || apt_needed+=(curl)
+# ... and puts two of them behind nginx (Debian's package) as one pool.
+{ command -v nginx || [ -x /usr/sbin/nginx ]; } >/dev/null || apt_needed+=(nginx)
 command -v python3 >/dev/null || apt_needed+=(python3)
 # venv needs ensurepip, which Debian splits off into python3-venv.
 if [ ! -x "$venv/bin/python" ] && ! python3 -c "import ensurepip" 2>/dev/null; then
@@ -53,6 +57,8 @@ py_needed=()
 "$py" -c "import jinja2" 2>/dev/null || py_needed+=(jinja2)
 # jsonschema validates structured output independently of the converter.
 "$py" -c "import jsonschema" 2>/dev/null || py_needed+=(jsonschema)
+# openai is the client make test-serve streams from lmstream-serve with.
+"$py" -c "import openai" 2>/dev/null || py_needed+=(openai)
 # NVRTC (CUDA 13) for the CUDA kernels' compile tests; no GPU is needed. The
 # Go tests find it through $VIRTUAL_ENV (the Makefile sets it).
 "$py" -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 || py_needed+=(nvidia-cuda-nvrtc)

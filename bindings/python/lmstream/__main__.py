@@ -4,6 +4,7 @@
     python -m lmstream --chat --system "You are terse."
     python -m lmstream --replay "hello"          # a demo without a model
     python -m lmstream pull smollm2-135m         # fetch a model by name
+    python -m lmstream serve --model FILE.gguf    # OpenAI-compatible HTTP server (lmstream-serve)
 
 Ctrl-C stops the generation (in --chat, it returns to the prompt). In
 --chat, /help lists the commands (/reset, /quit); they never reach the model.
@@ -239,6 +240,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         # is still a prompt.
         from .pull_cli import main as pull_main
         return pull_main(argv[1:])
+    if argv[:1] == ["serve"]:
+        return serve(argv[1:])
     try:
         return run(parse_args(argv))
     except BrokenPipeError:
@@ -247,6 +250,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+
+
+def serve(argv: Sequence[str]) -> int:
+    """`lmstream serve ...` runs lmstream-serve (the OpenAI-compatible HTTP
+    server, a Go program built beside the library) with these arguments:
+    $LMSTREAM_SERVE, else the one on PATH (make install), else the
+    checkout's build/lmstream-serve."""
+    import shutil
+    here = os.path.dirname(os.path.abspath(__file__))
+    built = os.path.join(here, "..", "..", "..", "build", "lmstream-serve")
+    for cmd in (os.environ.get("LMSTREAM_SERVE"), shutil.which("lmstream-serve"), built):
+        if cmd and os.access(cmd, os.X_OK):
+            os.execv(cmd, [cmd, *argv])
+    print("lmstream: lmstream-serve not found (make builds it into build/, make install into PREFIX/bin)",
+          file=sys.stderr)
+    return 1
 
 
 def run(args: argparse.Namespace) -> int:

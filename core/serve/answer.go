@@ -1,0 +1,230 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/streaming"
+)
+
+// answer is one completion request being answered: its choices' chunks
+// arrive from their channels and leave as SSE events, or are collected
+// into one JSON response.
+type answer struct {
+	s       *Server
+	c       *call
+	w       http.ResponseWriter
+	id      string
+	created int64
+
+	buf bytes.Buffer // one event, reused
+	enc *json.Encoder
+}
+
+// event is a chunk of choice idx, copied out of its channel.
+type event struct {
+	idx   int
+	chunk streaming.Chunk
+}
+
+// run relays the choices' chunks until every choice has finished, the
+// client has gone (ctx: its request is cancelled at once, freeing its
+// slots) or the server's grace period ends.
+func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
+	events := make(chan event, 4*len(chans))
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, ch := range chans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Consume blocks for each chunk; returning false (the answer
+			// has stopped reading) cancels the request.
+			ch.Consume(func(c *streaming.Chunk) bool {
+				ev := event{idx: i, chunk: *c}
+				ev.chunk.TokenIDs = nil // only the text is served; the ids' memory is the channel's
+				select {
+				case events <- ev:
+					return true
+				case <-quit:
+					return false
+				}
+			})
+		}()
+	}
+	defer func() {
+		close(quit)
+		for _, ch := range chans {
+			ch.Cancel()
+		}
+		wg.Wait()
+	}()
+
+	a.enc = json.NewEncoder(&a.buf)
+	a.enc.SetEscapeHTML(false)
+	n := len(chans)
+	texts := make([]strings.Builder, n)
+	reasons := make([]string, n)
+	var usage streaming.Usage
+	if a.c.stream {
+		h := a.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		// Proxies (nginx) must pass events on as they come.
+		h.Set("X-Accel-Buffering", "no")
+		a.w.WriteHeader(http.StatusOK)
+		if a.c.kind == chatEndpoint {
+			for i := range n {
+				a.send(a.chatChunk(i, map[string]string{"role": "assistant", "content": ""}, nil))
+			}
+		}
+		a.flush()
+	}
+	for left := n; left > 0; {
+		var ev event
+		select {
+		case <-ctx.Done():
+			a.s.metrics.finished("disconnected")
+			return
+		case <-a.s.ending:
+			a.s.metrics.finished("shutdown")
+			a.failed(int32(status.Shutdown), "the server shut down before the answer was complete")
+			return
+		case ev = <-events:
+		}
+		c := &ev.chunk
+		if c.Text != "" {
+			if a.c.stream {
+				a.send(a.delta(ev.idx, c.Text, nil))
+			} else {
+				texts[ev.idx].WriteString(c.Text)
+			}
+		}
+		if c.Finished {
+			left--
+			a.s.metrics.observe(c)
+			if c.Reason == streaming.Error || c.Reason == streaming.Cancelled {
+				code, msg := c.ErrCode, c.ErrMessage
+				if c.Reason == streaming.Cancelled {
+					code, msg = int32(status.Interrupted), "the request was cancelled"
+				}
+				a.failed(code, msg)
+				return
+			}
+			reasons[ev.idx] = finishReason(c.Reason)
+			if ev.idx == 0 || usage.PromptTokens == 0 {
+				usage.PromptTokens = c.Usage.PromptTokens
+			}
+			usage.GeneratedTokens += c.Usage.GeneratedTokens
+			if a.c.stream {
+				a.send(a.delta(ev.idx, "", &reasons[ev.idx]))
+			}
+		}
+		if a.c.stream && len(events) == 0 {
+			a.flush()
+		}
+	}
+	u := map[string]int{
+		"prompt_tokens": usage.PromptTokens, "completion_tokens": usage.GeneratedTokens,
+		"total_tokens": usage.PromptTokens + usage.GeneratedTokens,
+	}
+	if a.c.stream {
+		if a.c.includeUsage {
+			a.send(map[string]any{"id": a.id, "object": a.object(), "created": a.created, "model": a.s.opts.ModelID, "choices": []any{}, "usage": u})
+		}
+		a.buf.WriteString("data: [DONE]\n\n")
+		a.flush()
+		return
+	}
+	choices := make([]any, n)
+	for i := range choices {
+		if a.c.kind == chatEndpoint {
+			choices[i] = map[string]any{"index": i, "message": map[string]string{"role": "assistant", "content": texts[i].String()}, "logprobs": nil, "finish_reason": reasons[i]}
+		} else {
+			choices[i] = map[string]any{"index": i, "text": texts[i].String(), "logprobs": nil, "finish_reason": reasons[i]}
+		}
+	}
+	object := "chat.completion"
+	if a.c.kind == completionEndpoint {
+		object = "text_completion"
+	}
+	writeJSON(a.w, http.StatusOK, map[string]any{"id": a.id, "object": object, "created": a.created, "model": a.s.opts.ModelID, "choices": choices, "usage": u})
+}
+
+// failed ends the answer with an error: an SSE error event (OpenAI's error
+// object; clients raise it) when streaming, else an error response.
+func (a *answer) failed(code int32, msg string) {
+	typ, httpCode := "server_error", http.StatusInternalServerError
+	switch status.Code(code) {
+	case status.Shutdown:
+		httpCode = http.StatusServiceUnavailable
+	case status.PromptTooLong, status.InvalidRequest:
+		typ, httpCode = "invalid_request_error", http.StatusBadRequest
+	}
+	body := errorBody(typ, "", msg, errorCode(code))
+	if !a.c.stream {
+		writeJSON(a.w, httpCode, body)
+		return
+	}
+	a.send(body)
+	a.flush()
+}
+
+func finishReason(r streaming.FinishReason) string {
+	if r == streaming.Length {
+		return "length"
+	}
+	return "stop" // an end token, a stop string or a stop token id
+}
+
+func (a *answer) object() string {
+	if a.c.kind == chatEndpoint {
+		return "chat.completion.chunk"
+	}
+	return "text_completion"
+}
+
+func (a *answer) chatChunk(idx int, delta any, reason *string) any {
+	return map[string]any{
+		"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.s.opts.ModelID,
+		"choices": []any{map[string]any{"index": idx, "delta": delta, "logprobs": nil, "finish_reason": reason}},
+	}
+}
+
+// delta is one choice's streamed text, or its end when reason is set.
+func (a *answer) delta(idx int, text string, reason *string) any {
+	if a.c.kind == chatEndpoint {
+		d := map[string]string{}
+		if text != "" {
+			d["content"] = text
+		}
+		return a.chatChunk(idx, d, reason)
+	}
+	return map[string]any{
+		"id": a.id, "object": "text_completion", "created": a.created, "model": a.s.opts.ModelID,
+		"choices": []any{map[string]any{"index": idx, "text": text, "logprobs": nil, "finish_reason": reason}},
+	}
+}
+
+// send appends one SSE event; flush writes what is pending.
+func (a *answer) send(v any) {
+	a.buf.WriteString("data: ")
+	a.enc.Encode(v) // ends with '\n'
+	a.buf.WriteString("\n")
+}
+
+func (a *answer) flush() {
+	if a.buf.Len() == 0 {
+		return
+	}
+	a.w.Write(a.buf.Bytes())
+	a.buf.Reset()
+	if f, ok := a.w.(http.Flusher); ok {
+		f.Flush()
+	}
+}
