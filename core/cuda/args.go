@@ -124,7 +124,7 @@ const maxProBytes = 48 << 10
 // logits) over the first layers, and with argmax each row's argmax into ids.
 //
 // A layer is 9 kernels, and fewer where the pass is small enough: up to
-// kernels.MatVecTokens tokens the mat-vecs normalise or gate their own
+// kernels.MatVecMax tokens the mat-vecs normalise or gate their own
 // input (their prologue) instead of the norm and quant kernels, and a
 // one-token pass rotates and stores its K and V inside the attention
 // kernel. Decoding one token is then 5 kernels a layer: a decode step's
@@ -136,9 +136,11 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 	toks := pass.Add(r.toksOff())
 	var err error
 	var w cu.ArgWriter
+	// Every kernel after the first (embed, which follows the pass's copy)
+	// may launch while the one before it runs (device.dependent).
 	run := func(f *cu.Function, grid, block [3]uint32, smem int, a kernelArgs) {
 		if err == nil {
-			err = d.launchShared(f, grid, block, smem, pack(&w, a))
+			err = d.launchShared(f, grid, block, smem, pack(&w, a), f != d.k.embed)
 		}
 	}
 	norm := func(src, weight, gather cu.DevicePtr, nr int) {
@@ -151,7 +153,7 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 		pro     int32
 		src, nw cu.DevicePtr
 	}
-	small := n <= kernels.MatVecTokens
+	small := n <= kernels.MatVecMax // the mat-vec has a prologue
 	// matvec writes W·x (+ bias) (+ res) into rows of ld floats of out,
 	// with the kernel of W's type (the loader admits only those): the
 	// mat-vec for a few tokens, the tensor cores for more.
@@ -211,7 +213,13 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 				&ropeArgs{qkv: b.qkv, rot: rot, pass: pass, toks: toks,
 					heads: int32(c.Heads), kvheads: int32(c.KVHeads), hd: int32(c.HeadDim), neox: neox, layer: int32(li)})
 		}
-		run(d.k.attention, [3]uint32{uint32(n), uint32(c.Heads), 1}, [3]uint32{32 * 4, 1, 1}, 0, att)
+		// A decoded token's few blocks take every warp; a verify pass's many
+		// run faster with fewer each.
+		warps := 4
+		if n == 1 {
+			warps = kernels.AttentionWarps
+		}
+		run(d.k.attention, [3]uint32{uint32(n), uint32(c.Heads), 1}, [3]uint32{uint32(32 * warps), 1, 1}, 0, att)
 		matvec(b.x, b.x, 0, &l.wo, c.Embd, n, false, input{})
 		// FFN block: x += Wdown · (silu(Wgate·xn) ⊙ Wup·xn)
 		fused(b.gu, 0, l.gateUp, 2*c.FF, normed(l.ffnNorm))

@@ -2,6 +2,7 @@ package cuda
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/lmstream/lmstream/core/cuda/cu"
 	"github.com/lmstream/lmstream/core/cuda/kernels"
@@ -25,6 +26,10 @@ type device struct {
 	where  string // what was loaded from where, for messages
 	k      kernelSet
 	prof   *profiler // nil unless profiling
+	// dependent: a pass launches each kernel after its first with
+	// programmatic dependent launch (cu.Context.LaunchDependent), where the
+	// driver and device have it and LMSTREAM_CUDA_PDL is not "0".
+	dependent bool
 }
 
 type kernelSet struct {
@@ -36,13 +41,13 @@ type kernelSet struct {
 
 // mul picks the product kernel of weight type typ for a pass of nt tokens
 // and its launch shape over rows output rows: the mat-vec up to
-// kernels.MatVecTokens tokens, the tensor cores beyond.
+// kernels.MatVecMax tokens, the tensor cores beyond.
 func (k *kernelSet) mul(typ quant.Type, rows, nt int) (f *cu.Function, grid, block [3]uint32) {
-	if nt <= kernels.MatVecTokens {
+	if nt <= kernels.MatVecMax {
 		return k.matvec[typ], [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(nt, kernels.MatVecTokens), 1},
 			[3]uint32{32 * kernels.MatVecWarps, 1, 1}
 	}
-	block = [3]uint32{32 * kernels.MatMulRows / 16, 1, 1}
+	block = [3]uint32{32 * kernels.MatMulWarps, 1, 1}
 	if nt <= kernels.MatMul1Max {
 		return k.matmul1[typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, 8), 1}, block
 	}
@@ -105,6 +110,7 @@ func openDevice(o Options) (*device, error) {
 	if dev.stream, err = ctx.NewStream(); err != nil {
 		return fail(err)
 	}
+	dev.dependent = ctx.CanLaunchDependent() && os.Getenv("LMSTREAM_CUDA_PDL") != "0"
 	dev.where = fmt.Sprintf("%s (%s, driver %s, %s)", ctx.Name(), ctx.Arch(), driverPath, dev.nv.Found())
 	return dev, nil
 }
@@ -129,15 +135,19 @@ func (d *device) close() {
 
 // launch queues kernel f with the packed argument struct args.
 func (d *device) launch(f *cu.Function, grid, block [3]uint32, args []byte) error {
-	return d.launchShared(f, grid, block, 0, args)
+	return d.launchShared(f, grid, block, 0, args, false)
 }
 
-// launchShared is launch with smem bytes of dynamic shared memory.
-func (d *device) launchShared(f *cu.Function, grid, block [3]uint32, smem int, args []byte) error {
+// launchShared is launch with smem bytes of dynamic shared memory, and
+// with dependent (and d.dependent) a programmatic dependent launch.
+func (d *device) launchShared(f *cu.Function, grid, block [3]uint32, smem int, args []byte, dependent bool) error {
 	if d.prof != nil {
 		if err := d.prof.mark(d, f.Name()); err != nil {
 			return err
 		}
+	}
+	if dependent && d.dependent {
+		return d.ctx.LaunchDependent(f, grid, block, smem, d.stream, args)
 	}
 	return d.ctx.Launch(f, grid, block, smem, d.stream, args)
 }

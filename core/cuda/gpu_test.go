@@ -411,16 +411,36 @@ func TestGPUBench(t *testing.T) {
 	}
 	// Decode: 128 single-token passes from an empty cache, eager and graphs.
 	fmt.Printf("device: %s\n", p.gpu.Device())
-	for _, graphs := range []bool{false, true} {
-		p.gpu.SetGraphs(graphs)
+	// argmaxStep is Forward for greedy's one row, reading back the argmax
+	// alone (as the engine does for greedy requests).
+	argmaxStep := func(b *model.Batch, logits []float32) error {
+		var id [1]int32
+		if err := p.gpu.ForwardArgmax(b, id[:]); err != nil {
+			return err
+		}
+		clear(logits)
+		logits[id[0]] = 1
+		return nil
+	}
+	for _, mode := range []struct {
+		name              string
+		graphs, dependent bool
+		step              func(*model.Batch, []float32) error
+	}{
+		{"eager", false, false, p.gpu.Forward}, {"graphs", true, false, p.gpu.Forward},
+		{"graphs + dependent launch", true, true, p.gpu.Forward}, {"graphs + dependent launch, argmax", true, true, argmaxStep},
+	} {
+		p.gpu.SetGraphs(mode.graphs)
+		p.gpu.SetDependentLaunch(mode.dependent)
 		c.Truncate(0)
-		greedy(t, p.gpu.Forward, c, []int32{1}, 8, v) // capture
+		greedy(t, mode.step, c, []int32{1}, 8, v) // capture
 		c.Truncate(0)
 		t0 := time.Now()
-		greedy(t, p.gpu.Forward, c, []int32{1}, 128, v)
+		greedy(t, mode.step, c, []int32{1}, 128, v)
 		dec := time.Since(t0)
-		fmt.Printf("decode tg128 (graphs %v): %.0f tok/s (%.3f ms/token)\n", graphs, 129/dec.Seconds(), dec.Seconds()*1000/129)
+		fmt.Printf("decode tg128 (%s): %.0f tok/s (%.3f ms/token)\n", mode.name, 129/dec.Seconds(), dec.Seconds()*1000/129)
 	}
+	p.gpu.SetDependentLaunch(true)
 	// Where a decode step's GPU time goes, kernel by kernel (eager).
 	p.gpu.Profile(true)
 	c.Truncate(0)
@@ -510,6 +530,15 @@ func TestGraphReplayEqualsEager(t *testing.T) {
 	eager, graph := run(false), run(true)
 	require.Equal(t, eager, graph)
 	require.NotEmpty(t, p.gpu.graphs, "the graph run captured graphs")
+	// Programmatic dependent launch changes when kernels start, not what
+	// they compute.
+	if p.gpu.dev.ctx.CanLaunchDependent() {
+		require.True(t, p.gpu.dev.dependent, "dependent launch is on by default where the device has it")
+		p.gpu.SetDependentLaunch(false)
+		defer p.gpu.SetDependentLaunch(true)
+		require.Equal(t, graph, run(true), "graphs without dependent launch")
+		require.Equal(t, eager, run(false), "eager without dependent launch")
+	}
 }
 
 // TestForwardArgmaxIsTheRowsArgmax: ForwardArgmax hands back exactly the
@@ -565,7 +594,7 @@ func TestForwardArgmaxIsTheRowsArgmax(t *testing.T) {
 func TestPassesAreBatchInvariant(t *testing.T) {
 	p := loadPair(t)
 	v := p.cfg.Vocab
-	toks := make([]int32, 45)
+	toks := make([]int32, 100)
 	for i := range toks {
 		toks[i] = int32((i*4099 + 7) % v)
 	}
@@ -579,8 +608,9 @@ func TestPassesAreBatchInvariant(t *testing.T) {
 		require.NoError(t, p.gpu.Forward(&b, single[i*v:(i+1)*v]))
 		commitAll(t, c, 1)
 	}
-	// The same tokens in passes of 5, 40 and all 45.
-	for _, chunk := range []int{5, 40, 45} {
+	// The same tokens in passes of 3 (the mat-vecs), 5 and 40 (the tensor
+	// cores, a tile of 8 tokens a block) and all 100 (32 a block).
+	for _, chunk := range []int{3, 5, 40, 100} {
 		got := make([]float32, len(toks)*v)
 		c, err := p.gpu.NewCache(128)
 		require.NoError(t, err)

@@ -136,6 +136,17 @@ func checkShape(c model.Config) error {
 // the same kernels with the same arguments either way, so the same logits.
 func (r *Runner) SetGraphs(on bool) { r.eager = !on }
 
+// SetDependentLaunch turns programmatic dependent launch on or off (where
+// the device has it): the same kernels and arguments, so the same logits.
+func (r *Runner) SetDependentLaunch(on bool) {
+	on = on && r.dev.ctx.CanLaunchDependent()
+	if on != r.dev.dependent {
+		r.dev.stream.Sync()
+		r.dropGraphs()
+		r.dev.dependent = on
+	}
+}
+
 // Device says which GPU runs the model and where its libraries came from.
 func (r *Runner) Device() string { return r.dev.where }
 

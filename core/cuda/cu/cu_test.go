@@ -327,3 +327,31 @@ func TestGraphCaptureAndEvents(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, [2]uint64{70 << 30, 80 << 30}, [2]uint64{free, total})
 }
+
+// TestLaunchDependentPacksTheConfig: LaunchDependent hands cuLaunchKernelEx
+// a CUlaunchConfig with the launch shape, the stream and one attribute,
+// programmatic stream serialization, laid out as the driver reads it; with
+// no cuLaunchKernelEx it is refused and Launch still works.
+func TestLaunchDependentPacksTheConfig(t *testing.T) {
+	g, c := newFakeContext(t)
+	f := &Function{m: &Module{c: c, h: 1}, h: 2, name: "k", argBytes: -1}
+	s, err := c.NewStream()
+	require.NoError(t, err)
+	require.True(t, c.CanLaunchDependent())
+	var w ArgWriter
+	w.I64(42)
+	require.NoError(t, c.LaunchDependent(f, [3]uint32{5, 3, 1}, [3]uint32{128, 2, 1}, 1024, s, w.Bytes()))
+	l := g.launches[len(g.launches)-1]
+	require.True(t, l.dependent)
+	require.Equal(t, [3]uint32{5, 3, 1}, l.grid)
+	require.Equal(t, [3]uint32{128, 2, 1}, l.block)
+	require.Equal(t, uint32(1024), l.shared)
+	require.Equal(t, s.handle(), l.stream)
+	require.Equal(t, w.Bytes(), l.blob)
+
+	c.d.LaunchKernelEx = nil
+	require.False(t, c.CanLaunchDependent())
+	require.ErrorContains(t, c.LaunchDependent(f, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, s, w.Bytes()), "no programmatic dependent launch")
+	require.NoError(t, c.Launch(f, [3]uint32{1, 1, 1}, [3]uint32{32, 1, 1}, 0, s, w.Bytes()))
+	require.False(t, g.launches[len(g.launches)-1].dependent)
+}

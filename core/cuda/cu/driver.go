@@ -60,6 +60,11 @@ type Driver struct {
 	// LaunchKernel is cuLaunchKernel(f, grid xyz, block xyz, sharedMemBytes,
 	// stream, kernelParams, extra).
 	LaunchKernel func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, s uintptr, params, extra unsafe.Pointer) uint32
+	// LaunchKernelEx is cuLaunchKernelEx(const CUlaunchConfig*, f,
+	// kernelParams, extra), nil where the driver lacks it (optional): the
+	// launch that can carry attributes, such as programmatic dependent
+	// launch (Context.LaunchDependent).
+	LaunchKernelEx func(config unsafe.Pointer, f uintptr, params, extra unsafe.Pointer) uint32
 
 	StreamBeginCapture func(s uintptr, mode uint32) uint32                    // cuStreamBeginCapture_v2
 	StreamEndCapture   func(s uintptr, g unsafe.Pointer) uint32               // cuStreamEndCapture(CUstream, CUgraph*)
@@ -90,6 +95,11 @@ const (
 	launchParamBufferSize    = 2 // CU_LAUNCH_PARAM_BUFFER_SIZE
 
 	captureModeThreadLocal = 1 // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+
+	// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION: the kernel may
+	// start before the previous kernel in the stream has finished, and
+	// waits for it with griddepcontrol.wait (Hopper and newer).
+	launchAttrProgrammaticStreamSerialization = 6
 
 	streamDefault = 0 // CU_STREAM_DEFAULT: synchronizes with the legacy stream
 	eventDefault  = 0 // CU_EVENT_DEFAULT: timing enabled

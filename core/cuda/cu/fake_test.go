@@ -1,6 +1,7 @@
 package cu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"unsafe"
@@ -36,6 +37,7 @@ type fakeLaunch struct {
 	blob         []byte
 	blobAligned  bool
 	extraInArena bool
+	dependent    bool // through cuLaunchKernelEx with programmatic stream serialization
 }
 
 // Static C-style strings for cuGetErrorName/String, as the driver keeps them.
@@ -215,6 +217,29 @@ func newFake() (*fakeGPU, *Driver) {
 		res := r("cuLaunchKernel")
 		g.mu.Lock()
 		g.launches = append(g.launches, l)
+		g.mu.Unlock()
+		return res
+	}
+	d.LaunchKernelEx = func(config unsafe.Pointer, f uintptr, params, extra unsafe.Pointer) uint32 {
+		// Read the CUlaunchConfig and its attributes as the driver does.
+		cfg := unsafe.Slice((*byte)(config), 56)
+		le := binary.LittleEndian
+		var grid, block [3]uint32
+		for i := range 3 {
+			grid[i], block[i] = le.Uint32(cfg[4*i:]), le.Uint32(cfg[12+4*i:])
+		}
+		attrs, n := *(*unsafe.Pointer)(unsafe.Add(config, 40)), le.Uint32(cfg[48:])
+		dependent := false
+		for i := range int(n) {
+			a := unsafe.Slice((*byte)(unsafe.Add(attrs, 72*i)), 72)
+			if le.Uint32(a) == 6 && le.Uint32(a[8:]) == 1 {
+				dependent = true
+			}
+		}
+		res := d.LaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2], le.Uint32(cfg[24:]),
+			uintptr(le.Uint64(cfg[32:])), params, extra)
+		g.mu.Lock()
+		g.launches[len(g.launches)-1].dependent = dependent
 		g.mu.Unlock()
 		return res
 	}

@@ -159,6 +159,7 @@ func bind(h uintptr) (*Driver, error) {
 		pFuncSetAttr   = sym("cuFuncSetAttribute")
 		pFuncParamInfo = opt("cuFuncGetParamInfo") // CUDA 12.4+
 		pLaunch        = sym("cuLaunchKernel")
+		pLaunchEx      = opt("cuLaunchKernelEx") // CUDA 12.0+
 		pBeginCapture  = sym("cuStreamBeginCapture_v2")
 		pEndCapture    = sym("cuStreamEndCapture")
 		pGraphInst     = sym("cuGraphInstantiateWithFlags")
@@ -240,6 +241,12 @@ func bind(h uintptr) (*Driver, error) {
 	d.LaunchKernel = func(f uintptr, gx, gy, gz, bx, by, bz, shared uint32, s uintptr, params, extra unsafe.Pointer) uint32 {
 		return ret(call(pLaunch, f, uintptr(gx), uintptr(gy), uintptr(gz), uintptr(bx), uintptr(by), uintptr(bz),
 			uintptr(shared), s, uintptr(params), uintptr(extra)))
+	}
+
+	if pLaunchEx != 0 {
+		d.LaunchKernelEx = func(config unsafe.Pointer, f uintptr, params, extra unsafe.Pointer) uint32 {
+			return ret(call(pLaunchEx, uintptr(config), f, uintptr(params), uintptr(extra)))
+		}
 	}
 
 	d.StreamBeginCapture = func(s uintptr, mode uint32) uint32 { return ret(call(pBeginCapture, s, uintptr(mode))) }

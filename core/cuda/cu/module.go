@@ -1,6 +1,7 @@
 package cu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -102,9 +103,11 @@ func (f *Function) SetMaxDynamicShared(bytes int) error {
 
 // The launch arena: one mapping per Context holding, at fixed offsets,
 //
-//	[0, 40)   extra = {BUFFER_POINTER, &blob, BUFFER_SIZE, &size, END}
-//	[40, 48)  size  (size_t)
-//	[64, ...) blob  (the kernel's argument struct)
+//	[0, 40)         extra = {BUFFER_POINTER, &blob, BUFFER_SIZE, &size, END}
+//	[40, 48)        size  (size_t)
+//	[64, 32832)     blob  (the kernel's argument struct)
+//	[32832, 32888)  a CUlaunchConfig (LaunchDependent)
+//	[32888, 32960)  its one CUlaunchAttribute
 //
 // The addresses never change, so only the size and the blob are written per
 // launch. cuLaunchKernel (and stream capture) copies the blob before
@@ -115,8 +118,37 @@ const (
 	// MaxArgBytes is the largest argument struct Launch takes: the driver's
 	// limit for kernel parameters on Volta and newer with CUDA 12.1+.
 	MaxArgBytes     = 32764
-	launchArenaSize = arenaBlobOff + 32768
+	arenaConfigOff  = arenaBlobOff + 32768
+	arenaAttrOff    = arenaConfigOff + launchConfigBytes
+	launchArenaSize = arenaAttrOff + launchAttrBytes
 )
+
+// The C layouts of CUlaunchConfig and CUlaunchAttribute on 64-bit Linux:
+//
+//	CUlaunchConfig     grid xyz, block xyz, sharedMemBytes (7 × u32), pad,
+//	                   hStream (8), attrs (8), numAttrs (u32), pad: 56 bytes
+//	CUlaunchAttribute  id (u32), pad (4), value (a 64-byte union): 72 bytes
+const (
+	launchConfigBytes = 56
+	launchAttrBytes   = 72
+)
+
+// putLaunchConfig writes a CUlaunchConfig for grid×block, shared bytes and
+// stream s with one attribute at attr, and that attribute: programmatic
+// stream serialization allowed.
+func putLaunchConfig(cfg, attr []byte, attrAddr uintptr, grid, block [3]uint32, shared uint32, s uintptr) {
+	le := binary.LittleEndian
+	for i, v := range []uint32{grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, 0} {
+		le.PutUint32(cfg[4*i:], v)
+	}
+	le.PutUint64(cfg[32:], uint64(s))
+	le.PutUint64(cfg[40:], uint64(attrAddr))
+	le.PutUint32(cfg[48:], 1)
+	le.PutUint32(cfg[52:], 0)
+	clear(attr[:launchAttrBytes])
+	le.PutUint32(attr[0:], launchAttrProgrammaticStreamSerialization)
+	le.PutUint32(attr[8:], 1) // value.programmaticStreamSerializationAllowed
+}
 
 func initArena(a *cmem.Block) {
 	a.PutWord(0, launchParamBufferPointer)
@@ -124,6 +156,23 @@ func initArena(a *cmem.Block) {
 	a.PutWord(16, launchParamBufferSize)
 	a.PutWord(24, a.Addr(arenaSizeOff))
 	a.PutWord(32, launchParamEnd)
+}
+
+// CanLaunchDependent reports whether LaunchDependent is available: the
+// driver has cuLaunchKernelEx and the device is Hopper or newer.
+func (c *Context) CanLaunchDependent() bool { return c.d.LaunchKernelEx != nil && c.ccMajor >= 9 }
+
+// LaunchDependent is Launch with programmatic dependent launch: f may start
+// while the kernel before it on s is still running, so it must execute
+// griddepcontrol.wait before it touches anything that kernel writes (and
+// write nothing before that). Its launch and what it does first overlap
+// the previous kernel's tail. Inside a stream capture it becomes a
+// programmatic edge of the graph.
+func (c *Context) LaunchDependent(f *Function, grid, block [3]uint32, sharedBytes int, s *Stream, args []byte) error {
+	if !c.CanLaunchDependent() {
+		return fmt.Errorf("cuda: LaunchDependent %s: the driver or device has no programmatic dependent launch", f.Name())
+	}
+	return c.launch(f, grid, block, sharedBytes, s, args, true)
 }
 
 // Launch queues f on s (nil: the legacy default stream) with grid×block
@@ -135,6 +184,10 @@ func initArena(a *cmem.Block) {
 // launches from one goroutine per context, so it is never contended).
 // A kernel without parameters takes nil args.
 func (c *Context) Launch(f *Function, grid, block [3]uint32, sharedBytes int, s *Stream, args []byte) error {
+	return c.launch(f, grid, block, sharedBytes, s, args, false)
+}
+
+func (c *Context) launch(f *Function, grid, block [3]uint32, sharedBytes int, s *Stream, args []byte, dependent bool) error {
 	if f == nil || f.h == 0 {
 		return fmt.Errorf("cuda: Launch: nil function")
 	}
@@ -157,6 +210,14 @@ func (c *Context) Launch(f *Function, grid, block [3]uint32, sharedBytes int, s 
 		copy(c.arena.Bytes()[arenaBlobOff:], args)
 		c.arena.PutWord(arenaSizeOff, uintptr(len(args)))
 		extra = c.arena.Ptr(0)
+	}
+	if dependent {
+		b := c.arena.Bytes()
+		putLaunchConfig(b[arenaConfigOff:], b[arenaAttrOff:], c.arena.Addr(arenaAttrOff), grid, block, uint32(sharedBytes), s.handle())
+		if res := c.d.LaunchKernelEx(c.arena.Ptr(arenaConfigOff), f.h, nil, extra); res != 0 {
+			return fmt.Errorf("kernel %s: %w", f.name, c.d.check("cuLaunchKernelEx", res))
+		}
+		return nil
 	}
 	res := c.d.LaunchKernel(f.h, grid[0], grid[1], grid[2], block[0], block[1], block[2],
 		uint32(sharedBytes), s.handle(), nil, extra)

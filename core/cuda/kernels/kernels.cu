@@ -81,6 +81,28 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Programmatic dependent launch (Hopper and newer). The host may launch a
+// kernel while the one before it in the stream still runs; then the kernel
+// first does what needs nothing that kernel writes (a mat-vec loads its
+// weights), waits for it with dep_wait, and lets the next kernel launch
+// with dep_release. Launched the ordinary way, both are no-ops. Every
+// kernel calls dep_wait before it reads or writes a pass buffer.
+__device__ __forceinline__ void dep_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void dep_release() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+#define DEP_ENTER() \
+  do {              \
+    dep_wait();     \
+    dep_release();  \
+  } while (0)
+
 // Go's math.Round: halves away from zero (roundf), not to even (rintf).
 __device__ __forceinline__ int round_clamp127(float v) {
   int q = (int)roundf(v);
@@ -152,6 +174,7 @@ __device__ float dequant(int type, const u8* qs, const u8* sc, u64 row, int cols
 }
 
 extern "C" __global__ void embed(const EmbedArgs a) {
+  DEP_ENTER();
   const Pass* p = (const Pass*)a.pass;
   int i = blockIdx.x;
   if (i >= p->n) return;
@@ -219,14 +242,28 @@ struct NormArgs {
 // Normalising and quantizing a row happens in rmsnorm_quant and quant and
 // again in the mat-vec's prologue (below), so every one of them does it
 // with these functions, to the same bits:
-//   rms_scale   1/sqrt(mean(x²) + eps), one warp: lane sums elements lane,
-//               lane+32, ... in order, then the butterfly;
+//   rms_scale   1/sqrt(mean(x²) + eps), one warp: lane keeps eight sums
+//               (elements lane + 32k, k mod 8), adds them in order, then
+//               the butterfly;
 //   norm_block  block b of x·scale·w, quantized (any warp, any order:
 //               blocks are independent);
 //   swiglu_block  block b of silu(gate)·up, quantized.
 __device__ __forceinline__ float rms_scale(const float* x, int dim, float eps, int lane) {
-  float ss = 0.0f;
-  for (int e = lane; e < dim; e += 32) ss = __fadd_rn(ss, __fmul_rn(x[e], x[e]));
+  // Eight partial sums, so eight loads are in flight at a time (a loop
+  // adding each load as it came waited for every one in turn).
+  float part[8];
+#pragma unroll
+  for (int k = 0; k < 8; k++) part[k] = 0.0f;
+  for (int e0 = lane; e0 < dim; e0 += 32 * 8) {
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) v[k] = e0 + 32 * k < dim ? x[e0 + 32 * k] : 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; k++) part[k] = __fadd_rn(part[k], __fmul_rn(v[k], v[k]));
+  }
+  float ss = part[0];
+#pragma unroll
+  for (int k = 1; k < 8; k++) ss = __fadd_rn(ss, part[k]);
   ss = warp_sum(ss);
   return (float)(1.0 / sqrt((double)(ss / (float)dim + eps)));
 }
@@ -251,6 +288,7 @@ __device__ __forceinline__ void swiglu_block(const float* gate, const float* up,
 // of 4 warps per output row: warp 0 finds the scale, then the warps
 // quantize the row's blocks of 32 between them.
 extern "C" __global__ void rmsnorm_quant(const NormArgs a) {
+  DEP_ENTER();
   const Pass* p = (const Pass*)a.pass;
   int r = blockIdx.x;
   int n = a.rows ? p->nrows : p->n;
@@ -281,6 +319,7 @@ struct QuantArgs {
 // product). One warp per block of 32, 8 warps per thread block, grid
 // (blocks/8, n).
 extern "C" __global__ void quant(const QuantArgs a) {
+  DEP_ENTER();
   const Pass* p = (const Pass*)a.pass;
   int r = blockIdx.y;
   if (r >= p->n) return;
@@ -337,9 +376,10 @@ struct MatVecArgs {
 //         zero bytes, sc[16] int8s. Element value d·sc_s·(q − 32).
 //
 // Every product kernel (the mat-vec here, the tensor-core matmul below)
-// computes an output as the same float sum: the blocks' terms, in block
-// order from 0, each term made from the block's exact integer sums by
-// block_term's rounded, unfused operations. So a token's output is the
+// computes an output as the same float sum of the blocks' terms (four
+// interleaved sums in block order, then combined in order: MM_KSPLIT),
+// each term made from the block's exact integer sums by the term_*
+// functions' rounded, unfused operations. So a token's output is the
 // same bits whichever kernel computed it and whatever else shared its pass
 // — a speculative verify pass gives exactly the logits a single-token step
 // gives, and speculative greedy output equals plain greedy output.
@@ -391,6 +431,7 @@ template <>
 struct WBlock<T_Q4_1> {
   uint4 q;
   float d, m;
+  __device__ __forceinline__ WBlock() {}
   __device__ __forceinline__ WBlock(const MatVecArgs& a, u64 row, int nb, int b) {
     q = ((const uint4*)a.wq)[row * nb + b];
     const u16* s = (const u16*)a.ws + (row * nb + b) * 2;
@@ -405,6 +446,7 @@ template <>
 struct WBlock<T_Q8_0> {
   uint4 q0, q1;
   float d;
+  __device__ __forceinline__ WBlock() {}
   __device__ __forceinline__ WBlock(const MatVecArgs& a, u64 row, int nb, int b) {
     const uint4* q = (const uint4*)a.wq + (row * nb + b) * 2;
     q0 = q[0], q1 = q[1];
@@ -419,6 +461,7 @@ template <>
 struct WBlock<T_Q5_0> {
   uint4 lo, hi;
   float d;
+  __device__ __forceinline__ WBlock() {}
   __device__ __forceinline__ WBlock(const MatVecArgs& a, u64 row, int nb, int b) {
     const u32* q = (const u32*)a.wq + (row * nb + b) * 5;
     u32 qh = q[4];
@@ -437,6 +480,7 @@ template <>
 struct WBlock<T_Q4_K> {
   uint4 q0, q1;
   float sc, mn;
+  __device__ __forceinline__ WBlock() {}
   __device__ __forceinline__ WBlock(const MatVecArgs& a, u64 row, int nb, int b) {
     int nsb = nb / 8, sb = b >> 3, kb = b & 7;
     const uint4* q = (const uint4*)a.wq + (row * nsb + sb) * 8 + (kb >> 1) * 2;
@@ -461,6 +505,7 @@ struct WBlock<T_Q6_K> {
   uint4 lo, hi;
   float d;
   int sc0, sc1;
+  __device__ __forceinline__ WBlock() {}
   __device__ __forceinline__ WBlock(const MatVecArgs& a, u64 row, int nb, int b) {
     int nsb = nb / 8, sb = b >> 3, kb = b & 7, h = kb >> 2, q = kb & 3;
     const uint4* w = (const uint4*)a.wq + (row * nsb + sb) * 12;
@@ -476,12 +521,66 @@ struct WBlock<T_Q6_K> {
   }
 };
 
+// make_acts is the mat-vec's prologue (MatVecArgs.pro): it makes the
+// activations of tokens t0 .. t0+nt-1 in dynamic shared memory (cap tokens
+// of int8s, then their half2s) and points xq, xds there. The RMSNorm of src
+// rows (pro 1: rms_scale, one warp a token) or silu(gate)·up of them (pro
+// 2), a thread a block of 32 (quant_block1): the bits rmsnorm_quant and
+// quant write. Every thread of the block calls it (it has barriers).
+__device__ __forceinline__ void make_acts(const MatVecArgs& a, int t0, int nt, int cap, const i8*& xq, const u16*& xds) {
+  extern __shared__ __align__(16) u8 pro_smem[];
+  i8* sq = (i8*)pro_smem;
+  u16* sds = (u16*)(pro_smem + cap * a.cols);
+  __shared__ float scale[MV_TOKENS];  // cap ≤ MV_TOKENS
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  int nb = a.cols / 32;
+  if (a.pro == 1) {
+    for (int t = warp; t < nt; t += warps) {
+      float sc = rms_scale((const float*)a.src + (u64)(t0 + t) * a.cols, a.cols, a.eps, lane);
+      if (lane == 0) scale[t] = sc;
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < nt * nb; i += blockDim.x) {
+    int t = i / nb, b = i % nb;
+    float y[32];
+    if (a.pro == 1) {
+      const float4* x = (const float4*)((const float*)a.src + (u64)(t0 + t) * a.cols + b * 32);
+      const float4* w = (const float4*)((const float*)a.nw + b * 32);
+      float sc = scale[t];
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float4 xv = x[k], wv = w[k];
+        y[4 * k] = __fmul_rn(__fmul_rn(xv.x, sc), wv.x);
+        y[4 * k + 1] = __fmul_rn(__fmul_rn(xv.y, sc), wv.y);
+        y[4 * k + 2] = __fmul_rn(__fmul_rn(xv.z, sc), wv.z);
+        y[4 * k + 3] = __fmul_rn(__fmul_rn(xv.w, sc), wv.w);
+      }
+    } else {
+      const float* row = (const float*)a.src + (u64)(t0 + t) * 2 * a.cols + b * 32;
+      const float4* g = (const float4*)row;
+      const float4* u = (const float4*)(row + a.cols);
+#pragma unroll
+      for (int k = 0; k < 8; k++) {
+        float4 gv = g[k], uv = u[k];
+        y[4 * k] = silu_mul(gv.x, uv.x);
+        y[4 * k + 1] = silu_mul(gv.y, uv.y);
+        y[4 * k + 2] = silu_mul(gv.z, uv.z);
+        y[4 * k + 3] = silu_mul(gv.w, uv.w);
+      }
+    }
+    quant_block1(y, sq + t * a.cols + b * 32, sds + (t * nb + b) * 2);
+  }
+  __syncthreads();
+  xq = sq, xds = sds;
+}
+
 // matvec_<type>: out[t][r] = W[r] · x[t] (+ bias[r]) (+ res[t][r]) for up
 // to MV_TOKENS tokens (blockIdx.y picks which). A warp per row, MV_WARPS
 // rows per block. Lane l owns blocks l, l+32, ... of the row: it loads
 // each weight block once (16–32 bytes) and makes its term with every
 // token; the terms go through shared memory to lane t, which adds token
-// t's in block order. One entry point per weight type, so each takes only
+// t's in the product kernels' one order. One entry point per weight type, so each takes only
 // the registers its own block needs.
 //
 // With a prologue (pro), the block first makes its tokens' activations
@@ -491,70 +590,32 @@ struct WBlock<T_Q6_K> {
 // the kernel that would write them out and the gap before this one.
 template <int T>
 __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int nb = a.cols / 32;
+  int row = blockIdx.x * MV_WARPS + warp;
+  // The lane's first weight block, loaded before waiting for the kernel
+  // before (see dep_wait): its latency overlaps that kernel's tail.
+  WBlock<T> first;
+  if (row < a.rows && lane < nb) first = WBlock<T>(a, (u64)row, nb, lane);
+  DEP_ENTER();
   const Pass* p = (const Pass*)a.pass;
   int n = a.head ? p->nrows : p->n;
   int t0 = blockIdx.y * MV_TOKENS;
   if (t0 >= n) return;
   int nt = min(MV_TOKENS, n - t0);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int nb = a.cols / 32;
   const i8* xq = (const i8*)a.xq + (u64)t0 * a.cols;
   const u16* xds = (const u16*)a.xds + (u64)t0 * nb * 2;
   if (a.pro) {
-    extern __shared__ __align__(16) u8 mv_pro[];
-    i8* sq = (i8*)mv_pro;
-    u16* sds = (u16*)(mv_pro + MV_TOKENS * a.cols);
-    __shared__ float scale[MV_TOKENS];
-    if (a.pro == 1) {
-      for (int t = warp; t < nt; t += MV_WARPS) {
-        float sc = rms_scale((const float*)a.src + (u64)(t0 + t) * a.cols, a.cols, a.eps, lane);
-        if (lane == 0) scale[t] = sc;
-      }
-      __syncthreads();
-    }
-    // A thread a block of 32 (norm_block's and swiglu_block's values,
-    // quant_block1: the same bits as those kernels).
-    for (int i = threadIdx.x; i < nt * nb; i += blockDim.x) {
-      int t = i / nb, b = i % nb;
-      float y[32];
-      if (a.pro == 1) {
-        const float4* x = (const float4*)((const float*)a.src + (u64)(t0 + t) * a.cols + b * 32);
-        const float4* w = (const float4*)((const float*)a.nw + b * 32);
-        float sc = scale[t];
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-          float4 xv = x[k], wv = w[k];
-          y[4 * k] = __fmul_rn(__fmul_rn(xv.x, sc), wv.x);
-          y[4 * k + 1] = __fmul_rn(__fmul_rn(xv.y, sc), wv.y);
-          y[4 * k + 2] = __fmul_rn(__fmul_rn(xv.z, sc), wv.z);
-          y[4 * k + 3] = __fmul_rn(__fmul_rn(xv.w, sc), wv.w);
-        }
-      } else {
-        const float* row = (const float*)a.src + (u64)(t0 + t) * 2 * a.cols + b * 32;
-        const float4* g = (const float4*)row;
-        const float4* u = (const float4*)(row + a.cols);
-#pragma unroll
-        for (int k = 0; k < 8; k++) {
-          float4 gv = g[k], uv = u[k];
-          y[4 * k] = silu_mul(gv.x, uv.x);
-          y[4 * k + 1] = silu_mul(gv.y, uv.y);
-          y[4 * k + 2] = silu_mul(gv.z, uv.z);
-          y[4 * k + 3] = silu_mul(gv.w, uv.w);
-        }
-      }
-      quant_block1(y, sq + t * a.cols + b * 32, sds + (t * nb + b) * 2);
-    }
-    __syncthreads();
-    xq = sq, xds = sds;
+    make_acts(a, t0, nt, MV_TOKENS, xq, xds);
   }
-  int row = blockIdx.x * MV_WARPS + warp;
   if (row >= a.rows) return;  // after the prologue's barriers
   __shared__ float terms[MV_WARPS][MV_TOKENS][33];
-  float acc = 0.0f;  // lane t < nt: token t's sum
+  // Lane t < nt: token t's four interleaved sums (MM_KSPLIT, below).
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int base = 0; base < nb; base += 32) {
     int b = base + lane;
     if (b < nb) {
-      WBlock<T> w(a, (u64)row, nb, b);
+      WBlock<T> w = base == 0 ? first : WBlock<T>(a, (u64)row, nb, b);
 #pragma unroll
       for (int t = 0; t < MV_TOKENS; t++) {
         if (t < nt) {
@@ -567,15 +628,23 @@ __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
     __syncwarp();
     if (lane < nt) {
       int cnt = min(32, nb - base);
-      for (int j = 0; j < cnt; j++) acc = __fadd_rn(acc, terms[warp][lane][j]);
+      for (int j0 = 0; j0 < cnt; j0 += 8) {
+        float v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) v[j] = terms[warp][lane][min(j0 + j, 31)];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+          if (j0 + j < cnt) acc[j & 3] = __fadd_rn(acc[j & 3], v[j]);
+      }
     }
     __syncwarp();
   }
   if (lane < nt) {
     u64 o = (u64)(t0 + lane) * a.ld + row;
-    if (a.bias) acc = __fadd_rn(acc, ((const float*)a.bias)[row]);
-    if (a.res) acc = __fadd_rn(acc, ((const float*)a.res)[o]);
-    ((float*)a.out)[o] = acc;
+    float v = __fadd_rn(__fadd_rn(__fadd_rn(acc[0], acc[1]), acc[2]), acc[3]);
+    if (a.bias) v = __fadd_rn(v, ((const float*)a.bias)[row]);
+    if (a.res) v = __fadd_rn(v, ((const float*)a.res)[o]);
+    ((float*)a.out)[o] = v;
   }
 }
 
@@ -600,22 +669,28 @@ extern "C" __global__ void matvec_q6_k(const MatVecArgs a) { matvec_t<T_Q6_K>(a)
 //     their sub-blocks.
 //   B (activations): word c and 4+c of token g's block.
 //   C: rows g and g+8, tokens 2c and 2c+1.
-// A warp owns 16 rows × 8·NT tokens, reusing its weight fragment for NT
-// token tiles; a block is MM_WARPS warps over 64 rows. Two sizes: NT = 4
+// A block owns 16 rows × 8·NT tokens and splits the row's blocks of 32
+// between its MM_KSPLIT warps: warp w takes blocks w, w+4, ..., reusing
+// each weight fragment for its NT token tiles. Two sizes: NT = 4
 // (mma_<type>) for prefill, NT = 1 (mma1_<type>, four times the blocks)
 // for verify passes of a few dozen tokens, too few to fill the GPU else.
-#define MM_WARPS 4
+//
+// So the sum over a row's blocks has the same order in every product
+// kernel, it is always four interleaved sums — s_k adds the terms of
+// blocks b ≡ k (mod 4) in block order — then ((s_0 + s_1) + s_2) + s_3.
+// The mat-vec adds its terms the same way.
+#define MM_KSPLIT 4
 
 __device__ __forceinline__ void mma_k32(int (&c)[4], int a0, int a1, int a2, int a3, int b0, int b1) {
   asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};"
-               : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "r"(0));
 }
 
 __device__ __forceinline__ void mma_k16(int (&c)[4], int a0, int a1, int b0) {
   asm("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%7,%7,%7,%7};"
-               : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
-               : "r"(a0), "r"(a1), "r"(b0), "r"(0));
+      : "=r"(c[0]), "=r"(c[1]), "=r"(c[2]), "=r"(c[3])
+      : "r"(a0), "r"(a1), "r"(b0), "r"(0));
 }
 
 // MmTok is where one lane reads its activations: the B word row of token
@@ -626,188 +701,166 @@ template <int NT>
 struct MmTok {
   const int* xb[NT];
   const u16* xd[NT][2];
+  // B fragment words (k 4c.. and 16+4c..) of block b for tile j, and the
+  // d and s of tile j's C token i (0, 1).
+  __device__ __forceinline__ int b0(int j, int b, int c) const { return xb[j][b * 8 + c]; }
+  __device__ __forceinline__ int b1(int j, int b, int c) const { return xb[j][b * 8 + 4 + c]; }
+  __device__ __forceinline__ float d(int j, int i, int b) const { return h2f(xd[j][i][b * 2]); }
+  __device__ __forceinline__ float s(int j, int i, int b) const { return h2f(xd[j][i][b * 2 + 1]); }
 };
 
-#define MM_ARGS const MatVecArgs &a, int rA, int rB, int c, const MmTok<NT> &x, float (&acc)[NT][4]
+// MFrag<T> is a lane's part of the A fragment of one block of 32 of rows
+// rA (g) and rB (g+8) with their scales; step adds the block's terms for
+// token tile j to acc (rows × the tile's tokens 2c, 2c+1).
+template <int T>
+struct MFrag;
 
-// The activation words (lo: k 4c.., hi: k 16+4c..) of block b for tile j,
-// and the d and s of block b of tile j's C tokens (i = 0, 1).
-#define MB0(j, b) (x.xb[j][(b) * 8 + c])
-#define MB1(j, b) (x.xb[j][(b) * 8 + 4 + c])
-#define MXD(j, i, b) h2f(x.xd[j][i][(b) * 2])
-#define MXS(j, i, b) h2f(x.xd[j][i][(b) * 2 + 1])
+#define MFRAG_ARGS const MatVecArgs &a, u64 rA, u64 rB, int nb, int b, int c
+#define MSTEP_ARGS const MmTok<NT> &x, int j, int b, int c, float(&acc)[4]
 
-template <int NT>
-__device__ __forceinline__ void mm_q4_1(MM_ARGS) {
-  int nb = a.cols / 32;
-  const u32* wa = (const u32*)a.wq + (u64)rA * nb * 4;
-  const u32* wb = (const u32*)a.wq + (u64)rB * nb * 4;
-  const u16* sa = (const u16*)a.ws + (u64)rA * nb * 2;
-  const u16* sb = (const u16*)a.ws + (u64)rB * nb * 2;
-#pragma unroll 2
-  for (int b = 0; b < nb; b++) {
-    u32 qa = wa[b * 4 + c], qb = wb[b * 4 + c];
-    float dA = h2f(sa[b * 2]), mA = h2f(sa[b * 2 + 1]), dB = h2f(sb[b * 2]), mB = h2f(sb[b * 2 + 1]);
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-      int s[4];
-      mma_k32(s, qa & 0x0F0F0F0F, qb & 0x0F0F0F0F, (qa >> 4) & 0x0F0F0F0F, (qb >> 4) & 0x0F0F0F0F, MB0(j, b), MB1(j, b));
-      float d0 = MXD(j, 0, b), d1 = MXD(j, 1, b), s0 = MXS(j, 0, b), s1 = MXS(j, 1, b);
-      acc[j][0] = __fadd_rn(acc[j][0], term_q4_1(dA, mA, d0, s0, s[0]));
-      acc[j][1] = __fadd_rn(acc[j][1], term_q4_1(dA, mA, d1, s1, s[1]));
-      acc[j][2] = __fadd_rn(acc[j][2], term_q4_1(dB, mB, d0, s0, s[2]));
-      acc[j][3] = __fadd_rn(acc[j][3], term_q4_1(dB, mB, d1, s1, s[3]));
-    }
+template <>
+struct MFrag<T_Q4_1> {
+  u32 qa, qb;
+  float dA, mA, dB, mB;
+  __device__ __forceinline__ MFrag(MFRAG_ARGS) {
+    qa = ((const u32*)a.wq)[(rA * nb + b) * 4 + c], qb = ((const u32*)a.wq)[(rB * nb + b) * 4 + c];
+    const u16* sa = (const u16*)a.ws + (rA * nb + b) * 2;
+    const u16* sb = (const u16*)a.ws + (rB * nb + b) * 2;
+    dA = h2f(sa[0]), mA = h2f(sa[1]), dB = h2f(sb[0]), mB = h2f(sb[1]);
   }
-}
-
-template <int NT>
-__device__ __forceinline__ void mm_q8_0(MM_ARGS) {
-  int nb = a.cols / 32;
-  const u32* wa = (const u32*)a.wq + (u64)rA * nb * 8;
-  const u32* wb = (const u32*)a.wq + (u64)rB * nb * 8;
-  const u16* sa = (const u16*)a.ws + (u64)rA * nb;
-  const u16* sb = (const u16*)a.ws + (u64)rB * nb;
-#pragma unroll 2
-  for (int b = 0; b < nb; b++) {
-    int a0 = (int)wa[b * 8 + c], a1 = (int)wb[b * 8 + c], a2 = (int)wa[b * 8 + 4 + c], a3 = (int)wb[b * 8 + 4 + c];
-    float dA = h2f(sa[b]), dB = h2f(sb[b]);
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-      int s[4];
-      mma_k32(s, a0, a1, a2, a3, MB0(j, b), MB1(j, b));
-      float d0 = MXD(j, 0, b), d1 = MXD(j, 1, b);
-      acc[j][0] = __fadd_rn(acc[j][0], term_d(dA, d0, s[0]));
-      acc[j][1] = __fadd_rn(acc[j][1], term_d(dA, d1, s[1]));
-      acc[j][2] = __fadd_rn(acc[j][2], term_d(dB, d0, s[2]));
-      acc[j][3] = __fadd_rn(acc[j][3], term_d(dB, d1, s[3]));
-    }
+  template <int NT>
+  __device__ __forceinline__ void step(MSTEP_ARGS) const {
+    int s[4];
+    mma_k32(s, qa & 0x0F0F0F0F, qb & 0x0F0F0F0F, (qa >> 4) & 0x0F0F0F0F, (qb >> 4) & 0x0F0F0F0F, x.b0(j, b, c), x.b1(j, b, c));
+    float d0 = x.d(j, 0, b), d1 = x.d(j, 1, b), s0 = x.s(j, 0, b), s1 = x.s(j, 1, b);
+    acc[0] = __fadd_rn(acc[0], term_q4_1(dA, mA, d0, s0, s[0]));
+    acc[1] = __fadd_rn(acc[1], term_q4_1(dA, mA, d1, s1, s[1]));
+    acc[2] = __fadd_rn(acc[2], term_q4_1(dB, mB, d0, s0, s[2]));
+    acc[3] = __fadd_rn(acc[3], term_q4_1(dB, mB, d1, s1, s[3]));
   }
-}
+};
 
-template <int NT>
-__device__ __forceinline__ void mm_q5_0(MM_ARGS) {
-  int nb = a.cols / 32;
-  const u32* wa = (const u32*)a.wq + (u64)rA * nb * 5;
-  const u32* wb = (const u32*)a.wq + (u64)rB * nb * 5;
-  const u16* sa = (const u16*)a.ws + (u64)rA * nb;
-  const u16* sb = (const u16*)a.ws + (u64)rB * nb;
-#pragma unroll 2
-  for (int b = 0; b < nb; b++) {
-    u32 qa = wa[b * 5 + c], ha = wa[b * 5 + 4], qb = wb[b * 5 + c], hb = wb[b * 5 + 4];
-    int a0 = q5_lo(qa, ha, c), a1 = q5_lo(qb, hb, c), a2 = q5_hi(qa, ha, c), a3 = q5_hi(qb, hb, c);
-    float dA = h2f(sa[b]), dB = h2f(sb[b]);
-#pragma unroll
-    for (int j = 0; j < NT; j++) {
-      int s[4];
-      mma_k32(s, a0, a1, a2, a3, MB0(j, b), MB1(j, b));
-      float d0 = MXD(j, 0, b), d1 = MXD(j, 1, b);
-      acc[j][0] = __fadd_rn(acc[j][0], term_d(dA, d0, s[0]));
-      acc[j][1] = __fadd_rn(acc[j][1], term_d(dA, d1, s[1]));
-      acc[j][2] = __fadd_rn(acc[j][2], term_d(dB, d0, s[2]));
-      acc[j][3] = __fadd_rn(acc[j][3], term_d(dB, d1, s[3]));
-    }
+// Q8_0, Q5_0: four int8 words and one scale a row.
+template <int T>
+struct MFragD {
+  int a0, a1, a2, a3;
+  float dA, dB;
+  template <int NT>
+  __device__ __forceinline__ void step(MSTEP_ARGS) const {
+    int s[4];
+    mma_k32(s, a0, a1, a2, a3, x.b0(j, b, c), x.b1(j, b, c));
+    float d0 = x.d(j, 0, b), d1 = x.d(j, 1, b);
+    acc[0] = __fadd_rn(acc[0], term_d(dA, d0, s[0]));
+    acc[1] = __fadd_rn(acc[1], term_d(dA, d1, s[1]));
+    acc[2] = __fadd_rn(acc[2], term_d(dB, d0, s[2]));
+    acc[3] = __fadd_rn(acc[3], term_d(dB, d1, s[3]));
   }
-}
+};
 
-// Q4_K: activation blocks 2g and 2g+1 of a super-block are the low and
-// high nibbles of the same quant words 8g+c and 8g+4+c. The min term needs
-// each token's exact Σx of a block: one more mma with all-ones weights.
-template <int NT>
-__device__ __forceinline__ void mm_q4_k(MM_ARGS) {
-  int nsb = a.cols / 256;
-  const u32* wa = (const u32*)a.wq + (u64)rA * nsb * 32;
-  const u32* wb = (const u32*)a.wq + (u64)rB * nsb * 32;
-  const u8* sa = (const u8*)a.ws + (u64)rA * nsb * 20;
-  const u8* sb = (const u8*)a.ws + (u64)rB * nsb * 20;
-  for (int sbi = 0; sbi < nsb; sbi++) {
-    const u8* pa = sa + sbi * 20;
-    const u8* pb = sb + sbi * 20;
+template <>
+struct MFrag<T_Q8_0> : MFragD<T_Q8_0> {
+  __device__ __forceinline__ MFrag(MFRAG_ARGS) {
+    const u32* wa = (const u32*)a.wq + (rA * nb + b) * 8;
+    const u32* wb = (const u32*)a.wq + (rB * nb + b) * 8;
+    a0 = (int)wa[c], a1 = (int)wb[c], a2 = (int)wa[4 + c], a3 = (int)wb[4 + c];
+    dA = h2f(((const u16*)a.ws)[rA * nb + b]), dB = h2f(((const u16*)a.ws)[rB * nb + b]);
+  }
+};
+
+template <>
+struct MFrag<T_Q5_0> : MFragD<T_Q5_0> {
+  __device__ __forceinline__ MFrag(MFRAG_ARGS) {
+    const u32* wa = (const u32*)a.wq + (rA * nb + b) * 5;
+    const u32* wb = (const u32*)a.wq + (rB * nb + b) * 5;
+    u32 qa = wa[c], ha = wa[4], qb = wb[c], hb = wb[4];
+    a0 = q5_lo(qa, ha, c), a1 = q5_lo(qb, hb, c), a2 = q5_hi(qa, ha, c), a3 = q5_hi(qb, hb, c);
+    dA = h2f(((const u16*)a.ws)[rA * nb + b]), dB = h2f(((const u16*)a.ws)[rB * nb + b]);
+  }
+};
+
+// Q4_K: block b is sub-block kb = b%8 of super-block b/8: the low (kb
+// even) or high nibbles of the super-block's quant words 8(kb/2)+c and
+// 8(kb/2)+4+c. The min term needs each token's exact Σx of the block: one
+// more mma, with all-ones weights.
+template <>
+struct MFrag<T_Q4_K> {
+  int a0, a1, a2, a3;
+  float scA, mnA, scB, mnB;
+  __device__ __forceinline__ MFrag(MFRAG_ARGS) {
+    int nsb = nb / 8, sb = b >> 3, kb = b & 7, sh = 4 * (kb & 1);
+    const u32* wa = (const u32*)a.wq + (rA * nsb + sb) * 32 + 8 * (kb >> 1);
+    const u32* wb = (const u32*)a.wq + (rB * nsb + sb) * 32 + 8 * (kb >> 1);
+    a0 = (wa[c] >> sh) & 0x0F0F0F0F, a1 = (wb[c] >> sh) & 0x0F0F0F0F;
+    a2 = (wa[4 + c] >> sh) & 0x0F0F0F0F, a3 = (wb[4 + c] >> sh) & 0x0F0F0F0F;
+    const u8* pa = (const u8*)a.ws + (rA * nsb + sb) * 20;
+    const u8* pb = (const u8*)a.ws + (rB * nsb + sb) * 20;
     u32 da = *(const u32*)pa, db = *(const u32*)pb;
-    float dA = h2f((u16)(da & 0xffff)), mA = h2f((u16)(da >> 16));
-    float dB = h2f((u16)(db & 0xffff)), mB = h2f((u16)(db >> 16));
-#pragma unroll
-    for (int g = 0; g < 4; g++) {
-      u32 lA = wa[sbi * 32 + 8 * g + c], hA = wa[sbi * 32 + 8 * g + 4 + c];
-      u32 lB = wb[sbi * 32 + 8 * g + c], hB = wb[sbi * 32 + 8 * g + 4 + c];
-#pragma unroll
-      for (int half = 0; half < 2; half++) {
-        int sh = 4 * half, kb = 2 * g + half, b = sbi * 8 + kb;
-        float scA = __fmul_rn(dA, (float)pa[4 + kb]), mnA = __fmul_rn(mA, (float)pa[12 + kb]);
-        float scB = __fmul_rn(dB, (float)pb[4 + kb]), mnB = __fmul_rn(mB, (float)pb[12 + kb]);
-        int a0 = (lA >> sh) & 0x0F0F0F0F, a1 = (lB >> sh) & 0x0F0F0F0F;
-        int a2 = (hA >> sh) & 0x0F0F0F0F, a3 = (hB >> sh) & 0x0F0F0F0F;
-#pragma unroll
-        for (int j = 0; j < NT; j++) {
-          int s[4], sum[4];
-          int b0 = MB0(j, b), b1 = MB1(j, b);
-          mma_k32(s, a0, a1, a2, a3, b0, b1);
-          mma_k32(sum, 0x01010101, 0x01010101, 0x01010101, 0x01010101, b0, b1);
-          float d0 = MXD(j, 0, b), d1 = MXD(j, 1, b);
-          acc[j][0] = __fadd_rn(acc[j][0], term_q4_k(d0, scA, mnA, s[0], sum[0]));
-          acc[j][1] = __fadd_rn(acc[j][1], term_q4_k(d1, scA, mnA, s[1], sum[1]));
-          acc[j][2] = __fadd_rn(acc[j][2], term_q4_k(d0, scB, mnB, s[2], sum[0]));
-          acc[j][3] = __fadd_rn(acc[j][3], term_q4_k(d1, scB, mnB, s[3], sum[1]));
-        }
-      }
-    }
+    scA = __fmul_rn(h2f((u16)(da & 0xffff)), (float)pa[4 + kb]), mnA = __fmul_rn(h2f((u16)(da >> 16)), (float)pa[12 + kb]);
+    scB = __fmul_rn(h2f((u16)(db & 0xffff)), (float)pb[4 + kb]), mnB = __fmul_rn(h2f((u16)(db >> 16)), (float)pb[12 + kb]);
   }
-}
+  template <int NT>
+  __device__ __forceinline__ void step(MSTEP_ARGS) const {
+    int s[4], sum[4];
+    int x0 = x.b0(j, b, c), x1 = x.b1(j, b, c);
+    mma_k32(s, a0, a1, a2, a3, x0, x1);
+    mma_k32(sum, 0x01010101, 0x01010101, 0x01010101, 0x01010101, x0, x1);
+    float d0 = x.d(j, 0, b), d1 = x.d(j, 1, b);
+    acc[0] = __fadd_rn(acc[0], term_q4_k(d0, scA, mnA, s[0], sum[0]));
+    acc[1] = __fadd_rn(acc[1], term_q4_k(d1, scA, mnA, s[1], sum[1]));
+    acc[2] = __fadd_rn(acc[2], term_q4_k(d0, scB, mnB, s[2], sum[0]));
+    acc[3] = __fadd_rn(acc[3], term_q4_k(d1, scB, mnB, s[3], sum[1]));
+  }
+};
 
-// Q6_K: activation block kb (half h = kb/4, quarter q = kb%4) takes the
-// q's nibble of ql words 16h + 8(q&1) + c (+4) and bit pair q of qh words
-// 8h + c (+4). Its two 16-element sub-blocks have their own int8 scales,
-// so each is an m16n8k16 product, combined exactly in int32.
-template <int NT>
-__device__ __forceinline__ void mm_q6_k(MM_ARGS) {
-  int nsb = a.cols / 256;
-  const u32* wa = (const u32*)a.wq + (u64)rA * nsb * 48;
-  const u32* wb = (const u32*)a.wq + (u64)rB * nsb * 48;
-  const u8* sa = (const u8*)a.ws + (u64)rA * nsb * 20;
-  const u8* sb = (const u8*)a.ws + (u64)rB * nsb * 20;
-  for (int sbi = 0; sbi < nsb; sbi++) {
-    const u8* pa = sa + sbi * 20;
-    const u8* pb = sb + sbi * 20;
-    float dA = h2f(*(const u16*)pa), dB = h2f(*(const u16*)pb);
-    const u32* qa = wa + sbi * 48;
-    const u32* qb = wb + sbi * 48;
-#pragma unroll 2
-    for (int kb = 0; kb < 8; kb++) {
-      int h = kb >> 2, q = kb & 3, b = sbi * 8 + kb;
-      int lw = 16 * h + 8 * (q & 1) + c, hw = 32 + 8 * h + c;
-      int a0 = q6_word(qa[lw], qa[hw], q), a1 = q6_word(qb[lw], qb[hw], q);
-      int a2 = q6_word(qa[lw + 4], qa[hw + 4], q), a3 = q6_word(qb[lw + 4], qb[hw + 4], q);
-      int scA0 = ((const i8*)pa)[4 + 2 * kb], scA1 = ((const i8*)pa)[5 + 2 * kb];
-      int scB0 = ((const i8*)pb)[4 + 2 * kb], scB1 = ((const i8*)pb)[5 + 2 * kb];
-#pragma unroll
-      for (int j = 0; j < NT; j++) {
-        int lo[4], hi[4];
-        mma_k16(lo, a0, a1, MB0(j, b));
-        mma_k16(hi, a2, a3, MB1(j, b));
-        float d0 = MXD(j, 0, b), d1 = MXD(j, 1, b);
-        acc[j][0] = __fadd_rn(acc[j][0], term_d(dA, d0, lo[0] * scA0 + hi[0] * scA1));
-        acc[j][1] = __fadd_rn(acc[j][1], term_d(dA, d1, lo[1] * scA0 + hi[1] * scA1));
-        acc[j][2] = __fadd_rn(acc[j][2], term_d(dB, d0, lo[2] * scB0 + hi[2] * scB1));
-        acc[j][3] = __fadd_rn(acc[j][3], term_d(dB, d1, lo[3] * scB0 + hi[3] * scB1));
-      }
-    }
+// Q6_K: block b is kb = b%8 of super-block b/8 (half h = kb/4, quarter q =
+// kb%4): quarter q's nibbles of ql words 16h + 8(q&1) + c (+4) with bit
+// pair q of qh words 32 + 8h + c (+4). Its two 16-element sub-blocks have
+// their own int8 scales, so each is an m16n8k16 product, combined exactly
+// in int32.
+template <>
+struct MFrag<T_Q6_K> {
+  int a0, a1, a2, a3, scA0, scA1, scB0, scB1;
+  float dA, dB;
+  __device__ __forceinline__ MFrag(MFRAG_ARGS) {
+    int nsb = nb / 8, sb = b >> 3, kb = b & 7, h = kb >> 2, q = kb & 3;
+    const u32* qa = (const u32*)a.wq + (rA * nsb + sb) * 48;
+    const u32* qb = (const u32*)a.wq + (rB * nsb + sb) * 48;
+    int lw = 16 * h + 8 * (q & 1) + c, hw = 32 + 8 * h + c;
+    a0 = q6_word(qa[lw], qa[hw], q), a1 = q6_word(qb[lw], qb[hw], q);
+    a2 = q6_word(qa[lw + 4], qa[hw + 4], q), a3 = q6_word(qb[lw + 4], qb[hw + 4], q);
+    const u8* pa = (const u8*)a.ws + (rA * nsb + sb) * 20;
+    const u8* pb = (const u8*)a.ws + (rB * nsb + sb) * 20;
+    dA = h2f(*(const u16*)pa), dB = h2f(*(const u16*)pb);
+    scA0 = ((const i8*)pa)[4 + 2 * kb], scA1 = ((const i8*)pa)[5 + 2 * kb];
+    scB0 = ((const i8*)pb)[4 + 2 * kb], scB1 = ((const i8*)pb)[5 + 2 * kb];
   }
-}
+  template <int NT>
+  __device__ __forceinline__ void step(MSTEP_ARGS) const {
+    int lo[4], hi[4];
+    mma_k16(lo, a0, a1, x.b0(j, b, c));
+    mma_k16(hi, a2, a3, x.b1(j, b, c));
+    float d0 = x.d(j, 0, b), d1 = x.d(j, 1, b);
+    acc[0] = __fadd_rn(acc[0], term_d(dA, d0, lo[0] * scA0 + hi[0] * scA1));
+    acc[1] = __fadd_rn(acc[1], term_d(dA, d1, lo[1] * scA0 + hi[1] * scA1));
+    acc[2] = __fadd_rn(acc[2], term_d(dB, d0, lo[2] * scB0 + hi[2] * scB1));
+    acc[3] = __fadd_rn(acc[3], term_d(dB, d1, lo[3] * scB0 + hi[3] * scB1));
+  }
+};
 
 // mma_<type>: matvec_<type>'s product, arguments and epilogue for any
-// number of tokens, on the tensor cores, to the same bits: each lane adds
-// its (row, token) outputs' block terms in block order, as matvec does.
-// Grid (rows/64, tokens/(8·NT)).
+// number of tokens, on the tensor cores, to the same bits (the block terms
+// and their order are the mat-vec's). Grid (rows/16, tokens/(8·NT)),
+// MM_KSPLIT warps a block.
 template <int T, int NT>
 __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
+  DEP_ENTER();
   const Pass* p = (const Pass*)a.pass;
   int n = a.head ? p->nrows : p->n;
   int t0 = blockIdx.y * 8 * NT;
-  if (t0 >= n) return;
-  int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-  int r0 = blockIdx.x * (16 * MM_WARPS) + (threadIdx.x >> 5) * 16;
-  if (r0 >= a.rows) return;  // the whole warp: mma.sync needs every lane
-  int rA = min(r0 + g, a.rows - 1), rB = min(r0 + g + 8, a.rows - 1);
+  int r0 = blockIdx.x * 16;
+  if (t0 >= n || r0 >= a.rows) return;  // the whole block
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  u64 rA = min(r0 + g, a.rows - 1), rB = min(r0 + g + 8, a.rows - 1);
   int nb = a.cols / 32;
   MmTok<NT> x;
 #pragma unroll
@@ -825,19 +878,32 @@ __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
   for (int j = 0; j < NT; j++)
 #pragma unroll
     for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-  if constexpr (T == T_Q4_1) mm_q4_1<NT>(a, rA, rB, c, x, acc);
-  if constexpr (T == T_Q8_0) mm_q8_0<NT>(a, rA, rB, c, x, acc);
-  if constexpr (T == T_Q5_0) mm_q5_0<NT>(a, rA, rB, c, x, acc);
-  if constexpr (T == T_Q4_K) mm_q4_k<NT>(a, rA, rB, c, x, acc);
-  if constexpr (T == T_Q6_K) mm_q6_k<NT>(a, rA, rB, c, x, acc);
+#pragma unroll 2
+  for (int b = warp; b < nb; b += MM_KSPLIT) {
+    MFrag<T> f(a, rA, rB, nb, b, c);
+#pragma unroll
+    for (int j = 0; j < NT; j++) f.template step<NT>(x, j, b, c, acc[j]);
+  }
+  // ((s_0 + s_1) + s_2) + s_3, in warp 0.
+  __shared__ float part[MM_KSPLIT - 1][NT * 4][32];
+  if (warp > 0) {
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+      for (int i = 0; i < 4; i++) part[warp - 1][j * 4 + i][lane] = acc[j][i];
+  }
+  __syncthreads();
+  if (warp > 0) return;
 #pragma unroll
   for (int j = 0; j < NT; j++) {
 #pragma unroll
     for (int i = 0; i < 4; i++) {
+      float v = acc[j][i];
+#pragma unroll
+      for (int w = 0; w < MM_KSPLIT - 1; w++) v = __fadd_rn(v, part[w][j * 4 + i][lane]);
       int row = r0 + g + (i >> 1) * 8, t = t0 + 8 * j + 2 * c + (i & 1);
       if (row < a.rows && t < n) {
         u64 o = (u64)t * a.ld + row;
-        float v = acc[j][i];
         if (a.bias) v = __fadd_rn(v, ((const float*)a.bias)[row]);
         if (a.res) v = __fadd_rn(v, ((const float*)a.res)[o]);
         ((float*)a.out)[o] = v;
@@ -857,11 +923,8 @@ extern "C" __global__ void mma1_q4_k(const MatVecArgs a) { mma_t<T_Q4_K, 1>(a); 
 extern "C" __global__ void mma_q6_k(const MatVecArgs a) { mma_t<T_Q6_K, 4>(a); }
 extern "C" __global__ void mma1_q6_k(const MatVecArgs a) { mma_t<T_Q6_K, 1>(a); }
 
-#undef MB0
-#undef MB1
-#undef MXD
-#undef MXS
-#undef MM_ARGS
+#undef MFRAG_ARGS
+#undef MSTEP_ARGS
 
 // ------------------------------------------------------ RoPE and KV store
 
@@ -888,6 +951,7 @@ __device__ __forceinline__ void rotate(float x0, float x1, float c, float s, flo
 // cos and sin are the CPU's (float64 angles rounded to float32), computed
 // by the host with the pass: a float64 sincos here would take its slow path.
 extern "C" __global__ void rope_store(const RopeArgs a) {
+  DEP_ENTER();
   const Pass* p = (const Pass*)a.pass;
   int t = blockIdx.x;
   if (t >= p->n) return;
@@ -923,7 +987,7 @@ extern "C" __global__ void rope_store(const RopeArgs a) {
 
 // ------------------------------------------------------------- attention
 
-#define ATT_WARPS 4
+#define ATT_WARPS 8  // the most; a launch picks blockDim = 32·warps
 #define ATT_MAX_HD 128
 
 struct AttnArgs {
@@ -945,13 +1009,14 @@ struct AttnArgs {
 // accumulates the values with each lane holding hd/32 output dimensions;
 // the warps' partial results are merged at the end.
 extern "C" __global__ void attention(const AttnArgs a) {
+  DEP_ENTER();
   const Pass* p = (const Pass*)a.pass;
   int t = blockIdx.x, h = blockIdx.y;
   if (t >= p->n) return;
   Tok tk = ((const Tok*)a.toks)[t];
   int hd = a.hd, dpl = hd / 32;  // dimensions per lane
   int g = h / (a.heads / a.kvheads);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;  // up to ATT_WARPS
   __shared__ float qs[ATT_MAX_HD];
   __shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
   __shared__ float wacc[ATT_WARPS][ATT_MAX_HD];
@@ -989,18 +1054,27 @@ extern "C" __global__ void attention(const AttnArgs a) {
   float acc[ATT_MAX_HD / 32];
 #pragma unroll
   for (int d = 0; d < ATT_MAX_HD / 32; d++) acc[d] = 0.0f;
-  for (int base = warp * 32; base < nv; base += ATT_WARPS * 32) {
+  for (int base = warp * 32; base < nv; base += warps * 32) {
     int j = base + lane;
     int e = -1;
     float s = NEG_INF;
     if (j < nv) {
       e = j < run ? j : tk.len + extra[tk.xlo + j - run];
-      const u32* kr = (const u32*)(K + (u64)e * hd);
+      // The key's row in 16-byte loads, all in flight at once.
+      const uint4* kr = (const uint4*)(K + (u64)e * hd);
+      uint4 kw[ATT_MAX_HD / 8];
+#pragma unroll
+      for (int d = 0; d < ATT_MAX_HD / 8; d++)
+        if (d < hd / 8) kw[d] = kr[d];
       float dot = 0.0f;
-#pragma unroll 16
-      for (int d = 0; d < hd / 2; d++) {
-        u32 two = kr[d];
-        dot += qs[2 * d] * h2f((u16)(two & 0xffff)) + qs[2 * d + 1] * h2f((u16)(two >> 16));
+#pragma unroll
+      for (int d = 0; d < ATT_MAX_HD / 8; d++) {
+        if (d < hd / 8) {
+          const u32 w[4] = {kw[d].x, kw[d].y, kw[d].z, kw[d].w};
+#pragma unroll
+          for (int i = 0; i < 4; i++)
+            dot += qs[8 * d + 2 * i] * h2f((u16)(w[i] & 0xffff)) + qs[8 * d + 2 * i + 1] * h2f((u16)(w[i] >> 16));
+        }
       }
       s = dot * a.scale;
     }
@@ -1012,7 +1086,7 @@ extern "C" __global__ void attention(const AttnArgs a) {
     for (int d = 0; d < ATT_MAX_HD / 32; d++) acc[d] *= corr;
     m = mn;
     int cnt = min(32, nv - base);
-#pragma unroll 8
+#pragma unroll 16
     for (int u = 0; u < cnt; u++) {
       float pu = __shfl_sync(0xffffffffu, pr, u);
       int eu = __shfl_sync(0xffffffffu, e, u);
@@ -1031,17 +1105,17 @@ extern "C" __global__ void attention(const AttnArgs a) {
     if (d < dpl) wacc[warp][d * 32 + lane] = acc[d];
   __syncthreads();
   float M = NEG_INF;
-  for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, wm[w]);
+  for (int w = 0; w < warps; w++) M = fmaxf(M, wm[w]);
   float L = 0.0f;
-  for (int w = 0; w < ATT_WARPS; w++)
+  for (int w = 0; w < warps; w++)
     if (wm[w] != NEG_INF) L += wl[w] * expf(wm[w] - M);
   // Quantize the head's output (hd/32 blocks, a warp each) for the output
   // projection: the attention output is only ever its input.
   int qdim = a.heads * hd;
-  for (int b = warp; b < dpl; b += ATT_WARPS) {
+  for (int b = warp; b < dpl; b += warps) {
     int d = b * 32 + lane;
     float o = 0.0f;
-    for (int w = 0; w < ATT_WARPS; w++)
+    for (int w = 0; w < warps; w++)
       if (wm[w] != NEG_INF) o += wacc[w][d] * expf(wm[w] - M);
     quant_block(o / L, (i8*)a.qs + (u64)t * qdim + h * hd + b * 32,
                 (u16*)a.ds + ((u64)t * (qdim / 32) + h * dpl + b) * 2, lane);
@@ -1063,6 +1137,7 @@ struct CommitArgs {
 // it, so an entry another move still has to read is never overwritten
 // early (dst[j] < src[j], both increasing).
 extern "C" __global__ void kv_commit(const CommitArgs a) {
+  DEP_ENTER();
   u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (u64)a.blocks * a.hd) return;
   u64 blk = i / a.hd, d = i % a.hd;
@@ -1087,15 +1162,26 @@ struct ArgmaxArgs {
 // argmax: one block per logits row; the lowest index wins ties, as on the
 // CPU's greedy sampler.
 extern "C" __global__ void argmax(const ArgmaxArgs a) {
+  DEP_ENTER();
   const Pass* p = (const Pass*)a.pass;
   int r = blockIdx.x;
   if (r >= p->nrows) return;
   const float* x = (const float*)a.logits + (u64)r * a.vocab;
   float best = NEG_INF;
   int bi = 0x7fffffff;
-  for (int i = threadIdx.x; i < a.vocab; i += blockDim.x) {
-    float v = x[i];
-    if (v > best || (v == best && i < bi)) best = v, bi = i;
+  // Eight loads in flight per thread (one at a time waited for each).
+  for (int i0 = threadIdx.x; i0 < a.vocab; i0 += blockDim.x * 8) {
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int i = i0 + k * blockDim.x;
+      v[k] = i < a.vocab ? x[i] : NEG_INF;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int i = i0 + k * blockDim.x;
+      if (i < a.vocab && (v[k] > best || (v[k] == best && i < bi))) best = v[k], bi = i;
+    }
   }
   __shared__ float sv[32];
   __shared__ int si[32];
