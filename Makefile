@@ -71,7 +71,7 @@ FUZZ_TARGETS := ./streaming:FuzzSanitizer:250000 ./streaming:FuzzStopMatcher:250
                 ./core/gguf:FuzzParse:350000 ./core/tokenizer:FuzzRoundTrip:25000 \
                 ./core/grammar:FuzzGrammar:150000
 
-.PHONY: all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
+.PHONY: bench-adaserve all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
         test-models clean vet install uninstall test-install go-version test-readme serve test-serve
 
 all: lib check-header check-links serve
@@ -323,3 +323,11 @@ gpu-bundle: $(MODEL_PATH)
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/cu.test ./core/cuda/cu
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/nvrtc.test ./core/cuda/nvrtc
 	$(GO) run ./tests/gpu/trim -layers 4 $(MODEL_PATH) $(GPU_BUNDLE)/model.gguf
+
+# The AdaServe evaluation in the simulator (spec/sim): request-rate sweeps of
+# every policy on a GPU-like curve and on the curve the CPU engine measures
+# for MODEL_PATH, the §6.3 strategies and the §6.4 urgent-only study: CSV and
+# SVG plots in build/adaserve. CI runs its smoke version
+# (core/cmd/lmsadaserve TestQuickRun) in test-go.
+bench-adaserve:
+	$(GO) run ./core/cmd/lmsadaserve -out $(BUILD)/adaserve -model $(MODEL_PATH)

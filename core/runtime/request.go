@@ -34,7 +34,7 @@ type Request struct {
 	HasSeed     bool
 
 	TPOTSLOMs float64 // 0: best effort
-	TTFTSLOMs float64
+	TTFTSLOMs float64 // 0: none; orders admission (TTFTDeadline)
 
 	// Grammar constrains the output ("response_format" or "grammar");
 	// nil: unconstrained. Compiled here, so a schema or grammar the

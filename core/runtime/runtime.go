@@ -308,7 +308,8 @@ func (r *Runtime) iterate() (goOn bool) {
 	return true
 }
 
-// admit moves queued items into free slots; it returns false on shutdown.
+// admit moves queued items into free slots, earliest TTFT deadline first
+// (TTFTDeadline); it returns false on shutdown.
 func (r *Runtime) admit() bool {
 	r.mu.Lock()
 	if r.closed {
@@ -317,9 +318,12 @@ func (r *Runtime) admit() bool {
 	}
 	var admitted, dropped []*Slot
 	for len(r.queue) > 0 && len(r.active)+len(admitted) < r.maxSlots {
-		s := r.queue[0]
-		r.queue[0] = nil
-		r.queue = r.queue[1:]
+		i := NextToAdmit(r.queue, func(s *Slot) int64 { return TTFTDeadline(s.submitted, s.Request.TTFTSLOMs) })
+		s := r.queue[i]
+		last := len(r.queue) - 1
+		copy(r.queue[i:], r.queue[i+1:])
+		r.queue[last] = nil
+		r.queue = r.queue[:last]
 		if s.stream.Cancelled() {
 			dropped = append(dropped, s) // never opened: nothing to release
 		} else {

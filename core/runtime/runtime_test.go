@@ -312,3 +312,41 @@ func TestRequestErrorsNameTheField(t *testing.T) {
 		require.Contains(t, err.Error(), want, req)
 	}
 }
+
+// A free slot goes to the waiting request with the earliest first-token
+// deadline: an urgent request (tight ttft_slo_ms) queued after a relaxed
+// one and one without an SLO gets its first token before them, and the
+// relaxed one before the best-effort one.
+func TestAdmissionByTTFTDeadline(t *testing.T) {
+	rt := byteRuntime(t, 1, "")
+	busy := submit(t, rt, `{"prompt":"x","delay_ms":20,"script":`+scriptFor("busy")+`}`)
+	waitFor(t, "the slot to be taken", func() bool { return rt.Stats().ActiveSlots == 1 })
+	none := submit(t, rt, `{"prompt":"x","script":`+scriptFor("n")+`}`)
+	relaxed := submit(t, rt, `{"prompt":"x","ttft_slo_ms":5000,"script":`+scriptFor("r")+`}`)
+	urgent := submit(t, rt, `{"prompt":"x","ttft_slo_ms":50,"script":`+scriptFor("u")+`}`)
+	drain(t, busy)
+	ttft := func(ch *streaming.Channel) float64 {
+		got := drain(t, ch)
+		return got[len(got)-1].Usage.TTFTMs
+	}
+	u, r, n := ttft(urgent), ttft(relaxed), ttft(none)
+	// Submitted last, first admitted: its wait is the shortest although
+	// it queued the least time before the slot freed.
+	require.Less(t, u, r, "urgent after relaxed")
+	require.Less(t, r, n, "relaxed after best effort")
+}
+
+func TestTTFTDeadlineOrder(t *testing.T) {
+	ms := int64(time.Millisecond)
+	type item struct {
+		at  int64
+		slo float64
+	}
+	dl := func(x item) int64 { return runtime.TTFTDeadline(x.at, x.slo) }
+	q := []item{{0, 0}, {1 * ms, 500}, {2 * ms, 100}, {3 * ms, 100}}
+	require.Equal(t, 2, runtime.NextToAdmit(q, dl), "tightest deadline first, the earlier of equal SLOs")
+	q = []item{{0, 0}, {int64(runtime.BestEffortTTFT), 1}}
+	require.Equal(t, 0, runtime.NextToAdmit(q, dl), "a best-effort request that waited BestEffortTTFT goes first")
+	q = []item{{5, 0}, {5, 0}}
+	require.Equal(t, 0, runtime.NextToAdmit(q, dl), "ties keep arrival order")
+}

@@ -1,0 +1,200 @@
+// Command lmsadaserve runs the AdaServe evaluation in the simulator
+// (spec/sim): request-rate sweeps of every policy on a GPU-like cost curve
+// and on the curve this machine's CPU engine measures at start-up, the
+// §6.3 continuous-batching strategies and the §6.4 urgent-only study. It
+// writes CSV files and SVG plots into -out and prints the tables.
+//
+//	lmsadaserve -out build/adaserve -model models/SmolLM2-135M-Instruct.Q4_1.gguf
+//	lmsadaserve -quick ...   a small sweep (CI's smoke run)
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lmstream/lmstream/core/cpu"
+	"github.com/lmstream/lmstream/spec"
+	"github.com/lmstream/lmstream/spec/sim"
+)
+
+func main() {
+	out := flag.String("out", "build/adaserve", "output directory")
+	modelPath := flag.String("model", "", "GGUF model whose CPU cost curve drives the measured setting (empty: skip it)")
+	threads := flag.Int("threads", runtime.GOMAXPROCS(0), "threads for measuring the CPU curve")
+	quick := flag.Bool("quick", false, "a small sweep (few requests, few loads)")
+	requests := flag.Int("requests", 400, "requests per sweep point")
+	seed := flag.Uint64("seed", 1, "workload and acceptance seed")
+	flag.Parse()
+	if err := run(*out, *modelPath, *threads, *quick, *requests, *seed); err != nil {
+		fmt.Fprintln(os.Stderr, "lmsadaserve:", err)
+		os.Exit(1)
+	}
+}
+
+func run(out, modelPath string, threads int, quick bool, requests int, seed uint64) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	loads := []float64{0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0}
+	if quick {
+		loads, requests = []float64{0.5, 1.5}, 60
+	}
+	settings := []sim.Setting{{
+		Name: "gpu-like",
+		Machine: sim.Machine{Curve: sim.GPULike, DraftStep: 300 * time.Microsecond, Accept: sim.DraftModelAcceptance,
+			Slots: 32, Budget: 64},
+		Mix: sim.PaperMix, Requests: requests, Loads: loads, Seed: seed,
+	}}
+	if modelPath != "" {
+		ns, ts, err := cpu.MeasureCurve(modelPath, threads, 48)
+		if err != nil {
+			return err
+		}
+		c := sim.Curve{Name: fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(modelPath), threads), N: ns, T: ts}
+		b := max(cpu.DefaultMinBudget, spec.Calibrate(c.At, 48))
+		fmt.Printf("measured CPU curve: T(1)=%v T(8)=%v T(48)=%v; budget B=%d\n", c.At(1), c.At(8), c.At(48), b)
+		settings = append(settings, sim.Setting{
+			Name:    "cpu-measured",
+			Machine: sim.Machine{Curve: c, Accept: sim.NGramAcceptance, Slots: 8, Budget: b},
+			Mix:     sim.PaperMix, Requests: requests / 2, Loads: loads, Seed: seed,
+		})
+	}
+	for _, s := range settings {
+		rows, err := sim.Sweep(s, sim.Policies)
+		if err != nil {
+			return err
+		}
+		if err := emit(out, s, "rates", rows); err != nil {
+			return err
+		}
+	}
+	// §6.3: continuous batching with dynamic batch size, and separate
+	// pipelines, against AdaServe on the GPU-like curve.
+	s := settings[0]
+	rows, err := sim.Sweep(s, append([]sim.Policy{sim.Policies[0]}, sim.Strategies...))
+	if err != nil {
+		return err
+	}
+	sep, err := sim.SepPipe(s)
+	if err != nil {
+		return err
+	}
+	if err := emit(out, s, "strategies", append(rows, sep...)); err != nil {
+		return err
+	}
+	// §6.4: only urgent requests, their SLO a shrinking multiple of the
+	// baseline latency, at a fixed load.
+	var urgent []sim.Row
+	for _, x := range []float64{1.2, 1.0, 0.9, 0.8, 0.7, 0.6} {
+		u := s
+		cat := sim.PaperMix[0]
+		cat.Share, cat.TPOTx = 1, x
+		u.Mix, u.Loads = []sim.Category{cat}, []float64{0.5}
+		ps := []sim.Policy{sim.Policies[0], sim.Policies[3], sim.Policies[4], sim.Policies[6]}
+		rs, err := sim.Sweep(u, ps)
+		if err != nil {
+			return err
+		}
+		for i := range rs {
+			rs[i].Load = x // the SLO multiple is this study's x axis
+		}
+		urgent = append(urgent, rs...)
+	}
+	return emitUrgent(out, urgent)
+}
+
+func emit(out string, s sim.Setting, what string, rows []sim.Row) error {
+	base := filepath.Join(out, s.Name+"-"+what)
+	f, err := os.Create(base + ".csv")
+	if err != nil {
+		return err
+	}
+	if err := sim.WriteCSV(f, rows, s.Mix); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	title := fmt.Sprintf("%s: %s, B=%d, %d slots", s.Name, s.Machine.Curve.Name, s.Machine.Budget, s.Machine.Slots)
+	for _, p := range []struct {
+		name, label string
+		metric      func(sim.Row) float64
+	}{
+		{"attainment", "TPOT SLO attainment (%)", func(r sim.Row) float64 { return 100 * r.Attainment }},
+		{"goodput", "goodput (tokens/s)", func(r sim.Row) float64 { return r.Goodput }},
+	} {
+		g, err := os.Create(base + "-" + p.name + ".svg")
+		if err != nil {
+			return err
+		}
+		if err := sim.PlotRows(g, title, p.label, rows, p.metric); err != nil {
+			g.Close()
+			return err
+		}
+		if err := g.Close(); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("\n## %s — %s (%s; baseline TPOT %v)\n", s.Name, what, s.Machine.Curve.Name, s.Machine.Baseline())
+	table(rows)
+	return nil
+}
+
+func emitUrgent(out string, rows []sim.Row) error {
+	base := filepath.Join(out, "gpu-like-urgent")
+	f, err := os.Create(base + ".csv")
+	if err != nil {
+		return err
+	}
+	if err := sim.WriteCSV(f, rows, sim.PaperMix[:1]); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	by := map[string]*sim.Series{}
+	var order []string
+	for _, r := range rows {
+		if by[r.Policy] == nil {
+			by[r.Policy] = &sim.Series{Name: r.Policy}
+			order = append(order, r.Policy)
+		}
+		by[r.Policy].X = append(by[r.Policy].X, r.Load)
+		by[r.Policy].Y = append(by[r.Policy].Y, 100*r.Attainment)
+	}
+	var ss []sim.Series
+	for _, n := range order {
+		ss = append(ss, *by[n])
+	}
+	g, err := os.Create(base + "-attainment.svg")
+	if err != nil {
+		return err
+	}
+	if err := sim.PlotSVG(g, "gpu-like: urgent requests only, half load", "TPOT SLO / baseline latency", "TPOT SLO attainment (%)", ss); err != nil {
+		g.Close()
+		return err
+	}
+	if err := g.Close(); err != nil {
+		return err
+	}
+	fmt.Printf("\n## gpu-like — urgent only (load 0.5; first column is the SLO as a multiple of the baseline)\n")
+	table(rows)
+	return nil
+}
+
+func table(rows []sim.Row) {
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "policy\tload\trate r/s\tattain %\tgoodput tok/s\tp99 TPOT ms\tp99 TTFT ms\ttok/decode\t")
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%.2f\t%.1f\t%.1f\t%.0f\t%.2f\t%.0f\t%.2f\t\n", r.Policy, r.Load, r.Rate, 100*r.Attainment, r.Goodput,
+			float64(r.P99TPOT)/1e6, float64(r.P99TTFT)/1e6, r.TokensPerDec)
+	}
+	w.Flush()
+}

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The harness's smoke run (CI): a two-load sweep of every policy on the
+// GPU-like curve, the §6.3 strategies and the §6.4 study, each with its
+// CSV and plots, every policy present at every load.
+func TestQuickRun(t *testing.T) {
+	out := t.TempDir()
+	require.NoError(t, run(out, "", 1, true, 0, 1))
+	for _, f := range []string{"gpu-like-rates", "gpu-like-strategies"} {
+		for _, ext := range []string{".csv", "-attainment.svg", "-goodput.svg"} {
+			st, err := os.Stat(filepath.Join(out, f+ext))
+			require.NoError(t, err)
+			require.Positive(t, st.Size())
+		}
+	}
+	f, err := os.Open(filepath.Join(out, "gpu-like-rates.csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	require.Len(t, recs, 1+2*8, "header, then 8 policies at 2 loads")
+	_, err = os.Stat(filepath.Join(out, "gpu-like-urgent-attainment.svg"))
+	require.NoError(t, err)
+}

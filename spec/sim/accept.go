@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/lmstream/lmstream/spec"
+)
+
+// Acceptance is the model of what the target accepts. Cond[d][k] is the
+// probability that the target's next token after a node at depth d (the
+// root is 0) is that node's k-th most probable drafted child; the rest of
+// the probability mass is a token nobody drafted. Depths past the last row
+// use the last row. The synthetic draft model reports exactly these
+// probabilities, so path probabilities are calibrated, as the engine's
+// acceptance calibration (spec.Acceptance) makes them on average.
+type Acceptance struct {
+	Name string
+	Cond [][]float64
+}
+
+// Validate checks that every row is a sub-distribution sorted by
+// descending probability.
+func (a Acceptance) Validate() error {
+	if len(a.Cond) == 0 {
+		return fmt.Errorf("sim: acceptance %q has no rows", a.Name)
+	}
+	for d, row := range a.Cond {
+		s := 0.0
+		for k, p := range row {
+			if p < 0 || p > 1 || k > 0 && p > row[k-1] {
+				return fmt.Errorf("sim: acceptance %q: depth %d: probabilities must be in [0,1] and descending", a.Name, d)
+			}
+			s += p
+		}
+		if s > 1+1e-9 {
+			return fmt.Errorf("sim: acceptance %q: depth %d sums to %.3f > 1", a.Name, d, s)
+		}
+	}
+	return nil
+}
+
+func (a Acceptance) row(d int) []float64 { return a.Cond[min(d, len(a.Cond)-1)] }
+
+// DraftModelAcceptance resembles a draft model that agrees with its target
+// about 80% of the time on the first token and a little less further out
+// (the Qwen2.5-Coder 0.5B/1.5B pair's greedy acceptance is 78–88% per
+// token), with a second candidate worth about 8%.
+var DraftModelAcceptance = Acceptance{
+	Name: "draft model (~0.8 top-1)",
+	Cond: [][]float64{
+		{0.82, 0.08, 0.03}, {0.80, 0.08, 0.03}, {0.78, 0.08, 0.03}, {0.76, 0.08, 0.03},
+		{0.74, 0.08, 0.03}, {0.72, 0.08, 0.03}, {0.70, 0.08, 0.03}, {0.70, 0.08, 0.03},
+	},
+}
+
+// NGramAcceptance resembles the n-gram drafter on ordinary chat text: a
+// first guess right about half the time, less so deeper.
+var NGramAcceptance = Acceptance{
+	Name: "n-gram (~0.5 top-1)",
+	Cond: [][]float64{{0.50, 0.10}, {0.45, 0.08}, {0.40, 0.06}, {0.35, 0.05}},
+}
+
+// model is the synthetic draft model: a node's k-th child is token k with
+// conditional probability Cond[depth][k]. It implements
+// spec.TopKDraftModel, so the real BeamDrafter grows the trees.
+type model struct{ a Acceptance }
+
+func (m model) Vocab() int { return 64 }
+
+func (m model) NextDistributions(queries []spec.Query, out []float32) error {
+	clear(out)
+	for i, q := range queries {
+		for k, p := range m.a.row(q.Depth) {
+			out[i*m.Vocab()+k] = float32(p)
+		}
+	}
+	return nil
+}
+
+func (m model) NextTopK(queries []spec.Query, k int, ids []int32, probs []float32) error {
+	for i, q := range queries {
+		row := m.a.row(q.Depth)
+		for j := range k {
+			ids[i*k+j] = int32(j)
+			if j < len(row) {
+				probs[i*k+j] = float32(row[j])
+			}
+		}
+	}
+	return nil
+}
+
+// verify draws what the target accepts of t: from the root, the target's
+// token is child rank k with probability Cond[depth][k]; the walk goes on
+// while that child was drafted and selected. It returns the number of
+// tokens emitted (accepted nodes plus the bonus token).
+func (a Acceptance) verify(t *spec.Tree, rng *rand.Rand) int {
+	v, n := 0, 1
+	for {
+		nd := t.Nodes[v]
+		if nd.Children == 0 {
+			return n
+		}
+		u, pick := rng.Float64(), -1
+		for k, p := range a.row(int(nd.Depth)) {
+			if u < p {
+				pick = k
+				break
+			}
+			u -= p
+		}
+		if pick < 0 {
+			return n
+		}
+		c := t.Child(v, int32(pick))
+		if c < 0 {
+			return n
+		}
+		v, n = c, n+1
+	}
+}

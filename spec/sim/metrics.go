@@ -1,0 +1,68 @@
+package sim
+
+import (
+	"slices"
+	"time"
+)
+
+// Metrics summarise a run as the paper's evaluation does: TPOT SLO
+// attainment (the share of requests whose average TPOT is within their
+// SLO) and goodput (tokens per second of the requests that met it), with
+// mean and p99 TPOT and TTFT beside them.
+type Metrics struct {
+	Requests     int
+	Attainment   float64 // 0..1
+	Goodput      float64 // tokens/s of attaining requests
+	Throughput   float64 // tokens/s of all requests
+	MeanTPOT     time.Duration
+	P99TPOT      time.Duration
+	MeanTTFT     time.Duration
+	P99TTFT      time.Duration
+	TokensPerDec float64 // tokens a decoding request gained per iteration
+	PerCategory  []float64
+}
+
+// Summarize computes the metrics of a run over ncat categories.
+func Summarize(r *Run, ncat int) Metrics {
+	m := Metrics{Requests: len(r.Results), PerCategory: make([]float64, ncat)}
+	if len(r.Results) == 0 || r.End <= 0 {
+		return m
+	}
+	count := make([]int, ncat)
+	var tpots, ttfts []time.Duration
+	var good, all int
+	for _, x := range r.Results {
+		count[x.Category]++
+		all += x.Generated
+		if x.Attained() {
+			m.Attainment++
+			m.PerCategory[x.Category]++
+			good += x.Generated
+		}
+		tpots, ttfts = append(tpots, x.TPOT()), append(ttfts, x.TTFT())
+	}
+	for c := range ncat {
+		if count[c] > 0 {
+			m.PerCategory[c] /= float64(count[c])
+		}
+	}
+	m.Attainment /= float64(len(r.Results))
+	span := r.End - r.Results[0].Arrival
+	m.Goodput = float64(good) / span.Seconds()
+	m.Throughput = float64(all) / span.Seconds()
+	m.MeanTPOT, m.P99TPOT = meanP99(tpots)
+	m.MeanTTFT, m.P99TTFT = meanP99(ttfts)
+	if r.Decodes > 0 {
+		m.TokensPerDec = float64(r.Emitted) / float64(r.Decodes)
+	}
+	return m
+}
+
+func meanP99(d []time.Duration) (time.Duration, time.Duration) {
+	slices.Sort(d)
+	var s time.Duration
+	for _, x := range d {
+		s += x
+	}
+	return s / time.Duration(len(d)), d[min(len(d)-1, len(d)*99/100)]
+}

@@ -1,0 +1,350 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/spec"
+)
+
+// Prefill is how an iteration treats prompts.
+type Prefill int
+
+const (
+	// Chunked prefill (Sarathi-Serve, and lmstream's engine): prompts are
+	// fed in chunks beside the decoding requests, at most PrefillBudget
+	// prompt tokens an iteration, earliest TTFT deadline first.
+	Chunked Prefill = iota
+	// Preempt (vLLM's default scheduler): an iteration with a prompt to
+	// prefill runs the prompts whole and nothing else; decoding waits.
+	Preempt
+)
+
+// Batching limits how many decoding requests run in an iteration (the
+// paper's §6.3 continuous-batching strategies).
+type Batching int
+
+const (
+	// All decoding requests run every iteration.
+	All Batching = iota
+	// FCFS: while any request has a tighter TPOT SLO than T(all), the
+	// decode batch shrinks to the largest n with T(n) within the tightest
+	// SLO, the earliest arrivals running and the rest preempted.
+	FCFS
+	// STTA (shortest time to attain): the same dynamic batch size, but the
+	// requests closest to violating their SLO (largest A(r)) run.
+	STTA
+)
+
+// Policy is one serving system to compare.
+type Policy struct {
+	Name     string
+	Spec     spec.Policy // the speculation policy (spec.Incremental: none)
+	Branch   []int       // SpecInfer's / fixed-length speculation's tree
+	Prefill  Prefill
+	Batching Batching
+	// FCFSAdmit admits by arrival alone, ignoring TTFT deadlines.
+	FCFSAdmit bool
+}
+
+// Policies are the systems the evaluation compares.
+var Policies = []Policy{
+	{Name: "adaserve", Spec: spec.AdaServe},
+	{Name: "global-greedy", Spec: spec.GlobalGreedy},
+	{Name: "equal-greedy", Spec: spec.EqualGreedy},
+	{Name: "specinfer", Spec: spec.SpecInfer},
+	{Name: "incremental", Spec: spec.Incremental},
+	{Name: "sarathi", Spec: spec.Incremental, FCFSAdmit: true},
+	{Name: "vllm", Spec: spec.Incremental, Prefill: Preempt, FCFSAdmit: true},
+	{Name: "vllm-spec4", Spec: spec.SpecInfer, Branch: []int{1, 1, 1, 1}, Prefill: Preempt, FCFSAdmit: true},
+}
+
+// Strategies are §6.3's continuous-batching strategies (SepPipe is run by
+// Sweep separately: one engine per category).
+var Strategies = []Policy{
+	{Name: "cb-fcfs", Spec: spec.Incremental, Batching: FCFS, FCFSAdmit: true},
+	{Name: "cb-stta", Spec: spec.Incremental, Batching: STTA},
+}
+
+// PolicyByName finds a policy among Policies and Strategies.
+func PolicyByName(name string) (Policy, error) {
+	for _, p := range append(slices.Clone(Policies), Strategies...) {
+		if p.Name == name {
+			return p, nil
+		}
+	}
+	return Policy{}, fmt.Errorf("sim: unknown policy %q", name)
+}
+
+// Machine is the simulated hardware and engine configuration.
+type Machine struct {
+	Curve     Curve
+	DraftStep time.Duration // one batched draft layer
+	Accept    Acceptance
+	Slots     int // concurrent requests (KV slots)
+	Budget    int // verification budget B
+	// PrefillBudget is the prompt tokens an iteration may prefill
+	// (Chunked; 0: 128).
+	PrefillBudget int
+	MaxDepth      int // D_max (0: spec's default)
+	MaxWidth      int // W_max (0: spec's default)
+}
+
+// Baseline is the paper's baseline latency: incremental decoding at batch 8.
+func (m Machine) Baseline() time.Duration { return m.Curve.At(8) }
+
+// Result is one request's outcome.
+type Result struct {
+	Request
+	Admitted, First, Last time.Duration
+	Generated             int
+}
+
+// TTFT is the time from arrival to the first token.
+func (r Result) TTFT() time.Duration { return r.First - r.Arrival }
+
+// TPOT is the SLO metric's: (last − first)/(generated − 1), 0 for one token.
+func (r Result) TPOT() time.Duration {
+	if r.Generated <= 1 {
+		return 0
+	}
+	return (r.Last - r.First) / time.Duration(r.Generated-1)
+}
+
+// Attained says whether the request met its TPOT SLO.
+func (r Result) Attained() bool { return r.TPOT() <= r.TPOTSLO }
+
+// Run is a finished simulation.
+type Run struct {
+	Results    []Result
+	Iterations int
+	Verified   int // tree nodes verified (roots included)
+	Emitted    int // decode tokens emitted by verification
+	Decodes    int // request-iterations that decoded
+	End        time.Duration
+}
+
+type live struct {
+	req      Request
+	res      *Result
+	prefill  int // prompt tokens done
+	seq      spec.Seq
+	deadline int64
+}
+
+// Simulate runs the requests (in arrival order) through the policy on the
+// machine. seed drives the acceptance draws.
+func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
+	if err := m.Curve.Validate(); err != nil {
+		return nil, err
+	}
+	if err := m.Accept.Validate(); err != nil {
+		return nil, err
+	}
+	if m.Slots < 1 || m.Budget < 1 {
+		return nil, fmt.Errorf("sim: slots and budget must be positive (got %d, %d)", m.Slots, m.Budget)
+	}
+	if !slices.IsSortedFunc(reqs, func(a, b Request) int { return int(a.Arrival - b.Arrival) }) {
+		return nil, fmt.Errorf("sim: requests must be in arrival order")
+	}
+	pb := m.PrefillBudget
+	if pb <= 0 {
+		pb = 128
+	}
+	rng := rand.New(rand.NewPCG(seed, 0xacce))
+	sch := &spec.Scheduler{Config: spec.Config{
+		Policy: p.Spec, Budget: m.Budget, Branch: p.Branch, MaxDepth: m.MaxDepth, MaxWidth: m.MaxWidth,
+	}}
+	if p.Spec != spec.Incremental {
+		sch.Drafter = &spec.BeamDrafter{Model: model{m.Accept}}
+	}
+	epoch := time.Unix(0, 0)
+	run := &Run{Results: make([]Result, len(reqs))}
+	var waiting, active []*live
+	next, done := 0, 0
+	now := time.Duration(0)
+	var seqs []*spec.Seq
+	var dec []*live
+	for done < len(reqs) {
+		for next < len(reqs) && reqs[next].Arrival <= now {
+			r := reqs[next]
+			run.Results[next] = Result{Request: r}
+			l := &live{req: r, res: &run.Results[next]}
+			l.deadline = runtime.TTFTDeadline(int64(r.Arrival), float64(r.TTFTSLO)/float64(time.Millisecond))
+			if p.FCFSAdmit {
+				l.deadline = int64(r.Arrival)
+			}
+			waiting = append(waiting, l)
+			next++
+		}
+		if len(active) == 0 && len(waiting) == 0 {
+			now = reqs[next].Arrival
+			continue
+		}
+		for len(waiting) > 0 && len(active) < m.Slots {
+			i := runtime.NextToAdmit(waiting, func(l *live) int64 { return l.deadline })
+			l := waiting[i]
+			waiting = slices.Delete(waiting, i, i+1)
+			l.res.Admitted = now
+			active = append(active, l)
+		}
+
+		// Prompts: whole ones (Preempt) or chunks by deadline (Chunked).
+		tokens, prefilling := 0, false
+		chunk := map[*live]int{}
+		var pre []*live
+		for _, l := range active {
+			if l.prefill < l.req.Prompt {
+				pre = append(pre, l)
+			}
+		}
+		if len(pre) > 0 {
+			if p.Prefill == Preempt {
+				for _, l := range pre {
+					chunk[l] = l.req.Prompt - l.prefill
+					tokens += chunk[l]
+				}
+				prefilling = true
+			} else {
+				slices.SortStableFunc(pre, func(a, b *live) int { return cmpInt64(a.deadline, b.deadline) })
+				left := pb
+				for _, l := range pre {
+					if left == 0 {
+						break
+					}
+					c := min(left, l.req.Prompt-l.prefill)
+					chunk[l], left, tokens = c, left-c, tokens+c
+				}
+			}
+		}
+
+		// Decoding requests: the real scheduler plans their trees.
+		dec, seqs = dec[:0], seqs[:0]
+		if !prefilling {
+			for _, l := range active {
+				if l.prefill == l.req.Prompt {
+					dec = append(dec, l)
+				}
+			}
+			dec = m.batch(p, dec, tokens, sch.Timing.Estimate(), epoch.Add(now))
+			for _, l := range dec {
+				left := l.req.Output - l.res.Generated
+				l.seq.NoSpec = left <= 1
+				l.seq.MaxDepth = max(1, left-1)
+				seqs = append(seqs, &l.seq)
+			}
+		}
+		var trees []*spec.Tree
+		dur := time.Duration(0)
+		if len(seqs) > 0 {
+			var err error
+			if trees, err = sch.Plan(seqs, epoch.Add(now)); err != nil {
+				return nil, err
+			}
+			depth := 0
+			for _, t := range trees {
+				tokens += t.Len()
+				run.Verified += t.Len()
+				depth = max(depth, t.Depth())
+			}
+			if sch.Drafter != nil {
+				// Drafting runs the candidate shape's layers whatever
+				// the selection kept.
+				dur += m.DraftStep * time.Duration(sch.Config.Shape(len(seqs)).Depth+len(sch.Config.Shape(len(seqs)).Branch))
+			}
+		}
+		dur += m.Curve.At(tokens)
+		now += dur
+		run.Iterations++
+		if len(seqs) > 0 {
+			sch.Timing.Observe(dur)
+		}
+
+		for l, c := range chunk {
+			l.prefill += c
+			if l.prefill == l.req.Prompt {
+				l.res.First, l.res.Last, l.res.Generated = now, now, 1
+				l.seq.Tokens = append(make([]int32, 0, l.req.Output+1), 0)
+				l.seq.Start = epoch.Add(now)
+			}
+		}
+		for i, l := range dec {
+			k := min(m.Accept.verify(trees[i], rng), l.req.Output-l.res.Generated)
+			run.Emitted += k
+			run.Decodes++
+			for range k {
+				l.seq.Tokens = append(l.seq.Tokens, 0)
+			}
+			l.res.Generated += k
+			l.res.Last = now
+		}
+		kept := active[:0]
+		for _, l := range active {
+			if l.res.Generated >= l.req.Output {
+				done++
+				continue
+			}
+			kept = append(kept, l)
+		}
+		clear(active[len(kept):])
+		active = kept
+	}
+	run.End = now
+	return run, nil
+}
+
+// batch picks the decoding requests of this iteration: all of them, or
+// under §6.3's dynamic batch size the largest batch whose pass keeps
+// within the tightest TPOT SLO among them, chosen by arrival (FCFS) or by
+// how far behind their SLO they are (STTA).
+func (m Machine) batch(p Policy, dec []*live, prefill int, tspec time.Duration, now time.Time) []*live {
+	if p.Batching == All || len(dec) == 0 {
+		return dec
+	}
+	tight := dec[0].req.TPOTSLO
+	for _, l := range dec {
+		tight = min(tight, l.req.TPOTSLO)
+	}
+	n := len(dec)
+	for n > 1 && m.Curve.At(n+prefill) > tight {
+		n--
+	}
+	if n == len(dec) {
+		return dec
+	}
+	if p.Batching == STTA {
+		behind := func(l *live) float64 {
+			return spec.Target(now.Sub(l.seq.Start), tspec, l.req.TPOTSLO, l.seq.AfterFirst())
+		}
+		slices.SortStableFunc(dec, func(a, b *live) int {
+			x, y := behind(a), behind(b)
+			switch {
+			case x > y:
+				return -1
+			case x < y:
+				return 1
+			}
+			return 0
+		})
+	} else {
+		slices.SortStableFunc(dec, func(a, b *live) int { return int(a.req.Arrival - b.req.Arrival) })
+	}
+	return dec[:n]
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func slicesSortByArrival(r []Result) {
+	slices.SortStableFunc(r, func(a, b Result) int { return int(a.Arrival - b.Arrival) })
+}

@@ -1,0 +1,233 @@
+package sim
+
+import (
+	"bytes"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/spec"
+)
+
+var perfect = Acceptance{Name: "perfect", Cond: [][]float64{{1}}}
+
+// With a flat cost curve and a drafter the target always agrees with, one
+// request speculating alone gains exactly d+1 tokens per iteration (d the
+// depth Shape gives it), so every number of the run is known in closed
+// form.
+func TestFlatPerfectMatchesAnalysis(t *testing.T) {
+	m := Machine{Curve: Flat(time.Millisecond), Accept: perfect, Slots: 1, Budget: 9}
+	d := m.budgetDepth(t)
+	const decodes = 4
+	out := 1 + decodes*(d+1)
+	reqs := []Request{{Prompt: 100, Output: out, TPOTSLO: time.Millisecond}}
+	run, err := Simulate(m, Policy{Name: "adaserve", Spec: spec.AdaServe}, reqs, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1+decodes, run.Iterations, "one prefill iteration, then full trees")
+	require.Equal(t, decodes*(d+1), run.Emitted)
+	require.Equal(t, decodes*d, run.Verified-decodes, "d draft nodes a tree, each accepted, plus the bonus token")
+	r := run.Results[0]
+	require.Equal(t, time.Millisecond, r.First)
+	require.Equal(t, time.Duration(1+decodes)*time.Millisecond, r.Last)
+	require.Equal(t, time.Duration(decodes)*time.Millisecond/time.Duration(out-1), r.TPOT())
+
+	run, err = Simulate(m, Policy{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
+	require.NoError(t, err)
+	require.Equal(t, out, run.Iterations, "one token per iteration")
+	require.Equal(t, time.Millisecond, run.Results[0].TPOT())
+	require.True(t, run.Results[0].Attained(), "a TPOT equal to the SLO meets it")
+}
+
+func (m Machine) budgetDepth(t *testing.T) int {
+	t.Helper()
+	s := (&spec.Config{Budget: m.Budget}).Shape(1)
+	require.Positive(t, s.Depth)
+	return s.Depth
+}
+
+// Acceptance with probability a per depth (no second candidate) makes a
+// chain of depth d yield Σ_{k=0..d} a^k tokens on average; the simulator's
+// verification draws must agree.
+func TestVerifyDrawsMatchExpectation(t *testing.T) {
+	const a, d = 0.7, 4
+	acc := Acceptance{Cond: [][]float64{{a}}}
+	m := Machine{Curve: Flat(time.Millisecond), Accept: acc, Slots: 1, Budget: d + 1, MaxDepth: d, MaxWidth: 1}
+	reqs := []Request{{Prompt: 1, Output: 200000, TPOTSLO: time.Second}}
+	run, err := Simulate(m, Policy{Name: "specinfer", Spec: spec.SpecInfer, Branch: []int{1, 1, 1, 1}}, reqs, 3)
+	require.NoError(t, err)
+	want := 0.0
+	for k := 0; k <= d; k++ {
+		want += math.Pow(a, float64(k))
+	}
+	got := float64(run.Emitted) / float64(run.Decodes)
+	require.InDelta(t, want, got, 0.03, "mean tokens per iteration")
+}
+
+// On a GPU-like curve, where a verification pass of dozens of tokens costs
+// little more than one, AdaServe serves the paper's mix at least as well
+// as incremental decoding and SpecInfer's fixed tree, and strictly better
+// at moderate load, where the urgent category is at risk.
+func TestAdaServeBeatsBaselinesOnGPULikeCurve(t *testing.T) {
+	s := Setting{
+		Name:    "gpu-like",
+		Machine: Machine{Curve: GPULike, DraftStep: 300 * time.Microsecond, Accept: DraftModelAcceptance, Slots: 32, Budget: 64},
+		Mix:     PaperMix, Requests: 120, Loads: []float64{0.5, 1.0}, Seed: 7,
+	}
+	byName := func(names ...string) []Policy {
+		var ps []Policy
+		for _, n := range names {
+			p, err := PolicyByName(n)
+			require.NoError(t, err)
+			ps = append(ps, p)
+		}
+		return ps
+	}
+	rows, err := Sweep(s, byName("adaserve", "incremental", "specinfer", "vllm"))
+	require.NoError(t, err)
+	for i := 0; i < len(rows); i += 4 {
+		ada := rows[i]
+		for _, b := range rows[i+1 : i+4] {
+			require.GreaterOrEqual(t, ada.Attainment, b.Attainment, "load %.2f: adaserve vs %s", ada.Load, b.Policy)
+			require.GreaterOrEqual(t, ada.Goodput, b.Goodput, "load %.2f: adaserve vs %s", ada.Load, b.Policy)
+		}
+	}
+	require.Greater(t, rows[0].Attainment, rows[1].Attainment+0.2, "at half load, incremental misses the urgent SLO")
+	require.Greater(t, rows[0].PerCategory[0], 0.9, "adaserve meets nearly every urgent request at half load")
+}
+
+// The same seed gives the same run; another seed a different one.
+func TestDeterministic(t *testing.T) {
+	m := Machine{Curve: GPULike, Accept: DraftModelAcceptance, Slots: 8, Budget: 32}
+	reqs, err := Generate(Workload{Rate: 200, Requests: 40, Categories: PaperMix, Seed: 5}, m.Baseline())
+	require.NoError(t, err)
+	a, err := Simulate(m, Policies[0], reqs, 1)
+	require.NoError(t, err)
+	b, err := Simulate(m, Policies[0], reqs, 1)
+	require.NoError(t, err)
+	require.Equal(t, a, b)
+	c, err := Simulate(m, Policies[0], reqs, 2)
+	require.NoError(t, err)
+	require.NotEqual(t, a.End, c.End, "other acceptance draws, another schedule")
+}
+
+// Chunked prefill serves prompts earliest TTFT deadline first (the
+// runtime's admission rule): of two requests arriving together, the one
+// with the tighter TTFT SLO gets its first token first although it came
+// second; FCFS admission reverses that.
+func TestPrefillByTTFTDeadline(t *testing.T) {
+	m := Machine{Curve: Flat(time.Millisecond), Accept: perfect, Slots: 4, Budget: 4, PrefillBudget: 64}
+	reqs := []Request{
+		{ID: 0, Prompt: 128, Output: 2, TPOTSLO: time.Second, TTFTSLO: time.Second},
+		{ID: 1, Prompt: 128, Output: 2, TPOTSLO: time.Second, TTFTSLO: 10 * time.Millisecond},
+	}
+	run, err := Simulate(m, Policy{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
+	require.NoError(t, err)
+	require.Less(t, run.Results[1].First, run.Results[0].First)
+	run, err = Simulate(m, Policy{Name: "sarathi", Spec: spec.Incremental, FCFSAdmit: true}, reqs, 1)
+	require.NoError(t, err)
+	require.Less(t, run.Results[0].First, run.Results[1].First)
+}
+
+// vLLM-style prefill preempts decoding: a decoding request makes no
+// progress in the iteration that prefills a newcomer.
+func TestPreemptStallsDecoding(t *testing.T) {
+	m := Machine{Curve: Flat(time.Millisecond), Accept: perfect, Slots: 4, Budget: 4}
+	reqs := []Request{
+		{ID: 0, Prompt: 8, Output: 10, TPOTSLO: time.Second},
+		{ID: 1, Arrival: 3 * time.Millisecond, Prompt: 8, Output: 2, TPOTSLO: time.Second},
+	}
+	vllm, err := PolicyByName("vllm")
+	require.NoError(t, err)
+	run, err := Simulate(m, vllm, reqs, 1)
+	require.NoError(t, err)
+	// 1 prefill + 9 decodes, plus one iteration stolen by the newcomer's
+	// prefill: its last token comes an iteration late.
+	require.Equal(t, 11*time.Millisecond, run.Results[0].Last)
+	sarathi, err := PolicyByName("sarathi")
+	require.NoError(t, err)
+	run, err = Simulate(m, sarathi, reqs, 1)
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Millisecond, run.Results[0].Last)
+}
+
+func TestWorkload(t *testing.T) {
+	const n, rate = 20000, 50.0
+	for _, arr := range []Arrivals{Poisson, Bursty} {
+		reqs, err := Generate(Workload{Rate: rate, Requests: n, Arrivals: arr, Categories: PaperMix, Seed: 9}, time.Millisecond)
+		require.NoError(t, err)
+		span := reqs[n-1].Arrival.Seconds()
+		require.InDelta(t, rate, n/span, rate*0.05, "%v: mean rate", arr)
+		var gaps []float64
+		share := make([]float64, len(PaperMix))
+		for i, r := range reqs {
+			share[r.Category]++
+			c := PaperMix[r.Category]
+			require.True(t, r.Prompt >= c.Prompt[0] && r.Prompt <= c.Prompt[1] && r.Output >= c.Output[0] && r.Output <= c.Output[1])
+			require.Equal(t, time.Duration(c.TPOTx*float64(time.Millisecond)), r.TPOTSLO)
+			if i > 0 {
+				gaps = append(gaps, (r.Arrival - reqs[i-1].Arrival).Seconds())
+			}
+		}
+		for c := range share {
+			require.InDelta(t, PaperMix[c].Share, share[c]/n, 0.02)
+		}
+		mean, sq := 0.0, 0.0
+		for _, g := range gaps {
+			mean += g
+		}
+		mean /= float64(len(gaps))
+		for _, g := range gaps {
+			sq += (g - mean) * (g - mean)
+		}
+		cv2 := sq / float64(len(gaps)) / (mean * mean)
+		want := map[Arrivals]float64{Poisson: 1, Bursty: 4}[arr]
+		require.InDelta(t, want, cv2, want*0.2, "%v: squared coefficient of variation", arr)
+	}
+	for _, w := range []Workload{
+		{Rate: 0, Requests: 1, Categories: PaperMix},
+		{Rate: math.Inf(1), Requests: 1, Categories: PaperMix},
+		{Rate: 1, Requests: 0, Categories: PaperMix},
+		{Rate: 1, Requests: 1},
+		{Rate: 1, Requests: 1, Categories: []Category{{Name: "x", Share: 1, TPOTx: 1, Prompt: [2]int{5, 1}, Output: [2]int{1, 1}}}},
+	} {
+		_, err := Generate(w, time.Millisecond)
+		require.Error(t, err, "%+v", w)
+	}
+}
+
+func TestCurve(t *testing.T) {
+	require.NoError(t, GPULike.Validate())
+	require.Equal(t, 1450*time.Microsecond, GPULike.At(1))
+	require.Equal(t, 1450*time.Microsecond, GPULike.At(0))
+	require.Equal(t, (2510+2680)*time.Microsecond/2, GPULike.At(24))
+	require.Equal(t, 7850*time.Microsecond+(7850-4820)*time.Microsecond, GPULike.At(384), "extrapolates the last segment")
+	for _, c := range []Curve{
+		{Name: "empty"},
+		{Name: "unsorted", N: []int{1, 4, 2}, T: []time.Duration{1, 2, 3}},
+		{Name: "falls", N: []int{1, 2}, T: []time.Duration{2, 1}},
+		{Name: "zero", N: []int{0}, T: []time.Duration{1}},
+	} {
+		require.Error(t, c.Validate(), c.Name)
+	}
+	require.Error(t, Acceptance{Cond: [][]float64{{0.7, 0.5}}}.Validate(), "sums past 1")
+	require.Error(t, Acceptance{Cond: [][]float64{{0.1, 0.5}}}.Validate(), "not descending")
+	_, err := Simulate(Machine{Curve: Flat(1), Accept: perfect}, Policies[0], nil, 1)
+	require.Error(t, err, "no slots")
+}
+
+func TestCSVAndSVG(t *testing.T) {
+	rows := []Row{{Setting: "s", Policy: "adaserve", Load: 0.5, Rate: 3, Metrics: Metrics{Requests: 2, Attainment: 0.5, PerCategory: []float64{1, 0, 0}}}}
+	var b bytes.Buffer
+	require.NoError(t, WriteCSV(&b, rows, PaperMix))
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 2)
+	require.Equal(t, len(strings.Split(lines[0], ",")), len(strings.Split(lines[1], ",")))
+	b.Reset()
+	require.NoError(t, PlotRows(&b, "t<&>", "y", rows, func(r Row) float64 { return r.Attainment }))
+	require.Contains(t, b.String(), "t&lt;&amp;&gt;")
+	require.Contains(t, b.String(), "<polyline")
+	require.Error(t, PlotSVG(&b, "", "", "", nil))
+}

@@ -1,0 +1,132 @@
+package sim
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// Setting is one machine with the workload family it is swept over.
+type Setting struct {
+	Name     string
+	Machine  Machine
+	Mix      []Category
+	Arrivals Arrivals
+	Requests int
+	// Loads are request rates as fractions of Capacity.
+	Loads []float64
+	Seed  uint64
+}
+
+// Capacity is a rough rate (requests/s) at which incremental decoding with
+// every slot busy keeps up with arrivals: Slots / (T(Slots) · mean output).
+// Sweeps are given relative to it so that one list of loads spans light
+// load to overload on any curve.
+func (s Setting) Capacity() float64 {
+	total, mean := 0.0, 0.0
+	for _, c := range s.Mix {
+		total += c.Share
+		mean += c.Share * float64(c.Output[0]+c.Output[1]) / 2
+	}
+	mean /= total
+	return float64(s.Machine.Slots) / (s.Machine.Curve.At(s.Machine.Slots).Seconds() * mean)
+}
+
+// Row is one point of a sweep.
+type Row struct {
+	Setting string
+	Policy  string
+	Load    float64 // fraction of Capacity
+	Rate    float64 // requests/s
+	Metrics
+}
+
+// Sweep runs every policy at every load of the setting on the same
+// generated workloads (the same requests for every policy at one load).
+func Sweep(s Setting, policies []Policy) ([]Row, error) {
+	var rows []Row
+	for li, load := range s.Loads {
+		rate := load * s.Capacity()
+		reqs, err := Generate(Workload{Rate: rate, Requests: s.Requests, Arrivals: s.Arrivals, Categories: s.Mix, Seed: s.Seed + uint64(li)}, s.Machine.Baseline())
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range policies {
+			run, err := Simulate(s.Machine, p, reqs, s.Seed+uint64(li))
+			if err != nil {
+				return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
+			}
+			rows = append(rows, Row{Setting: s.Name, Policy: p.Name, Load: load, Rate: rate, Metrics: Summarize(run, len(s.Mix))})
+		}
+	}
+	return rows, nil
+}
+
+// SepPipe is §6.3's separate-pipelines strategy: one engine (a replica of
+// the whole machine) per category, each running incremental decoding on
+// its own category's requests. Its goodput is the sum over the replicas,
+// with three times the hardware of the others.
+func SepPipe(s Setting) ([]Row, error) {
+	var rows []Row
+	for li, load := range s.Loads {
+		rate := load * s.Capacity()
+		reqs, err := Generate(Workload{Rate: rate, Requests: s.Requests, Arrivals: s.Arrivals, Categories: s.Mix, Seed: s.Seed + uint64(li)}, s.Machine.Baseline())
+		if err != nil {
+			return nil, err
+		}
+		row := Row{Setting: s.Name, Policy: "seppipe", Load: load, Rate: rate, Metrics: Metrics{Requests: len(reqs), PerCategory: make([]float64, len(s.Mix))}}
+		var all Run
+		for c := range s.Mix {
+			var part []Request
+			for _, r := range reqs {
+				if r.Category == c {
+					part = append(part, r)
+				}
+			}
+			if len(part) == 0 {
+				continue
+			}
+			run, err := Simulate(s.Machine, Policy{Name: "seppipe", Spec: Policies[4].Spec}, part, s.Seed+uint64(li))
+			if err != nil {
+				return nil, err
+			}
+			all.Results = append(all.Results, run.Results...)
+			all.End = max(all.End, run.End)
+			all.Emitted, all.Decodes = all.Emitted+run.Emitted, all.Decodes+run.Decodes
+		}
+		// Results back in arrival order for the span.
+		slicesSortByArrival(all.Results)
+		row.Metrics = Summarize(&all, len(s.Mix))
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// WriteCSV writes rows with a header.
+func WriteCSV(w io.Writer, rows []Row, mix []Category) error {
+	cw := csv.NewWriter(w)
+	head := []string{"setting", "policy", "load", "rate_rps", "requests", "attainment", "goodput_tps", "throughput_tps",
+		"mean_tpot_ms", "p99_tpot_ms", "mean_ttft_ms", "p99_ttft_ms", "tokens_per_decode"}
+	for _, c := range mix {
+		head = append(head, "attain_"+c.Name)
+	}
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 4, 64) }
+	ms := func(d time.Duration) string { return f(float64(d) / 1e6) }
+	for _, r := range rows {
+		rec := []string{r.Setting, r.Policy, f(r.Load), f(r.Rate), strconv.Itoa(r.Requests), f(r.Attainment), f(r.Goodput), f(r.Throughput),
+			ms(r.MeanTPOT), ms(r.P99TPOT), ms(r.MeanTTFT), ms(r.P99TTFT), f(r.TokensPerDec)}
+		for _, a := range r.PerCategory {
+			rec = append(rec, f(a))
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
