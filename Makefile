@@ -314,15 +314,20 @@ clean:
 
 # The CUDA backend's GPU check, for a machine with an NVIDIA GPU and no Go:
 # `make gpu-bundle` builds the GPU test binaries (cgo off: purego needs no
-# cgo) and a 4-layer copy of the default model (small enough to carry);
-# `tests/gpu/check.sh` runs them there with LMSTREAM_REQUIRE_GPU=1.
+# cgo), a 4-layer copy of the default model (small enough to carry) and
+# the library with two C programs (the conformance vectors, and a stream
+# through the C ABI with "backend": "cuda"); `tests/gpu/check.sh` runs them
+# there with LMSTREAM_REQUIRE_GPU=1.
 GPU_BUNDLE := $(BUILD)/gpu
-gpu-bundle: $(MODEL_PATH)
+gpu-bundle: $(MODEL_PATH) $(LIB) $(BUILD)/stream
 	@mkdir -p $(GPU_BUNDLE)
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/cuda.test ./core/cuda
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/cu.test ./core/cuda/cu
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/nvrtc.test ./core/cuda/nvrtc
 	$(GO) run ./tests/gpu/trim -layers 4 $(MODEL_PATH) $(GPU_BUNDLE)/model.gguf
+	$(MAKE) -C tests/c ../../$(BUILD)/tests/conformance
+	strip --strip-unneeded -o $(GPU_BUNDLE)/liblmstream.so.0 $(BUILD)/liblmstream.so.0
+	cp $(BUILD)/stream $(BUILD)/tests/conformance $(GPU_BUNDLE)/
 
 # The AdaServe evaluation in the simulator (spec/sim): request-rate sweeps of
 # every policy on a GPU-like curve and on the curve the CPU engine measures

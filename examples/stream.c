@@ -1,7 +1,7 @@
 /*
 ** stream.c — stream a generation through liblmstream from C.
 **
-**   stream [--replay] [--model PATH] [PROMPT]
+**   stream [--replay] [--model PATH] [--backend cpu|cuda] [PROMPT]
 **   stream --help
 **
 ** Waits on the channel's readiness descriptor with poll() and drains it with
@@ -63,7 +63,7 @@ static char *json_string(const char *s) {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: stream [--model PATH] [PROMPT]\n"
+            "usage: stream [--model PATH] [--backend cpu|cuda] [PROMPT]\n"
             "       stream --replay\n"
             "\n"
             "Streams a chat answer to PROMPT from a GGUF model through liblmstream,\n"
@@ -71,6 +71,8 @@ static void usage(FILE *f) {
             "\n"
             "  --model PATH  the model (default " DEFAULT_MODEL ";\n"
             "                `make model` at the repository root fetches it)\n"
+            "  --backend B   run the model on the CPU (cpu, the default) or an NVIDIA\n"
+            "                GPU (cuda: needs its driver and NVRTC, found at run time)\n"
             "  --replay      stream a scripted answer from the test backend, no model\n"
             "  -h, --help    show this help\n");
 }
@@ -91,6 +93,7 @@ static int show_progress(const char *stage, double fraction, void *user) {
 int main(int argc, char **argv) {
     int replay = 0;
     const char *model = DEFAULT_MODEL;
+    const char *backend = "cpu";
     const char *prompt = NULL;
     /* Every argument is checked before anything loads: a mistake costs no
     ** model load, and "--help" is never taken for a prompt. */
@@ -107,6 +110,12 @@ int main(int argc, char **argv) {
                 return 2;
             }
             model = argv[++i];
+        } else if (!strcmp(argv[i], "--backend")) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "stream: --backend needs a name (cpu or cuda)\n");
+                return 2;
+            }
+            backend = argv[++i];
         } else if (!strcmp(argv[i], "--")) {
             if (i + 2 != argc || prompt) {
                 fprintf(stderr, "stream: one prompt after --, quoted as one argument\n");
@@ -147,9 +156,10 @@ int main(int argc, char **argv) {
         rc = create_replay(&rt, err, sizeof err);
         req = replay_request();
     } else {
-        char *m = json_string(model), *pr = json_string(prompt);
-        char *cfg = malloc(strlen(m) + 64);
-        sprintf(cfg, "{\"model_path\":%s}", m);
+        char *m = json_string(model), *pr = json_string(prompt), *b = json_string(backend);
+        char *cfg = malloc(strlen(m) + strlen(b) + 64);
+        sprintf(cfg, "{\"backend\":%s,\"model_path\":%s}", b, m);
+        free(b);
         rc = lms_runtime_create_with_progress(cfg, isatty(2) ? show_progress : NULL, NULL, &rt, err, sizeof err);
         req = malloc(strlen(pr) + 128);
         sprintf(req, "{\"messages\":[{\"role\":\"user\",\"content\":%s}],\"max_tokens\":200}", pr);
