@@ -16,7 +16,7 @@
 #   make model    fetch MODEL into models/ and verify it
 #
 # MODEL is a model's name or a path to a .gguf: smollm2-135m (the default),
-# qwen2.5-coder-0.5b or qwen2.5-coder-1.5b (tests/scripts/fetch_model.sh
+# qwen2.5-coder-0.5b, qwen2.5-coder-1.5b or gemma3-270m (tests/scripts/fetch_model.sh
 # --names), e.g. `make model run MODEL=qwen2.5-coder-1.5b`.
 #   make install  the library, lmstream.h, lmstream.hpp and lmstream.pc under
 #                 PREFIX (/usr/local), staged under DESTDIR if set; make uninstall
