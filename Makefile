@@ -50,7 +50,7 @@ FETCH    := bash tests/scripts/fetch_model.sh
 MODEL_PATH := $(shell $(FETCH) --path '$(MODEL)')
 MODEL_NAMES := $(shell $(FETCH) --names)
 # The models `make test` fetches: the engine's correctness tests run on them.
-TEST_MODELS := smollm2-135m qwen2.5-coder-0.5b
+TEST_MODELS := smollm2-135m qwen2.5-coder-0.5b gemma3-270m
 FUZZTIME ?= 5m
 # CI and `make test` fuzz each target briefly, by execution count (about 15 s
 # each here); `make fuzz` for real. FUZZ_SMOKE=N sets one count for all.
@@ -137,7 +137,7 @@ vet:
 test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixir test-readme
 
 # The real-model tests of the engine (greedy speculative equality, golden
-# logits, perplexity; SmolLM2 and Qwen2.5-Coder 0.5B) are too slow under the
+# logits, perplexity; SmolLM2, Qwen2.5-Coder 0.5B, Gemma 3 270M) are too slow under the
 # race detector and skip there, so those packages also run without it.
 # NVRTC comes from the PyPI wheel (make deps), so the kernel compile tests
 # must find it, not skip.

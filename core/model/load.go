@@ -99,10 +99,10 @@ type Model struct {
 	// ropeLocal is ropeFreq from RopeThetaLocal (local layers), nil when
 	// every layer uses ropeFreq.
 	ropeLocal []float64
-	pool     *quant.Pool
-	arena    *quant.Arena // the packed weights; freed by Close
-	closed   bool
-	s        scratch
+	pool      *quant.Pool
+	arena     *quant.Arena // the packed weights; freed by Close
+	closed    bool
+	s         scratch
 }
 
 // Load reads the model of a GGUF file and checks its configuration and

@@ -99,7 +99,48 @@ func sameModels(t *testing.T) map[string]sameSpec {
 	q := defaultTiny(quant.Q8_0)
 	q.arch = "qwen2"
 	return map[string]sameSpec{"F32": {defaultTiny(quant.F32), tolSame}, "Q4_1": {defaultTiny(quant.Q4_1), tolSameQ4_1},
-		"Q6_K": {defaultTiny(quant.Q6_K), tolSame}, "qwen2-Q8_0": {q, tolSame}}
+		"Q6_K": {defaultTiny(quant.Q6_K), tolSame}, "qwen2-Q8_0": {q, tolSame},
+		"gemma3-window4": {tinyGemma(4), tolSame}, "gemma3-window1": {tinyGemma(1), tolSame}}
+}
+
+// tinyGemma is a tiny Gemma 3 whose even layers are local with the given
+// sliding window (pattern 2), so that chains, decoding and tree branches
+// of a few tokens already run past it. A window of 1 (a token sees only
+// itself) cuts even into a tree branch's extra entries.
+func tinyGemma(window int) tinySpec {
+	s := defaultTiny(quant.Q8_0)
+	s.arch = "gemma3"
+	s.kv = map[string]any{
+		"gemma3.attention.sliding_window":         uint32(window),
+		"gemma3.attention.sliding_window_pattern": uint32(2),
+	}
+	return s
+}
+
+// TestGemmaWindowMasks checks that the window masks: when every layer is
+// local (window 4, 2 layers), the last token's logits depend only on the
+// last layers·(4-1)+1 = 7 tokens (each layer reaches 3 positions further
+// back), so two chains that differ only before those give the same
+// logits; with a global layer they differ.
+func TestGemmaWindowMasks(t *testing.T) {
+	all := tinyGemma(4)
+	all.kv["gemma3.attention.sliding_window_pattern"] = uint32(all.layers + 1) // every layer local
+	for _, tc := range []struct {
+		spec tinySpec
+		same bool
+	}{{all, true}, {tinyGemma(4), false}} {
+		m, _ := tinyModel(t, tc.spec, 2)
+		r := rand.New(rand.NewPCG(9, 9))
+		a := randTokens(r, 10, m.Config().Vocab)
+		b := append(randTokens(r, 3, m.Config().Vocab), a[3:]...) // the same last 7
+		la := run(t, m, new(Batch).chain(m.NewCache(16), a, false))
+		lb := run(t, m, new(Batch).chain(m.NewCache(16), b, false))
+		if tc.same {
+			require.Less(t, maxRelDiff(la[0], lb[0]), tolSame)
+		} else {
+			require.Greater(t, maxRelDiff(la[0], lb[0]), 1e-3)
+		}
+	}
 }
 
 func TestChainEqualsStepwise(t *testing.T) {

@@ -24,19 +24,23 @@ import (
 // model MODEL=gemma3-270m` fetches the model; without it the tests skip.
 const gemmaFile = "gemma-3-270m-q4_k_m.gguf"
 
-// Tolerances against llama.cpp, from measurements (2 threads, CPU, AVX2):
-// see the log lines of each test for the measured values.
+// Tolerances against llama.cpp (llama-cpp-python 0.3.36), from
+// measurements (2 threads, CPU, AVX2). llama.cpp's CPU GELU rounds its
+// input to float16 and reads a float16 table; ours is the tanh formula in
+// float32. That is most of the gap: rounding the GELU input to float16 in
+// our pass (an experiment, not kept) moves our perplexity on the passage
+// from 15.81 to 15.51, toward llama.cpp's 15.33.
 //
-//   - tolGemmaGolden: top-5 logits differ by at most the measured worst
-//     (logged), well under this bound; both engines quantize activations to
-//     8 bits and keep K/V in float16, in different orders, and llama.cpp's
-//     GELU reads a float16 table.
-//   - tolGemmaPerplexity: relative, against llama.cpp's perplexity on the
-//     same tokens.
+//   - tolGemmaGolden: top-5 logits differ by 0.04–0.48 (logits of 5–30),
+//     0.46 at position 600 of the long prompt. Without the sliding window
+//     (every layer global) that position is off by 9.6: the window is what
+//     makes the positions past 512 agree. 1.0 is twice the worst.
+//   - tolGemmaTie: as tolQwenTie; all 72 greedy tokens match, no near-tie.
+//   - tolGemmaPerplexity: 15.81 against 15.33 (3.1%).
 const (
-	tolGemmaGolden     = 5.0
+	tolGemmaGolden     = 1.0
 	tolGemmaTie        = 0.5
-	tolGemmaPerplexity = 0.02
+	tolGemmaPerplexity = 0.05
 )
 
 func gemma(t *testing.T) (*Model, *tokenizer.Tokenizer, *qwenGolden) {
@@ -94,8 +98,7 @@ func TestGemmaConfig(t *testing.T) {
 // ids (BOS first: the model adds it) in one chain pass with every logit;
 // at every recorded position the same top-1, llama.cpp's top-5 logits
 // within tolGemmaGolden, the same top-5 set but for near-ties. The fourth
-// prompt is 1,449 tokens, positions 600 and 1000 and beyond lie past the
-// window.
+// prompt is 725 tokens: positions 520, 600 and 724 lie past the window.
 func TestGemmaGoldenTop5(t *testing.T) {
 	m, tok, g := gemma(t)
 	require.Len(t, g.Logits, 4)
@@ -111,11 +114,6 @@ func TestGemmaGoldenTop5(t *testing.T) {
 				worst = max(worst, d)
 				require.Less(t, d, tolGemmaGolden, "%.40q position %d token %d", p.Text, pos.Pos, id)
 			}
-			pw := 0.0
-			for j, id := range pos.Top5 {
-				pw = max(pw, math.Abs(float64(row[id]-pos.Logits[j])))
-			}
-			t.Logf("DEBUG %d pos %d worst %.3f top1 %.2f", len(p.Tokens), pos.Pos, pw, pos.Logits[0])
 			fifth := float64(pos.Logits[4])
 			for _, id := range top(row, 5) {
 				if !contains(pos.Top5, id) {

@@ -45,8 +45,8 @@ LOGIT_PROMPTS = [
     "The quick brown fox jumps over the lazy dog. In 2024, about 8,100 million people lived on Earth, and",
     "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n",
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
-    # Past the sliding window (512): the passage four times over.
-    (PASSAGE + "\n\n") * 4,
+    # Past the sliding window (512): the passage twice over.
+    (PASSAGE + "\n\n") * 2,
 ]
 
 GREEDY_QUESTIONS = [
@@ -93,13 +93,13 @@ def main():
     for text in LOGIT_PROMPTS:
         toks = tokenize(text, bos=True)
         if len(toks) > 512:
-            assert len(toks) > 1024, len(toks)
+            assert len(toks) > 640, len(toks)
         llm.reset()
         llm.eval(toks)
         logits = np.array(llm.scores[: len(toks)], dtype=np.float32)
         n = len(toks)
         rows = []
-        for p in sorted({0, n // 3, (2 * n) // 3, n - 1} | ({600, 1000} if n > 1024 else set())):
+        for p in sorted({0, n // 3, (2 * n) // 3, n - 1} | ({520, 600} if n > 640 else set())):
             top = np.argsort(-logits[p], kind="stable")[:5]
             rows.append({"pos": p,
                          "top5": [int(i) for i in top],
