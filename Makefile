@@ -244,7 +244,7 @@ test-install: $(LIB)
 # LMSTREAM_PEER_LLAMA_BENCH to a llama-bench binary (or LMSTREAM_PEER_PYTHON
 # to a Python with llama-cpp-python) built outside this repository to get
 # llama.cpp's figures side by side; BENCH_ROUNDS measurements per figure.
-BENCH_MODELS ?= smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b
+BENCH_MODELS ?= smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b gemma3-270m
 BENCH_ROUNDS ?= 3
 bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	$(GO) build -o $(BUILD)/lmsbench ./core/cmd/lmsbench
