@@ -1,6 +1,8 @@
 package model
 
 import (
+	"maps"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -403,6 +405,56 @@ func TestLoadErrors(t *testing.T) {
 	_, err = Load(tinyGGUF(t, spec, nil), 1)
 	require.ErrorContains(t, err, `architecture "gpt2" is not supported`)
 	require.True(t, strings.Contains(err.Error(), "llama"))
+}
+
+// TestGemmaLoadErrors: Gemma 3's own metadata and tensors are checked as
+// the rest are, each error naming what is wrong.
+func TestGemmaLoadErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		kv   map[string]any
+		bad  string // a tensor given the wrong shape
+		want string
+	}{
+		"zero window":         {kv: map[string]any{"gemma3.attention.sliding_window": uint32(0)}, want: "gemma3.attention.sliding_window"},
+		"negative capping":    {kv: map[string]any{"gemma3.final_logit_softcapping": float32(-3)}, want: "final_logit_softcapping is -3"},
+		"value length":        {kv: map[string]any{"gemma3.attention.value_length": uint32(32)}, want: "value_length 32 ≠ key_length 64"},
+		"q norm shape":        {bad: "blk.1.attn_q_norm.weight", want: "blk.1.attn_q_norm.weight has dims [65]"},
+		"post ffn norm shape": {bad: "blk.0.post_ffw_norm.weight", want: "blk.0.post_ffw_norm.weight"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := tinyGemma(4)
+			maps.Copy(s.kv, tc.kv)
+			f := tinyGGUF(t, s, func(n string, dims []int) []int {
+				if n == tc.bad {
+					return []int{dims[0] + 1}
+				}
+				return nil
+			})
+			_, err := Load(f, 1)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestGemmaSoftcap: with final_logit_softcapping c every logit lies in
+// (-c, c), and is c·tanh(z/c) of the uncapped one.
+func TestGemmaSoftcap(t *testing.T) {
+	plain, _ := tinyModel(t, tinyGemma(4), 1)
+	s := tinyGemma(4)
+	s.kv["gemma3.final_logit_softcapping"] = float32(2)
+	capped, _ := tinyModel(t, s, 1)
+	require.Equal(t, float32(2), capped.Config().LogitSoftcap)
+	toks := randTokens(rand.New(rand.NewPCG(5, 5)), 6, plain.Config().Vocab)
+	a := run(t, plain, new(Batch).chain(plain.NewCache(8), toks, true))
+	b := run(t, capped, new(Batch).chain(capped.NewCache(8), toks, true))
+	big := false
+	for i := range a {
+		for j, z := range a[i] {
+			require.InDelta(t, 2*math.Tanh(float64(z)/2), b[i][j], 1e-5)
+			big = big || math.Abs(float64(z)) > 2
+		}
+	}
+	require.True(t, big, "some uncapped logit exceeds the cap")
 }
 
 func TestForwardAllocatesNothingWhenWarm(t *testing.T) {
