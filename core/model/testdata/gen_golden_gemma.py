@@ -25,10 +25,12 @@ real_gemma_test.go reads the output and checks Forward against it:
   (as the Go test does), up to N_GREEDY tokens or an end-of-generation
   token. Each step also records the margin between the chosen token's
   logit and the runner-up's, so a near-tie that flips is recognisable.
-- "perplexity": llama.cpp's perplexity on the first PPL_TOKENS tokens of
-  testdata/passage.txt, in one batch, for comparison with ours (the test's
-  threshold is set from our own measured value). A prefix, not the whole
-  passage, keeps the Go test short on the portable kernels.
+  (The answers echo the question: this file behaves like the pretrained
+  model, not the instruction-tuned one; they are compared all the same.)
+- "perplexity": llama.cpp's perplexity on BOS and the first tokens of
+  testdata/passage.txt (PPL_TOKENS in all), in one batch, for comparison
+  with ours. A prefix, not the whole passage, keeps the Go test short on
+  the portable kernels.
 """
 import json
 import sys
