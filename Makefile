@@ -16,7 +16,7 @@
 #   make model    fetch MODEL into models/ and verify it
 #
 # MODEL is a model's name or a path to a .gguf: smollm2-135m (the default),
-# qwen2.5-coder-0.5b or qwen2.5-coder-1.5b (tests/scripts/fetch_model.sh
+# qwen2.5-coder-0.5b, qwen2.5-coder-1.5b or gemma3-270m (tests/scripts/fetch_model.sh
 # --names), e.g. `make model run MODEL=qwen2.5-coder-1.5b`.
 #   make install  the library, lmstream.h, lmstream.hpp and lmstream.pc under
 #                 PREFIX (/usr/local), staged under DESTDIR if set, and the
@@ -53,7 +53,7 @@ FETCH    := bash tests/scripts/fetch_model.sh
 MODEL_PATH := $(shell $(FETCH) --path '$(MODEL)')
 MODEL_NAMES := $(shell $(FETCH) --names)
 # The models `make test` fetches: the engine's correctness tests run on them.
-TEST_MODELS := smollm2-135m qwen2.5-coder-0.5b
+TEST_MODELS := smollm2-135m qwen2.5-coder-0.5b gemma3-270m
 FUZZTIME ?= 5m
 # CI and `make test` fuzz each target briefly, by execution count (about 15 s
 # each here); `make fuzz` for real. FUZZ_SMOKE=N sets one count for all.
@@ -149,7 +149,7 @@ vet:
 test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixir test-readme test-serve
 
 # The real-model tests of the engine (greedy speculative equality, golden
-# logits, perplexity; SmolLM2 and Qwen2.5-Coder 0.5B) are too slow under the
+# logits, perplexity; SmolLM2, Qwen2.5-Coder 0.5B, Gemma 3 270M) are too slow under the
 # race detector and skip there, so those packages also run without it.
 # NVRTC comes from the PyPI wheel (make deps), so the kernel compile tests
 # must find it, not skip.
@@ -264,7 +264,7 @@ test-install: $(LIB)
 # LMSTREAM_PEER_LLAMA_BENCH to a llama-bench binary (or LMSTREAM_PEER_PYTHON
 # to a Python with llama-cpp-python) built outside this repository to get
 # llama.cpp's figures side by side; BENCH_ROUNDS measurements per figure.
-BENCH_MODELS ?= smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b
+BENCH_MODELS ?= smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b gemma3-270m
 BENCH_ROUNDS ?= 3
 bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	$(GO) build -o $(BUILD)/lmsbench ./core/cmd/lmsbench

@@ -51,7 +51,7 @@ type Template interface {
 }
 
 // ByName returns the template family called name: "chatml", "llama2",
-// "llama3" or "zephyr". The ChatML family returned here has no default
+// "llama3", "zephyr" or "gemma". The ChatML family returned here has no default
 // system message; Detect finds one in a model's template when it has one.
 func ByName(name string) (Template, error) {
 	switch name {
@@ -63,8 +63,10 @@ func ByName(name string) (Template, error) {
 		return Llama3{}, nil
 	case "zephyr":
 		return Zephyr{}, nil
+	case "gemma":
+		return Gemma{}, nil
 	}
-	return nil, fmt.Errorf("chat: unknown template %q (known: chatml, llama2, llama3, zephyr)", name)
+	return nil, fmt.Errorf("chat: unknown template %q (known: chatml, llama2, llama3, zephyr, gemma)", name)
 }
 
 // Detect chooses the family of a model's tokenizer.chat_template by markers
@@ -82,6 +84,8 @@ func Detect(chatTemplate string) (Template, error) {
 		return ChatML{DefaultSystem: chatMLDefaultSystem(chatTemplate)}, nil
 	case has("[INST]") && has("<<SYS>>"):
 		return Llama2{}, nil
+	case has("<start_of_turn>") && has("<end_of_turn>"):
+		return Gemma{}, nil
 	case has("<|user|>") && has("<|assistant|>") && !has("<|end|>"):
 		// Phi-3 uses the same role tags but ends turns with <|end|>
 		// rather than the EOS token.
@@ -292,6 +296,62 @@ func (Zephyr) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
 		b.WriteString("<|assistant|>\n")
 	}
 	return b.String(), nil
+}
+
+// Gemma is Gemma's format (Gemma 2 and 3):
+//
+//	<bos><start_of_turn>user\n{content}<end_of_turn>\n<start_of_turn>model\n...
+//
+// The assistant's role is called "model". Gemma has no system role: a
+// leading system message becomes the start of the first user turn,
+// followed by a blank line. Contents are stripped of surrounding
+// whitespace (the system message is not), and turns must alternate user,
+// assistant, user, ... as the reference template insists.
+type Gemma struct{}
+
+func (Gemma) Name() string { return "gemma" }
+
+func (Gemma) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+	if err := check(msgs); err != nil {
+		return "", err
+	}
+	prefix := ""
+	if len(msgs) > 0 && msgs[0].Role == RoleSystem {
+		prefix, msgs = msgs[0].Content+"\n\n", msgs[1:]
+	}
+	var b strings.Builder
+	b.WriteString("<bos>")
+	for i, m := range msgs {
+		if (m.Role == RoleUser) != (i%2 == 0) {
+			return "", fmt.Errorf("chat: gemma: message %d is %q; roles must alternate user/assistant/user/...", i, m.Role)
+		}
+		role := m.Role
+		if role == RoleAssistant {
+			role = "model"
+		}
+		b.WriteString("<start_of_turn>")
+		b.WriteString(role)
+		b.WriteString("\n")
+		if i == 0 {
+			b.WriteString(prefix)
+		}
+		b.WriteString(pyStrip(m.Content))
+		b.WriteString("<end_of_turn>\n")
+	}
+	if addGenerationPrompt {
+		b.WriteString("<start_of_turn>model\n")
+	}
+	return b.String(), nil
+}
+
+// ForArch is the family a model of GGUF architecture arch speaks when its
+// file ships no chat template (Gemma 3 GGUFs often do not), or nil.
+func ForArch(arch string) Template {
+	switch arch {
+	case "gemma", "gemma2", "gemma3":
+		return Gemma{}
+	}
+	return nil
 }
 
 // pyStrip is Python's str.strip(), which the reference templates call

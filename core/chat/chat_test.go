@@ -31,6 +31,40 @@ const (
 // qwen25Template is Qwen2.5-Coder-0.5B-Instruct's, as its GGUF ships it
 // (tokenizer.chat_template; the 1.5B's differs only in the tools branch).
 // It opens the system turn three times; only the last is the default text.
+// gemmaTemplate is Gemma 3's template (google/gemma-3-*-it), its text
+// parts: a list content's image items are beyond what Message carries.
+const gemmaTemplate = `{{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- endif -%}
+    {{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%}
+`
+
 const qwen25Template = `{%- if tools %}
     {{- '<|im_start|>system\n' }}
     {%- if messages[0]['role'] == 'system' %}
@@ -182,6 +216,29 @@ func TestZephyr(t *testing.T) {
 		"<|system|>\nBe nice.</s>\n<|user|>\nHello</s>\n<|assistant|>\nHi!</s>\n<|user|>\nBye</s>\n<|assistant|>\n",
 		render(t, tm, []Message{sys("Be nice."), user("Hello"), asst("Hi!"), user("Bye")}, true))
 	assert.Equal(t, "<|user|>\nHello</s>\n", render(t, tm, []Message{user("Hello")}, false))
+}
+
+func TestGemma(t *testing.T) {
+	tm := Gemma{}
+	assert.Equal(t,
+		"<bos><start_of_turn>user\nBe nice.\n\nHello<end_of_turn>\n<start_of_turn>model\nHi!<end_of_turn>\n"+
+			"<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n",
+		render(t, tm, []Message{sys("Be nice."), user(" Hello\n"), asst("Hi!"), user("Bye")}, true))
+	assert.Equal(t, "<bos><start_of_turn>user\nHello<end_of_turn>\n", render(t, tm, []Message{user("Hello")}, false))
+	_, err := tm.Render([]Message{asst("first"), user("second")}, true)
+	assert.ErrorContains(t, err, "roles must alternate")
+	_, err = tm.Render([]Message{user("a"), user("b")}, true)
+	assert.ErrorContains(t, err, "roles must alternate")
+	fam, err := Detect(gemmaTemplate)
+	require.NoError(t, err)
+	assert.Equal(t, "gemma", fam.Name())
+	assert.Equal(t, Gemma{}, ForArch("gemma3"))
+	assert.Nil(t, ForArch("llama"))
+	m := ForFamily(Gemma{})
+	assert.Equal(t, "gemma", m.Name())
+	got, err := m.Render([]Message{user("Hello")}, true)
+	require.NoError(t, err)
+	assert.Equal(t, "<bos><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n", got)
 }
 
 func TestRoleErrors(t *testing.T) {

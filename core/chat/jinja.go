@@ -128,6 +128,10 @@ func ForModel(text, bos, eos string) (*Model, error) {
 	return m, nil
 }
 
+// ForFamily is a Model rendered by a family alone: for a model whose file
+// ships no template text but whose family is known (ForArch).
+func ForFamily(t Template) *Model { return &Model{family: t} }
+
 // Name is "jinja", or the family's name when only the family can render.
 func (m *Model) Name() string {
 	if m.jinja != nil {

@@ -2,6 +2,7 @@ package chat
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -48,6 +49,21 @@ func TestJinjaMatchesOtherFamilies(t *testing.T) {
 	jinjaMatchesFamily(t, qwen2Template, "", "<|im_end|>", false)
 	jinjaMatchesFamily(t, llama3Template, "<|begin_of_text|>", "<|eot_id|>", false)
 	jinjaMatchesFamily(t, zephyrTemplate, "<s>", "</s>", false)
+}
+
+// Gemma 3's template uses a conditional expression in parentheses, which
+// gonja cannot parse: ForModel falls back to the Gemma family. The same
+// template with that expression written as an if block compiles, and must
+// render every conversation as the family does.
+func TestJinjaGemma(t *testing.T) {
+	m, err := ForModel(gemmaTemplate, "<bos>", "<eos>")
+	require.NoError(t, err)
+	require.Equal(t, "gemma", m.Name())
+	hoisted := strings.Replace(gemmaTemplate,
+		`{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}`,
+		`{{ '<start_of_turn>' + role + '\n' }}{%- if loop.first -%}{{ first_user_prefix }}{%- endif -%}`, 1)
+	require.NotEqual(t, gemmaTemplate, hoisted)
+	jinjaMatchesFamily(t, hoisted, "<bos>", "<eos>", true) // messages[0] of none fails in jinja2 too
 }
 
 func TestJinjaRaiseException(t *testing.T) {

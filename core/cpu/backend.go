@@ -292,7 +292,10 @@ func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, threads, slo
 		text, err = *override, nil
 	}
 	b.info.ChatTemplate = text
-	if err != nil {
+	if fam := chat.ForArch(m.Config().Arch); err != nil && fam != nil {
+		b.template = chat.ForFamily(fam) // no template in the file, but a known family (Gemma 3)
+		b.info.ChatRenderer = fam.Name()
+	} else if err != nil {
 		b.tmplErr = fmt.Errorf("the model has no chat template; send a raw \"prompt\" instead, or set \"chat_template\" in the runtime config")
 	} else if b.template, err = chat.ForModel(text, tokenText(tok, tok.BOS()), tokenText(tok, tok.EOS())); err != nil {
 		b.tmplErr = err

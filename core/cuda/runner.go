@@ -122,6 +122,8 @@ func Load(f *gguf.File, o Options) (*Runner, error) {
 // checkShape refuses shapes the kernels are not written for.
 func checkShape(c model.Config) error {
 	switch {
+	case c.GELU || c.SlidingWindow > 0 || c.EmbdScale != 0 || c.LogitSoftcap != 0:
+		return fmt.Errorf("cuda: architecture %s is not supported on the GPU (no kernels for its sliding window, extra norms or GELU); use the cpu backend", c.Arch)
 	case c.HeadDim%32 != 0 || c.HeadDim > kernels.MaxHeadDim:
 		return fmt.Errorf("cuda: head dimension %d: the attention kernel takes multiples of 32 up to %d", c.HeadDim, kernels.MaxHeadDim)
 	case c.Heads%c.KVHeads != 0:

@@ -5,7 +5,8 @@ import "math"
 // attention computes s.att for layer li: for every token i and query head
 // h, softmax(q·Kᵀ/√d)·V over the keys token i may see: every committed entry
 // of its cache, then its visible scratch entries (the run [0, span) and the
-// extra list; see tokInfo). Query head h reads kv head h/(Heads/KVHeads)
+// extra list; see tokInfo), or of a local layer (window > 0) only the
+// last window of those (see visible). Query head h reads kv head h/(Heads/KVHeads)
 // (grouped-query attention). The (token, head) items are spread over the
 // pool; each chunk borrows a scores buffer.
 func (m *Model) attention(b *Batch, li int) {
@@ -45,26 +46,26 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 	q := s.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
 	out := s.att[i*qDim+h*hd : i*qDim+(h+1)*hd]
 
-	// The visible keys and values, widened: the contiguous entries [0, run),
-	// then the extra ones in order.
-	run := cache.Len() + t.span
-	extra := s.extra[t.extraLo:t.extraHi]
-	nv := run + len(extra)
+	// The visible keys and values, widened: the contiguous entries
+	// [lo, run), then the extra ones in order.
+	lo, run, extra := m.visible(li, t, cache.Len())
+	nr := run - lo
+	nv := nr + len(extra)
 	ab.kf, ab.vf = grow(ab.kf, nv*hd), grow(ab.vf, nv*hd)
 	keys, vals := ab.kf, ab.vf
 	k16, v16 := cache.K(li, g), cache.V(li, g)
-	widen(keys[:run*hd], k16[:run*hd])
-	widen(vals[:run*hd], v16[:run*hd])
+	widen(keys[:nr*hd], k16[lo*hd:run*hd])
+	widen(vals[:nr*hd], v16[lo*hd:run*hd])
 	for e, k := range extra {
 		j := cache.Len() + int(k)
-		widen(keys[(run+e)*hd:(run+e+1)*hd], k16[j*hd:(j+1)*hd])
-		widen(vals[(run+e)*hd:(run+e+1)*hd], v16[j*hd:(j+1)*hd])
+		widen(keys[(nr+e)*hd:(nr+e+1)*hd], k16[j*hd:(j+1)*hd])
+		widen(vals[(nr+e)*hd:(nr+e+1)*hd], v16[j*hd:(j+1)*hd])
 	}
 	ab.sc = grow(ab.sc, nv)
 	sc := ab.sc
 
 	// Scores and their maximum.
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale := m.attnScale()
 	mx := float32(math.Inf(-1))
 	if haveSIMD && hd%16 == 0 {
 		mx = simdScores(&q[0], &keys[0], nv, hd, scale, &sc[0])
@@ -86,6 +87,26 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 		}
 	}
 	scaleRow(out, 1/sum)
+}
+
+// visible returns what token t may see in layer li of a cache holding
+// committed entries: the contiguous entries [lo, run) and the scratch
+// entries extra (cache entries committed+k). The i-th visible entry holds
+// position i (a token's visible entries are its path from position 0), so
+// a local layer's window of w keeps the last w: lo = max(0, nv-w), where
+// the window cuts into extra only when a tree branch is longer than w.
+func (m *Model) visible(li int, t tokInfo, committed int) (lo, run int, extra []int32) {
+	run = committed + t.span
+	extra = m.s.extra[t.extraLo:t.extraHi]
+	w := m.layers[li].window
+	if nv := run + len(extra); w > 0 && nv > w {
+		lo = nv - w
+		if lo > run {
+			extra = extra[lo-run:]
+			lo = run
+		}
+	}
+	return lo, run, extra
 }
 
 // softmaxWeights replaces x by e^(x-mx) (the unnormalised softmax weights)

@@ -117,14 +117,24 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	keys, vals := cache.K(li, g), cache.V(li, g)
 	nt := i1 - i0
 	nq := nt * nh
-	var runs [attnTokens]int
-	runMax := 0
+	// Token t sees the entries [los[t], runs[t]) (a local layer's window
+	// may start past 0; chain tokens have no extra entries). Scores start
+	// at base, the smallest start rounded down to a 16-key block: score j
+	// is key base+j.
+	var runs, los [attnTokens]int
+	runMax, loMin := 0, math.MaxInt
 	for t := range nt {
-		runs[t] = cache.Len() + s.tok[i0+t].span
+		var extra []int32
+		los[t], runs[t], extra = m.visible(li, s.tok[i0+t], cache.Len())
+		if len(extra) > 0 { // unreachable: planAttnItems groups chain tokens only
+			panic("model: attendTokens given a token with extra entries")
+		}
 		runMax = max(runMax, runs[t])
+		loMin = min(loMin, los[t])
 	}
-	nfull := runMax / 16
-	ng := runMax - 16*nfull
+	base := loMin &^ 15
+	nfull := (runMax - base) / 16
+	ng := runMax - base - 16*nfull
 	gblk := (ng + 15) / 16
 	sst := 16 * (nfull + gblk)
 
@@ -136,8 +146,8 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	}
 	ab.kg = grow(ab.kg, gblk*16*hd)
 	kg := ab.kg
-	nk := (runMax - 16*nfull) * hd
-	widen(kg[:nk], keys[16*nfull*hd:runMax*hd])
+	nk := ng * hd
+	widen(kg[:nk], keys[(base+16*nfull)*hd:runMax*hd])
 	clear(kg[nk:])
 	ab.kf, ab.vf = grow(ab.kf, attnChunk*hd), grow(ab.vf, attnChunk*hd)
 	kf, vf := ab.kf, ab.vf
@@ -149,8 +159,8 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	for q := range ab.mx {
 		ab.mx[q] = float32(math.Inf(-1))
 	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	scoreCached(&qg[0], nq, hd, keys, nfull, kf, scale, sc, sst, &ab.mx[0])
+	scale := m.attnScale()
+	scoreCached(&qg[0], nq, hd, keys[base*hd:], nfull, kf, scale, sc, sst, &ab.mx[0])
 	if gblk > 0 {
 		simdScores16(&qg[0], nq, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &ab.mx[0], 0xffff)
 	}
@@ -158,20 +168,23 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	// Softmax weights (unnormalised) per query over its own keys.
 	var sums [attnTokens * maxGroupHeads]float32
 	for q := range nq {
-		x := sc[q*sst : q*sst+runs[q/nh]]
+		t := q / nh
+		x := sc[q*sst+los[t]-base : q*sst+runs[t]-base]
 		sums[q] = softmaxWeights(x, simdMax(&x[0], len(x)))
 	}
 
-	// Value sums, attnChunk values at a time, widened once for every token.
-	for k0 := 0; k0 < runMax; k0 += attnChunk {
+	// Value sums, attnChunk values at a time, widened once for every token;
+	// each token's sum starts at its own first visible key.
+	for k0 := base; k0 < runMax; k0 += attnChunk {
 		nn := min(attnChunk, runMax-k0)
 		widen(vf[:nn*hd], vals[k0*hd:(k0+nn)*hd])
 		for t := range nt {
-			if runs[t] <= k0 {
+			from, to := max(k0, los[t]), min(k0+nn, runs[t])
+			if from >= to {
 				continue
 			}
 			out := s.att[(i0+t)*qDim+h0*hd : (i0+t)*qDim+(h0+nh)*hd]
-			simdWsumG(&sc[t*nh*sst+k0], sst, nh, &vf[0], min(attnChunk, runs[t]-k0), hd, &out[0], hd, k0 > 0)
+			simdWsumG(&sc[t*nh*sst+from-base], sst, nh, &vf[(from-k0)*hd], to-from, hd, &out[0], hd, from > los[t])
 		}
 	}
 	for t := range nt {
@@ -195,10 +208,14 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	cache := s.seqs[t.seq].cache
 	g := h0 / (c.Heads / c.KVHeads)
 	keys, vals := cache.K(li, g), cache.V(li, g)
-	run := cache.Len() + t.span
-	extra := s.extra[t.extraLo:t.extraHi]
-	nv := run + len(extra)
-	nfull := run / 16
+	// The visible entries are [lo, run) and extra (a local layer's window
+	// may start past 0). Scores start at base, lo rounded down to a 16-key
+	// block: score j is key base+j, and the scores of keys [base, lo) are
+	// computed with their block but never used.
+	lo, run, extra := m.visible(li, t, cache.Len())
+	base := lo &^ 15
+	nv := run - base + len(extra)
+	nfull := (run - base) / 16
 	ng := nv - 16*nfull // gathered keys
 	gblk := (ng + 15) / 16
 	sst := 16 * (nfull + gblk) // score row stride
@@ -207,8 +224,8 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	sc := ab.sc
 	ab.kg = grow(ab.kg, gblk*16*hd)
 	kg := ab.kg
-	nk := (run - 16*nfull) * hd
-	widen(kg[:nk], keys[16*nfull*hd:run*hd])
+	nk := (run - base - 16*nfull) * hd
+	widen(kg[:nk], keys[(base+16*nfull)*hd:run*hd])
 	for _, k := range extra {
 		j := cache.Len() + int(k)
 		widen(kg[nk:nk+hd], keys[j*hd:(j+1)*hd])
@@ -218,22 +235,27 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	ab.kf = grow(ab.kf, attnChunk*hd)
 	kf := ab.kf
 
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale := m.attnScale()
 	var mx [maxGroupHeads]float32
 	for h := range nh {
 		mx[h] = float32(math.Inf(-1))
 	}
 	q := &s.q[i*qDim+h0*hd]
-	scoreCached(q, nh, hd, keys, nfull, kf, scale, sc, sst, &mx[0])
+	scoreCached(q, nh, hd, keys[base*hd:], nfull, kf, scale, sc, sst, &mx[0])
 	if gblk > 0 {
 		last := uint16(1<<(ng-16*(gblk-1)) - 1)
 		simdScores16(q, nh, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &mx[0], last)
 	}
 
-	// Softmax weights (unnormalised) per head.
+	// Softmax weights (unnormalised) per head over the visible scores; the
+	// kernel's maxima include the unused keys [base, lo) when lo > base.
 	var sums [maxGroupHeads]float32
 	for h := range nh {
-		sums[h] = softmaxWeights(sc[h*sst:h*sst+nv], mx[h])
+		x := sc[h*sst+lo-base : h*sst+nv]
+		if lo > base {
+			mx[h] = simdMax(&x[0], len(x))
+		}
+		sums[h] = softmaxWeights(x, mx[h])
 	}
 
 	// Weighted value sums: the run from the cache, then the extra rows
@@ -241,10 +263,10 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	out := s.att[i*qDim+h0*hd : i*qDim+(h0+nh)*hd]
 	ab.vf = grow(ab.vf, attnChunk*hd)
 	vf := ab.vf
-	for k0 := 0; k0 < run; k0 += attnChunk {
+	for k0 := lo; k0 < run; k0 += attnChunk {
 		nn := min(attnChunk, run-k0)
 		widen(vf[:nn*hd], vals[k0*hd:(k0+nn)*hd])
-		simdWsumG(&sc[k0], sst, nh, &vf[0], nn, hd, &out[0], hd, k0 > 0)
+		simdWsumG(&sc[k0-base], sst, nh, &vf[0], nn, hd, &out[0], hd, k0 > lo)
 	}
 	if len(extra) > 0 {
 		ab.vg = grow(ab.vg, len(extra)*hd)
@@ -253,7 +275,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 			j := cache.Len() + int(k)
 			widen(vg[e*hd:(e+1)*hd], vals[j*hd:(j+1)*hd])
 		}
-		simdWsumG(&sc[run], sst, nh, &vg[0], len(extra), hd, &out[0], hd, run > 0)
+		simdWsumG(&sc[run-base], sst, nh, &vg[0], len(extra), hd, &out[0], hd, run > lo)
 	}
 	for h := range nh {
 		scaleRow(out[h*hd:(h+1)*hd], 1/sums[h])

@@ -39,6 +39,7 @@ type scratch struct {
 	gate, up       []float32 // [N][FF]
 	acts           acts      // quantized matmul inputs
 	cos, sin       []float32 // [N][HeadDim/2] RoPE rotation of each token
+	cosL, sinL     []float32 // the same for the local layers' base (Gemma 3)
 	plan           Plan
 	tok            []tokInfo // per token: its sequence and visible scratch (from plan)
 	extra          []int32   // visible scratch entries outside a token's span (see tokInfo)
@@ -98,11 +99,18 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 	for i, t := range b.Tokens {
 		e := &m.tokEmbd
 		rb := len(e.data) / e.rows
-		if err := quant.Dequantize(e.typ, e.data[int(t)*rb:(int(t)+1)*rb], s.x[i*c.Embd:(i+1)*c.Embd]); err != nil {
+		row := s.x[i*c.Embd : (i+1)*c.Embd]
+		if err := quant.Dequantize(e.typ, e.data[int(t)*rb:(int(t)+1)*rb], row); err != nil {
 			return fmt.Errorf("model: token %d: %w", t, err)
 		}
+		if c.EmbdScale != 0 {
+			scaleRow(row, c.EmbdScale)
+		}
 	}
-	m.ropeTables(b.Pos)
+	s.cos, s.sin = ropeTables(s.cos, s.sin, m.ropeFreq, b.Pos)
+	if m.ropeLocal != nil {
+		s.cosL, s.sinL = ropeTables(s.cosL, s.sinL, m.ropeLocal, b.Pos)
+	}
 	if m.groupedAttention() {
 		m.planAttnItems(b)
 	}
@@ -118,8 +126,17 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		addBiasRows(s.q, l.bq, n)
 		addBiasRows(s.k, l.bk, n)
 		addBiasRows(s.v, l.bv, n)
+		if l.qNorm != nil {
+			// Per-head RMSNorm of queries and keys, in place.
+			rmsNormRows(s.q, s.q, l.qNorm, n*c.Heads, c.HeadDim, c.RMSEps)
+			rmsNormRows(s.k, s.k, l.kNorm, n*c.KVHeads, c.HeadDim, c.RMSEps)
+		}
+		cos, sin := s.cos, s.sin
+		if m.ropeLocal != nil && c.Local(li) {
+			cos, sin = s.cosL, s.sinL
+		}
 		for i := 0; i < n; i++ {
-			cs, sn := s.cos[i*c.HeadDim/2:(i+1)*c.HeadDim/2], s.sin[i*c.HeadDim/2:(i+1)*c.HeadDim/2]
+			cs, sn := cos[i*c.HeadDim/2:(i+1)*c.HeadDim/2], sin[i*c.HeadDim/2:(i+1)*c.HeadDim/2]
 			for h := 0; h < c.Heads; h++ {
 				rope(s.q[i*qDim+h*c.HeadDim:i*qDim+(h+1)*c.HeadDim], cs, sn, c.RopeNeox)
 			}
@@ -131,17 +148,21 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		m.attention(b, li)
 		m.acts().set(s.att, n, qDim)
 		m.matmul(&l.wo, s.proj, n)
-		addRows(s.x, s.proj, n*c.Embd)
+		m.residual(s.proj, l.postAttnNorm, n)
 
 		// FFN block: x += Wdown · (silu(Wgate·xn) ⊙ Wup·xn)
 		m.rmsNorm(s.xn, s.x, l.ffnNorm, n)
 		m.acts().set(s.xn, n, c.Embd)
 		m.matmul(&l.wGate, s.gate, n)
 		m.matmul(&l.wUp, s.up, n)
-		swiglu(s.gate, s.up, n*c.FF)
+		if c.GELU {
+			geglu(s.gate, s.up, n*c.FF)
+		} else {
+			swiglu(s.gate, s.up, n*c.FF)
+		}
 		m.acts().set(s.gate, n, c.FF)
 		m.matmul(&l.wDown, s.proj, n)
-		addRows(s.x, s.proj, n*c.Embd)
+		m.residual(s.proj, l.postFNorm, n)
 	}
 
 	// Output head, only for the rows that want logits: gather them, norm,
@@ -160,7 +181,21 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		head = m.head
 	}
 	m.matmul(head, logits[:nl*head.rows], nl)
+	if c.LogitSoftcap > 0 {
+		softcap(logits[:nl*head.rows], c.LogitSoftcap)
+	}
 	return nil
+}
+
+// residual adds a block's output y (n rows of Embd) into the residual
+// stream, RMS-normalized by post first when the model has that norm
+// (Gemma 3); y is clobbered.
+func (m *Model) residual(y, post []float32, n int) {
+	s, d := &m.s, m.cfg.Embd
+	if post != nil {
+		m.rmsNorm(y, y, post, n)
+	}
+	addRows(s.x, y, n*d)
 }
 
 // ForwardHead is Forward with logits for the first rows token ids only,
@@ -286,16 +321,18 @@ func (m *Model) matmul(w *matrix, out []float32, n int) {
 	quant.MatMulPacked(w.packed, xq, n, out[:n*w.rows], m.pool)
 }
 
-// ropeTables fills the per-token cos/sin of each rotation frequency.
-func (m *Model) ropeTables(pos []int) {
-	s, half := &m.s, m.cfg.HeadDim/2
-	s.cos, s.sin = grow(s.cos, len(pos)*half), grow(s.sin, len(pos)*half)
+// ropeTables fills the per-token cos/sin of each rotation frequency in
+// freq, growing cos and sin to len(pos)·len(freq).
+func ropeTables(cos, sin []float32, freq []float64, pos []int) ([]float32, []float32) {
+	half := len(freq)
+	cos, sin = grow(cos, len(pos)*half), grow(sin, len(pos)*half)
 	for i, p := range pos {
-		for j, f := range m.ropeFreq {
+		for j, f := range freq {
 			sn, cs := math.Sincos(float64(p) * f)
-			s.cos[i*half+j], s.sin[i*half+j] = float32(cs), float32(sn)
+			cos[i*half+j], sin[i*half+j] = float32(cs), float32(sn)
 		}
 	}
+	return cos, sin
 }
 
 // storeKV writes each token's K and V into its cache's scratch entry,

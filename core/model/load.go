@@ -1,5 +1,5 @@
 // Package model is the forward pass of Llama-family transformers (Llama,
-// SmolLM, TinyLlama, Qwen2) read from GGUF files, over a general batch of
+// SmolLM, TinyLlama, Qwen2, Gemma 3) read from GGUF files, over a general batch of
 // tokens from any number of sequences with a tree attention mask: the one
 // pass serves chunked prefill, decoding and the verification of speculative
 // token trees.
@@ -28,6 +28,32 @@ type Config struct {
 	RopeTheta, RMSEps                float32
 	RopeNeox                         bool // Qwen2-style rotate-half; Llama GGUFs rotate adjacent pairs
 	TiedOutput                       bool // the output head is token_embd
+
+	// Gemma 3 (zero for the other families).
+	//
+	// EmbdScale multiplies the token embeddings (√Embd). GELU says the FFN
+	// gate is GELU (tanh form) instead of SiLU. The layers alternate local
+	// and global attention: in each run of SlidingPattern layers all but
+	// the last are local, seeing only the SlidingWindow latest positions
+	// (themselves included) and rotating with RopeThetaLocal; a
+	// SlidingWindow of 0 makes every layer global. LogitSoftcap, when set,
+	// maps each logit z to c·tanh(z/c). Each layer also normalizes its
+	// queries and keys per head, and the attention and FFN outputs before
+	// they join the residual stream (the norms' tensors; see layer).
+	EmbdScale      float32
+	GELU           bool
+	SlidingWindow  int
+	SlidingPattern int
+	RopeThetaLocal float32
+	LogitSoftcap   float32
+	// AttnScale multiplies the query·key products: 1/√HeadDim but for
+	// Gemma 3 27B, whose scale comes from Embd/Heads.
+	AttnScale float32
+}
+
+// Local reports whether layer li attends only within the sliding window.
+func (c *Config) Local(li int) bool {
+	return c.SlidingWindow > 0 && c.SlidingPattern > 0 && li%c.SlidingPattern < c.SlidingPattern-1
 }
 
 // matrix is a weight matrix as the file stores it (rows of cols elements of
@@ -46,6 +72,17 @@ type layer struct {
 	wq, wk, wv, wo    matrix
 	bq, bk, bv        []float32 // nil when the model has no bias (Llama)
 	wGate, wUp, wDown matrix
+	// Gemma 3's extra norms (nil otherwise): per-head RMSNorm of queries
+	// and keys before RoPE, and RMSNorm of the attention and FFN outputs
+	// before each joins the residual stream. llama.cpp's converter stores
+	// Gemma's norm weights with the 1 of its (1+w) convention already
+	// added (llama.cpp multiplies by the stored weight as is), so every
+	// norm here is a plain x/rms(x)·w.
+	qNorm, kNorm            []float32
+	postAttnNorm, postFNorm []float32
+	// window is how many latest positions the layer's attention sees
+	// (0: all of them).
+	window int
 }
 
 // Model is a loaded model. Forward is not safe for concurrent use (it owns
@@ -59,10 +96,13 @@ type Model struct {
 	headView matrix  // that view, kept for the next call
 	layers   []layer
 	ropeFreq []float64 // theta_i = base^(-2i/headDim), i < headDim/2
-	pool     *quant.Pool
-	arena    *quant.Arena // the packed weights; freed by Close
-	closed   bool
-	s        scratch
+	// ropeLocal is ropeFreq from RopeThetaLocal (local layers), nil when
+	// every layer uses ropeFreq.
+	ropeLocal []float64
+	pool      *quant.Pool
+	arena     *quant.Arena // the packed weights; freed by Close
+	closed    bool
+	s         scratch
 }
 
 // Load reads the model of a GGUF file and checks its configuration and
@@ -93,6 +133,14 @@ func Load(f *gguf.File, threads int) (*Model, error) {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	m.ropeFreq = ropeFrequencies(m.cfg.RopeTheta, m.cfg.HeadDim)
+	if m.cfg.RopeThetaLocal > 0 && m.cfg.RopeThetaLocal != m.cfg.RopeTheta {
+		m.ropeLocal = ropeFrequencies(m.cfg.RopeThetaLocal, m.cfg.HeadDim)
+	}
+	for li := range m.layers {
+		if m.cfg.Local(li) {
+			m.layers[li].window = m.cfg.SlidingWindow
+		}
+	}
 	m.pool = quant.NewPool(threads)
 	return m, nil
 }
@@ -142,6 +190,12 @@ func load(f *gguf.File) (*Model, error) {
 			bk:       ld.optionalVector(p+"attn_k.bias", kvDim),
 			bv:       ld.optionalVector(p+"attn_v.bias", kvDim),
 		}
+		if cfg.Arch == "gemma3" {
+			l.qNorm = ld.vector(p+"attn_q_norm.weight", cfg.HeadDim)
+			l.kNorm = ld.vector(p+"attn_k_norm.weight", cfg.HeadDim)
+			l.postAttnNorm = ld.vector(p+"post_attention_norm.weight", cfg.Embd)
+			l.postFNorm = ld.vector(p+"post_ffw_norm.weight", cfg.Embd)
+		}
 		m.layers = append(m.layers, l)
 	}
 	if ld.err != nil {
@@ -167,8 +221,10 @@ func readConfig(f *gguf.File) (Config, error) {
 	case "llama":
 	case "qwen2":
 		c.RopeNeox = true
+	case "gemma3":
+		c.RopeNeox, c.GELU = true, true
 	default:
-		return Config{}, fmt.Errorf("model: architecture %q is not supported (llama, qwen2)", arch)
+		return Config{}, fmt.Errorf("model: architecture %q is not supported (llama, qwen2, gemma3)", arch)
 	}
 	var errs []error
 	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -255,11 +311,46 @@ func readConfig(f *gguf.File) (Config, error) {
 		if c.Heads%c.KVHeads != 0 {
 			fail("head_count %d is not a multiple of head_count_kv %d", c.Heads, c.KVHeads)
 		}
+		var vDim int
+		integer("attention.value_length", &vDim, c.HeadDim, math.MaxInt)
+		if vDim != c.HeadDim {
+			fail("attention.value_length %d ≠ key_length %d", vDim, c.HeadDim)
+		}
 	}
 	if len(errs) > 0 {
 		return Config{}, fmt.Errorf("model: %w", errors.Join(errs...))
 	}
+	c.AttnScale = float32(1 / math.Sqrt(float64(c.HeadDim)))
+	if arch == "gemma3" {
+		gemma3Config(&c, integer, float)
+		// Soft-capping is optional: only a present key is read.
+		if _, ok := f.Lookup(arch + ".final_logit_softcapping"); ok {
+			float("final_logit_softcapping", &c.LogitSoftcap, -1)
+		}
+		if len(errs) > 0 {
+			return Config{}, fmt.Errorf("model: %w", errors.Join(errs...))
+		}
+	}
 	return c, nil
+}
+
+// gemma3Config reads Gemma 3's extra metadata. Where the file is silent
+// the defaults are the ones the reference implementation (and llama.cpp)
+// assume: a window pattern of 6 (five local layers, then a global one),
+// local RoPE base 10,000. The 27B model (62 layers) scales queries by
+// Embd/Heads instead of the head dimension.
+func gemma3Config(c *Config, integer func(string, *int, int, int), float func(string, *float32, float32)) {
+	c.EmbdScale = float32(math.Sqrt(float64(c.Embd)))
+	var window int
+	integer("attention.sliding_window", &window, 0, maxContextTrain)
+	if window > 0 {
+		c.SlidingWindow = window
+		integer("attention.sliding_window_pattern", &c.SlidingPattern, 6, math.MaxInt)
+		float("rope.freq_base_swa", &c.RopeThetaLocal, 10000)
+	}
+	if c.Layers == 62 {
+		c.AttnScale = float32(1 / math.Sqrt(float64(c.Embd/c.Heads)))
+	}
 }
 
 // loader fetches tensors and remembers the first error.
@@ -392,6 +483,14 @@ func (ld *loader) optionalVector(name string, n int) []float32 {
 		return nil
 	}
 	return ld.vector(name, n)
+}
+
+// attnScale is the factor of the query·key products.
+func (m *Model) attnScale() float32 {
+	if m.cfg.AttnScale != 0 {
+		return m.cfg.AttnScale
+	}
+	return float32(1 / math.Sqrt(float64(m.cfg.HeadDim)))
 }
 
 // Config returns the model's shape.

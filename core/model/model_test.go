@@ -1,6 +1,8 @@
 package model
 
 import (
+	"maps"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"strings"
@@ -99,7 +101,48 @@ func sameModels(t *testing.T) map[string]sameSpec {
 	q := defaultTiny(quant.Q8_0)
 	q.arch = "qwen2"
 	return map[string]sameSpec{"F32": {defaultTiny(quant.F32), tolSame}, "Q4_1": {defaultTiny(quant.Q4_1), tolSameQ4_1},
-		"Q6_K": {defaultTiny(quant.Q6_K), tolSame}, "qwen2-Q8_0": {q, tolSame}}
+		"Q6_K": {defaultTiny(quant.Q6_K), tolSame}, "qwen2-Q8_0": {q, tolSame},
+		"gemma3-window4": {tinyGemma(4), tolSame}, "gemma3-window1": {tinyGemma(1), tolSame}}
+}
+
+// tinyGemma is a tiny Gemma 3 whose even layers are local with the given
+// sliding window (pattern 2), so that chains, decoding and tree branches
+// of a few tokens already run past it. A window of 1 (a token sees only
+// itself) cuts even into a tree branch's extra entries.
+func tinyGemma(window int) tinySpec {
+	s := defaultTiny(quant.Q8_0)
+	s.arch = "gemma3"
+	s.kv = map[string]any{
+		"gemma3.attention.sliding_window":         uint32(window),
+		"gemma3.attention.sliding_window_pattern": uint32(2),
+	}
+	return s
+}
+
+// TestGemmaWindowMasks checks that the window masks: when every layer is
+// local (window 4, 2 layers), the last token's logits depend only on the
+// last layers·(4-1)+1 = 7 tokens (each layer reaches 3 positions further
+// back), so two chains that differ only before those give the same
+// logits; with a global layer they differ.
+func TestGemmaWindowMasks(t *testing.T) {
+	all := tinyGemma(4)
+	all.kv["gemma3.attention.sliding_window_pattern"] = uint32(all.layers + 1) // every layer local
+	for _, tc := range []struct {
+		spec tinySpec
+		same bool
+	}{{all, true}, {tinyGemma(4), false}} {
+		m, _ := tinyModel(t, tc.spec, 2)
+		r := rand.New(rand.NewPCG(9, 9))
+		a := randTokens(r, 10, m.Config().Vocab)
+		b := append(randTokens(r, 3, m.Config().Vocab), a[3:]...) // the same last 7
+		la := run(t, m, new(Batch).chain(m.NewCache(16), a, false))
+		lb := run(t, m, new(Batch).chain(m.NewCache(16), b, false))
+		if tc.same {
+			require.Less(t, maxRelDiff(la[0], lb[0]), tolSame)
+		} else {
+			require.Greater(t, maxRelDiff(la[0], lb[0]), 1e-3)
+		}
+	}
 }
 
 func TestChainEqualsStepwise(t *testing.T) {
@@ -362,6 +405,56 @@ func TestLoadErrors(t *testing.T) {
 	_, err = Load(tinyGGUF(t, spec, nil), 1)
 	require.ErrorContains(t, err, `architecture "gpt2" is not supported`)
 	require.True(t, strings.Contains(err.Error(), "llama"))
+}
+
+// TestGemmaLoadErrors: Gemma 3's own metadata and tensors are checked as
+// the rest are, each error naming what is wrong.
+func TestGemmaLoadErrors(t *testing.T) {
+	for name, tc := range map[string]struct {
+		kv   map[string]any
+		bad  string // a tensor given the wrong shape
+		want string
+	}{
+		"zero window":         {kv: map[string]any{"gemma3.attention.sliding_window": uint32(0)}, want: "gemma3.attention.sliding_window"},
+		"negative capping":    {kv: map[string]any{"gemma3.final_logit_softcapping": float32(-3)}, want: "final_logit_softcapping is -3"},
+		"value length":        {kv: map[string]any{"gemma3.attention.value_length": uint32(32)}, want: "value_length 32 ≠ key_length 64"},
+		"q norm shape":        {bad: "blk.1.attn_q_norm.weight", want: "blk.1.attn_q_norm.weight has dims [65]"},
+		"post ffn norm shape": {bad: "blk.0.post_ffw_norm.weight", want: "blk.0.post_ffw_norm.weight"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := tinyGemma(4)
+			maps.Copy(s.kv, tc.kv)
+			f := tinyGGUF(t, s, func(n string, dims []int) []int {
+				if n == tc.bad {
+					return []int{dims[0] + 1}
+				}
+				return nil
+			})
+			_, err := Load(f, 1)
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+// TestGemmaSoftcap: with final_logit_softcapping c every logit lies in
+// (-c, c), and is c·tanh(z/c) of the uncapped one.
+func TestGemmaSoftcap(t *testing.T) {
+	plain, _ := tinyModel(t, tinyGemma(4), 1)
+	s := tinyGemma(4)
+	s.kv["gemma3.final_logit_softcapping"] = float32(2)
+	capped, _ := tinyModel(t, s, 1)
+	require.Equal(t, float32(2), capped.Config().LogitSoftcap)
+	toks := randTokens(rand.New(rand.NewPCG(5, 5)), 6, plain.Config().Vocab)
+	a := run(t, plain, new(Batch).chain(plain.NewCache(8), toks, true))
+	b := run(t, capped, new(Batch).chain(capped.NewCache(8), toks, true))
+	big := false
+	for i := range a {
+		for j, z := range a[i] {
+			require.InDelta(t, 2*math.Tanh(float64(z)/2), b[i][j], 1e-5)
+			big = big || math.Abs(float64(z)) > 2
+		}
+	}
+	require.True(t, big, "some uncapped logit exceeds the cap")
 }
 
 func TestForwardAllocatesNothingWhenWarm(t *testing.T) {

@@ -114,6 +114,27 @@ func swiglu(gate, up []float32, n int) {
 	}
 }
 
+// geglu writes gate[i] = gelu(gate[i]) * up[i] with GELU's tanh form,
+// gelu(g) = g/2·(1 + tanh(√(2/π)·(g + 0.044715·g³))), as Gemma's FFN (and
+// llama.cpp's GELU) computes it. tanh(u) = 1 - 2/(e^(2u)+1), so that a
+// large |u| saturates to ±1 instead of dividing infinities.
+func geglu(gate, up []float32, n int) {
+	gate, up = gate[:n], up[:n]
+	const c = 0.7978845608028654 // √(2/π)
+	for i, g := range gate {
+		u := c * g * (1 + 0.044715*g*g)
+		t := 1 - 2/(expf(2*u)+1)
+		gate[i] = 0.5 * g * (1 + t) * up[i]
+	}
+}
+
+// softcap maps each logit z to c·tanh(z/c) (Gemma's final soft-capping).
+func softcap(x []float32, c float32) {
+	for i, z := range x {
+		x[i] = c * float32(math.Tanh(float64(z/c)))
+	}
+}
+
 // ropeFrequencies returns θ_i = base^(-2i/d) for the d/2 rotation pairs.
 func ropeFrequencies(base float32, d int) []float64 {
 	f := make([]float64, d/2)

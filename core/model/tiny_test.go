@@ -19,7 +19,7 @@ import (
 // tinySpec describes a small random model. Its shapes are multiples of 256
 // so every weight type, K-quants included, can hold the layer matrices.
 type tinySpec struct {
-	arch      string     // "llama" or "qwen2" (biases, NEOX rope)
+	arch      string     // "llama", "qwen2" (biases, NEOX rope) or "gemma3" (extra norms; window via kv)
 	wt        quant.Type // layer matrices
 	embT      quant.Type // token_embd
 	untied    bool       // write output.weight
@@ -146,6 +146,12 @@ func tinyGGUF(t testing.TB, s tinySpec, mutate func(name string, dims []int) []i
 		add(p+"ffn_gate.weight", s.wt, []int{s.embd, s.ff}, normal(1/math.Sqrt(float64(s.embd))))
 		add(p+"ffn_up.weight", s.wt, []int{s.embd, s.ff}, normal(1/math.Sqrt(float64(s.embd))))
 		add(p+"ffn_down.weight", s.wt, []int{s.ff, s.embd}, normal(1/math.Sqrt(float64(s.ff))))
+		if s.arch == "gemma3" {
+			add(p+"attn_q_norm.weight", quant.F32, []int{hd}, norm)
+			add(p+"attn_k_norm.weight", quant.F32, []int{hd}, norm)
+			add(p+"post_attention_norm.weight", quant.F32, []int{s.embd}, norm)
+			add(p+"post_ffw_norm.weight", quant.F32, []int{s.embd}, norm)
+		}
 	}
 	var buf bytes.Buffer
 	_, err := w.WriteTo(&buf)

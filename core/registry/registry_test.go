@@ -43,7 +43,7 @@ func TestFetchScriptAgreesWithTable(t *testing.T) {
 }
 
 func TestTable(t *testing.T) {
-	require.Equal(t, []string{"smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}, Names())
+	require.Equal(t, []string{"smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "gemma3-270m"}, Names())
 	smol, ok := Lookup("smollm2-135m")
 	require.True(t, ok)
 	require.Equal(t, "SmolLM2-135M-Instruct.Q4_1.gguf", smol.File)
@@ -86,6 +86,13 @@ func TestMember(t *testing.T) {
 	require.False(t, parts.Member(3, "a/b/data/part03.bin"))
 	require.False(t, parts.Member(3, "pkg/data/part03.bin.sig"))
 	require.False(t, parts.Member(3, "pkg/data/part.bin"))
+	// Pieces named after the file, counted from 0 (Gemma 3's wheels).
+	require.True(t, parts.Member(1, "pkg_part1/data/M.gguf.part00"))
+	require.True(t, parts.Member(4, "pkg_part4/data/M.gguf.part03"))
+	require.False(t, parts.Member(4, "pkg_part4/data/M.gguf.part04"))
+	require.False(t, parts.Member(1, "pkg_part1/data/N.gguf.part00"))
+	require.False(t, parts.Member(1, "pkg_part1/data/M.gguf.part"))
+	require.False(t, parts.Member(1, "pkg_part1/data/M.gguf.part00.bin"))
 }
 
 func TestDir(t *testing.T) {

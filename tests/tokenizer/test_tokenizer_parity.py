@@ -11,6 +11,13 @@ tokenizer.json uses, chosen by tokenizer.ggml.pre:
   normalizer, which llama.cpp (whose behaviour the Go tokenizer follows)
   does not apply, so the oracle leaves it out; corpus.txt is NFC already.
 
+Gemma 3 (tokenizer.ggml.model "llama": SentencePiece pieces with scores, no
+merges) gets the BPE its tokenizer.json has: spaces normalized to "▁", no
+pre-tokenizer, byte fallback to the <0xNN> pieces, and merges derived from
+the pieces the way transformers' SentencePiece converter derives them:
+every split of a piece into two pieces is a merge, ranked by the merged
+piece's score (then by the two halves' ids).
+
 User-defined tokens (Qwen's <tool_call>) are matched in any text, control
 tokens only with ParseSpecial, as in llama.cpp. Every line of corpus.txt,
 the whole corpus as one text (to exercise newlines), random strings and a
@@ -38,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MODELS = [
     ("smollm2-135m", ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"),
     ("qwen2.5-coder-0.5b", ROOT / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
+    ("gemma3-270m", ROOT / "models" / "gemma-3-270m-q4_k_m.gguf"),
 ]
 if os.environ.get("LMSTREAM_TOKENIZER_MODEL"):
     MODELS = [("", Path(os.environ["LMSTREAM_TOKENIZER_MODEL"]))]
@@ -60,6 +68,9 @@ CHAT_LINES = [
     "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n    return c<|fim_middle|>",
     "<|repo_name|>lmstream<|file_sep|>main.go\npackage main<|endoftext|>",
     "<tool_call>\n{\"name\": \"f\"}\n</tool_call><tool_call</tool_call>>",
+    # Gemma's turn markers and BOS/EOS (plain text for the others).
+    "<bos><start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn><eos>",
+    "<start_of_turn<end_of_turn>>  <<bos>>\n\n\n",
 ]
 
 
@@ -95,6 +106,8 @@ def hf(model):
         field = reader.fields[key]
         return bytes(field.parts[field.data[0]]).decode("utf-8")
 
+    if string("tokenizer.ggml.model") == "llama":
+        return spm_oracle(reader, strings, ints)
     assert string("tokenizer.ggml.model") == "gpt2"
     pre = string("tokenizer.ggml.pre")
     tokens = strings("tokenizer.ggml.tokens")
@@ -127,6 +140,39 @@ def hf(model):
     tok.add_tokens([AddedToken(t, special=False, normalized=False) for t, ty in zip(tokens, types) if ty == 4])
 
     # A second oracle that also knows the control tokens, for ParseSpecial.
+    special = Tokenizer.from_str(tok.to_str())
+    special.add_special_tokens(
+        [AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3]
+    )
+    return tok, special
+
+
+def spm_oracle(reader, strings, ints):
+    """The BPE of a SentencePiece vocabulary (Gemma 3), as its tokenizer.json has it."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers
+
+    tokens = strings("tokenizer.ggml.tokens")
+    types = ints("tokenizer.ggml.token_type")
+    field = reader.fields["tokenizer.ggml.scores"]
+    scores = [float(field.parts[i][0]) for i in field.data]
+    vocab = {}
+    for i, t in enumerate(tokens):
+        vocab.setdefault(t, i)
+    # Normal pieces (type 1) take part in merges; byte pieces (type 6) are
+    # the fallback; control and user-defined tokens are added tokens.
+    normal = {t for t, ty in zip(tokens, types) if ty == 1}
+    merges = []
+    for piece in normal:
+        for k in range(1, len(piece)):
+            a, b = piece[:k], piece[k:]
+            if a in normal and b in normal:
+                merges.append((-scores[vocab[piece]], vocab[a], vocab[b], a, b))
+    merges.sort()
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[(a, b) for *_, a, b in merges],
+                               unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Replace(" ", "\u2581")
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t, ty in zip(tokens, types) if ty == 4])
     special = Tokenizer.from_str(tok.to_str())
     special.add_special_tokens(
         [AddedToken(t, special=True, normalized=False) for t, ty in zip(tokens, types) if ty == 3]

@@ -22,7 +22,7 @@ from . import _lib
 from .errors import ForkedProcess, error_for
 
 #: The names lmstream knows (the library's registry, core/registry/models.txt).
-KNOWN_MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
+KNOWN_MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "gemma3-270m")
 
 PHASES = {
     _lib.LMS_PULL_WAITING: "waiting",

@@ -9,7 +9,7 @@ defmodule Lmstream.Models do
   """
   alias Lmstream.Nif
 
-  @known ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]
+  @known ["smollm2-135m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b", "gemma3-270m"]
 
   @doc "The names lmstream knows."
   def known, do: @known
