@@ -987,7 +987,7 @@ extern "C" __global__ void rope_store(const RopeArgs a) {
 
 // ------------------------------------------------------------- attention
 
-#define ATT_WARPS 8  // the most; a launch picks blockDim = 32·warps
+#define ATT_WARPS 4  // the warps of a block (kernels.AttentionWarps)
 #define ATT_MAX_HD 128
 
 struct AttnArgs {
@@ -1016,7 +1016,7 @@ extern "C" __global__ void attention(const AttnArgs a) {
   Tok tk = ((const Tok*)a.toks)[t];
   int hd = a.hd, dpl = hd / 32;  // dimensions per lane
   int g = h / (a.heads / a.kvheads);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;  // up to ATT_WARPS
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = ATT_WARPS;
   __shared__ float qs[ATT_MAX_HD];
   __shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
   __shared__ float wacc[ATT_WARPS][ATT_MAX_HD];

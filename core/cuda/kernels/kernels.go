@@ -63,7 +63,7 @@ const (
 	MatMulRows     = 16  // rows one mma block covers
 	MatMulWarps    = 4   // MM_KSPLIT: warps an mma block splits the row's blocks between
 	MaxHeadDim     = 128 // ATT_MAX_HD
-	AttentionWarps = 8   // ATT_WARPS: the most warps an attention block splits the keys between
+	AttentionWarps = 4   // warps an attention block splits the keys between
 	CommitMoves    = 64  // COMMIT_MOVES: entry moves per kv_commit launch
 	TokBytes       = 48  // sizeof(Tok)
 	PassBytes      = 8   // sizeof(Pass)
