@@ -473,7 +473,7 @@ func (b *Backend) Open(s *runtime.Slot) error {
 	c.Truncate(0)
 	q := &sequence{cache: c, sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter}
 	if it.grammar != nil {
-		q.con = newConstraint(it.grammar, b.vocabTrie(), q.greedy && !penalised(it.params))
+		q.con = newConstraint(it.grammar, b.vocabTrie())
 	}
 	q.seq = spec.Seq{Tokens: append(make([]int32, 0, len(s.Prompt)+256), s.Prompt...), Prompt: len(s.Prompt),
 		SLO: it.slo, NoSpec: it.drafter == draftNone, Payoff: spec.Payoff{Always: !b.spec.adaptive}}
@@ -623,14 +623,16 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 				tok = ids[b.rows[i]]
 			} else {
 				row := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
-				if q.con != nil {
-					var ok bool
-					if row, ok = q.con.logits(q.con.state, row); !ok {
-						res[i].Err = errStuck
-						continue
-					}
+				ok := true
+				if q.con == nil {
+					tok = q.sampler.Sample(row)
+				} else {
+					tok, ok = q.con.sample(q.con.state, row, q.sampler)
 				}
-				tok = q.sampler.Sample(row)
+				if !ok {
+					res[i].Err = errStuck
+					continue
+				}
 			}
 			q.sampler.Accept(tok)
 			q.con.accept(b.tok, tok)

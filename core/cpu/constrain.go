@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"math"
-
 	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
@@ -21,10 +19,6 @@ var errStuck = status.Errorf(status.InvalidRequest, "grammar: no token of the vo
 type constraint struct {
 	m     *grammar.Matcher
 	state grammar.State
-	// lazy: greedy decoding without penalties, where the masked argmax is
-	// the raw argmax whenever the grammar allows it, so the full mask is
-	// computed only when the model's favourite token is refused.
-	lazy bool
 	// nodes[i] is the state after tree node i's path (node 0: state),
 	// this iteration.
 	nodes  []grammar.State
@@ -42,12 +36,8 @@ const (
 	ended // an end token: kept, its children pruned
 )
 
-func newConstraint(g *grammar.Grammar, t *grammar.Trie, lazy bool) *constraint {
-	return &constraint{m: grammar.NewMatcher(t), state: g.Start(), lazy: lazy}
-}
-
-func penalised(p sample.Params) bool {
-	return p.RepetitionPenalty != 1 && p.RepetitionPenalty != 0 || p.PresencePenalty != 0 || p.FrequencyPenalty != 0
+func newConstraint(g *grammar.Grammar, t *grammar.Trie) *constraint {
+	return &constraint{m: grammar.NewMatcher(t), state: g.Start()}
 }
 
 // vocabTrie is the vocabulary's token trie: control tokens are never
@@ -77,25 +67,36 @@ func (c *constraint) accept(tok *tokenizer.Tokenizer, id int32) {
 }
 
 // logits returns row with the tokens the grammar refuses at state s set
-// to -Inf (row itself when lazy and the argmax is allowed), and whether
-// any token is allowed.
+// to -Inf, and whether any token is allowed.
 func (c *constraint) logits(s grammar.State, row []float32) ([]float32, bool) {
-	t := c.m.Trie()
-	if c.lazy {
-		best, bl := int32(0), float32(math.Inf(-1))
-		for i, v := range row {
-			if v > bl {
-				best, bl = int32(i), v
-			}
-		}
-		if t.Allows(s, best) {
-			return row, true
-		}
-	}
 	if cap(c.masked) < len(row) {
 		c.masked = make([]float32, len(row))
 	}
 	return grammar.Apply(c.m.Mask(s), row, c.masked[:len(row)])
+}
+
+// sample draws the next token at state s from row masked by the grammar,
+// and reports false when the grammar allows no token. The full mask costs
+// a walk over the vocabulary's trie (milliseconds where most tokens are
+// allowed, as inside a string, and such states rarely repeat), so when
+// the sampler cuts nothing the draw is made by rejection instead: draw
+// from the unmasked row and keep the token if the grammar allows it,
+// which checks only that token's bytes. Conditioned on landing in the
+// allowed set, an unmasked draw is distributed exactly as the masked one
+// (see sample.Sampler.Truncates), and only on a miss is the mask computed
+// and the draw made again from it, so the result is exact whichever path
+// it takes. A model following the grammar lands inside it almost always.
+func (c *constraint) sample(s grammar.State, row []float32, smp *sample.Sampler) (int32, bool) {
+	if !smp.Truncates() {
+		if tok := smp.Sample(row); c.m.Trie().Allows(s, tok) {
+			return tok, true
+		}
+	}
+	row, ok := c.logits(s, row)
+	if !ok {
+		return 0, false
+	}
+	return smp.Sample(row), true
 }
 
 // pruneTrees removes from each constrained sequence's tree the drafted

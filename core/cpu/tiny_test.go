@@ -115,8 +115,13 @@ func generate(t testing.TB, b *Backend, prompt []int32, p sample.Params, drafter
 
 // generateStats is generate that also counts drafts proposed and accepted.
 func generateStats(t testing.TB, b *Backend, prompt []int32, p sample.Params, drafter drafterKind, n int) ([]int32, [2]int) {
+	return generateItem(t, b, prompt, &item{params: p, drafter: drafter}, n)
+}
+
+// generateItem is generateStats for a prepared item (a grammar, say).
+func generateItem(t testing.TB, b *Backend, prompt []int32, it *item, n int) ([]int32, [2]int) {
 	var pa [2]int
-	s := &runtime.Slot{Request: &runtime.Request{}, Prompt: prompt, Data: &item{params: p, drafter: drafter}}
+	s := &runtime.Slot{Request: &runtime.Request{}, Prompt: prompt, Data: it}
 	require.NoError(t, b.Open(s))
 	defer b.Release(s)
 	var out []int32

@@ -280,8 +280,14 @@ func (b *Backend) verify(q *sequence, rows []float32) bool {
 		return r
 	}
 	if q.tree.Len() == 1 {
-		// Plain decoding: the sampler's own fast path and random stream.
-		tok := q.sampler.Sample(row(0))
+		// Plain decoding: the sampler's own fast path and random stream
+		// (a constrained one masks only when its draw is refused).
+		var tok int32
+		if q.con == nil {
+			tok = q.sampler.Sample(rows[:vocab])
+		} else {
+			tok, ok = q.con.sample(q.con.nodes[0], rows[:vocab], q.sampler)
+		}
 		q.sampler.Accept(tok)
 		q.res.Path = append(q.res.Path[:0], 0)
 		q.res.Tokens = append(q.res.Tokens[:0], tok)

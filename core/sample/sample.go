@@ -222,6 +222,18 @@ func New(p Params, vocabSize int) (*Sampler, error) {
 // hand back the argmax alone instead of the row.
 func (s *Sampler) RawArgmax() bool { return s.p.Temperature == 0 && !s.p.penalised() }
 
+// Truncates reports whether the pipeline cuts the vocabulary (top-k,
+// top-p, min-p) after the softmax. Without a cut, a token's probability
+// under a mask is its unmasked probability renormalised over the allowed
+// tokens (penalties and temperature act on each logit alone), so an
+// unmasked draw that lands on an allowed token is already an exact draw of
+// the masked distribution: what constrained decoding relies on to skip
+// computing the mask. Greedy decoding cuts nothing either (the masked
+// argmax is the argmax whenever the mask allows it).
+func (s *Sampler) Truncates() bool {
+	return s.p.Temperature != 0 && (s.p.TopK != 0 || s.p.TopP != 1 || s.p.MinP != 0)
+}
+
 // Params returns the sampler's parameters with the "off" synonyms replaced
 // by their canonical values (TopP 1, RepetitionPenalty 1, ...).
 func (s *Sampler) Params() Params { return s.p }
