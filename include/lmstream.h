@@ -323,7 +323,10 @@ int lms_model_info(lms_runtime rt, char *buf, size_t size, size_t *len);
 ** cannot be compiled or fails to render, a built-in family recognised in
 ** its text renders instead. A conversation the template itself rejects
 ** (its raise_exception) is LMS_ERR_INVALID_REQUEST with its message; a
-** model with no usable template is LMS_ERR_INVALID_REQUEST too. The text
+** model with no usable template is LMS_ERR_INVALID_REQUEST too. A render
+** has a budget (2 s, macro and recursive-loop depth 200, range() of at
+** most 100,000 items, 64 MiB of text): a template that runs past it is
+** LMS_ERR_INVALID_REQUEST saying so, with no fallback. The text
 ** goes to buf, NUL-terminated; *len receives its length without the NUL. */
 int lms_render_chat(lms_runtime rt, const char *request_json,
                     char *buf, size_t size, size_t *len,
