@@ -104,14 +104,6 @@ func init() { runtime.Register("cpu", New) }
 // host threads for the work the device leaves to the CPU.
 type OpenRunner func(f *gguf.File, threads int) (model.Runner, error)
 
-func openCPU(f *gguf.File, threads int) (model.Runner, error) {
-	m, err := model.Load(f, threads)
-	if err != nil {
-		return nil, err
-	}
-	return model.CPU{Model: m}, nil
-}
-
 // Backend runs one model for every slot of a runtime.
 type Backend struct {
 	file      *gguf.File
@@ -176,7 +168,35 @@ const (
 )
 
 // New is the CPU backend: NewBackend with the model on the CPU.
-func New(cfg *runtime.Config) (runtime.Backend, error) { return NewBackend(cfg, "cpu", openCPU) }
+func New(cfg *runtime.Config) (runtime.Backend, error) {
+	return NewBackend(cfg, "cpu", openCPUReporting(cfg))
+}
+
+// openCPUReporting loads a model for the cpu device and reports the target's weight packing
+// (the first model it opens) as the weights stage, from 0.05 to 0.3 of the
+// whole creation (NewBackend's shares). A draft model opened later, during
+// the speculation stage, reports nothing: the fraction must not go back.
+func openCPUReporting(cfg *runtime.Config) OpenRunner {
+	var first atomic.Bool
+	return func(f *gguf.File, threads int) (model.Runner, error) {
+		var progress func(float64)
+		if first.CompareAndSwap(false, true) {
+			progress = func(x float64) { cfg.Report(runtime.StageWeights, weightsStart+(specStart-weightsStart)*x) }
+		}
+		m, err := model.LoadWithProgress(f, threads, progress)
+		if err != nil {
+			return nil, err
+		}
+		return model.CPU{Model: m}, nil
+	}
+}
+
+// The shares of creation's progress where the weights and the speculation
+// stages start.
+const (
+	weightsStart = 0.05
+	specStart    = 0.3
+)
 
 // NewBackend loads the model named by the config's "model_path" with open,
 // once the memory that the configuration reserves is known to fit its
@@ -247,17 +267,17 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 		f.Close()
 		return nil, err
 	}
-	cfg.Report(runtime.StageWeights, 0.05)
+	cfg.Report(runtime.StageWeights, weightsStart)
 	b, err := load(f, device, open, plan.context, min(chunk, plan.context), threads, cfg.MaxSlots, override)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	b.reserved = plan.res.Total()
-	cfg.Report(runtime.StageSpec, 0.3)
+	cfg.Report(runtime.StageSpec, specStart)
 	// Measuring the forward pass's cost (once per model and thread count
 	// in a process) takes most of the rest.
-	calibrating := func(f float64) { cfg.Report(runtime.StageCalibrate, 0.3+0.69*f) }
+	calibrating := func(f float64) { cfg.Report(runtime.StageCalibrate, specStart+0.69*f) }
 	if err := b.setupSpec(sc, path, threads, calibrating); err != nil {
 		b.Close()
 		return nil, err
