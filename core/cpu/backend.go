@@ -366,6 +366,10 @@ type item struct {
 	params  sample.Params
 	drafter drafterKind // draftNone: no speculation
 	slo     time.Duration
+	// logprobs: report each token's logprob and top alternatives
+	// (logprobs.go); topLogprobs of them.
+	logprobs    bool
+	topLogprobs int
 }
 
 // sequence is a slot's state.
@@ -383,6 +387,41 @@ type sequence struct {
 	con      *constraint // the request's grammar; nil: unconstrained
 	res      spec.Result
 	out      []int32 // this iteration's tokens, handed to the runtime
+
+	// For a request with logprobs: its top-k, each tree node's row
+	// statistics and penalised-row copies (by node), and this iteration's
+	// entries, handed to the runtime.
+	logprobs bool
+	topK     int
+	stats    []rowStats
+	owns     [][]float32
+	lp       []streaming.TokenLogprob
+}
+
+// measure records the distribution at tree node (or the prefill's last
+// position, node 0) for the logprobs of the token chosen there: row is
+// what the sampler draws from (masked when constrained), raw the logits
+// buffer's row. Call it with the sampler's penalty window as that
+// position's token will be sampled under.
+func (q *sequence) measure(node int, row, raw []float32) {
+	for len(q.stats) <= node {
+		q.stats = append(q.stats, rowStats{})
+		q.owns = append(q.owns, nil)
+	}
+	q.stats[node].measure(q.sampler.Penalised(row), raw, &q.owns[node], q.topK)
+}
+
+// logprobsOf builds the entries of the tokens emitted along path (token k
+// chosen at node path[k]), or nil for a request without logprobs.
+func (q *sequence) logprobsOf(path []int, tokens []int32) []streaming.TokenLogprob {
+	if !q.logprobs {
+		return nil
+	}
+	q.lp = q.lp[:0]
+	for k, node := range path {
+		q.lp = append(q.lp, q.stats[node].entry(tokens[k]))
+	}
+	return q.lp
 }
 
 // Prepare renders and tokenizes each prompt, and checks it fits.
@@ -426,6 +465,7 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	it.logprobs, it.topLogprobs = req.Logprobs, req.TopLogprobs
 	if req.Grammar != nil {
 		it.grammar = req.Grammar
 		b.vocabTrie() // built once, on the first constrained request
@@ -488,7 +528,8 @@ func (b *Backend) Open(s *runtime.Slot) error {
 	c := b.caches[len(b.caches)-1]
 	b.caches = b.caches[:len(b.caches)-1]
 	c.Truncate(0)
-	q := &sequence{cache: c, sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter}
+	q := &sequence{cache: c, sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter,
+		logprobs: it.logprobs, topK: it.topLogprobs}
 	if it.grammar != nil {
 		q.con = newConstraint(it.grammar, b.vocabTrie(), q.greedy && !penalised(it.params))
 	}
@@ -515,12 +556,12 @@ func (b *Backend) Release(s *runtime.Slot) {
 
 // allRawArgmax reports whether every slot that gets logits this step picks
 // its tokens as the plain argmax of them (sample.Sampler.RawArgmax, and no
-// grammar constraining it).
+// grammar constraining it) and needs nothing else from them (no logprobs).
 func (b *Backend) allRawArgmax(slots []*runtime.Slot) bool {
 	for i, s := range slots {
 		q := s.State.(*sequence)
-		if b.rows[i] >= 0 && (q.con != nil || !q.sampler.RawArgmax()) {
-			return false // a constrained row is masked before its argmax
+		if b.rows[i] >= 0 && (q.con != nil || q.logprobs || !q.sampler.RawArgmax()) {
+			return false // a constrained row is masked before its argmax; logprobs need the row
 		}
 	}
 	return true
@@ -639,13 +680,17 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 			if ids != nil {
 				tok = ids[b.rows[i]]
 			} else {
-				row := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
+				raw := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
+				row := raw
 				if q.con != nil {
 					var ok bool
 					if row, ok = q.con.logits(q.con.state, row); !ok {
 						res[i].Err = errStuck
 						continue
 					}
+				}
+				if q.logprobs {
+					q.measure(0, row, raw)
 				}
 				tok = q.sampler.Sample(row)
 			}
@@ -656,6 +701,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 			q.seq.Start = t2
 			q.out = append(q.out[:0], tok)
 			res[i].Tokens = q.out
+			res[i].Logprobs = q.logprobsOf([]int{0}, q.out)
 			res[i].ContextFull = q.cache.Len()+1 >= q.cache.Cap()
 			continue
 		}
@@ -676,6 +722,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		q.next = q.out[len(q.out)-1]
 		q.seq.Tokens = append(q.seq.Tokens, q.out...)
 		res[i].Tokens = q.out
+		res[i].Logprobs = q.logprobsOf(q.res.Path, q.out)
 		if !q.seq.NoSpec && b.sched.Drafter != nil && b.spec.sched.Policy != spec.Incremental {
 			q.seq.Payoff.Observe(time.Since(t0), len(q.res.Tokens), q.tree.Len() > 1)
 			b.drafts.accept[q.kind].Observe(q.tree, q.res.Path)

@@ -446,7 +446,11 @@ func (r *Runtime) apply(s *Slot, res *StepResult, now int64) {
 			break
 		}
 	}
-	n := s.stream.Accept(tokens[:end], endsWithStop)
+	lps := res.Logprobs
+	if lps != nil {
+		lps = lps[:end]
+	}
+	n := s.stream.AcceptLogprobs(tokens[:end], lps, endsWithStop)
 	if reason == streaming.NotFinished && res.ContextFull {
 		reason = streaming.Length
 	}
