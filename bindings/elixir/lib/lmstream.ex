@@ -38,7 +38,9 @@ defmodule Lmstream do
   Request fields (sent in the request JSON; the library checks them and
   refuses bad values with `{:invalid_request, message}`): `:max_tokens`,
   `:temperature`, `:top_p`, `:top_k`, `:min_p`, `:seed`, `:stop` (string or
-  list), `:stop_token_ids`, `:include_stop`, `:tpot_slo_ms`, `:ttft_slo_ms`.
+  list), `:stop_token_ids`, `:include_stop`, `:tpot_slo_ms`, `:ttft_slo_ms`,
+  `:logprobs` (`true`: chunks carry each token's logprob, `Lmstream.Chunk`)
+  and `:top_logprobs` (0..20 alternatives per token).
   Any other key is a backend-specific field and is sent as is (the replay
   backend's `:script`, `:scripts`, `:delay_ms`, `:error_at`, `:panic_at`);
   `:extra` (a map) is merged into the request too. Unknown fields are
@@ -78,7 +80,9 @@ defmodule Lmstream do
     :stop_token_ids,
     :include_stop,
     :tpot_slo_ms,
-    :ttft_slo_ms
+    :ttft_slo_ms,
+    :logprobs,
+    :top_logprobs
   ]
   @channel_keys [:stream_interval, :skip_special_tokens, :queue_limit, :queue_policy]
   @binding_keys [:timeout, :max_batch, :window, :extra]

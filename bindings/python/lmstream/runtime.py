@@ -33,6 +33,7 @@ from .stream import (
     Chunk,
     QueuePolicy,
     Stream,
+    TokenLogprob,
     _live as _live_streams,
 )
 
@@ -522,15 +523,18 @@ class Runtime:
                                ttft_slo_ms=ttft_slo_ms, raise_on_error=False, **extra)
         ids: List[int] = []
         parts: List[str] = []
+        lps: Optional[List[TokenLogprob]] = None
         final: Optional[Chunk] = None
         with stream:
             for c in stream:
                 ids.extend(c.token_ids)
                 parts.append(c.text)
+                if c.logprobs is not None:
+                    lps = (lps or []) + c.logprobs
                 if c.finished:
                     final = c
         assert final is not None, "a stream always ends with a terminal chunk"
-        chunk = Chunk.make(ids, "".join(parts), True, final.reason, final.usage, final.error)
+        chunk = Chunk.make(ids, "".join(parts), True, final.reason, final.usage, final.error, lps)
         if chunk.error is not None and raise_on_error:
             raise chunk.error
         return chunk
