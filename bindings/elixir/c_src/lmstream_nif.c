@@ -515,7 +515,10 @@ static ERL_NIF_TERM nif_runtime_create(ErlNifEnv *env, int argc, const ERL_NIF_T
 /* Load progress goes to a process as {:lmstream_load_progress, tag, stage,
 ** fraction}. The library calls the handler on the thread running this NIF
 ** (a dirty scheduler, managed by ERTS), so sending with the NIF's env is
-** allowed; the message env is reused, cleared by each send. */
+** allowed. The message env is reused: a successful send invalidates it
+** (a failed one leaves its terms), so it is cleared after every send. (It was cleared only when
+** a send failed; with the hundreds of reports packing the weights now
+** makes, a fraction arrived as a stale term, a reference or an atom.) */
 typedef struct {
     ErlNifEnv *caller;
     ErlNifEnv *msg;
@@ -528,7 +531,8 @@ static int send_load_progress(const char *stage, double fraction, void *user) {
     ERL_NIF_TERM m = enif_make_tuple4(p->msg, enif_make_atom(p->msg, "lmstream_load_progress"),
                                       enif_make_copy(p->msg, p->tag), enif_make_atom(p->msg, stage),
                                       enif_make_double(p->msg, fraction));
-    if (!enif_send(p->caller, &p->to, p->msg, m)) enif_clear_env(p->msg);
+    enif_send(p->caller, &p->to, p->msg, m);
+    enif_clear_env(p->msg);
     return 0;
 }
 
