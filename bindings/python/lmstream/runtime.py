@@ -423,8 +423,9 @@ class Runtime:
         such as the replay backend's ``script``, and structured output:
         ``response_format={"type": "json_schema", "json_schema": {"name":
         ..., "schema": {...}}}`` or ``{"type": "json_object"}``, or
-        ``grammar=`` GBNF text). Errors known before the first token raise
-        here.
+        ``grammar=`` GBNF text, and ``logprobs=True`` with
+        ``top_logprobs=k``, which fill each chunk's ``logprobs``). Errors
+        known before the first token raise here.
         """
         streams = self._submit(prompt, None, messages, 1, locals(), extra)
         return streams[0]
@@ -550,8 +551,12 @@ class Runtime:
         and ``usage``); ``stream=False`` one ``chat.completion`` dict with
         ``usage``. finish_reason is "stop" or "length"; lmstream's own
         reason is ``choices[0]["native_finish_reason"]``. Other keywords
-        are generate()'s (max_tokens, temperature, stop, ...). Errors raise;
-        leaving the iterator early cancels the request."""
+        are generate()'s (max_tokens, temperature, stop, ...);
+        ``logprobs=True`` (and ``top_logprobs=k``, up to 20) fill
+        ``choices[0]["logprobs"]`` as OpenAI does: ``{"content": [{"token",
+        "logprob", "bytes", "top_logprobs"}, ...]}`` for the tokens of each
+        delta (the end token left out), else None. Errors raise; leaving
+        the iterator early cancels the request."""
         from .completions import chat_completion
         return chat_completion(self, messages, _bool("stream", stream), kw)
 
