@@ -427,6 +427,12 @@ func (r *Runtime) apply(s *Slot, res *StepResult, now int64) {
 	s.usage.DraftAccepted += res.DraftAccepted
 	s.usage.VerifyPasses += res.VerifyPasses
 	tokens := res.Tokens
+	if res.Logprobs != nil && len(res.Logprobs) != len(tokens) {
+		// A backend bug, reported on the stream rather than indexing past
+		// the shorter slice below.
+		s.stream.Finish(streaming.Error, int32(status.Internal), fmt.Sprintf("backend returned %d logprobs for %d tokens", len(res.Logprobs), len(tokens)))
+		return
+	}
 	if len(tokens) == 0 {
 		return
 	}
