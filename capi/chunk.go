@@ -12,20 +12,56 @@ import (
 	"github.com/lmstream/lmstream/streaming"
 )
 
+// payloadAlign is the alignment of a chunk's variable part: its logprob
+// structs hold doubles and pointers.
+const payloadAlign = 8
+
+// Sizes of the logprob structs, laid out in the payload as C lays them out.
+var (
+	tokenLogprobSize = int(unsafe.Sizeof(C.lms_token_logprob{}))
+	logprobSize      = int(unsafe.Sizeof(C.lms_logprob{}))
+)
+
 // A chunk's variable part, laid out after its struct (or in a caller's
-// buffer): the token ids, the text and its NUL, the error message and its
-// NUL, padded so the next chunk's ids stay 4-byte aligned.
+// buffer), from the most to the least aligned: the token logprob structs,
+// their alternatives' structs, the token ids, the text and its NUL, the
+// error message and its NUL, then every logprob's piece bytes; padded so
+// the next chunk's part stays 8-byte aligned. The text follows the ids
+// directly, as before logprobs existed: the Python binding reads both
+// from one slice.
 func payloadSize(c *streaming.Chunk) int {
 	n := 4*len(c.TokenIDs) + len(c.Text) + 1 + len(c.ErrMessage) + 1
-	return (n + 3) &^ 3
+	for i := range c.Logprobs {
+		lp := &c.Logprobs[i]
+		n += tokenLogprobSize + len(lp.Bytes) + len(lp.Top)*logprobSize
+		for _, t := range lp.Top {
+			n += len(t.Bytes)
+		}
+	}
+	return (n + payloadAlign - 1) &^ (payloadAlign - 1)
 }
 
 // fillChunk writes c into dst, with its variable part at payload (C memory
-// of at least payloadSize(c) bytes, 4-byte aligned).
+// of at least payloadSize(c) bytes, 8-byte aligned).
 func fillChunk(dst *C.lms_chunk, c *streaming.Chunk, payload unsafe.Pointer) {
-	ids := unsafe.Slice((*int32)(payload), len(c.TokenIDs))
+	p := payload
+	// Structs first, then the byte arrays they point into.
+	var lps []C.lms_token_logprob
+	if len(c.Logprobs) > 0 {
+		lps = unsafe.Slice((*C.lms_token_logprob)(p), len(c.Logprobs))
+		p = unsafe.Add(p, len(c.Logprobs)*tokenLogprobSize)
+	}
+	tops := make([][]C.lms_logprob, len(c.Logprobs))
+	for i := range c.Logprobs {
+		if n := len(c.Logprobs[i].Top); n > 0 {
+			tops[i] = unsafe.Slice((*C.lms_logprob)(p), n)
+			p = unsafe.Add(p, n*logprobSize)
+		}
+	}
+	ids := unsafe.Slice((*int32)(p), len(c.TokenIDs))
 	copy(ids, c.TokenIDs)
-	text := unsafe.Add(payload, 4*len(c.TokenIDs))
+	idsAt := p
+	text := unsafe.Add(p, 4*len(c.TokenIDs))
 	tb := unsafe.Slice((*byte)(text), len(c.Text)+1)
 	copy(tb, c.Text)
 	tb[len(c.Text)] = 0
@@ -33,8 +69,29 @@ func fillChunk(dst *C.lms_chunk, c *streaming.Chunk, payload unsafe.Pointer) {
 	mb := unsafe.Slice((*byte)(msg), len(c.ErrMessage)+1)
 	copy(mb, c.ErrMessage)
 	mb[len(c.ErrMessage)] = 0
-
-	dst.token_ids = (*C.int32_t)(payload)
+	p = unsafe.Add(msg, len(c.ErrMessage)+1)
+	putBytes := func(b []byte) (*C.char, C.size_t) {
+		at := p
+		copy(unsafe.Slice((*byte)(at), len(b)), b)
+		p = unsafe.Add(p, len(b))
+		return (*C.char)(at), C.size_t(len(b))
+	}
+	for i := range c.Logprobs {
+		lp := &c.Logprobs[i]
+		d := &lps[i]
+		d.token_id, d.logprob = C.int32_t(lp.ID), C.double(lp.Logprob)
+		d.bytes, d.n_bytes = putBytes(lp.Bytes)
+		d.top, d.n_top = nil, C.size_t(len(lp.Top))
+		if len(lp.Top) > 0 {
+			d.top = &tops[i][0]
+		}
+		for k, t := range lp.Top {
+			e := &tops[i][k]
+			e.token_id, e.logprob = C.int32_t(t.ID), C.double(t.Logprob)
+			e.bytes, e.n_bytes = putBytes(t.Bytes)
+		}
+	}
+	dst.token_ids = (*C.int32_t)(idsAt)
 	dst.n_token_ids = C.size_t(len(c.TokenIDs))
 	dst.text = (*C.char)(text)
 	dst.text_len = C.size_t(len(c.Text))
@@ -56,12 +113,16 @@ func fillChunk(dst *C.lms_chunk, c *streaming.Chunk, payload unsafe.Pointer) {
 		draft_tokens_accepted: C.int64_t(u.DraftAccepted),
 		verify_passes:         C.int64_t(u.VerifyPasses),
 	}
+	dst.logprobs, dst.n_logprobs = nil, C.size_t(len(c.Logprobs))
+	if len(lps) > 0 {
+		dst.logprobs = &lps[0]
+	}
 }
 
 // mallocChunk copies c into one malloc'd block (struct then payload), which
 // lms_chunk_free releases with a single free().
 func mallocChunk(c *streaming.Chunk) *C.lms_chunk {
-	head := C.size_t(unsafe.Sizeof(C.lms_chunk{}))
+	head := (C.size_t(unsafe.Sizeof(C.lms_chunk{})) + payloadAlign - 1) &^ (payloadAlign - 1)
 	block := C.malloc(head + C.size_t(payloadSize(c)))
 	if block == nil {
 		panic("out of memory")

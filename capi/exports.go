@@ -328,14 +328,14 @@ func lmsgo_channel_pop_batch(h C.lms_channel, chunks *C.lms_chunk, maxChunks C.s
 		}
 	}
 	structs := unsafe.Slice(chunks, int(min(maxChunks, math.MaxInt32)))
-	// Align the start so token ids are 4-byte aligned whatever buf is.
-	off := int((-uintptr(buf)) & 3)
+	// Align the start for the payload's structs whatever buf is.
+	off := int((-uintptr(buf)) & (payloadAlign - 1))
 	size := int(bufSize)
 	needed := 0
 	n, err := ch.PopEach(len(structs), func(c *streaming.Chunk) bool {
 		need := payloadSize(c)
 		if off+need > size {
-			needed = need + 3
+			needed = need + payloadAlign - 1
 			return false
 		}
 		fillChunk(&structs[0], c, unsafe.Add(buf, off))

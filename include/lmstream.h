@@ -43,7 +43,12 @@
 **     lms_configure_process() to set threads, GC and a memory limit later.
 **
 ** Versioning: LMS_ABI_VERSION changes when a signature, struct layout or
-** constant changes incompatibly. Compare it with lms_abi_version() at load.
+** constant changes incompatibly. Compare it with lms_abi_version() at load:
+** a program built against one version must not read chunks from a library
+** of another (a struct's size and fields may differ).
+**   1  the first release.
+**   2  lms_chunk grew logprobs and n_logprobs (at its end), with the
+**      lms_logprob and lms_token_logprob structs they point to.
 */
 #ifndef LMSTREAM_H
 #define LMSTREAM_H
@@ -55,7 +60,7 @@
 extern "C" {
 #endif
 
-#define LMS_ABI_VERSION 1
+#define LMS_ABI_VERSION 2
 
 /* ---- Status codes --------------------------------------------------- */
 
@@ -108,6 +113,33 @@ typedef struct lms_usage {
     int64_t verify_passes;
 } lms_usage;
 
+/* A token with its log-probability (natural log, <= 0) and its piece: the
+** token's bytes as the vocabulary holds them, n_bytes of them, not
+** NUL-terminated and possibly part of a character (OpenAI's "bytes"). */
+typedef struct lms_logprob {
+    int32_t     token_id;
+    double      logprob;
+    const char *bytes;
+    size_t      n_bytes;
+} lms_logprob;
+
+/* A generated token's log-probability and the n_top most likely tokens at
+** its position, most likely first (ties to the lower id); the token itself
+** is among them when it is that likely. A log-probability is the
+** log-softmax at temperature 1 of the model's logits after the request's
+** penalties (and, with "response_format" or "grammar", its mask: tokens it
+** forbids have probability 0 and are never listed), before temperature,
+** top-k, top-p and min-p: what OpenAI's API and vLLM report. Under
+** speculative decoding the values are those of plain decoding. */
+typedef struct lms_token_logprob {
+    int32_t            token_id;
+    double             logprob;
+    const char        *bytes;
+    size_t             n_bytes;
+    const lms_logprob *top;
+    size_t             n_top;
+} lms_token_logprob;
+
 /* One chunk: the tokens accepted since the previous chunk and the text they
 ** completed. All tokens a single engine iteration accepted travel together. */
 typedef struct lms_chunk {
@@ -121,6 +153,10 @@ typedef struct lms_chunk {
     int32_t        batch_index; /* which prompt of the request this stream is */
     const char    *error_message; /* NUL-terminated; "" unless an error */
     lms_usage      usage;       /* filled on the terminal chunk */
+    /* Since ABI 2. When the request set "logprobs": one entry per token id,
+    ** in order (n_logprobs == n_token_ids); else NULL and 0. */
+    const lms_token_logprob *logprobs;
+    size_t                   n_logprobs;
 } lms_chunk;
 
 /* ---- Library --------------------------------------------------------- */
@@ -323,7 +359,10 @@ int lms_model_info(lms_runtime rt, char *buf, size_t size, size_t *len);
 ** cannot be compiled or fails to render, a built-in family recognised in
 ** its text renders instead. A conversation the template itself rejects
 ** (its raise_exception) is LMS_ERR_INVALID_REQUEST with its message; a
-** model with no usable template is LMS_ERR_INVALID_REQUEST too. The text
+** model with no usable template is LMS_ERR_INVALID_REQUEST too. A render
+** has a budget (2 s, macro and recursive-loop depth 200, range() of at
+** most 100,000 items, 64 MiB of text): a template that runs past it is
+** LMS_ERR_INVALID_REQUEST saying so, with no fallback. The text
 ** goes to buf, NUL-terminated; *len receives its length without the NUL. */
 int lms_render_chat(lms_runtime rt, const char *request_json,
                     char *buf, size_t size, size_t *len,
@@ -367,6 +406,10 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 **   "top_k": integer in [0, 2147483647] (0, or the vocabulary size or more:
 **                off)
 **   "seed": integer in [0, 18446744073709551615] (absent: random)
+**   "logprobs": boolean (default false): each chunk carries every token's
+**                log-probability (lms_chunk.logprobs)
+**   "top_logprobs": integer in [0, 20] (default 0), only with "logprobs":
+**                that many most likely alternatives per token
 **   "tpot_slo_ms", "ttft_slo_ms": numbers in [0, 3600000] (0: best effort)
 ** and backend-specific fields. The cpu backend adds "repetition_penalty"
 ** (0 or 1: off, else in [0.01, 100]), "presence_penalty" and
@@ -406,7 +449,7 @@ int lms_channel_try_pop(lms_channel ch, lms_chunk **out);
 int lms_channel_wait_pop(lms_channel ch, int32_t timeout_ms, lms_chunk **out);
 
 /* Pops up to max_chunks chunks into caller memory, in one call: the chunk
-** structs go to chunks[], their ids and text into buf. Waits up to
+** structs go to chunks[], their ids, text and logprobs into buf. Waits up to
 ** timeout_ms for the first chunk (0: do not wait; negative: forever).
 ** *n_out receives the number of chunks written. Only whole chunks are
 ** popped: chunks that do not fit stay queued. When not even the first

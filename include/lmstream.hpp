@@ -95,6 +95,21 @@ enum class Status : int {
 /* Usage has no pointers, so the C struct is already a value type. */
 using Usage = lms_usage;
 
+/* A token's log-probability and piece (lms_logprob), owned. */
+struct Logprob {
+    int32_t token_id = 0;
+    double logprob = 0;
+    std::string bytes;  /* the piece; may be part of a character */
+};
+
+/* A generated token's logprob and its top alternatives (lms_token_logprob). */
+struct TokenLogprob {
+    int32_t token_id = 0;
+    double logprob = 0;
+    std::string bytes;
+    std::vector<Logprob> top;  /* most likely first */
+};
+
 /* One chunk, owned. The C chunk points into a block the library allocated
 ** (try_pop, wait_pop, complete) or into a caller buffer that the next batch
 ** pop overwrites (pop_batch, consume); a Chunk copies everything out so it
@@ -110,6 +125,7 @@ struct Chunk {
     int batch_index = 0;
     std::string error_message;
     Usage usage{};                   /* meaningful on the terminal chunk */
+    std::vector<TokenLogprob> logprobs;  /* one per token id with "logprobs": true, else empty */
 
     Chunk() = default;
     explicit Chunk(const lms_chunk &c) { assign(c); }
@@ -129,6 +145,21 @@ struct Chunk {
         batch_index = c.batch_index;
         error_message.assign(c.error_message ? c.error_message : "");
         usage = c.usage;
+        logprobs.resize(c.logprobs ? c.n_logprobs : 0);
+        for (size_t i = 0; i < logprobs.size(); i++) {
+            const lms_token_logprob &src = c.logprobs[i];
+            TokenLogprob &dst = logprobs[i];
+            dst.token_id = src.token_id;
+            dst.logprob = src.logprob;
+            dst.bytes.assign(src.bytes ? src.bytes : "", src.bytes ? src.n_bytes : 0);
+            dst.top.resize(src.top ? src.n_top : 0);
+            for (size_t k = 0; k < dst.top.size(); k++) {
+                const lms_logprob &t = src.top[k];
+                dst.top[k].token_id = t.token_id;
+                dst.top[k].logprob = t.logprob;
+                dst.top[k].bytes.assign(t.bytes ? t.bytes : "", t.bytes ? t.n_bytes : 0);
+            }
+        }
     }
 
     /* "end_id", "length", "cancelled", ... for messages and logs. */

@@ -71,12 +71,35 @@ type Chunk struct {
 	ErrMessage string       `json:"error_message,omitempty"`
 	Usage      Usage        `json:"usage"`       // meaningful only on the terminal chunk
 	BatchIndex int32        `json:"batch_index"` // which prompt of the request this stream is
+	// Logprobs has one entry per token id when the request asked for
+	// log-probabilities ("logprobs"), else none.
+	Logprobs []TokenLogprob `json:"logprobs,omitempty"`
+}
+
+// Logprob is a token with its log-probability (natural log) and its piece.
+type Logprob struct {
+	ID      int32   `json:"id"`
+	Logprob float64 `json:"logprob"`
+	// Bytes is the token's piece, as the vocabulary holds it: it may be
+	// part of a character. Shared with the vocabulary; never modified.
+	Bytes []byte `json:"bytes"`
+}
+
+// TokenLogprob is what a generated token's distribution said: the token's
+// own log-probability and the most likely alternatives, most likely first
+// (ties to the lower id), as many as the request's "top_logprobs".
+type TokenLogprob struct {
+	ID      int32     `json:"id"`
+	Logprob float64   `json:"logprob"`
+	Bytes   []byte    `json:"bytes"` // as Logprob.Bytes
+	Top     []Logprob `json:"top_logprobs"`
 }
 
 // merge appends a later chunk onto c. Deltas concatenate, so merging queued
 // chunks loses nothing; the later chunk's terminal fields win.
 func (c *Chunk) merge(later *Chunk) {
 	c.TokenIDs = append(c.TokenIDs, later.TokenIDs...)
+	c.Logprobs = append(c.Logprobs, later.Logprobs...)
 	c.Text += later.Text
 	if later.Finished {
 		c.Finished = true

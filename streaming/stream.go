@@ -18,9 +18,10 @@ type Stream struct {
 	san  Sanitizer
 	stop *StopMatcher // nil when the request has no stop strings
 
-	ids  []int32 // accepted since the last chunk
-	text []byte  // released since the last chunk
-	buf  []byte  // sanitizer output before stop matching
+	ids  []int32        // accepted since the last chunk
+	lps  []TokenLogprob // their logprobs, when the engine gives them
+	text []byte         // released since the last chunk
+	buf  []byte         // sanitizer output before stop matching
 
 	generated int
 	finished  bool
@@ -31,6 +32,7 @@ type Stream struct {
 
 	// Collected answer when nobody is attached.
 	allIDs   []int32
+	allLps   []TokenLogprob
 	allText  []byte
 	allUsage Usage
 }
@@ -75,11 +77,22 @@ func (s *Stream) Paused() bool { return s.sink != nil && s.sink.Paused() }
 // when a stop string completed, in which case the stream is finished with
 // StopWords and the rest of the burst is discarded.
 func (s *Stream) Accept(tokens []int32, endsWithStopToken bool) int {
+	return s.AcceptLogprobs(tokens, nil, endsWithStopToken)
+}
+
+// AcceptLogprobs is Accept with each token's logprobs (lps[i] for
+// tokens[i]; nil: none), which travel with the token ids: the tokens a
+// stop string discards take theirs along. The entries are copied, and the
+// pieces filled in from the vocabulary.
+func (s *Stream) AcceptLogprobs(tokens []int32, lps []TokenLogprob, endsWithStopToken bool) int {
 	if s.finished {
 		return 0
 	}
 	for i, id := range tokens {
 		s.ids = append(s.ids, id)
+		if lps != nil {
+			s.lps = append(s.lps, s.ownLogprob(lps[i]))
+		}
 		s.generated++
 		if endsWithStopToken && i == len(tokens)-1 {
 			break
@@ -94,6 +107,19 @@ func (s *Stream) Accept(tokens []int32, endsWithStopToken bool) int {
 		}
 	}
 	return len(tokens)
+}
+
+// ownLogprob copies an engine's entry (whose buffers it reuses) with the
+// pieces of its tokens.
+func (s *Stream) ownLogprob(lp TokenLogprob) TokenLogprob {
+	lp.Bytes = s.vocab.Piece(lp.ID)
+	top := make([]Logprob, len(lp.Top))
+	for i, t := range lp.Top {
+		t.Bytes = s.vocab.Piece(t.ID)
+		top[i] = t
+	}
+	lp.Top = top
+	return lp
 }
 
 // release runs sanitized text through the stop matcher into the pending
@@ -139,15 +165,16 @@ func (s *Stream) Emit() bool {
 
 // take moves the pending delta into a chunk.
 func (s *Stream) take() Chunk {
-	ch := Chunk{TokenIDs: s.ids, Text: string(s.text)}
-	s.ids, s.text = nil, s.text[:0]
+	ch := Chunk{TokenIDs: s.ids, Text: string(s.text), Logprobs: s.lps}
+	s.ids, s.text, s.lps = nil, s.text[:0], nil
 	return ch
 }
 
 func (s *Stream) collect() {
 	s.allIDs = append(s.allIDs, s.ids...)
+	s.allLps = append(s.allLps, s.lps...)
 	s.allText = append(s.allText, s.text...)
-	s.ids, s.text = s.ids[:0], s.text[:0]
+	s.ids, s.text, s.lps = s.ids[:0], s.text[:0], s.lps[:0]
 }
 
 // Close flushes what is held back and pushes the terminal chunk with the
@@ -186,7 +213,7 @@ func (s *Stream) Close(usage Usage) {
 // Result is the collected answer of a stream with no Sink, valid after Close.
 func (s *Stream) Result() Chunk {
 	return Chunk{
-		TokenIDs: s.allIDs, Text: string(s.allText),
+		TokenIDs: s.allIDs, Text: string(s.allText), Logprobs: s.allLps,
 		Finished: true, Reason: s.reason, ErrCode: s.errCode, ErrMessage: s.errMsg,
 		Usage: s.allUsage,
 	}

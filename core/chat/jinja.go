@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nikolalohinski/gonja/v2"
 	"github.com/nikolalohinski/gonja/v2/config"
@@ -21,6 +22,9 @@ import (
 type Jinja struct {
 	tmpl     *exec.Template
 	bos, eos string
+	// Timeout bounds one render (budget.go); NewJinja sets
+	// DefaultRenderTimeout.
+	Timeout time.Duration
 }
 
 // rootName is the one template a Jinja's loader serves: a model's template
@@ -52,11 +56,11 @@ func NewJinja(text, bos, eos string) (j *Jinja, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("chat: jinja: %w", err)
 	}
-	tmpl, err := exec.NewTemplate(rootName, hfConfig(), loader, gonja.DefaultEnvironment)
+	tmpl, err := exec.NewTemplate(rootName, hfConfig(), loader, checkedEnvironment)
 	if err != nil {
 		return nil, fmt.Errorf("chat: jinja: %w", err)
 	}
-	return &Jinja{tmpl: tmpl, bos: bos, eos: eos}, nil
+	return &Jinja{tmpl: tmpl, bos: bos, eos: eos, Timeout: DefaultRenderTimeout}, nil
 }
 
 func (*Jinja) Name() string { return "jinja" }
@@ -70,7 +74,42 @@ func (e *TemplateError) Error() string {
 	return "chat: the template rejects the conversation: " + e.Msg
 }
 
-func (j *Jinja) Render(msgs []Message, addGenerationPrompt bool) (out string, err error) {
+// checkedEnvironment is gonja's default one with every tag checked
+// against the render budget (budget.go).
+var checkedEnvironment = &exec.Environment{
+	Context:           gonja.DefaultEnvironment.Context,
+	Filters:           gonja.DefaultEnvironment.Filters,
+	Tests:             gonja.DefaultEnvironment.Tests,
+	ControlStructures: checkedStructures,
+	Methods:           gonja.DefaultEnvironment.Methods,
+}
+
+// Render renders on a goroutine of its own and waits at most the timeout
+// (and a grace period): gonja cannot be cancelled, so a runaway template
+// is stopped by the budget's hooks, and when none is reached in time the
+// caller gets a BudgetError while the goroutine winds down on its own.
+func (j *Jinja) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
+	b := &renderBudget{deadline: time.Now().Add(j.Timeout)}
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1) // buffered: an abandoned render never blocks
+	go func() {
+		out, err := j.render(b, msgs, addGenerationPrompt)
+		done <- result{out, err}
+	}()
+	timer := time.NewTimer(j.Timeout + renderGrace)
+	defer timer.Stop()
+	select {
+	case r := <-done:
+		return r.out, r.err
+	case <-timer.C:
+		return "", b.fail("rendering the chat template did not finish within %v", j.Timeout)
+	}
+}
+
+func (j *Jinja) render(b *renderBudget, msgs []Message, addGenerationPrompt bool) (out string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			out, err = "", fmt.Errorf("chat: jinja: %v", p)
@@ -90,15 +129,22 @@ func (j *Jinja) Render(msgs []Message, addGenerationPrompt bool) (out string, er
 			raised = &TemplateError{Msg: msg}
 			return "", raised
 		},
+		"range":   boundedRange(b),
+		budgetKey: b,
 	})
-	out, err = j.tmpl.ExecuteToString(ctx)
+	w := &budgetWriter{b: b}
+	err = j.tmpl.Execute(w, ctx)
 	if raised != nil {
 		return "", raised
+	}
+	// The budget's error is the cause whatever gonja wrapped it in.
+	if stop, _ := b.stopped.Load().(error); stop != nil {
+		return "", stop
 	}
 	if err != nil {
 		return "", fmt.Errorf("chat: jinja: %w", err)
 	}
-	return out, nil
+	return string(w.buf), nil
 }
 
 // Model is a model's chat template: its Jinja text rendered by Jinja, and
@@ -141,14 +187,16 @@ func (m *Model) Name() string {
 }
 
 // Render renders with Jinja, falling back to the family when Jinja fails
-// for any reason but the template's own rejection.
+// for any reason but the template's own rejection or a runaway render
+// (a template that loops without end is broken, not merely beyond gonja).
 func (m *Model) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
 	if m.jinja == nil {
 		return m.family.Render(msgs, addGenerationPrompt)
 	}
 	out, err := m.jinja.Render(msgs, addGenerationPrompt)
 	var rejected *TemplateError
-	if err == nil || errors.As(err, &rejected) || m.family == nil {
+	var budget *BudgetError
+	if err == nil || errors.As(err, &rejected) || errors.As(err, &budget) || m.family == nil {
 		return out, err
 	}
 	return m.family.Render(msgs, addGenerationPrompt)

@@ -104,14 +104,6 @@ func init() { runtime.Register("cpu", New) }
 // host threads for the work the device leaves to the CPU.
 type OpenRunner func(f *gguf.File, threads int) (model.Runner, error)
 
-func openCPU(f *gguf.File, threads int) (model.Runner, error) {
-	m, err := model.Load(f, threads)
-	if err != nil {
-		return nil, err
-	}
-	return model.CPU{Model: m}, nil
-}
-
 // Backend runs one model for every slot of a runtime.
 type Backend struct {
 	file      *gguf.File
@@ -176,7 +168,35 @@ const (
 )
 
 // New is the CPU backend: NewBackend with the model on the CPU.
-func New(cfg *runtime.Config) (runtime.Backend, error) { return NewBackend(cfg, "cpu", openCPU) }
+func New(cfg *runtime.Config) (runtime.Backend, error) {
+	return NewBackend(cfg, "cpu", openCPUReporting(cfg))
+}
+
+// openCPUReporting loads a model for the cpu device and reports the target's weight packing
+// (the first model it opens) as the weights stage, from 0.05 to 0.3 of the
+// whole creation (NewBackend's shares). A draft model opened later, during
+// the speculation stage, reports nothing: the fraction must not go back.
+func openCPUReporting(cfg *runtime.Config) OpenRunner {
+	var first atomic.Bool
+	return func(f *gguf.File, threads int) (model.Runner, error) {
+		var progress func(float64)
+		if first.CompareAndSwap(false, true) {
+			progress = func(x float64) { cfg.Report(runtime.StageWeights, weightsStart+(specStart-weightsStart)*x) }
+		}
+		m, err := model.LoadWithProgress(f, threads, progress)
+		if err != nil {
+			return nil, err
+		}
+		return model.CPU{Model: m}, nil
+	}
+}
+
+// The shares of creation's progress where the weights and the speculation
+// stages start.
+const (
+	weightsStart = 0.05
+	specStart    = 0.3
+)
 
 // NewBackend loads the model named by the config's "model_path" with open,
 // once the memory that the configuration reserves is known to fit its
@@ -247,17 +267,17 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 		f.Close()
 		return nil, err
 	}
-	cfg.Report(runtime.StageWeights, 0.05)
+	cfg.Report(runtime.StageWeights, weightsStart)
 	b, err := load(f, device, open, plan.context, min(chunk, plan.context), threads, cfg.MaxSlots, override)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	b.reserved = plan.res.Total()
-	cfg.Report(runtime.StageSpec, 0.3)
+	cfg.Report(runtime.StageSpec, specStart)
 	// Measuring the forward pass's cost (once per model and thread count
 	// in a process) takes most of the rest.
-	calibrating := func(f float64) { cfg.Report(runtime.StageCalibrate, 0.3+0.69*f) }
+	calibrating := func(f float64) { cfg.Report(runtime.StageCalibrate, specStart+0.69*f) }
 	if err := b.setupSpec(sc, path, threads, calibrating); err != nil {
 		b.Close()
 		return nil, err
@@ -349,6 +369,10 @@ type item struct {
 	params  sample.Params
 	drafter drafterKind // draftNone: no speculation
 	slo     time.Duration
+	// logprobs: report each token's logprob and top alternatives
+	// (logprobs.go); topLogprobs of them.
+	logprobs    bool
+	topLogprobs int
 }
 
 // sequence is a slot's state.
@@ -366,6 +390,41 @@ type sequence struct {
 	con      *constraint // the request's grammar; nil: unconstrained
 	res      spec.Result
 	out      []int32 // this iteration's tokens, handed to the runtime
+
+	// For a request with logprobs: its top-k, each tree node's row
+	// statistics and penalised-row copies (by node), and this iteration's
+	// entries, handed to the runtime.
+	logprobs bool
+	topK     int
+	stats    []rowStats
+	owns     [][]float32
+	lp       []streaming.TokenLogprob
+}
+
+// measure records the distribution at tree node (or the prefill's last
+// position, node 0) for the logprobs of the token chosen there: row is
+// what the sampler draws from (masked when constrained), raw the logits
+// buffer's row. Call it with the sampler's penalty window as that
+// position's token will be sampled under.
+func (q *sequence) measure(node int, row, raw []float32) {
+	for len(q.stats) <= node {
+		q.stats = append(q.stats, rowStats{})
+		q.owns = append(q.owns, nil)
+	}
+	q.stats[node].measure(q.sampler.Penalised(row), raw, &q.owns[node], q.topK)
+}
+
+// logprobsOf builds the entries of the tokens emitted along path (token k
+// chosen at node path[k]), or nil for a request without logprobs.
+func (q *sequence) logprobsOf(path []int, tokens []int32) []streaming.TokenLogprob {
+	if !q.logprobs {
+		return nil
+	}
+	q.lp = q.lp[:0]
+	for k, node := range path {
+		q.lp = append(q.lp, q.stats[node].entry(tokens[k]))
+	}
+	return q.lp
 }
 
 // Prepare renders and tokenizes each prompt, and checks it fits.
@@ -409,6 +468,7 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	if err != nil {
 		return nil, err
 	}
+	it.logprobs, it.topLogprobs = req.Logprobs, req.TopLogprobs
 	if req.Grammar != nil {
 		it.grammar = req.Grammar
 		b.vocabTrie() // built once, on the first constrained request
@@ -471,7 +531,8 @@ func (b *Backend) Open(s *runtime.Slot) error {
 	c := b.caches[len(b.caches)-1]
 	b.caches = b.caches[:len(b.caches)-1]
 	c.Truncate(0)
-	q := &sequence{cache: c, sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter}
+	q := &sequence{cache: c, sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter,
+		logprobs: it.logprobs, topK: it.topLogprobs}
 	if it.grammar != nil {
 		q.con = newConstraint(it.grammar, b.vocabTrie())
 	}
@@ -498,12 +559,12 @@ func (b *Backend) Release(s *runtime.Slot) {
 
 // allRawArgmax reports whether every slot that gets logits this step picks
 // its tokens as the plain argmax of them (sample.Sampler.RawArgmax, and no
-// grammar constraining it).
+// grammar constraining it) and needs nothing else from them (no logprobs).
 func (b *Backend) allRawArgmax(slots []*runtime.Slot) bool {
 	for i, s := range slots {
 		q := s.State.(*sequence)
-		if b.rows[i] >= 0 && (q.con != nil || !q.sampler.RawArgmax()) {
-			return false // a constrained row is masked before its argmax
+		if b.rows[i] >= 0 && (q.con != nil || q.logprobs || !q.sampler.RawArgmax()) {
+			return false // a constrained row is masked before its argmax; logprobs need the row
 		}
 	}
 	return true
@@ -622,12 +683,23 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 			if ids != nil {
 				tok = ids[b.rows[i]]
 			} else {
-				row := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
+				raw := logits[b.rows[i]*vocab : (b.rows[i]+1)*vocab]
 				ok := true
-				if q.con == nil {
-					tok = q.sampler.Sample(row)
-				} else {
-					tok, ok = q.con.sample(q.con.state, row, q.sampler)
+				switch {
+				case q.con != nil && q.logprobs:
+					// The logprobs are of the masked row, so it is made whole.
+					var row []float32
+					if row, ok = q.con.logits(q.con.state, raw); ok {
+						q.measure(0, row, raw)
+						tok = q.sampler.Sample(row)
+					}
+				case q.con != nil:
+					tok, ok = q.con.sample(q.con.state, raw, q.sampler)
+				default:
+					if q.logprobs {
+						q.measure(0, raw, raw)
+					}
+					tok = q.sampler.Sample(raw)
 				}
 				if !ok {
 					res[i].Err = errStuck
@@ -641,6 +713,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 			q.seq.Start = t2
 			q.out = append(q.out[:0], tok)
 			res[i].Tokens = q.out
+			res[i].Logprobs = q.logprobsOf([]int{0}, q.out)
 			res[i].ContextFull = q.cache.Len()+1 >= q.cache.Cap()
 			continue
 		}
@@ -661,6 +734,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		q.next = q.out[len(q.out)-1]
 		q.seq.Tokens = append(q.seq.Tokens, q.out...)
 		res[i].Tokens = q.out
+		res[i].Logprobs = q.logprobsOf(q.res.Path, q.out)
 		if !q.seq.NoSpec && b.sched.Drafter != nil && b.spec.sched.Policy != spec.Incremental {
 			q.seq.Payoff.Observe(time.Since(t0), len(q.res.Tokens), q.tree.Len() > 1)
 			b.drafts.accept[q.kind].Observe(q.tree, q.res.Path)

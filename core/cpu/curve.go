@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -22,10 +23,11 @@ func MeasureCurve(path string, threads, maxN int) (ns []int, ts []time.Duration,
 		return nil, nil, status.Errorf(status.Model, "%v", err)
 	}
 	defer f.Close()
-	m, err := openCPU(f, threads)
+	mm, err := model.Load(f, threads)
 	if err != nil {
 		return nil, nil, status.Errorf(status.Model, "%v", err)
 	}
+	m := model.CPU{Model: mm}
 	defer m.Close()
 	c := measureCost(fmt.Sprintf("cpu/%s/%d", path, threads), m, maxN, nil)
 	if c == nil {

@@ -270,12 +270,18 @@ func (b *Backend) verify(q *sequence, rows []float32) bool {
 	vocab := b.model.Config().Vocab
 	ok := true
 	row := func(node int) []float32 {
-		r := rows[node*vocab : (node+1)*vocab]
+		raw := rows[node*vocab : (node+1)*vocab]
+		r := raw
 		if q.con != nil {
 			var live bool
 			if r, live = q.con.logits(q.con.nodes[node], r); !live {
 				ok = false
 			}
+		}
+		if q.logprobs {
+			// Called where the node's token is about to be chosen, with
+			// the penalty window of the path to it.
+			q.measure(node, r, raw)
 		}
 		return r
 	}

@@ -116,9 +116,17 @@ type Model struct {
 // caught (gguf.File.Guard) and, like a file whose size or modification time
 // changed meanwhile, is an error.
 func Load(f *gguf.File, threads int) (*Model, error) {
+	return LoadWithProgress(f, threads, nil)
+}
+
+// LoadWithProgress is Load telling progress (when not nil) the share of
+// the weights read and packed so far, in [0, 1], never decreasing, on the
+// calling goroutine: once per tensor as pack copies it (that copy is what
+// reads the file, and what takes the time), 1 last.
+func LoadWithProgress(f *gguf.File, threads int, progress func(fraction float64)) (*Model, error) {
 	var m *Model
 	err := f.Guard(func() (err error) {
-		m, err = load(f)
+		m, err = load(f, progress)
 		return err
 	})
 	var fault *gguf.FaultError
@@ -154,7 +162,7 @@ const perLayerTensors = 9
 // trained on a billion tokens, so a larger value is a damaged field.
 const maxContextTrain = 1 << 30
 
-func load(f *gguf.File) (*Model, error) {
+func load(f *gguf.File, progress func(float64)) (*Model, error) {
 	cfg, err := readConfig(f)
 	if err != nil {
 		return nil, err
@@ -201,7 +209,7 @@ func load(f *gguf.File) (*Model, error) {
 	if ld.err != nil {
 		return nil, ld.err
 	}
-	m.pack()
+	m.pack(progress)
 	return m, nil
 }
 
@@ -409,7 +417,7 @@ func (ld *loader) matrix(name string, cols, rows int) matrix {
 // goroutine of ours can recover; the price is that those weights live in
 // anonymous memory instead of the page cache (the same resident size, not
 // shared with other processes mapping the file).
-func (m *Model) pack() {
+func (m *Model) pack(progress func(float64)) {
 	var all []*matrix
 	for i := range m.layers {
 		l := &m.layers[i]
@@ -434,16 +442,33 @@ func (m *Model) pack() {
 	own := ownedBytes{buf: make([]byte, 0, ownSize)}
 	arena := quant.NewArena(packedSize)
 	m.arena = arena
+	// Progress counts the source bytes each tensor's copy reads.
+	total, done := len(m.tokEmbd.data), 0
 	for _, w := range all {
+		total += len(w.data)
+	}
+	report := func(n int) {
+		done += n
+		if progress != nil && total > 0 {
+			progress(min(1, float64(done)/float64(total)))
+		}
+	}
+	for _, w := range all {
+		n := len(w.data)
 		if unpacked(w) {
 			w.data = own.copy(w.data)
 		}
 		w.packed = quant.PrepackIn(arena, w.typ, w.data, w.rows, w.cols)
+		report(n)
 	}
 	if embdShared {
 		m.tokEmbd.data = m.output.data
 	} else {
 		m.tokEmbd.data = own.copy(m.tokEmbd.data)
+	}
+	report(len(m.tokEmbd.data))
+	if progress != nil {
+		progress(1)
 	}
 	if m.cfg.TiedOutput {
 		m.tokEmbd.packed = m.output.packed

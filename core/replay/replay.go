@@ -20,6 +20,10 @@
 //	"delay_ms": d                     pace each slot at one burst per d ms
 //	"error_at": k                     iteration k fails with a backend error
 //	"panic_at": k                     iteration k panics (a Go panic)
+//
+// A scripted token is certain: with "logprobs" every token's
+// log-probability is 0, and its only alternative ("top_logprobs" >= 1) is
+// itself.
 package replay
 
 import (
@@ -179,6 +183,18 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	return out, nil
 }
 
+// certain is the logprobs of scripted tokens: each has probability 1.
+func certain(tokens []int32, top bool) []streaming.TokenLogprob {
+	out := make([]streaming.TokenLogprob, len(tokens))
+	for i, id := range tokens {
+		out[i].ID = id
+		if top {
+			out[i].Top = []streaming.Logprob{{ID: id}}
+		}
+	}
+	return out
+}
+
 // Step emits each ready slot's next burst. Slots with a delay are paced: the
 // step waits until the earliest is due, or returns early when the runtime
 // is interrupted (a cancellation must not wait out the delay).
@@ -232,6 +248,9 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 			res[i].Tokens = q.script[q.pos]
 		default:
 			res[i].Tokens = eos
+		}
+		if s.Request.Logprobs && res[i].Err == nil {
+			res[i].Logprobs = certain(res[i].Tokens, s.Request.TopLogprobs > 0)
 		}
 	}
 	for i, s := range slots {

@@ -48,6 +48,9 @@ type Prepared struct {
 type StepResult struct {
 	// Tokens accepted this iteration, in order. Valid until the next Step.
 	Tokens []int32
+	// Logprobs, when the request asked for them (Request.Logprobs), has
+	// one entry per token; nil otherwise. Valid until the next Step.
+	Logprobs []streaming.TokenLogprob
 	// Err ends the slot's stream with reason Error. A *status.Error keeps
 	// its code; anything else is reported as a backend error.
 	Err error

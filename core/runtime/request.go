@@ -33,6 +33,12 @@ type Request struct {
 	Seed        uint64
 	HasSeed     bool
 
+	// Logprobs asks for each generated token's log-probability, and
+	// TopLogprobs for that many of the most likely alternatives too
+	// (OpenAI's "logprobs" and "top_logprobs").
+	Logprobs    bool
+	TopLogprobs int
+
 	TPOTSLOMs float64 // 0: best effort
 	TTFTSLOMs float64 // 0: none; orders admission (TTFTDeadline)
 
@@ -67,6 +73,7 @@ const (
 	MaxMaxTokens    = math.MaxInt32 // "max_tokens"
 	MaxTopK         = math.MaxInt32 // "top_k" (any value >= the vocabulary is off)
 	MaxSLOMs        = 3_600_000     // "tpot_slo_ms", "ttft_slo_ms": one hour
+	MaxTopLogprobs  = 20            // "top_logprobs", as OpenAI's API
 )
 
 // ParseRequest reads and checks a request's JSON. Fields it does not know
@@ -181,6 +188,16 @@ func ParseRequest(data []byte) (*Request, error) {
 	}
 	if r.HasSeed, err = f.Take("seed", &r.Seed); err != nil {
 		return nil, err
+	}
+	if _, err := f.Take("logprobs", &r.Logprobs); err != nil {
+		return nil, err
+	}
+	topGiven, err := TakeIn(f, "top_logprobs", &r.TopLogprobs, 0, MaxTopLogprobs)
+	if err != nil {
+		return nil, err
+	}
+	if topGiven && r.TopLogprobs > 0 && !r.Logprobs {
+		return nil, f.Errorf("top_logprobs", `needs "logprobs": true`)
 	}
 	if r.Grammar, err = takeGrammar(f); err != nil {
 		return nil, err

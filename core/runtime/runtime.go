@@ -431,6 +431,12 @@ func (r *Runtime) apply(s *Slot, res *StepResult, now int64) {
 	s.usage.DraftAccepted += res.DraftAccepted
 	s.usage.VerifyPasses += res.VerifyPasses
 	tokens := res.Tokens
+	if res.Logprobs != nil && len(res.Logprobs) != len(tokens) {
+		// A backend bug, reported on the stream rather than indexing past
+		// the shorter slice below.
+		s.stream.Finish(streaming.Error, int32(status.Internal), fmt.Sprintf("backend returned %d logprobs for %d tokens", len(res.Logprobs), len(tokens)))
+		return
+	}
 	if len(tokens) == 0 {
 		return
 	}
@@ -450,7 +456,11 @@ func (r *Runtime) apply(s *Slot, res *StepResult, now int64) {
 			break
 		}
 	}
-	n := s.stream.Accept(tokens[:end], endsWithStop)
+	lps := res.Logprobs
+	if lps != nil {
+		lps = lps[:end]
+	}
+	n := s.stream.AcceptLogprobs(tokens[:end], lps, endsWithStop)
 	if reason == streaming.NotFinished && res.ContextFull {
 		reason = streaming.Length
 	}

@@ -319,6 +319,14 @@ func (s *Sampler) penalise(logits []float32) []float32 {
 	return w
 }
 
+// Penalised returns the logits with the penalties of the tokens accepted
+// so far applied, as the sampling pipeline starts from them: the caller's
+// slice when no penalty applies, else the sampler's scratch, which the next
+// call to Penalised, Distribution or Sample overwrites. This is what
+// reported log-probabilities are computed from (before temperature and
+// truncation, as OpenAI and vLLM report them).
+func (s *Sampler) Penalised(logits []float32) []float32 { return s.penalise(logits) }
+
 // argmax returns the index of the largest logit, ties to the lowest index
 // (the comparison is strict); NaN never wins, and an input with nothing
 // above -Inf yields 0.

@@ -48,6 +48,10 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 			ch.Consume(func(c *streaming.Chunk) bool {
 				ev := event{idx: i, chunk: *c}
 				ev.chunk.TokenIDs = nil // only the text is served; the ids' memory is the channel's
+				if len(c.Logprobs) > 0 && c.Finished && c.Reason == streaming.EndId {
+					// The end token produces no content; OpenAI lists none for it.
+					ev.chunk.Logprobs = c.Logprobs[:len(c.Logprobs)-1]
+				}
 				select {
 				case events <- ev:
 					return true
@@ -69,6 +73,7 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 	a.enc.SetEscapeHTML(false)
 	n := len(chans)
 	texts := make([]strings.Builder, n)
+	lps := make([][]any, n) // per choice, when the request asked for logprobs
 	reasons := make([]string, n)
 	var usage streaming.Usage
 	if a.c.stream {
@@ -80,7 +85,7 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 		a.w.WriteHeader(http.StatusOK)
 		if a.c.kind == chatEndpoint {
 			for i := range n {
-				a.send(a.chatChunk(i, map[string]string{"role": "assistant", "content": ""}, nil))
+				a.send(a.chatChunk(i, map[string]string{"role": "assistant", "content": ""}, nil, nil))
 			}
 		}
 		a.flush()
@@ -98,11 +103,15 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 		case ev = <-events:
 		}
 		c := &ev.chunk
-		if c.Text != "" {
+		content := logprobContent(c.Logprobs)
+		if c.Text != "" || len(content) > 0 {
 			if a.c.stream {
-				a.send(a.delta(ev.idx, c.Text, nil))
+				// Tokens whose text is still held back (part of a
+				// character, a possible stop) bring their logprobs alone.
+				a.send(a.delta(ev.idx, c.Text, nil, content))
 			} else {
 				texts[ev.idx].WriteString(c.Text)
+				lps[ev.idx] = append(lps[ev.idx], content...)
 			}
 		}
 		if c.Finished {
@@ -122,7 +131,7 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 			}
 			usage.GeneratedTokens += c.Usage.GeneratedTokens
 			if a.c.stream {
-				a.send(a.delta(ev.idx, "", &reasons[ev.idx]))
+				a.send(a.delta(ev.idx, "", &reasons[ev.idx], nil))
 			}
 		}
 		if a.c.stream && len(events) == 0 {
@@ -144,7 +153,7 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 	choices := make([]any, n)
 	for i := range choices {
 		if a.c.kind == chatEndpoint {
-			choices[i] = map[string]any{"index": i, "message": map[string]string{"role": "assistant", "content": texts[i].String()}, "logprobs": nil, "finish_reason": reasons[i]}
+			choices[i] = map[string]any{"index": i, "message": map[string]string{"role": "assistant", "content": texts[i].String()}, "logprobs": logprobsField(lps[i], a.c.logprobs), "finish_reason": reasons[i]}
 		} else {
 			choices[i] = map[string]any{"index": i, "text": texts[i].String(), "logprobs": nil, "finish_reason": reasons[i]}
 		}
@@ -189,21 +198,64 @@ func (a *answer) object() string {
 	return "text_completion"
 }
 
-func (a *answer) chatChunk(idx int, delta any, reason *string) any {
+func (a *answer) chatChunk(idx int, delta any, reason *string, logprobs any) any {
 	return map[string]any{
 		"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.s.opts.ModelID,
-		"choices": []any{map[string]any{"index": idx, "delta": delta, "logprobs": nil, "finish_reason": reason}},
+		"choices": []any{map[string]any{"index": idx, "delta": delta, "logprobs": logprobs, "finish_reason": reason}},
 	}
 }
 
+// logprobContent is OpenAI's logprobs "content" entries of a chunk's
+// tokens: token (the piece as text), logprob, bytes (the piece's bytes,
+// which a token that splits a character needs) and top_logprobs.
+func logprobContent(lps []streaming.TokenLogprob) []any {
+	if len(lps) == 0 {
+		return nil
+	}
+	out := make([]any, len(lps))
+	for i, lp := range lps {
+		top := make([]any, len(lp.Top))
+		for k, t := range lp.Top {
+			top[k] = logprobEntry(t.Bytes, t.Logprob)
+		}
+		e := logprobEntry(lp.Bytes, lp.Logprob)
+		e["top_logprobs"] = top
+		out[i] = e
+	}
+	return out
+}
+
+func logprobEntry(piece []byte, logprob float64) map[string]any {
+	b := make([]int, len(piece))
+	for i, x := range piece {
+		b[i] = int(x)
+	}
+	return map[string]any{"token": strings.ToValidUTF8(string(piece), "\uFFFD"), "logprob": logprob, "bytes": b}
+}
+
+// logprobsField is a choice's "logprobs": null unless the request asked.
+func logprobsField(content []any, asked bool) any {
+	if !asked {
+		return nil
+	}
+	if content == nil {
+		content = []any{}
+	}
+	return map[string]any{"content": content}
+}
+
 // delta is one choice's streamed text, or its end when reason is set.
-func (a *answer) delta(idx int, text string, reason *string) any {
+func (a *answer) delta(idx int, text string, reason *string, content []any) any {
 	if a.c.kind == chatEndpoint {
 		d := map[string]string{}
 		if text != "" {
 			d["content"] = text
 		}
-		return a.chatChunk(idx, d, reason)
+		var lp any
+		if content != nil {
+			lp = map[string]any{"content": content}
+		}
+		return a.chatChunk(idx, d, reason, lp)
 	}
 	return map[string]any{
 		"id": a.id, "object": "text_completion", "created": a.created, "model": a.s.opts.ModelID,

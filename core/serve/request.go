@@ -27,6 +27,9 @@ type call struct {
 	stream       bool
 	includeUsage bool
 	n            int
+	// logprobs: the request asked for them ("logprobs": true; the
+	// runtime checks the field), so choices carry OpenAI's logprobs.
+	logprobs bool
 	// runtimeJSON is the request the runtime parses: OpenAI's own fields
 	// renamed where lmstream names them differently, "n" turned into batch
 	// items, and every other field passed through so that the runtime (and
@@ -122,6 +125,9 @@ func parseCall(kind endpoint, body []byte, render func([]runtime.Message) (strin
 		return nil, badField("prompts", `request field "prompts" is not part of the OpenAI API: send "prompt" (and "n" for several choices)`)
 	}
 
+	if raw, ok := m["logprobs"]; ok {
+		_ = json.Unmarshal(raw, &c.logprobs) // left in m: a bad value is the runtime's error to report
+	}
 	switch kind {
 	case chatEndpoint:
 		if _, ok := m["prompt"]; ok {
@@ -149,6 +155,12 @@ func parseCall(kind endpoint, body []byte, render func([]runtime.Message) (strin
 			m["prompts"] = repeat(text, c.n)
 		}
 	case completionEndpoint:
+		// The legacy endpoint's "logprobs" is a number with another
+		// answer shape (tokens, token_logprobs, text_offset); the runtime's
+		// is the chat endpoint's boolean, served there.
+		if _, ok := m["logprobs"]; ok {
+			return nil, badField("logprobs", `/v1/completions does not serve "logprobs": use /v1/chat/completions with "logprobs": true (and "top_logprobs")`)
+		}
 		if _, ok := m["messages"]; ok {
 			return nil, badField("messages", `/v1/completions takes "prompt", not "messages" (use /v1/chat/completions)`)
 		}

@@ -161,6 +161,82 @@ func TestChatStreamsInOpenAIShape(t *testing.T) {
 	}
 }
 
+// "logprobs": true fills each choice's logprobs as OpenAI's chat API
+// does: one entry per token with its piece's bytes and top_logprobs, the
+// end token left out; streamed with the deltas, or whole. The replay
+// backend's tokens are certain (logprob 0).
+func TestChatLogprobs(t *testing.T) {
+	_, hs, _ := newServer(t, 8, Options{})
+	type entry struct {
+		Token   string  `json:"token"`
+		Logprob float64 `json:"logprob"`
+		Bytes   []int   `json:"bytes"`
+		Top     []entry `json:"top_logprobs"`
+	}
+	type logprobs struct {
+		Content []entry `json:"content"`
+	}
+	body := `{"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 1,
+		"script": [[1, 2], [5], [6], [4]]}`
+	check := func(got []entry) {
+		t.Helper()
+		// A character split over two tokens: each entry has its bytes.
+		pieces := []string{"Hel", "lo", "\xf0\x9f", "\x98\x80", "ld"}
+		if len(got) != len(pieces) {
+			t.Fatalf("%d entries, want %d: %+v", len(got), len(pieces), got)
+		}
+		for i, e := range got {
+			b := make([]byte, len(e.Bytes))
+			for k, x := range e.Bytes {
+				b[k] = byte(x)
+			}
+			if string(b) != pieces[i] || e.Logprob != 0 || len(e.Top) != 1 || e.Top[0].Logprob != 0 {
+				t.Fatalf("entry %d: %+v", i, e)
+			}
+		}
+	}
+	resp := post(t, hs.URL+"/v1/chat/completions", body)
+	var whole struct {
+		Choices []struct {
+			Logprobs *logprobs `json:"logprobs"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&whole); err != nil || resp.StatusCode != 200 || whole.Choices[0].Logprobs == nil {
+		t.Fatalf("status %d: %v %+v", resp.StatusCode, err, whole)
+	}
+	resp.Body.Close()
+	check(whole.Choices[0].Logprobs.Content)
+
+	resp = post(t, hs.URL+"/v1/chat/completions", strings.Replace(body, "{", `{"stream": true, `, 1))
+	defer resp.Body.Close()
+	var streamed []entry
+	for _, e := range readEvents(t, resp.Body) {
+		if e == "[DONE]" {
+			continue
+		}
+		var c struct {
+			Choices []struct {
+				Logprobs *logprobs `json:"logprobs"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal([]byte(e), &c); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Choices) > 0 && c.Choices[0].Logprobs != nil {
+			streamed = append(streamed, c.Choices[0].Logprobs.Content...)
+		}
+	}
+	check(streamed)
+
+	resp = post(t, hs.URL+"/v1/chat/completions", `{"messages": [{"role": "user", "content": "hi"}], "script": [[1]]}`)
+	var plain map[string]any
+	json.NewDecoder(resp.Body).Decode(&plain)
+	resp.Body.Close()
+	if lp := plain["choices"].([]any)[0].(map[string]any)["logprobs"]; lp != nil {
+		t.Fatalf("logprobs %v nobody asked for", lp)
+	}
+}
+
 func TestCompletionStreamEndsWithLength(t *testing.T) {
 	_, hs, _ := newServer(t, 8, Options{})
 	chunks, texts, reasons := stream(t, hs.URL+"/v1/completions", `{"prompt": "x", "stream": true, "max_tokens": 2,
@@ -251,7 +327,9 @@ func TestBadRequestsGetOpenAIErrors(t *testing.T) {
 		param     string
 		says      string
 	}{
-		{chat, `{"messages": [{"role": "user", "content": "hi"}], "script": [[1]], "logprobs": true}`, 400, "logprobs", "unknown field"},
+		{chat, `{"messages": [{"role": "user", "content": "hi"}], "script": [[1]], "logprobs": 1}`, 400, "logprobs", "boolean"},
+		{chat, `{"messages": [{"role": "user", "content": "hi"}], "script": [[1]], "logprobs": true, "top_logprobs": 21}`, 400, "top_logprobs", "must be in [0, 20]"},
+		{hs.URL + "/v1/completions", `{"prompt": "hi", "script": [[1]], "logprobs": 2}`, 400, "logprobs", "/v1/chat/completions"},
 		{chat, `{"messages": [{"role": "user", "content": "hi"}], "script": [[1]], "top_k": "5"}`, 400, "top_k", "integer"},
 		{chat, `{"messages": [{"role": "user", "content": "hi"}], "script": [[1]], "temperature": -1}`, 400, "temperature", "must be in"},
 		{chat, `{"messages": "hi", "script": [[1]]}`, 400, "messages", "array"},

@@ -33,6 +33,7 @@ using lmstream::Chunk;
 using lmstream::Mux;
 using lmstream::Runtime;
 using lmstream::Status;
+using lmstream::TokenLogprob;
 
 static_assert(!std::is_copy_constructible_v<Channel> && !std::is_copy_assignable_v<Channel>,
               "a Channel must not be copyable");
@@ -200,6 +201,40 @@ static void test_pop_batch() {
     s.expect_complete(text);
     CHECK(calls > 1, "one call popped everything with max_chunks 4");
     expect_over(ch);
+}
+
+/* Logprobs are copied out of every way of reading: pop_batch's reused
+** buffer and complete()'s block. The replay backend's tokens are certain. */
+static void test_logprobs() {
+    Runtime rt(runtime_config());
+    const std::string text = "logprobs";
+    const std::string req = "{\"prompt\":\"p\",\"logprobs\":true,\"top_logprobs\":1,\"script\":" + script(text) + "}";
+    Channel ch;
+    rt.submit(req, ch);
+    std::vector<Chunk> batch;
+    std::vector<TokenLogprob> lps;
+    std::vector<int32_t> ids;
+    while (!ch.done()) {
+        Status st = ch.pop_batch(batch, patience(10s), 2);
+        CHECK(st == Status::ok, "pop_batch returned %d", static_cast<int>(st));
+        for (const Chunk &c : batch) {
+            CHECK(c.logprobs.size() == c.token_ids.size(), "%zu logprobs for %zu ids", c.logprobs.size(),
+                  c.token_ids.size());
+            lps.insert(lps.end(), c.logprobs.begin(), c.logprobs.end());
+            ids.insert(ids.end(), c.token_ids.begin(), c.token_ids.end());
+        }
+    }
+    CHECK(lps.size() == text.size() + 1, "%zu logprobs", lps.size());
+    for (size_t i = 0; i < lps.size(); i++) {
+        const std::string piece = i < text.size() ? text.substr(i, 1) : "";
+        CHECK(lps[i].token_id == ids[i] && lps[i].logprob == 0 && lps[i].bytes == piece, "logprob %zu", i);
+        CHECK(lps[i].top.size() == 1 && lps[i].top[0].token_id == ids[i] && lps[i].top[0].bytes == piece,
+              "alternatives of %zu", i);
+    }
+    Chunk all = rt.complete(req);
+    CHECK(all.logprobs.size() == lps.size() && all.logprobs.back().token_id == 0, "complete: %zu logprobs",
+          all.logprobs.size());
+    CHECK(rt.complete(spell(text)).logprobs.empty(), "logprobs nobody asked for");
 }
 
 /* One burst of 8,000 tokens is one chunk of ~40 kB, more than the wrapper's
@@ -517,6 +552,7 @@ static const Test tests[] = {
     {"mux", test_mux},
     {"pop_batch", test_pop_batch},
     {"pop_batch_grows", test_pop_batch_grows},
+    {"logprobs", test_logprobs},
     {"consume", test_consume},
     {"consume_stop", test_consume_stop},
     {"cancel", test_cancel},

@@ -2,9 +2,11 @@
 ** tokenize / count / detokenize round trips, buffer-size protocol, model
 ** metadata, chat rendering, and the errors each call documents. Also the
 ** regression for invalid UTF-8 in request JSON (issue 11): it is
-** LMS_ERR_BAD_JSON naming the byte, never a silent U+FFFD.
+** LMS_ERR_BAD_JSON naming the byte, never a silent U+FFFD. And the
+** logprobs a chunk carries (ABI 2), through both ways of reading chunks.
 **
 **   introspect MODEL.gguf */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +113,86 @@ static void test_invalid_utf8(lms_runtime rt) {
     lms_channel_release(ch);
 }
 
+/* Checks one answer's logprobs, greedy: one per id, each the most likely
+** token at its place, alternatives in order, pieces that spell the ids. */
+static void check_logprobs(lms_runtime rt, const int32_t *ids, const lms_token_logprob *lps, size_t n, size_t top) {
+    char pieces[4096] = "", text[4096];
+    size_t used = 0, len = 0;
+    for (size_t i = 0; i < n; i++) {
+        const lms_token_logprob *lp = &lps[i];
+        CHECK(lp->token_id == ids[i], "logprob %zu is for token %d, not %d", i, lp->token_id, ids[i]);
+        CHECK(lp->logprob <= 0, "logprob %zu is %g", i, lp->logprob);
+        CHECK(lp->n_top == top, "token %zu has %zu alternatives", i, lp->n_top);
+        if (lp->n_top > 0) {
+            CHECK(lp->top[0].token_id == lp->token_id && lp->top[0].logprob == lp->logprob,
+                  "greedy token %zu is not the likeliest", i);
+        }
+        for (size_t k = 1; k < lp->n_top; k++) {
+            CHECK(lp->top[k].logprob <= lp->top[k - 1].logprob, "token %zu: alternatives out of order", i);
+        }
+        CHECK(used + lp->n_bytes < sizeof pieces, "pieces overflow");
+        memcpy(pieces + used, lp->bytes, lp->n_bytes);
+        used += lp->n_bytes;
+    }
+    char err[256];
+    int rc = lms_detokenize(rt, ids, n, 0, text, sizeof text, &len, err, sizeof err);
+    CHECK(rc == LMS_OK && len == used && memcmp(text, pieces, used) == 0, "pieces do not spell the tokens");
+}
+
+static void test_logprobs(lms_runtime rt) {
+    const char *req = "{\"prompt\":\"The capital of France is\",\"max_tokens\":12,"
+                      "\"logprobs\":true,\"top_logprobs\":5}";
+    char err[256] = "";
+    lms_chunk *all = NULL;
+    int rc = lms_complete(rt, req, &all, err, sizeof err);
+    CHECK(rc == LMS_OK && all, "complete: rc %d (%s)", rc, err);
+    if (rc != LMS_OK) return;
+    CHECK(all->n_logprobs == all->n_token_ids && all->n_token_ids > 0, "complete: %zu logprobs for %zu ids",
+          all->n_logprobs, all->n_token_ids);
+    check_logprobs(rt, all->token_ids, all->logprobs, all->n_logprobs, 5);
+
+    /* The same through pop_batch into a buffer that starts off alignment. */
+    lms_channel ch;
+    CHECK(lms_channel_create(&ch) == LMS_OK, "channel");
+    rc = lms_submit(rt, req, &ch, 1, err, sizeof err);
+    CHECK(rc == LMS_OK, "submit: rc %d (%s)", rc, err);
+    static char buf[1 << 16];
+    lms_chunk chunks[8];
+    int32_t ids[64];
+    lms_token_logprob lps[64];
+    size_t n = 0, got = 0;
+    for (int done = 0; !done && rc >= 0;) {
+        rc = lms_channel_pop_batch(ch, chunks, 8, buf + 3, sizeof buf - 3, 10000, &got);
+        for (size_t i = 0; rc == LMS_OK && i < got; i++) {
+            const lms_chunk *c = &chunks[i];
+            CHECK(c->n_logprobs == c->n_token_ids, "chunk: %zu logprobs for %zu ids", c->n_logprobs, c->n_token_ids);
+            CHECK(((uintptr_t)c->logprobs & 7) == 0, "logprobs misaligned");
+            for (size_t k = 0; k < c->n_token_ids && n < 64; k++, n++) {
+                ids[n] = c->token_ids[k];
+                lps[n] = c->logprobs[k];
+            }
+            /* Copied by value: their pointers go stale with the next
+            ** pop, and only the values are compared below. */
+            done = done || c->finished;
+        }
+    }
+    CHECK(n == all->n_token_ids, "streamed %zu tokens, complete %zu", n, all->n_token_ids);
+    for (size_t k = 0; k < n && k < all->n_token_ids; k++) {
+        double d = lps[k].logprob - all->logprobs[k].logprob;
+        CHECK(ids[k] == all->token_ids[k] && d < 1e-5 && d > -1e-5,
+              "streamed logprob %zu differs from complete's", k);
+    }
+    lms_channel_release(ch);
+    lms_chunk_free(all);
+
+    /* Not asked for: none. */
+    rc = lms_complete(rt, "{\"prompt\":\"Hi\",\"max_tokens\":2}", &all, err, sizeof err);
+    CHECK(rc == LMS_OK && all->logprobs == NULL && all->n_logprobs == 0, "unasked logprobs: rc %d", rc);
+    if (rc == LMS_OK) lms_chunk_free(all);
+    rc = lms_complete(rt, "{\"prompt\":\"Hi\",\"top_logprobs\":2}", &all, err, sizeof err);
+    CHECK(rc == LMS_ERR_INVALID_REQUEST && strstr(err, "needs \"logprobs\": true"), "top without logprobs: rc %d (%s)", rc, err);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: introspect MODEL.gguf\n");
@@ -128,6 +210,7 @@ int main(int argc, char **argv) {
     test_info(rt);
     test_render(rt);
     test_invalid_utf8(rt);
+    test_logprobs(rt);
     lms_runtime_destroy(rt);
 
     /* A destroyed runtime's handle, and a backend with no tokenizer. */

@@ -102,8 +102,18 @@ def test_openai_client_sees_bad_requests_as_errors(replay):
     client = replay.client()
     with pytest.raises(openai.BadRequestError) as e:
         client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}],
-                                       logprobs=True, extra_body={"script": [[1]]})
-    assert "logprobs" in str(e.value)
+                                       logprobs=True, top_logprobs=21, extra_body={"script": [[1]]})
+    assert "top_logprobs" in str(e.value)
+
+
+def test_openai_client_reads_logprobs(replay):
+    """The openai package parses the chat logprobs into its own types."""
+    out = replay.client().chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "hi"}], logprobs=True, top_logprobs=1,
+        extra_body={"script": [[1], [2]]})
+    content = out.choices[0].logprobs.content
+    assert [c.token for c in content] == ["Hel", "lo"] and [c.bytes for c in content] == [[72, 101, 108], [108, 111]]
+    assert all(c.logprob == 0 and [t.token for t in c.top_logprobs] == [c.token] for c in content)
 
 
 def test_curl_streams_and_shutdown_ends_streams_with_an_error_event(replay):

@@ -207,7 +207,8 @@ fail:
 static ERL_NIF_TERM a_ok, a_error, a_true, a_false, a_nil, a_undefined, a_empty, a_done,
     a_closed, a_not_loaded, a_struct, a_chunk_mod, a_token_ids, a_text, a_finished, a_reason,
     a_usage, a_err, a_batch_index, a_ref, a_prompt_tokens, a_generated_tokens, a_ttft_ms,
-    a_tpot_ms, a_draft_proposed, a_draft_accepted, a_verify_passes, a_path, a_abi, a_cpus;
+    a_tpot_ms, a_draft_proposed, a_draft_accepted, a_verify_passes, a_path, a_abi, a_cpus,
+    a_logprobs, a_token_id, a_logprob, a_bytes, a_top_logprobs;
 static ERL_NIF_TERM a_reasons[6];
 #define N_CODES 15
 static ERL_NIF_TERM a_codes[N_CODES]; /* index -code, 0..14 */
@@ -225,6 +226,8 @@ static void make_atoms(ErlNifEnv *env) {
     A(a_ttft_ms, "ttft_ms"); A(a_tpot_ms, "tpot_ms");
     A(a_draft_proposed, "draft_tokens_proposed"); A(a_draft_accepted, "draft_tokens_accepted");
     A(a_verify_passes, "verify_passes"); A(a_path, "path"); A(a_abi, "abi_version"); A(a_cpus, "loader_cpus");
+    A(a_logprobs, "logprobs"); A(a_token_id, "token_id"); A(a_logprob, "logprob"); A(a_bytes, "bytes");
+    A(a_top_logprobs, "top_logprobs");
     A(a_reasons[0], "not_finished"); A(a_reasons[1], "end_id"); A(a_reasons[2], "length");
     A(a_reasons[3], "cancelled"); A(a_reasons[4], "error"); A(a_reasons[5], "stop_words");
     A(a_codes[0], "ok"); A(a_codes[1], "invalid_argument"); A(a_codes[2], "invalid_handle");
@@ -512,7 +515,10 @@ static ERL_NIF_TERM nif_runtime_create(ErlNifEnv *env, int argc, const ERL_NIF_T
 /* Load progress goes to a process as {:lmstream_load_progress, tag, stage,
 ** fraction}. The library calls the handler on the thread running this NIF
 ** (a dirty scheduler, managed by ERTS), so sending with the NIF's env is
-** allowed; the message env is reused, cleared by each send. */
+** allowed. The message env is reused: a successful send invalidates it
+** (a failed one leaves its terms), so it is cleared after every send. (It was cleared only when
+** a send failed; with the hundreds of reports packing the weights now
+** makes, a fraction arrived as a stale term, a reference or an atom.) */
 typedef struct {
     ErlNifEnv *caller;
     ErlNifEnv *msg;
@@ -525,7 +531,8 @@ static int send_load_progress(const char *stage, double fraction, void *user) {
     ERL_NIF_TERM m = enif_make_tuple4(p->msg, enif_make_atom(p->msg, "lmstream_load_progress"),
                                       enif_make_copy(p->msg, p->tag), enif_make_atom(p->msg, stage),
                                       enif_make_double(p->msg, fraction));
-    if (!enif_send(p->caller, &p->to, p->msg, m)) enif_clear_env(p->msg);
+    enif_send(p->caller, &p->to, p->msg, m);
+    enif_clear_env(p->msg);
     return 0;
 }
 
@@ -733,6 +740,33 @@ static ERL_NIF_TERM usage_term(ErlNifEnv *env, const lms_usage *u) {
     return m;
 }
 
+/* %{token_id, logprob, bytes} (and top_logprobs: [...] for a generated
+** token): the piece is a binary, maybe part of a character. */
+static ERL_NIF_TERM logprob_term(ErlNifEnv *env, int32_t id, double lp, const char *bytes, size_t n,
+                                 const ERL_NIF_TERM *top) {
+    ERL_NIF_TERM k[4] = {a_token_id, a_logprob, a_bytes, a_top_logprobs};
+    ERL_NIF_TERM v[4] = {enif_make_int(env, id), enif_make_double(env, lp), make_binary(env, bytes, n),
+                         top ? *top : a_nil};
+    ERL_NIF_TERM m;
+    enif_make_map_from_arrays(env, k, v, top ? 4 : 3, &m);
+    return m;
+}
+
+static ERL_NIF_TERM logprobs_term(ErlNifEnv *env, const lms_chunk *ch) {
+    if (ch->n_logprobs == 0 || ch->logprobs == NULL) return a_nil;
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (size_t i = ch->n_logprobs; i-- > 0;) {
+        const lms_token_logprob *lp = &ch->logprobs[i];
+        ERL_NIF_TERM top = enif_make_list(env, 0);
+        for (size_t k = lp->n_top; k-- > 0;) {
+            const lms_logprob *t = &lp->top[k];
+            top = enif_make_list_cell(env, logprob_term(env, t->token_id, t->logprob, t->bytes, t->n_bytes, NULL), top);
+        }
+        list = enif_make_list_cell(env, logprob_term(env, lp->token_id, lp->logprob, lp->bytes, lp->n_bytes, &top), list);
+    }
+    return list;
+}
+
 static ERL_NIF_TERM chunk_term(ErlNifEnv *env, const lms_chunk *ch, ERL_NIF_TERM ref) {
     ERL_NIF_TERM ids_stack[64];
     ERL_NIF_TERM *ids = ch->n_token_ids <= 64 ? ids_stack : enif_alloc(ch->n_token_ids * sizeof *ids);
@@ -748,12 +782,13 @@ static ERL_NIF_TERM chunk_term(ErlNifEnv *env, const lms_chunk *ch, ERL_NIF_TERM
             error = enif_make_tuple2(env, code_term(env, ch->error_code), make_binary(env, m, strlen(m)));
         }
     }
-    ERL_NIF_TERM k[9] = {a_struct, a_token_ids, a_text, a_finished, a_reason, a_usage, a_err, a_batch_index, a_ref};
-    ERL_NIF_TERM v[9] = {a_chunk_mod, idlist, make_binary(env, ch->text, ch->text_len),
-                         ch->finished ? a_true : a_false, reason, usage, error,
-                         enif_make_int(env, ch->batch_index), ref};
+    ERL_NIF_TERM k[10] = {a_struct, a_token_ids, a_text, a_finished, a_reason, a_usage, a_err, a_batch_index, a_ref,
+                          a_logprobs};
+    ERL_NIF_TERM v[10] = {a_chunk_mod, idlist, make_binary(env, ch->text, ch->text_len),
+                          ch->finished ? a_true : a_false, reason, usage, error,
+                          enif_make_int(env, ch->batch_index), ref, logprobs_term(env, ch)};
     ERL_NIF_TERM m;
-    enif_make_map_from_arrays(env, k, v, 9, &m);
+    enif_make_map_from_arrays(env, k, v, 10, &m);
     return m;
 }
 

@@ -39,10 +39,12 @@ defmodule Lmstream do
   refuses bad values with `{:invalid_request, message}`): `:max_tokens`,
   `:temperature`, `:top_p`, `:top_k`, `:min_p`, `:seed`, `:stop` (string or
   list), `:stop_token_ids`, `:include_stop`, `:tpot_slo_ms`, `:ttft_slo_ms`,
-  and structured output: `:response_format` (a map or keyword list as
-  OpenAI defines it: `%{type: "json_object"}` or `%{type: "json_schema",
-  json_schema: %{name: ..., schema: %{...}}}`, nested values encoded as
-  JSON) or `:grammar` (GBNF text).
+  `:logprobs` (`true`: chunks carry each token's logprob, `Lmstream.Chunk`)
+  and `:top_logprobs` (0..20 alternatives per token), and structured
+  output: `:response_format` (a map or keyword list as OpenAI defines it:
+  `%{type: "json_object"}` or `%{type: "json_schema", json_schema: %{name:
+  ..., schema: %{...}}}`, nested values encoded as JSON) or `:grammar`
+  (GBNF text).
   Any other key is a backend-specific field and is sent as is (the replay
   backend's `:script`, `:scripts`, `:delay_ms`, `:error_at`, `:panic_at`);
   `:extra` (a map) is merged into the request too. Unknown fields are
@@ -84,7 +86,9 @@ defmodule Lmstream do
     :tpot_slo_ms,
     :ttft_slo_ms,
     :response_format,
-    :grammar
+    :grammar,
+    :logprobs,
+    :top_logprobs
   ]
   @channel_keys [:stream_interval, :skip_special_tokens, :queue_limit, :queue_policy]
   @binding_keys [:timeout, :max_batch, :window, :extra]

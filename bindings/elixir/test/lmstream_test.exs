@@ -82,7 +82,7 @@ defmodule Lmstream.APITest do
   import Lmstream.TestSupport
 
   test "the library was loaded from a thread with the full CPU mask" do
-    assert {:ok, %{abi_version: 1, loader_cpus: cpus, path: path}} = Lmstream.library_info()
+    assert {:ok, %{abi_version: 2, loader_cpus: cpus, path: path}} = Lmstream.library_info()
     assert File.exists?(path)
 
     case :erlang.system_info(:logical_processors_available) do
@@ -100,6 +100,39 @@ defmodule Lmstream.APITest do
              Enum.filter(chunks, & &1.finished)
 
     assert List.last(chunks).finished
+  end
+
+  test "chunks carry logprobs when asked: one per token id" do
+    rt = replay!()
+    script = [[1, 2], [3, 3], [4]]
+
+    chunks =
+      rt
+      |> Lmstream.stream("hi", script: script, logprobs: true, top_logprobs: 1)
+      |> Enum.to_list()
+
+    for c <- chunks, c.token_ids != [] do
+      assert length(c.logprobs) == length(c.token_ids)
+    end
+
+    lps = Enum.flat_map(chunks, &(&1.logprobs || []))
+    ids = Enum.flat_map(chunks, & &1.token_ids)
+    assert ids == [1, 2, 3, 3, 4, 0]
+    pieces = %{0 => "</s>", 1 => "H", 2 => "e", 3 => "l", 4 => "o"}
+
+    # Scripted tokens are certain: logprob 0, the only alternative itself.
+    for {lp, id} <- Enum.zip(lps, ids) do
+      assert %{token_id: ^id, logprob: +0.0, bytes: bytes, top_logprobs: [top]} = lp
+      assert bytes == pieces[id]
+      assert top == %{token_id: id, logprob: 0.0, bytes: bytes}
+    end
+
+    assert Enum.all?(Lmstream.stream(rt, "hi", script: script), &(&1.logprobs == nil))
+
+    assert {:error, {:invalid_request, msg}} =
+             Lmstream.generate(rt, "hi", script: script, top_logprobs: 2)
+
+    assert msg =~ ~s("top_logprobs" needs "logprobs": true)
   end
 
   test "a stream is lazy and can be enumerated twice (two requests)" do

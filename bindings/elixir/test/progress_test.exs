@@ -45,6 +45,10 @@ defmodule LmstreamProgressTest do
            ]
 
     assert hd(fractions) == 0.0 and List.last(fractions) == 1.0
+    # Hundreds of reports (packing reports each tensor), each a float: a
+    # reused message env once turned some into stale terms.
+    assert Enum.all?(fractions, &is_float/1)
+    assert Enum.count(calls, &(elem(&1, 0) == :weights)) > 10
     assert fractions == Enum.sort(fractions)
     assert Enum.all?(calls, fn {_, _, pid} -> pid == self() end)
     Lmstream.close(rt)

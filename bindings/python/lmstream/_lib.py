@@ -25,7 +25,7 @@ from ctypes import (
 from typing import Any, Dict, List, Optional, Tuple
 
 #: The ABI version this binding was written for (LMS_ABI_VERSION).
-ABI_VERSION = 1
+ABI_VERSION = 2
 
 LIBRARY_NAME = "liblmstream.so"
 
@@ -75,6 +75,26 @@ class LmsUsage(Structure):
     ]
 
 
+class LmsLogprob(Structure):
+    _fields_ = [
+        ("token_id", c_int32),
+        ("logprob", c_double),
+        ("bytes", c_void_p),  # const char *, n_bytes of them, no NUL
+        ("n_bytes", c_size_t),
+    ]
+
+
+class LmsTokenLogprob(Structure):
+    _fields_ = [
+        ("token_id", c_int32),
+        ("logprob", c_double),
+        ("bytes", c_void_p),
+        ("n_bytes", c_size_t),
+        ("top", POINTER(LmsLogprob)),
+        ("n_top", c_size_t),
+    ]
+
+
 class LmsChunk(Structure):
     _fields_ = [
         ("token_ids", POINTER(c_int32)),
@@ -87,6 +107,8 @@ class LmsChunk(Structure):
         ("batch_index", c_int32),
         ("error_message", c_char_p),
         ("usage", LmsUsage),
+        ("logprobs", POINTER(LmsTokenLogprob)),  # since ABI 2
+        ("n_logprobs", c_size_t),
     ]
 
 

@@ -57,6 +57,18 @@ def _model_name(rt: "Runtime") -> str:
     return str(rt.config.get("backend", "cpu"))
 
 
+def _logprobs(c: Chunk, lps: Optional[List[Any]]) -> Optional[Dict[str, Any]]:
+    """OpenAI's choices[0].logprobs for a chunk's (or a whole answer's)
+    entries: {"content": [{"token", "logprob", "bytes", "top_logprobs"},
+    ...]}, or None for a request without logprobs. The end token that
+    closes an answer produces no content, and as OpenAI it is not listed."""
+    if lps is None:
+        return None
+    if c.finished and c.reason == FinishReason.END_ID and lps:
+        lps = lps[:-1]
+    return {"content": [lp.to_dict() for lp in lps]}
+
+
 def _usage(c: Chunk) -> Dict[str, int]:
     u = c.usage
     p = u.prompt_tokens if u is not None else 0
@@ -74,7 +86,8 @@ class _Shape:
         self.obj_whole = "chat.completion" if chat else "text_completion"
 
     def choice(self, text: Optional[str], reason: Optional[str], native: Optional[str],
-               first: bool = False, whole: bool = False) -> Dict[str, Any]:
+               first: bool = False, whole: bool = False,
+               logprobs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         c: Dict[str, Any] = {"index": 0}
         if self.chat:
             if whole:
@@ -88,7 +101,7 @@ class _Shape:
                 c["delta"] = delta
         else:
             c["text"] = text or ""
-        c["logprobs"] = None
+        c["logprobs"] = logprobs
         c["finish_reason"] = reason
         if native is not None:
             c["native_finish_reason"] = native
@@ -117,8 +130,11 @@ class _Shaper:
 
     def of(self, c: Chunk) -> List[Dict[str, Any]]:
         got = []
-        if c.text:
-            got.append(self.out(self.shape.choice(c.text, None, None)))
+        lp = _logprobs(c, c.logprobs)
+        if c.text or (lp is not None and lp["content"]):
+            # Tokens whose text is still held back (part of a character, a
+            # possible stop string) bring their logprobs with no content.
+            got.append(self.out(self.shape.choice(c.text, None, None, logprobs=lp)))
         if c.finished:
             got.append(self.out(self.shape.choice(None if self.shape.chat else "", finish_reason(c.reason),
                                                   c.reason.ident), _usage(c)))
@@ -131,10 +147,13 @@ class _Whole:
     def __init__(self, shape: _Shape, rt: "Runtime") -> None:
         self.shape, self.rt = shape, rt
         self.parts: List[str] = []
+        self.lps: Optional[List[Any]] = None
         self.final: Optional[Chunk] = None
 
     def add(self, c: Chunk) -> None:
         self.parts.append(c.text)
+        if c.logprobs is not None:
+            self.lps = (self.lps or []) + c.logprobs
         if c.finished:
             self.final = c
 
@@ -144,7 +163,8 @@ class _Whole:
         return {"id": self.shape.prefix + uuid.uuid4().hex, "object": self.shape.obj_whole,
                 "created": int(time.time()), "model": _model_name(self.rt),
                 "choices": [self.shape.choice("".join(self.parts), finish_reason(final.reason),
-                                              final.reason.ident, whole=True)],
+                                              final.reason.ident, whole=True,
+                                              logprobs=_logprobs(final, self.lps))],
                 "usage": _usage(final)}
 
 

@@ -33,6 +33,7 @@ from .stream import (
     Chunk,
     QueuePolicy,
     Stream,
+    TokenLogprob,
     _live as _live_streams,
 )
 
@@ -422,8 +423,9 @@ class Runtime:
         such as the replay backend's ``script``, and structured output:
         ``response_format={"type": "json_schema", "json_schema": {"name":
         ..., "schema": {...}}}`` or ``{"type": "json_object"}``, or
-        ``grammar=`` GBNF text). Errors known before the first token raise
-        here.
+        ``grammar=`` GBNF text, and ``logprobs=True`` with
+        ``top_logprobs=k``, which fill each chunk's ``logprobs``). Errors
+        known before the first token raise here.
         """
         streams = self._submit(prompt, None, messages, 1, locals(), extra)
         return streams[0]
@@ -522,15 +524,18 @@ class Runtime:
                                ttft_slo_ms=ttft_slo_ms, raise_on_error=False, **extra)
         ids: List[int] = []
         parts: List[str] = []
+        lps: Optional[List[TokenLogprob]] = None
         final: Optional[Chunk] = None
         with stream:
             for c in stream:
                 ids.extend(c.token_ids)
                 parts.append(c.text)
+                if c.logprobs is not None:
+                    lps = (lps or []) + c.logprobs
                 if c.finished:
                     final = c
         assert final is not None, "a stream always ends with a terminal chunk"
-        chunk = Chunk.make(ids, "".join(parts), True, final.reason, final.usage, final.error)
+        chunk = Chunk.make(ids, "".join(parts), True, final.reason, final.usage, final.error, lps)
         if chunk.error is not None and raise_on_error:
             raise chunk.error
         return chunk
@@ -546,8 +551,12 @@ class Runtime:
         and ``usage``); ``stream=False`` one ``chat.completion`` dict with
         ``usage``. finish_reason is "stop" or "length"; lmstream's own
         reason is ``choices[0]["native_finish_reason"]``. Other keywords
-        are generate()'s (max_tokens, temperature, stop, ...). Errors raise;
-        leaving the iterator early cancels the request."""
+        are generate()'s (max_tokens, temperature, stop, ...);
+        ``logprobs=True`` (and ``top_logprobs=k``, up to 20) fill
+        ``choices[0]["logprobs"]`` as OpenAI does: ``{"content": [{"token",
+        "logprob", "bytes", "top_logprobs"}, ...]}`` for the tokens of each
+        delta (the end token left out), else None. Errors raise; leaving
+        the iterator early cancels the request."""
         from .completions import chat_completion
         return chat_completion(self, messages, _bool("stream", stream), kw)
 

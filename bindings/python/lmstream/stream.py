@@ -86,6 +86,52 @@ class Usage(NamedTuple):
     verify_passes: int
 
 
+class Logprob(NamedTuple):
+    """A token and its log-probability (natural log). ``bytes`` is the
+    token's piece, which may be part of a character."""
+
+    token_id: int
+    logprob: float
+    bytes: bytes
+
+    def to_dict(self) -> Dict[str, Any]:
+        """OpenAI's shape: token (the piece as text, U+FFFD for a split
+        character), logprob, bytes (a list of ints), plus token_id."""
+        return {"token": self.bytes.decode("utf-8", "replace"), "logprob": self.logprob,
+                "bytes": list(self.bytes), "token_id": self.token_id}
+
+
+class TokenLogprob(NamedTuple):
+    """A generated token's log-probability and the most likely tokens at
+    its position (``top``, most likely first), for requests with
+    ``logprobs=True`` (and ``top_logprobs=k``). See lms_token_logprob in
+    lmstream.h for what the values are: the log-softmax of the model's
+    logits after penalties, at temperature 1."""
+
+    token_id: int
+    logprob: float
+    bytes: bytes
+    top: List[Logprob]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """OpenAI's shape, as Logprob.to_dict, with top_logprobs."""
+        d = Logprob(self.token_id, self.logprob, self.bytes).to_dict()
+        d["top_logprobs"] = [t.to_dict() for t in self.top]
+        return d
+
+
+def _read_logprobs(c: "_lib.LmsChunk") -> List[TokenLogprob]:
+    """Copies a chunk's lms_token_logprob array out of the pop buffer."""
+    at = ctypes.string_at
+    out = []
+    for i in range(c.n_logprobs):
+        lp = c.logprobs[i]
+        top = [Logprob(t.token_id, t.logprob, at(t.bytes, t.n_bytes) if t.n_bytes else b"")
+               for t in (lp.top[k] for k in range(lp.n_top))]
+        out.append(TokenLogprob(lp.token_id, lp.logprob, at(lp.bytes, lp.n_bytes) if lp.n_bytes else b"", top))
+    return out
+
+
 class StreamState(NamedTuple):
     finished: bool
     reason: FinishReason
@@ -108,6 +154,7 @@ _TAIL = struct.Struct("@iiiiP")  # finished, reason, error code, batch index, me
 assert _SZ % 8 == 0 and _USAGE.size == ctypes.sizeof(_lib.LmsUsage)
 assert [LmsChunk.token_ids.offset, LmsChunk.n_token_ids.offset, LmsChunk.text.offset,
         LmsChunk.text_len.offset, LmsChunk.finished.offset] == [0, 8, 16, 24, 32]
+_LPW = LmsChunk.n_logprobs.offset // 8  # the word holding n_logprobs
 _I32 = struct.Struct("@i")
 _new = tuple.__new__
 
@@ -119,7 +166,10 @@ class Chunk(tuple):
     ``token_ids`` (list of int, special tokens included), ``text`` (str,
     always whole characters), ``finished`` (True on the terminal chunk only),
     ``reason`` (a FinishReason), ``usage`` (a Usage, on the terminal chunk),
-    ``error`` (an LmstreamError when the stream failed, else None).
+    ``error`` (an LmstreamError when the stream failed, else None),
+    ``logprobs`` (a list of TokenLogprob, one per token id, when the request
+    asked for them with ``logprobs=True`` and the chunk has token ids; else
+    None).
 
     A chunk keeps the bytes it was popped with and decodes its text and ids
     when they are read, so a consumer pays only for what it looks at. (It is
@@ -135,18 +185,22 @@ class Chunk(tuple):
     reason = _NOT_FINISHED
     usage: Optional[Usage] = None
     error: Optional[LmstreamError] = None
+    logprobs: Optional[List[TokenLogprob]] = None
 
     @classmethod
     def make(cls, token_ids: Sequence[int] = (), text: str = "", finished: bool = False,
              reason: FinishReason = _NOT_FINISHED, usage: Optional[Usage] = None,
-             error: Optional[LmstreamError] = None) -> "Chunk":
+             error: Optional[LmstreamError] = None,
+             logprobs: Optional[Sequence[TokenLogprob]] = None) -> "Chunk":
         """A chunk built from values (for tests and synthetic streams)."""
         ids = list(token_ids)
         raw = text.encode("utf-8")
         data = struct.pack("@%di" % len(ids), *ids) + raw
         if finished:
-            return _new(_Terminal, (data, 0, 0, len(ids), len(raw), FinishReason(reason), usage, error))
-        return _new(Chunk, (data, 0, 0, len(ids), len(raw)))
+            c: Chunk = _new(_Terminal, (data, 0, 0, len(ids), len(raw), FinishReason(reason), usage, error))
+        else:
+            c = _new(Chunk, (data, 0, 0, len(ids), len(raw)))
+        return c if logprobs is None else _with_logprobs(c, list(logprobs))
 
     @property
     def token_ids(self) -> List[int]:
@@ -183,6 +237,8 @@ class Chunk(tuple):
         {"code", "message"})."""
         d: Dict[str, Any] = {"token_ids": self.token_ids, "text": self.text,
                              "finished": self.finished}
+        if self.logprobs is not None:
+            d["logprobs"] = [lp.to_dict() for lp in self.logprobs]
         if self.finished:
             d["reason"] = self.reason.ident
             d["usage"] = self.usage._asdict() if self.usage is not None else None
@@ -203,7 +259,7 @@ class Chunk(tuple):
             return NotImplemented
         return (self.token_ids == other.token_ids and self.text == other.text
                 and self.finished == other.finished and self.reason == other.reason
-                and self.error_code == other.error_code)
+                and self.error_code == other.error_code and self.logprobs == other.logprobs)
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
@@ -216,7 +272,7 @@ class Chunk(tuple):
 
     def __reduce__(self) -> "Tuple[Callable[..., Chunk], Tuple[object, ...]]":  # copy and pickle by value
         return (_make_chunk, (self.token_ids, self.text, self.finished, self.reason,
-                              self.usage, self.error))
+                              self.usage, self.error, self.logprobs))
 
 
 def _make_chunk(*args: object) -> Chunk:
@@ -229,6 +285,23 @@ class _Terminal(Chunk):
     reason = property(operator.itemgetter(5))
     usage = property(operator.itemgetter(6))
     error = property(operator.itemgetter(7))
+
+
+class _Logprobs(Chunk):
+    """A chunk of a request with logprobs: they are item 5."""
+    __slots__ = ()
+    logprobs = property(operator.itemgetter(5))  # type: ignore[assignment]
+
+
+class _TerminalLogprobs(_Terminal):
+    __slots__ = ()
+    logprobs = property(operator.itemgetter(8))  # type: ignore[assignment]
+
+
+def _with_logprobs(c: Chunk, lps: List[TokenLogprob]) -> Chunk:
+    if c.finished:
+        return _new(_TerminalLogprobs, tuple(c[:8]) + (lps,))
+    return _new(_Logprobs, tuple(c[:5]) + (lps,))
 
 
 class _Scratch:
@@ -443,8 +516,18 @@ class Stream:
         end = _W * n
         out = list(map(_new, repeat(Chunk, n), zip(repeat(data, n), repeat(base, n),
                                                    w[0:end:_W], w[1:end:_W], w[3:end:_W])))
+        lps = None
+        if any(w[_LPW:end:_W]):  # a request with logprobs: copied out now, buf is reused
+            lps = [_read_logprobs(sc.chunks[i]) if w[_W * i + _LPW] else None for i in range(n)]
         if w[k + 4] & 0xFFFFFFFF:
             out[-1] = self._terminal(out[-1], sc, n - 1)
+        if lps is not None:
+            out = [c if lp is None else _with_logprobs(c, lp) for c, lp in zip(out, lps)]
+            last = out[-1]
+            if last.finished:
+                self.final = last
+                if last.error is not None:
+                    last.error.chunk = last
         return out
 
     def _terminal(self, c: Chunk, sc: _Scratch, i: int) -> Chunk:

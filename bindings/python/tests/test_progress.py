@@ -93,3 +93,16 @@ def test_exception_in_progress_propagates_and_stops_reports():
 def test_progress_must_be_callable():
     with pytest.raises(InvalidType, match="progress must be callable"):
         lmstream.Runtime.replay(vocab=VOCAB, eos_id=EOS, progress="yes")
+
+
+def test_weights_stage_moves_while_packing():
+    """The weights are packed tensor by tensor, and each one is reported:
+    a progress bar moves through the weights stage instead of jumping."""
+    if not os.path.exists(MODEL):
+        pytest.skip(f"model {MODEL} absent (run `make model`)")
+    calls, progress = recorder()
+    with lmstream.Runtime(model_path=MODEL, spec_budget=8, progress=progress):
+        pass
+    weights = [f for s, f, _ in calls if s == "weights"]
+    assert len(weights) > 10, calls
+    assert weights == sorted(weights) and weights[-1] <= 0.3 < [f for s, f, _ in calls][-1]

@@ -24,6 +24,8 @@ SCALARS = {
     "lms_chunk": _lib.LmsChunk,
     "lms_usage": _lib.LmsUsage,
     "lms_pull_progress": _lib.LmsPullProgress,
+    "lms_logprob": _lib.LmsLogprob,
+    "lms_token_logprob": _lib.LmsTokenLogprob,
     "lms_pull_progress_fn": _lib.lms_pull_progress_fn,
 }
 
@@ -160,7 +162,9 @@ def struct_fields(name):
 
 
 @pytest.mark.parametrize("name,cls", [("lms_usage", _lib.LmsUsage), ("lms_chunk", _lib.LmsChunk),
-                                      ("lms_pull_progress", _lib.LmsPullProgress)])
+                                      ("lms_pull_progress", _lib.LmsPullProgress),
+                                      ("lms_logprob", _lib.LmsLogprob),
+                                      ("lms_token_logprob", _lib.LmsTokenLogprob)])
 def test_struct_layout(name, cls):
     fields = struct_fields(name)
     assert [f for f, _ in fields] == [f for f, _ in cls._fields_]

@@ -15,6 +15,14 @@ defmodule Lmstream.Chunk do
     * `error` — `{code, message}` when `reason` is `:error`, else `nil`
     * `batch_index` — which prompt of a batch request this stream is
     * `ref` — the stream's handle, for `Lmstream.cancel/1`
+    * `logprobs` — when the request set `logprobs: true`, one map per token
+      id: `%{token_id: id, logprob: float, bytes: binary, top_logprobs:
+      [%{token_id: id, logprob: float, bytes: binary}, ...]}` (the `bytes`
+      are the token's piece, maybe part of a character; `top_logprobs` the
+      `:top_logprobs` most likely tokens, most likely first); `nil` for a
+      request without them or a chunk with no tokens. A logprob is the
+      log-softmax of the model's logits after penalties, at temperature 1
+      (see `lms_token_logprob` in lmstream.h).
   """
   defstruct token_ids: [],
             text: "",
@@ -23,7 +31,8 @@ defmodule Lmstream.Chunk do
             usage: nil,
             error: nil,
             batch_index: 0,
-            ref: nil
+            ref: nil,
+            logprobs: nil
 
   @type t :: %__MODULE__{
           token_ids: [integer],
@@ -33,6 +42,7 @@ defmodule Lmstream.Chunk do
           usage: nil | map,
           error: nil | {atom | integer, String.t()},
           batch_index: non_neg_integer,
-          ref: reference | nil
+          ref: reference | nil,
+          logprobs: nil | [map]
         }
 end
