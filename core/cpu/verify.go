@@ -289,9 +289,13 @@ func (b *Backend) verify(q *sequence, rows []float32) bool {
 		// Plain decoding: the sampler's own fast path and random stream
 		// (a constrained one masks only when its draw is refused).
 		var tok int32
-		if q.con == nil {
+		switch {
+		case q.logprobs:
+			// The logprobs need the (masked) row whole.
+			tok = q.sampler.Sample(row(0))
+		case q.con == nil:
 			tok = q.sampler.Sample(rows[:vocab])
-		} else {
+		default:
 			tok, ok = q.con.sample(q.con.nodes[0], rows[:vocab], q.sampler)
 		}
 		q.sampler.Accept(tok)
