@@ -34,10 +34,13 @@ GO       ?= $(shell test -x $(GO_SDK) && echo $(GO_SDK) || echo go)
 CC       ?= gcc
 PREFIX   ?= /usr/local
 BUILD    := build
-# The library is built as liblmstream.so.0 with that SONAME, so programs
-# linked against it record the ABI they were built for; liblmstream.so is
-# the symlink the linker (-llmstream) and the bindings look for.
-SONAME   := liblmstream.so.0
+# The library is built as liblmstream.so.N with that SONAME, N the header's
+# LMS_ABI_VERSION, so programs linked against it record the ABI they were
+# built for and a program of another ABI finds no library rather than the
+# wrong one; liblmstream.so is the symlink the linker (-llmstream) and the
+# bindings look for.
+ABI      := $(shell sed -n 's/^\#define LMS_ABI_VERSION \([0-9][0-9]*\).*/\1/p' include/lmstream.h)
+SONAME   := liblmstream.so.$(ABI)
 LIB      := $(BUILD)/liblmstream.so
 LIB_REAL := $(BUILD)/$(SONAME)
 # The test tools (pytest, the tokenizer oracles, NVRTC) live in a virtual
@@ -224,7 +227,7 @@ uninstall:
 # through both (their output must be identical), checks that a missing model
 # fails with exit status 1, and that DESTDIR staging and uninstall work.
 # The installed library must carry its SONAME and the programs must ask for
-# liblmstream.so.0 by it; a program built with the README's plain pkg-config
+# liblmstream.so.$(ABI) by it; a program built with the README's plain pkg-config
 # line (no rpath) must run with LD_LIBRARY_PATH, the README's other way for
 # a prefix outside the loader's path.
 TI := $(abspath $(BUILD))/install-test
@@ -326,7 +329,7 @@ gpu-bundle: $(MODEL_PATH) $(LIB) $(BUILD)/stream
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/nvrtc.test ./core/cuda/nvrtc
 	$(GO) run ./tests/gpu/trim -layers 4 $(MODEL_PATH) $(GPU_BUNDLE)/model.gguf
 	$(MAKE) -C tests/c ../../$(BUILD)/tests/conformance
-	strip --strip-unneeded -o $(GPU_BUNDLE)/liblmstream.so.0 $(BUILD)/liblmstream.so.0
+	strip --strip-unneeded -o $(GPU_BUNDLE)/$(SONAME) $(LIB_REAL)
 	cp $(BUILD)/stream $(BUILD)/tests/conformance $(GPU_BUNDLE)/
 
 # The AdaServe evaluation in the simulator (spec/sim): request-rate sweeps of
