@@ -181,7 +181,7 @@ func openCPUReporting(cfg *runtime.Config) OpenRunner {
 	return func(f *gguf.File, threads int) (model.Runner, error) {
 		var progress func(float64)
 		if first.CompareAndSwap(false, true) {
-			progress = func(x float64) { cfg.Report(runtime.StageWeights, weightsStart+(specStart-weightsStart)*x) }
+			progress = WeightsProgress(cfg)
 		}
 		m, err := model.LoadWithProgress(f, threads, progress)
 		if err != nil {
@@ -189,6 +189,13 @@ func openCPUReporting(cfg *runtime.Config) OpenRunner {
 		}
 		return model.CPU{Model: m}, nil
 	}
+}
+
+// WeightsProgress maps a device's share of the weights loaded (0 to 1)
+// onto the weights stage of cfg's creation progress, for backends that
+// load their own weights.
+func WeightsProgress(cfg *runtime.Config) func(float64) {
+	return func(x float64) { cfg.Report(runtime.StageWeights, weightsStart+(specStart-weightsStart)*x) }
 }
 
 // The shares of creation's progress where the weights and the speculation

@@ -1,6 +1,8 @@
 package cuda
 
 import (
+	"sync/atomic"
+
 	"github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model"
@@ -25,8 +27,15 @@ func New(cfg *runtime.Config) (runtime.Backend, error) {
 	if o.Device < 0 {
 		return nil, status.Errorf(status.InvalidRequest, `config field "cuda_device" must be at least 0, got %d`, o.Device)
 	}
+	// The target (the first model opened) reports its upload as the
+	// weights stage, as the cpu backend reports its packing.
+	var first atomic.Bool
 	return cpu.NewBackend(cfg, "cuda", func(f *gguf.File, threads int) (model.Runner, error) {
-		r, err := Load(f, o)
+		var progress func(float64)
+		if first.CompareAndSwap(false, true) {
+			progress = cpu.WeightsProgress(cfg)
+		}
+		r, err := LoadWithProgress(f, o, progress)
 		if err != nil {
 			return nil, err // LMS_ERR_BACKEND for the device, LMS_ERR_MODEL for the file
 		}

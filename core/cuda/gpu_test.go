@@ -630,3 +630,23 @@ func TestPassesAreBatchInvariant(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadReportsUploadProgress: LoadWithProgress reports after each
+// tensor the share of the file's tensor bytes uploaded, never going back,
+// and reaches all of them (every tensor of the test model is used).
+func TestLoadReportsUploadProgress(t *testing.T) {
+	f, err := gguf.Open(testModel(t))
+	require.NoError(t, err)
+	defer f.Close()
+	var seen []float64
+	r, err := LoadWithProgress(f, Options{}, func(x float64) { seen = append(seen, x) })
+	if err != nil {
+		skipOrFail(t, err)
+	}
+	defer r.Close()
+	require.Greater(t, len(seen), 10, "a report a tensor")
+	for i := 1; i < len(seen); i++ {
+		require.GreaterOrEqual(t, seen[i], seen[i-1], "report %d went back", i)
+	}
+	require.InDelta(t, 1.0, seen[len(seen)-1], 1e-9)
+}

@@ -66,7 +66,11 @@ type buffers struct {
 // Load uploads the model of a GGUF file (Llama and Qwen2 families; Q4_1,
 // Q5_0, Q8_0, Q4_K and Q6_K matrices in any mix, as a Q4_K_M file has them;
 // an F32 embedding table if untied) to the GPU chosen by o.
-func Load(f *gguf.File, o Options) (*Runner, error) {
+func Load(f *gguf.File, o Options) (*Runner, error) { return LoadWithProgress(f, o, nil) }
+
+// LoadWithProgress is Load reporting the share of the file's tensor bytes
+// uploaded (0 to 1) after each tensor, when progress is not nil.
+func LoadWithProgress(f *gguf.File, o Options, progress func(float64)) (*Runner, error) {
 	cfg, err := model.ReadConfig(f)
 	if err != nil {
 		return nil, status.Errorf(status.Model, "%v", err)
@@ -85,7 +89,7 @@ func Load(f *gguf.File, o Options) (*Runner, error) {
 		return nil, status.Errorf(status.Backend, "cuda backend: %v", err)
 	}
 	defer leave()
-	ld := &loader{f: f, r: r}
+	ld := &loader{f: f, r: r, progress: progress}
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	r.tokEmbd = ld.matrix("token_embd.weight", cfg.Embd, cfg.Vocab, true)
 	r.outNorm = ld.vector("output_norm.weight", cfg.Embd)

@@ -110,6 +110,24 @@ type loader struct {
 	f   *gguf.File
 	r   *Runner
 	err error
+	// progress, if set, hears the share of the file's tensor bytes
+	// uploaded so far after each tensor.
+	progress    func(float64)
+	done, total int
+}
+
+// uploaded counts t's bytes as uploaded and reports the share.
+func (ld *loader) uploaded(t *gguf.Tensor) {
+	if ld.progress == nil {
+		return
+	}
+	if ld.total == 0 {
+		for i := range ld.f.Tensors {
+			ld.total += len(ld.f.Tensors[i].Data)
+		}
+	}
+	ld.done += len(t.Data)
+	ld.progress(min(1, float64(ld.done)/float64(max(ld.total, 1))))
 }
 
 func (ld *loader) tensor(name string, dims ...int) *gguf.Tensor {
@@ -129,6 +147,7 @@ func (ld *loader) tensor(name string, dims ...int) *gguf.Tensor {
 		ld.err = fmt.Errorf("cuda: tensor %s has dims %v, the config wants %v", name, t.Dims, dims)
 		return nil
 	}
+	ld.uploaded(t) // it is, by the time the caller looks up the next
 	return t
 }
 
