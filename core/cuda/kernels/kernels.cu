@@ -1020,6 +1020,8 @@ extern "C" __global__ void attention(const AttnArgs a) {
   __shared__ float qs[ATT_MAX_HD];
   __shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
   __shared__ float wacc[ATT_WARPS][ATT_MAX_HD];
+  __shared__ __align__(16) u16 vs[ATT_WARPS][32][ATT_MAX_HD];  // a chunk's value rows
+  __shared__ float ps[ATT_WARPS][32];                           // and their weights
   const float* q = (const float*)a.q + (u64)t * (a.heads + 2 * a.kvheads) * hd + h * hd;
   u64 blk = ((u64)a.layer * a.kvheads + g) * tk.cap * hd;
   const u16* K = (const u16*)tk.k + blk;
@@ -1085,16 +1087,27 @@ extern "C" __global__ void attention(const AttnArgs a) {
 #pragma unroll
     for (int d = 0; d < ATT_MAX_HD / 32; d++) acc[d] *= corr;
     m = mn;
+    // The chunk's value rows through shared memory: each lane loads its
+    // key's row in 16-byte words (all in flight at once), then every lane
+    // adds its dimensions of the 32 rows in key order.
+    if (j < nv) {
+      const uint4* vr = (const uint4*)(V + (u64)e * hd);
+      uint4* dst = (uint4*)vs[warp][lane];
+#pragma unroll
+      for (int d = 0; d < ATT_MAX_HD / 8; d++)
+        if (d < hd / 8) dst[d] = vr[d];
+    }
+    ps[warp][lane] = pr;
+    __syncwarp();
     int cnt = min(32, nv - base);
-#pragma unroll 16
+#pragma unroll 8
     for (int u = 0; u < cnt; u++) {
-      float pu = __shfl_sync(0xffffffffu, pr, u);
-      int eu = __shfl_sync(0xffffffffu, e, u);
-      const u16* vr = V + (u64)eu * hd;
+      float pu = ps[warp][u];
 #pragma unroll
       for (int d = 0; d < ATT_MAX_HD / 32; d++)
-        if (d < dpl) acc[d] += pu * h2f(vr[d * 32 + lane]);
+        if (d < dpl) acc[d] = __fmaf_rn(pu, h2f(vs[warp][u][d * 32 + lane]), acc[d]);
     }
+    __syncwarp();
   }
   if (lane == 0) {
     wm[warp] = m;
