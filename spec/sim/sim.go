@@ -269,6 +269,10 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				l.res.First, l.res.Last, l.res.Generated = now, now, 1
 				l.seq.Tokens = append(make([]int32, 0, l.req.Output+1), 0)
 				l.seq.Start = epoch.Add(now)
+				// The scheduler's A(r) reads the SLO from the Seq, as
+				// the engine's does (without it every request is best
+				// effort and AdaServe's SLO phase never runs).
+				l.seq.SLO = l.req.TPOTSLO
 			}
 		}
 		for i, l := range dec {
