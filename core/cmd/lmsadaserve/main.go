@@ -58,13 +58,17 @@ func run(out, modelPath string, threads int, quick bool, requests int, seed uint
 		Mix: sim.PaperMix, Requests: requests, Loads: loads, Seed: seed,
 	}}
 	if modelPath != "" {
-		ns, ts, err := cpu.MeasureCurve(modelPath, threads, 48)
+		// Measured past a whole prefill chunk (128 prompt tokens, the
+		// simulator's and the engine's default) plus a full decode batch,
+		// so that no iteration is priced by extrapolating the curve; the
+		// budget is still calibrated on the decode range.
+		ns, ts, err := cpu.MeasureCurve(modelPath, threads, 160)
 		if err != nil {
 			return err
 		}
 		c := sim.Curve{Name: fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(modelPath), threads), N: ns, T: ts}
 		b := max(cpu.DefaultMinBudget, spec.Calibrate(c.At, 48))
-		fmt.Printf("measured CPU curve: T(1)=%v T(8)=%v T(48)=%v; budget B=%d\n", c.At(1), c.At(8), c.At(48), b)
+		fmt.Printf("measured CPU curve: T(1)=%v T(8)=%v T(48)=%v T(128)=%v T(160)=%v; budget B=%d\n", c.At(1), c.At(8), c.At(48), c.At(128), c.At(160), b)
 		settings = append(settings, sim.Setting{
 			Name:    "cpu-measured",
 			Machine: sim.Machine{Curve: c, Accept: sim.NGramAcceptance, Slots: 8, Budget: b},
