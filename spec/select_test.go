@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -299,4 +300,33 @@ func TestShapeAndTarget(t *testing.T) {
 	// Ahead of schedule: negative.
 	require.Less(t, Target(time.Second, 50*time.Millisecond, 100*time.Millisecond, 20), 0.0)
 	require.Equal(t, "adaserve", AdaServe.String())
+}
+
+// AdaServe and GlobalGreedy must part ways where the budget is short and
+// the SLOs differ: an urgent request whose draft is less certain than a
+// relaxed one's gets its nodes from AdaServe's SLO phase, while global
+// greedy selection spends the whole budget on the relaxed request's more
+// probable nodes and leaves the urgent one plain decoding.
+func TestAdaServeServesUrgentGlobalGreedyDoesNot(t *testing.T) {
+	chain := func(p float64) *Tree {
+		tr := &Tree{}
+		tr.Reset(1)
+		v := 0
+		for i := range 3 {
+			v = tr.Add(v, int32(10+i), math.Pow(p, float64(i+1)))
+		}
+		return tr
+	}
+	reqs := []Candidate{
+		{Tree: chain(0.95), Target: 0.5}, // relaxed: ahead of its SLO
+		{Tree: chain(0.6), Target: 2.5},  // urgent: needs 1.5 tokens beyond its root
+	}
+	var s Selector
+	// Budget 5: the two roots and three draft nodes.
+	keep := s.Select(&Config{Budget: 5, Policy: GlobalGreedy}, 3, reqs)
+	require.Equal(t, [][]int{{0, 1, 2, 3}, {0}}, keep, "global greedy: all three to the most probable nodes")
+	keep = s.Select(&Config{Budget: 5, Policy: AdaServe}, 3, reqs)
+	require.Equal(t, [][]int{{0}, {0, 1, 2, 3}}, keep,
+		"adaserve: the urgent request takes 0.6+0.36+0.216 (still short of its target; NMax ⌊1.2·5/2⌋ = 3 allows them), nothing is left")
+	require.GreaterOrEqual(t, Expected(reqs[1].Tree, keep[1]), 2.0)
 }

@@ -48,11 +48,16 @@ type Policy struct {
 	Batching Batching
 	// FCFSAdmit admits by arrival alone, ignoring TTFT deadlines.
 	FCFSAdmit bool
+	// Order is the order of AdaServe's SLO phase (spec.Config.Order).
+	Order spec.Order
 }
 
 // Policies are the systems the evaluation compares.
 var Policies = []Policy{
 	{Name: "adaserve", Spec: spec.AdaServe},
+	// The public implementation's SLO-phase order: the requests closest
+	// to their SLO first, so a budget too small for all saves the most.
+	{Name: "adaserve-asc", Spec: spec.AdaServe, Order: spec.Ascending},
 	{Name: "global-greedy", Spec: spec.GlobalGreedy},
 	{Name: "equal-greedy", Spec: spec.EqualGreedy},
 	{Name: "specinfer", Spec: spec.SpecInfer},
@@ -156,7 +161,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 	}
 	rng := rand.New(rand.NewPCG(seed, 0xacce))
 	sch := &spec.Scheduler{Config: spec.Config{
-		Policy: p.Spec, Budget: m.Budget, Branch: p.Branch, MaxDepth: m.MaxDepth, MaxWidth: m.MaxWidth,
+		Policy: p.Spec, Budget: m.Budget, Branch: p.Branch, Order: p.Order, MaxDepth: m.MaxDepth, MaxWidth: m.MaxWidth,
 	}}
 	if p.Spec != spec.Incremental {
 		sch.Drafter = &spec.BeamDrafter{Model: model{m.Accept}}
@@ -269,6 +274,10 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				l.res.First, l.res.Last, l.res.Generated = now, now, 1
 				l.seq.Tokens = append(make([]int32, 0, l.req.Output+1), 0)
 				l.seq.Start = epoch.Add(now)
+				// The scheduler's A(r) reads the SLO from the Seq, as
+				// the engine's does (without it every request is best
+				// effort and AdaServe's SLO phase never runs).
+				l.seq.SLO = l.req.TPOTSLO
 			}
 		}
 		for i, l := range dec {

@@ -231,3 +231,32 @@ func TestCSVAndSVG(t *testing.T) {
 	require.Contains(t, b.String(), "<polyline")
 	require.Error(t, PlotSVG(&b, "", "", "", nil))
 }
+
+// The simulator must hand each request's TPOT SLO to the scheduler, or
+// every request is best effort and AdaServe's SLO phase never runs (it then
+// selects exactly as GlobalGreedy does). Three relaxed requests and one
+// urgent one, arriving last, share a budget of four draft nodes on a flat
+// curve with a drafter the target always agrees with: global greedy breaks
+// the ties by request order and starves the urgent request, which needs
+// two tokens an iteration; AdaServe serves it first.
+func TestAdaServeFeedsUrgentRequestGlobalGreedyStarves(t *testing.T) {
+	m := Machine{Curve: Flat(time.Millisecond), Accept: perfect, Slots: 4, Budget: 8}
+	var reqs []Request
+	for i := range 4 {
+		slo := 10 * time.Millisecond
+		if i == 3 {
+			slo = time.Millisecond / 2
+		}
+		reqs = append(reqs, Request{ID: i, Prompt: 1, Output: 60, TPOTSLO: slo})
+	}
+	ada, err := Simulate(m, Policy{Name: "adaserve", Spec: spec.AdaServe}, reqs, 1)
+	require.NoError(t, err)
+	gg, err := Simulate(m, Policy{Name: "global-greedy", Spec: spec.GlobalGreedy}, reqs, 1)
+	require.NoError(t, err)
+	for i := range 3 {
+		require.True(t, ada.Results[i].Attained(), "relaxed request %d under adaserve", i)
+		require.True(t, gg.Results[i].Attained(), "relaxed request %d under global greedy", i)
+	}
+	require.True(t, ada.Results[3].Attained(), "adaserve meets the urgent SLO (TPOT %v)", ada.Results[3].TPOT())
+	require.False(t, gg.Results[3].Attained(), "global greedy misses it (TPOT %v)", gg.Results[3].TPOT())
+}

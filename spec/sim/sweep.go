@@ -6,6 +6,8 @@ import (
 	"io"
 	"strconv"
 	"time"
+
+	"github.com/lmstream/lmstream/spec"
 )
 
 // Setting is one machine with the workload family it is swept over.
@@ -88,7 +90,7 @@ func SepPipe(s Setting) ([]Row, error) {
 			if len(part) == 0 {
 				continue
 			}
-			run, err := Simulate(s.Machine, Policy{Name: "seppipe", Spec: Policies[4].Spec}, part, s.Seed+uint64(li))
+			run, err := Simulate(s.Machine, Policy{Name: "seppipe", Spec: spec.Incremental}, part, s.Seed+uint64(li))
 			if err != nil {
 				return nil, err
 			}

@@ -44,20 +44,31 @@ func run(out, modelPath string, threads int, quick bool, requests int, seed uint
 	if quick {
 		loads, requests = []float64{0.5, 1.5}, 60
 	}
+	// The paper's regime is budget-constrained: at high load a full batch
+	// leaves each request about two verified tokens of the budget (B/n =
+	// 32/16), too few for everyone, so how the budget is shared across
+	// SLOs decides attainment. (With 32 slots and B = 64 the share is the
+	// same, but a full pass plus a prefill chunk costs more than the
+	// urgent SLO can absorb at any tree size, and every policy misses the
+	// urgent category alike.)
 	settings := []sim.Setting{{
 		Name: "gpu-like",
 		Machine: sim.Machine{Curve: sim.GPULike, DraftStep: 300 * time.Microsecond, Accept: sim.DraftModelAcceptance,
-			Slots: 32, Budget: 64},
+			Slots: 16, Budget: 32},
 		Mix: sim.PaperMix, Requests: requests, Loads: loads, Seed: seed,
 	}}
 	if modelPath != "" {
-		ns, ts, err := cpu.MeasureCurve(modelPath, threads, 48)
+		// Measured past a whole prefill chunk (128 prompt tokens, the
+		// simulator's and the engine's default) plus a full decode batch,
+		// so that no iteration is priced by extrapolating the curve; the
+		// budget is still calibrated on the decode range.
+		ns, ts, err := cpu.MeasureCurve(modelPath, threads, 160)
 		if err != nil {
 			return err
 		}
 		c := sim.Curve{Name: fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(modelPath), threads), N: ns, T: ts}
 		b := max(cpu.DefaultMinBudget, spec.Calibrate(c.At, 48))
-		fmt.Printf("measured CPU curve: T(1)=%v T(8)=%v T(48)=%v; budget B=%d\n", c.At(1), c.At(8), c.At(48), b)
+		fmt.Printf("measured CPU curve: T(1)=%v T(8)=%v T(48)=%v T(128)=%v T(160)=%v; budget B=%d\n", c.At(1), c.At(8), c.At(48), c.At(128), c.At(160), b)
 		settings = append(settings, sim.Setting{
 			Name:    "cpu-measured",
 			Machine: sim.Machine{Curve: c, Accept: sim.NGramAcceptance, Slots: 8, Budget: b},
@@ -95,7 +106,14 @@ func run(out, modelPath string, threads int, quick bool, requests int, seed uint
 		cat := sim.PaperMix[0]
 		cat.Share, cat.TPOTx = 1, x
 		u.Mix, u.Loads = []sim.Category{cat}, []float64{0.5}
-		ps := []sim.Policy{sim.Policies[0], sim.Policies[3], sim.Policies[4], sim.Policies[6]}
+		var ps []sim.Policy
+		for _, n := range []string{"adaserve", "specinfer", "incremental", "vllm"} {
+			p, err := sim.PolicyByName(n)
+			if err != nil {
+				return err
+			}
+			ps = append(ps, p)
+		}
 		rs, err := sim.Sweep(u, ps)
 		if err != nil {
 			return err

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/spec/sim"
 )
 
 // The harness's smoke run (CI): a two-load sweep of every policy on the
@@ -27,7 +29,7 @@ func TestQuickRun(t *testing.T) {
 	defer f.Close()
 	recs, err := csv.NewReader(f).ReadAll()
 	require.NoError(t, err)
-	require.Len(t, recs, 1+2*8, "header, then 8 policies at 2 loads")
+	require.Len(t, recs, 1+2*len(sim.Policies), "header, then every policy at 2 loads")
 	_, err = os.Stat(filepath.Join(out, "gpu-like-urgent-attainment.svg"))
 	require.NoError(t, err)
 }
