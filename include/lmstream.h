@@ -366,7 +366,8 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 **   "top_p": number in (0, 1] (1: off)   "min_p": number in [0, 1] (0: off)
 **   "top_k": integer in [0, 2147483647] (0, or the vocabulary size or more:
 **                off)
-**   "seed": integer in [0, 18446744073709551615] (absent: random)
+**   "seed": integer in [0, 18446744073709551615] (absent: random); item
+**                i of a batch samples with seed+i (modulo 2^64)
 **   "tpot_slo_ms", "ttft_slo_ms": numbers in [0, 3600000] (0: best effort)
 ** and backend-specific fields. The cpu backend adds "repetition_penalty"
 ** (0 or 1: off, else in [0.01, 100]), "presence_penalty" and
