@@ -3,7 +3,8 @@ on a local Ray instance: streams through Ray Serve's HTTP proxy spread over
 two replicas, the openai client streams from the real model, and a client
 that disconnects (HTTP) or cancels (a deployment handle) has its request
 cancelled on the replica. One Ray instance and three small applications
-for the module, so its cost is Ray's start-up (seconds), paid once.
+for the module: its cost (about a minute on 2 cores) is mostly Ray's and
+the replicas' start-up, paid once.
 """
 import contextlib
 import http.client
