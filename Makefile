@@ -187,8 +187,10 @@ test-elixir: $(LIB)
 	cd bindings/elixir && MIX_ENV=test mix test
 
 # The server's Go tests (core/serve) run in test-go; these start the built
-# command and talk to it as users do: the openai package and curl.
-test-serve: $(SERVE) $(MODEL_PATH) deps-test
+# command and talk to it as users do: the openai package and curl. The
+# Ray Serve deployment's test (lmstream.ray_serve, on a local Ray) drives
+# the Python binding, so the library too.
+test-serve: $(SERVE) $(LIB) $(MODEL_PATH) deps-test
 	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) -m pytest -q tests/serve
 
 # Every code block of README.md compiled, run or checked as written: the

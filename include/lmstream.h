@@ -405,7 +405,8 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 **   "top_p": number in (0, 1] (1: off)   "min_p": number in [0, 1] (0: off)
 **   "top_k": integer in [0, 2147483647] (0, or the vocabulary size or more:
 **                off)
-**   "seed": integer in [0, 18446744073709551615] (absent: random)
+**   "seed": integer in [0, 18446744073709551615] (absent: random); item
+**                i of a batch samples with seed+i (modulo 2^64)
 **   "logprobs": boolean (default false): each chunk carries every token's
 **                log-probability (lms_chunk.logprobs)
 **   "top_logprobs": integer in [0, 20] (default 0), only with "logprobs":

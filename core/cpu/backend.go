@@ -505,9 +505,22 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 		case len(ids) >= b.context:
 			return nil, status.Errorf(status.PromptTooLong, "request: prompt %d has %d tokens; the context holds %d (with room for at least one generated token)", i, len(ids), b.context)
 		}
-		out[i] = runtime.Prepared{Prompt: ids, Data: it}
+		out[i] = runtime.Prepared{Prompt: ids, Data: seeded(it, i)}
 	}
 	return out, nil
+}
+
+// seeded is batch item i's settings: with a seed, item i samples with
+// seed+i (modulo 2^64), so a request with one prompt repeated (OpenAI's
+// "n") gets distinct choices that are still reproducible, and item 0 is
+// the same as that prompt sent alone with the same seed.
+func seeded(it *item, i int) *item {
+	if i == 0 || !it.params.HasSeed {
+		return it
+	}
+	c := *it
+	c.params.Seed += uint64(i)
+	return &c
 }
 
 // cannotFit refuses, before tokenizing it, a prompt whose bytes alone prove

@@ -1,8 +1,10 @@
 package cpu_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -98,6 +100,23 @@ func TestStreamedEqualsCompleted(t *testing.T) {
 		require.Equal(t, res[0].TokenIDs, ids)
 		require.Equal(t, streaming.Length, res[0].Reason)
 	}
+}
+
+// A seeded batch samples item i with seed+i: a repeated prompt's choices
+// differ, and each is the single request with its own seed.
+func TestSeededBatchItemsSampleWithSeedPlusIndex(t *testing.T) {
+	rt := newRuntime(t, "")
+	const opts = `"max_tokens":24,"temperature":1.0`
+	res, err := rt.Complete([]byte(`{"prompts":["Once upon a time","Once upon a time","Once upon a time"],` + opts + `,"seed":42}`))
+	require.NoError(t, err)
+	require.Len(t, res, 3)
+	for i, r := range res {
+		one, err := rt.Complete([]byte(fmt.Sprintf(`{"prompt":"Once upon a time",%s,"seed":%d}`, opts, 42+i)))
+		require.NoError(t, err)
+		require.Equal(t, one[0].TokenIDs, r.TokenIDs, "item %d is not the single request with seed %d", i, 42+i)
+	}
+	require.False(t, slices.Equal(res[0].TokenIDs, res[1].TokenIDs) && slices.Equal(res[1].TokenIDs, res[2].TokenIDs),
+		"a seeded batch of one prompt gave identical choices: %q", res[0].Text)
 }
 
 func TestSubmitErrors(t *testing.T) {

@@ -199,10 +199,20 @@ func (a *answer) object() string {
 }
 
 func (a *answer) chatChunk(idx int, delta any, reason *string, logprobs any) any {
-	return map[string]any{
+	return a.usageNull(map[string]any{
 		"id": a.id, "object": "chat.completion.chunk", "created": a.created, "model": a.s.opts.ModelID,
 		"choices": []any{map[string]any{"index": idx, "delta": delta, "logprobs": logprobs, "finish_reason": reason}},
+	})
+}
+
+// usageNull gives a chunk "usage": null when the client asked for the
+// usage chunk: OpenAI's shape, in which clients that read chunk.usage
+// find the field on every chunk and a value only on the last.
+func (a *answer) usageNull(chunk map[string]any) map[string]any {
+	if a.c.includeUsage {
+		chunk["usage"] = nil
 	}
+	return chunk
 }
 
 // logprobContent is OpenAI's logprobs "content" entries of a chunk's
@@ -257,10 +267,10 @@ func (a *answer) delta(idx int, text string, reason *string, content []any) any 
 		}
 		return a.chatChunk(idx, d, reason, lp)
 	}
-	return map[string]any{
+	return a.usageNull(map[string]any{
 		"id": a.id, "object": "text_completion", "created": a.created, "model": a.s.opts.ModelID,
 		"choices": []any{map[string]any{"index": idx, "text": text, "logprobs": nil, "finish_reason": reason}},
-	}
+	})
 }
 
 // send appends one SSE event; flush writes what is pending.

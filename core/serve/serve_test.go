@@ -237,6 +237,42 @@ func TestChatLogprobs(t *testing.T) {
 	}
 }
 
+// With include_usage every chunk but the last carries "usage": null, as
+// OpenAI's do; without it no chunk has the field.
+func TestUsageIsNullOnEveryChunkButTheLast(t *testing.T) {
+	_, hs, _ := newServer(t, 8, Options{})
+	for _, tc := range []struct{ path, body string }{
+		{"/v1/chat/completions", `"messages": [{"role": "user", "content": "hi"}]`},
+		{"/v1/completions", `"prompt": "hi"`},
+	} {
+		for _, include := range []bool{true, false} {
+			body := fmt.Sprintf(`{"stream": true, %s, "script": [[1], [2]], "stream_options": {"include_usage": %t}}`, tc.body, include)
+			resp := post(t, hs.URL+tc.path, body)
+			events := readEvents(t, resp.Body)
+			resp.Body.Close()
+			if len(events) < 3 || events[len(events)-1] != "[DONE]" {
+				t.Fatalf("%s: events %q", tc.path, events)
+			}
+			chunks := events[:len(events)-1]
+			for i, e := range chunks {
+				var m map[string]json.RawMessage
+				if err := json.Unmarshal([]byte(e), &m); err != nil {
+					t.Fatalf("event %q: %v", e, err)
+				}
+				u, has := m["usage"]
+				switch {
+				case !include && has:
+					t.Fatalf("%s without include_usage: chunk %q has usage", tc.path, e)
+				case include && i < len(chunks)-1 && string(u) != "null":
+					t.Fatalf("%s: chunk %d %q has usage %s, want null", tc.path, i, e, u)
+				case include && i == len(chunks)-1 && !strings.Contains(string(u), `"total_tokens"`):
+					t.Fatalf("%s: last chunk %q has no usage", tc.path, e)
+				}
+			}
+		}
+	}
+}
+
 func TestCompletionStreamEndsWithLength(t *testing.T) {
 	_, hs, _ := newServer(t, 8, Options{})
 	chunks, texts, reasons := stream(t, hs.URL+"/v1/completions", `{"prompt": "x", "stream": true, "max_tokens": 2,

@@ -59,6 +59,9 @@ py_needed=()
 "$py" -c "import jsonschema" 2>/dev/null || py_needed+=(jsonschema)
 # openai is the client make test-serve streams from lmstream-serve with.
 "$py" -c "import openai" 2>/dev/null || py_needed+=(openai)
+# ray[serve] runs lmstream.Runtime replicas as a Ray Serve deployment
+# (tests/serve/test_ray_serve.py, examples/ray_serve.py) on a local Ray.
+"$py" -c "import ray.serve" 2>/dev/null || py_needed+=("ray[serve]")
 # NVRTC (CUDA 13) for the CUDA kernels' compile tests; no GPU is needed. The
 # Go tests find it through $VIRTUAL_ENV (the Makefile sets it).
 "$py" -m pip show -q nvidia-cuda-nvrtc >/dev/null 2>&1 || py_needed+=(nvidia-cuda-nvrtc)

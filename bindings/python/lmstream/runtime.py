@@ -449,7 +449,8 @@ class Runtime:
                        raise_on_error: bool = True,
                        **extra: Any) -> List[Stream]:
         """One request with many prompts sharing every setting: one Stream
-        per prompt, in order (a single lms_submit)."""
+        per prompt, in order (a single lms_submit). With a seed, prompt i
+        samples with seed+i."""
         if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
             raise InvalidType(f"prompts must be a list of str, got {_type_name(prompts)}")
         return self._submit(None, prompts, None, len(prompts), locals(), extra)
