@@ -76,7 +76,7 @@ func TestCloseStopsEveryModel(t *testing.T) {
 	dir := t.TempDir()
 	target := tinyFile(t, dir, 64, 1, 1)
 	draft := tinyFile(t, dir, 64, 2, 1)
-	before := goruntime.NumGoroutine()
+	before := settledGoroutines()
 	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + target + `","max_slots":2,"threads":3,"context_length":64,"spec_budget":6,"draft_model_path":"` + draft + `"}`))
 	require.NoError(t, err)
 	be, err := New(cfg)
@@ -97,4 +97,19 @@ func TestCloseStopsEveryModel(t *testing.T) {
 		var bt model.Batch
 		require.Error(t, m.Forward(&bt, nil), "a closed model still runs")
 	}
+}
+
+// settledGoroutines waits, up to 5 s, for goroutines that earlier tests
+// left winding down (an abandoned template render ends at its next budget
+// check) to end: the count unchanged for 200 ms. It returns that count.
+func settledGoroutines() int {
+	n, since := goruntime.NumGoroutine(), time.Now()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if m := goruntime.NumGoroutine(); m != n {
+			n, since = m, time.Now()
+		} else if time.Since(since) > 200*time.Millisecond {
+			break
+		}
+	}
+	return n
 }
