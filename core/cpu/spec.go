@@ -488,7 +488,12 @@ func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 	p = min(p, len(full)-1) // the last token is fed for its logits
 	if p < c.Len() {
 		if err := c.Truncate(p); err != nil {
-			return -1, 0
+			// A local layer no longer holds the window before p (it keeps
+			// only a few positions behind its window): feed it all again.
+			p = 0
+			if err := c.Truncate(0); err != nil {
+				return -1, 0
+			}
 		}
 		st.toks = st.toks[:p]
 	}
