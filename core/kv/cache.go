@@ -1,7 +1,8 @@
 // Package kv holds the key/value cache of one sequence.
 //
 // Layout. Keys and values are IEEE float16 (uint16 bits), one contiguous
-// block per (layer, kv head): [layer][kvhead][pos][headdim]. Attention for
+// block per (layer, kv head): [layer][kvhead][pos][headdim] (a local
+// layer's block holds fewer positions; see Sliding windows). Attention for
 // one query head reads the keys of one (layer, kv head) pair as a dense
 // array of positions, so a head's scan over the context is a linear walk
 // through memory. float16, llama.cpp's default cache type, rather than
@@ -179,7 +180,9 @@ func (c *Cache) Bytes() int64 {
 // Len is the number of committed entries.
 func (c *Cache) Len() int { return c.n }
 
-// Cap is the number of positions the cache holds (committed plus scratch).
+// Cap is the most positions the sequence may reach (committed plus
+// scratch); a global layer holds them all, a local one only its window's
+// worth (Off, K).
 func (c *Cache) Cap() int { return c.cap }
 
 // Pending is the number of scratch entries the last Reserve made room for.
