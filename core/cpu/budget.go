@@ -31,8 +31,8 @@ type memoryPlan struct {
 //     layer only its window and one pass (a prefill chunk or a verify
 //     tree, whichever is larger) in place of the context (kv.Shape);
 //   - the early-exit self-draft's caches (its layers only), one per slot,
-//     whose local layers are priced at the whole context: a draft catches
-//     up on a new prompt in one pass;
+//     whose passes take a catch-up of at most a prompt chunk and the
+//     union of a tree's paths;
 //   - a draft model's file, packed weights, caches and scratch;
 //   - the forward pass's scratch for the largest batch: every slot
 //     prefilling a chunk, and a verify pass with logits for every node.
@@ -58,7 +58,11 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 	verify := min(slots*(1+sc.sched.MaxDepth*sc.sched.MaxWidth), slots+b)
 	// One slot's pass: a prompt chunk, or its tree (its root and at most
 	// every drafted node).
-	pass := min(ctx, max(chunk, min(1+sc.sched.MaxDepth*sc.sched.MaxWidth, 1+b)))
+	tree := min(1+sc.sched.MaxDepth*sc.sched.MaxWidth, 1+b)
+	pass := min(ctx, max(chunk, tree))
+	// A draft's pass: a catch-up of at most a chunk (draftNet.catchUp),
+	// and the union of the tree's paths.
+	draftPass := min(ctx, chunk+tree)
 	p := &memoryPlan{context: ctx, pass: pass}
 	r := &p.res
 	r.Add("model file (mapped)", fileSize)
@@ -92,7 +96,7 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 	if early == 0 {
 		early = max(1, c.Layers/3)
 	}
-	if err := kvLine("early-exit draft caches", min(early, c.Layers), ctx); err != nil {
+	if err := kvLine("early-exit draft caches", min(early, c.Layers), draftPass); err != nil {
 		return nil, err
 	}
 	scratch := func(c model.Config) int64 {
@@ -120,7 +124,7 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 		r.Add("draft model scratch (estimate)", scratch(dfp.Config))
 		dc = dfp.Config
 	}
-	one, err := dc.KVBytes(ctx, ctx) // a draft catches up on a prompt in one pass
+	one, err := dc.KVBytes(ctx, draftPass)
 	if err != nil {
 		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" %d: draft model: %v`, ctx, err)
 	}
