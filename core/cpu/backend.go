@@ -275,7 +275,7 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 		return nil, err
 	}
 	cfg.Report(runtime.StageWeights, weightsStart)
-	b, err := load(f, device, open, plan.context, min(chunk, plan.context), threads, cfg.MaxSlots, override)
+	b, err := load(f, device, open, plan.context, min(chunk, plan.context), plan.pass, threads, cfg.MaxSlots, override)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -293,8 +293,9 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 }
 
 // load builds the backend over an open file; on error the caller closes f,
-// and everything load allocated is already freed.
-func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, threads, slots int, override *string) (*Backend, error) {
+// and everything load allocated is already freed. pass is the most tokens
+// a slot's pass takes (its caches' local layers are sized for it).
+func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, pass, threads, slots int, override *string) (*Backend, error) {
 	m, err := open(f, threads)
 	if err != nil {
 		if status.CodeOf(err) != status.Internal {
@@ -330,7 +331,7 @@ func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, threads, slo
 		b.info.ChatRenderer = b.template.Name()
 	}
 	for range slots {
-		c, err := m.NewCache(ctx)
+		c, err := newSlotCache(m, ctx, pass)
 		if err != nil {
 			m.Close()
 			return nil, status.Errorf(status.Capacity, "kv cache: %v", err)
@@ -771,4 +772,16 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		b.sched.Timing.Observe(t3.Sub(t0))
 		b.timings.add(t1.Sub(t0), t2.Sub(t1), t3.Sub(t2))
 	}
+}
+
+// newSlotCache reserves a slot's cache, its local layers sized for passes
+// of up to pass tokens when the runner can (model.CPU.NewCachePass), so
+// that serving never grows it.
+func newSlotCache(m model.Runner, ctx, pass int) (model.Cache, error) {
+	if pr, ok := m.(interface {
+		NewCachePass(ctx, pass int) (model.Cache, error)
+	}); ok {
+		return pr.NewCachePass(ctx, pass)
+	}
+	return m.NewCache(ctx)
 }

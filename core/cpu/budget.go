@@ -15,6 +15,7 @@ import (
 // reserves, worked out from the GGUF metadata before anything is allocated.
 type memoryPlan struct {
 	context int
+	pass    int // the most tokens a slot's cache takes in one pass
 	res     runtime.Reservation
 }
 
@@ -26,8 +27,12 @@ type memoryPlan struct {
 //   - the model file, mapped (every pass reads all of it, so it all ends
 //     up resident) and the packed copy of its matrices;
 //   - one KV cache per slot: layers × kv heads × context × head dim × 2
-//     (K and V) × 2 bytes (float16);
-//   - the early-exit self-draft's caches (its layers only), one per slot;
+//     (K and V) × 2 bytes (float16), but for a local (sliding-window)
+//     layer only its window and one pass (a prefill chunk or a verify
+//     tree, whichever is larger) in place of the context (kv.Shape);
+//   - the early-exit self-draft's caches (its layers only), one per slot,
+//     whose passes take a catch-up of at most a prompt chunk and the
+//     union of a tree's paths;
 //   - a draft model's file, packed weights, caches and scratch;
 //   - the forward pass's scratch for the largest batch: every slot
 //     prefilling a chunk, and a verify pass with logits for every node.
@@ -43,30 +48,6 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 	case ctx > c.ContextTrain:
 		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" is %d but the model was trained for %d positions (%s.context_length): at most %d`, ctx, c.ContextTrain, c.Arch, c.ContextTrain)
 	}
-	p := &memoryPlan{context: ctx}
-	r := &p.res
-	r.Add("model file (mapped)", fileSize)
-	r.Add("packed weights", fp.Packed)
-	r.Add("norms and biases", fp.Vectors)
-	kvLine := func(what string, layers int) error {
-		one, err := model.Config{Layers: layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim}.KVBytes(ctx)
-		if err != nil {
-			return status.Errorf(status.InvalidRequest, `config field "context_length" %d: %v`, ctx, err)
-		}
-		r.Add(fmt.Sprintf("%s (%d slots × %d layers × %d kv heads × %d positions × %d dims × 2 (K, V) × 2 B)",
-			what, slots, layers, c.KVHeads, ctx, c.HeadDim), sat.Mul(int64(slots), one))
-		return nil
-	}
-	if err := kvLine("KV caches", c.Layers); err != nil {
-		return nil, err
-	}
-	early := sc.earlyExit
-	if early == 0 {
-		early = max(1, c.Layers/3)
-	}
-	if err := kvLine("early-exit draft caches", min(early, c.Layers)); err != nil {
-		return nil, err
-	}
 	// A verify pass holds every decoding slot's root plus at most the budget
 	// B of drafted nodes (spec.Scheduler), and never more than full trees;
 	// a B priced from the measured cost can reach MaxSpecBudget.
@@ -75,6 +56,49 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 		b = MaxSpecBudget
 	}
 	verify := min(slots*(1+sc.sched.MaxDepth*sc.sched.MaxWidth), slots+b)
+	// One slot's pass: a prompt chunk, or its tree (its root and at most
+	// every drafted node).
+	tree := min(1+sc.sched.MaxDepth*sc.sched.MaxWidth, 1+b)
+	pass := min(ctx, max(chunk, tree))
+	// A draft's pass: a catch-up of at most a chunk (draftNet.catchUp),
+	// and the union of the tree's paths.
+	draftPass := min(ctx, chunk+tree)
+	p := &memoryPlan{context: ctx, pass: pass}
+	r := &p.res
+	r.Add("model file (mapped)", fileSize)
+	r.Add("packed weights", fp.Packed)
+	r.Add("norms and biases", fp.Vectors)
+	kvLine := func(what string, layers, pass int) error {
+		kc := c
+		kc.Layers = layers
+		one, err := kc.KVBytes(ctx, pass)
+		if err != nil {
+			return status.Errorf(status.InvalidRequest, `config field "context_length" %d: %v`, ctx, err)
+		}
+		local, rows, shape := 0, ctx, kc.KVShape(ctx, pass)
+		for li := range layers {
+			if c.Local(li) {
+				local, rows = local+1, shape.Rows(li)
+			}
+		}
+		held := ""
+		if rows < ctx {
+			held = fmt.Sprintf(", %d local layers holding %d", local, rows)
+		}
+		r.Add(fmt.Sprintf("%s (%d slots × %d layers × %d kv heads × %d positions%s × %d dims × 2 (K, V) × 2 B)",
+			what, slots, layers, c.KVHeads, ctx, held, c.HeadDim), sat.Mul(int64(slots), one))
+		return nil
+	}
+	if err := kvLine("KV caches", c.Layers, pass); err != nil {
+		return nil, err
+	}
+	early := sc.earlyExit
+	if early == 0 {
+		early = max(1, c.Layers/3)
+	}
+	if err := kvLine("early-exit draft caches", min(early, c.Layers), draftPass); err != nil {
+		return nil, err
+	}
 	scratch := func(c model.Config) int64 {
 		return c.ScratchBytes(slots*chunk+verify, verify)
 	}
@@ -100,7 +124,7 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 		r.Add("draft model scratch (estimate)", scratch(dfp.Config))
 		dc = dfp.Config
 	}
-	one, err := dc.KVBytes(ctx)
+	one, err := dc.KVBytes(ctx, draftPass)
 	if err != nil {
 		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" %d: draft model: %v`, ctx, err)
 	}

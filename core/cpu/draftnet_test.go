@@ -16,11 +16,14 @@ import (
 // verification kept (a prefix of the spine plus a bonus token, a side leaf,
 // or a path that shares little with the spine) — and checks every answer
 // against a draft model that starts from an empty cache each time. A cache
-// that kept a stale entry, or truncated one too few, answers differently.
+// that kept a stale entry, or truncated one too few, answers differently;
+// so does one whose catch-up passes (a long new context fed a few tokens a
+// pass) lost or repeated a token.
 func TestDraftCacheFollowsThePath(t *testing.T) {
 	path := tinyFile(t, t.TempDir(), 40, 7, 4)
 	b := tinyBackend(t, path, path, "")
 	kept := b.drafts.model.dm
+	kept.catchUp = 3 // a new request catches up in passes of 3 tokens; fresh ones in one
 	r := rand.New(rand.NewPCG(3, 4))
 	seq := &spec.Seq{Tokens: []int32{1, 5, 9, 13}, Prompt: 3}
 	const k = 4
@@ -60,6 +63,7 @@ func TestDraftCacheFollowsThePath(t *testing.T) {
 		}
 	}
 	require.Positive(t, kept.Step.Observations(), "single-token steps are timed for the cost model")
+	require.NotEmpty(t, kept.side.Tokens, "a catch-up ran in passes of its own")
 }
 
 // TestDraftVocab: "draft_vocab" limits the draft model's proposals to the

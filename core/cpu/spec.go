@@ -380,6 +380,13 @@ type draftNet struct {
 	// headRows > 0 limits proposals to the token ids below it, computing
 	// only those rows of the output head (m is a model.HeadRunner).
 	headRows int
+	// catchUp > 0 feeds a sequence's cache at most that many tokens in the
+	// call's own pass: a longer catch-up (a new prompt) first runs in
+	// passes of catchUp tokens, so that a local (sliding-window) layer of
+	// the draft's cache needs room for its window and catchUp tokens, not
+	// the whole prompt.
+	catchUp  int
+	side     model.Batch // a catch-up pass
 	newCache func() (model.Cache, error)
 	free     []model.Cache
 
@@ -411,14 +418,35 @@ func (d *draftNet) rowWidth() int {
 	return d.Vocab()
 }
 
-func (d *draftNet) forward(logits []float32) error {
+func (d *draftNet) forward(b *model.Batch, logits []float32) error {
 	switch {
 	case d.layers > 0:
-		return d.m.(model.PrefixRunner).ForwardPrefix(&d.batch, logits, d.layers)
+		return d.m.(model.PrefixRunner).ForwardPrefix(b, logits, d.layers)
 	case d.headRows > 0:
-		return d.m.(model.HeadRunner).ForwardHead(&d.batch, logits, d.headRows)
+		return d.m.(model.HeadRunner).ForwardHead(b, logits, d.headRows)
 	}
-	return d.m.Forward(&d.batch, logits)
+	return d.m.Forward(b, logits)
+}
+
+// feed runs toks, the cache's next positions, through the draft in a pass
+// of their own (no logits) and commits them.
+func (d *draftNet) feed(c model.Cache, toks []int32) error {
+	b := &d.side
+	b.Tokens, b.Cache, b.Pos, b.Parent, b.Logits = b.Tokens[:0], b.Cache[:0], b.Pos[:0], b.Parent[:0], b.Logits[:0]
+	for i, tok := range toks {
+		b.Tokens = append(b.Tokens, tok)
+		b.Cache = append(b.Cache, c)
+		b.Pos = append(b.Pos, c.Len()+i)
+		b.Parent = append(b.Parent, i-1)
+		b.Logits = append(b.Logits, false)
+	}
+	if err := d.forward(b, nil); err != nil {
+		return err
+	}
+	for len(d.ident) < len(toks) {
+		d.ident = append(d.ident, len(d.ident))
+	}
+	return c.Commit(d.ident[:len(toks)])
 }
 
 // state returns the sequence's draft state (see ensureStates).
@@ -488,9 +516,21 @@ func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 	p = min(p, len(full)-1) // the last token is fed for its logits
 	if p < c.Len() {
 		if err := c.Truncate(p); err != nil {
-			return -1, 0
+			// A local layer no longer holds the window before p (it keeps
+			// only a few positions behind its window): feed it all again.
+			p = 0
+			if err := c.Truncate(0); err != nil {
+				return -1, 0
+			}
 		}
 		st.toks = st.toks[:p]
+	}
+	for d.catchUp > 0 && len(full)-p > d.catchUp {
+		if err := d.feed(c, full[p:p+d.catchUp]); err != nil {
+			return -1, 0
+		}
+		st.toks = append(st.toks, full[p:p+d.catchUp]...)
+		p += d.catchUp
 	}
 	parent := -1
 	for i := p; i < len(full); i++ {
@@ -580,7 +620,7 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 	}
 	logits := d.logits[:nl*v]
 	if len(b.Tokens) > 0 {
-		if err := d.forward(logits); err != nil {
+		if err := d.forward(&d.batch, logits); err != nil {
 			// The synced tokens never reached the caches: forget them.
 			for qi, q := range queries {
 				if n := d.qfed[qi]; n > 0 {

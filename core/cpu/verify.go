@@ -56,7 +56,7 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 	// stop there offer it (requests asking for it elsewhere are refused).
 	if pr, ok := b.model.(model.PrefixRunner); ok {
 		ctx := b.context
-		early := &draftNet{m: b.model, layers: layers, owner: map[*spec.Seq]*draftState{},
+		early := &draftNet{m: b.model, layers: layers, catchUp: b.prefillChunk, owner: map[*spec.Seq]*draftState{},
 			newCache: func() (model.Cache, error) { return pr.NewPrefixCache(ctx, layers) }}
 		b.drafts.early = &modelDrafter{dm: early}
 		b.drafts.early.beam.Model = early
@@ -120,7 +120,7 @@ func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNe
 		b.draftFile = f
 	}
 	ctx := b.context
-	d := &draftNet{m: m, owner: map[*spec.Seq]*draftState{},
+	d := &draftNet{m: m, catchUp: b.prefillChunk, owner: map[*spec.Seq]*draftState{},
 		newCache: func() (model.Cache, error) { return m.NewCache(ctx) }}
 	if _, ok := m.(model.HeadRunner); ok && b.spec.draftVocab > 0 && b.spec.draftVocab < m.Config().Vocab {
 		d.headRows = max(16, b.spec.draftVocab/16*16)

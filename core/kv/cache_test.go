@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/lmstream/lmstream/core/quant"
@@ -8,12 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fill writes a recognisable value into every (layer, head, dim) of entry e:
-// 1000·layer + 100·head + val, K negative of V.
+// fill writes a recognisable value into every (layer, head, dim) of the
+// entry of position e: 1000·layer + 100·head + val, K negative of V.
 func fill(c *Cache, e int, val float32) {
-	for l := 0; l < c.layers; l++ {
+	for l := range c.layers {
 		for h := 0; h < c.kvHeads; h++ {
-			k, v := c.K(l, h)[e*c.headDim:(e+1)*c.headDim], c.V(l, h)[e*c.headDim:(e+1)*c.headDim]
+			r := e - c.Off(l)
+			k, v := c.K(l, h)[r*c.headDim:(r+1)*c.headDim], c.V(l, h)[r*c.headDim:(r+1)*c.headDim]
 			for d := range k {
 				v[d] = quant.F32ToF16(float32(1000*l+100*h) + val)
 				k[d] = quant.F32ToF16(-(float32(1000*l+100*h) + val))
@@ -24,12 +26,13 @@ func fill(c *Cache, e int, val float32) {
 
 func requireEntry(t *testing.T, c *Cache, e int, val float32) {
 	t.Helper()
-	for l := 0; l < c.layers; l++ {
+	for l := range c.layers {
 		for h := 0; h < c.kvHeads; h++ {
 			want := float32(1000*l+100*h) + val
+			r := e - c.Off(l)
 			for d := 0; d < c.headDim; d++ {
-				require.Equal(t, want, quant.F16ToF32(c.V(l, h)[e*c.headDim+d]), "entry %d layer %d head %d", e, l, h)
-				require.Equal(t, -want, quant.F16ToF32(c.K(l, h)[e*c.headDim+d]))
+				require.Equal(t, want, quant.F16ToF32(c.V(l, h)[r*c.headDim+d]), "entry %d layer %d head %d", e, l, h)
+				require.Equal(t, -want, quant.F16ToF32(c.K(l, h)[r*c.headDim+d]))
 			}
 		}
 	}
@@ -92,4 +95,91 @@ func TestBytesRefusesBadAndOverflowingShapes(t *testing.T) {
 	require.ErrorContains(t, err, "bad cache shape")
 	_, err = Bytes(30, -3, 64, 8)
 	require.ErrorContains(t, err, "bad cache shape")
+}
+
+// TestWindowedLayersKeepTheirWindow drives a cache whose layer 1 is local
+// (window 5; layer 0 global) through random passes, tree commits and rewinds, and checks
+// after each that every position some next token may see (the window
+// before Len()) holds
+// what was committed there, while the local layer's rows stay bounded.
+func TestWindowedLayersKeepTheirWindow(t *testing.T) {
+	const w, ctx = 5, 2000
+	s := Shape{Layers: 2, KVHeads: 2, HeadDim: 4, Ctx: ctx, Window: []int{0, w}, MaxPass: 8}
+	c := NewShape(s)
+	require.Equal(t, w+margin(w)+8, s.Rows(1))
+	require.Equal(t, ctx, s.Rows(0))
+	bytes, err := s.Bytes()
+	require.NoError(t, err)
+	require.Equal(t, bytes, c.Bytes())
+	r := rand.New(rand.NewPCG(1, 2))
+	var committed []float32 // the value at each committed position
+	next := float32(1)
+	rewound := false
+	for c.Len() < ctx-40 {
+		if r.IntN(8) == 0 && c.Len() > 0 && !rewound {
+			// A rewind by up to keep positions after a pass (a draft's)
+			// always finds its window.
+			n := c.Len() - 1 - r.IntN(min(c.Len(), keep))
+			require.NoError(t, c.Truncate(n))
+			committed = committed[:n]
+			rewound = true
+		} else {
+			rewound = false
+			n := 1 + r.IntN(8)
+			if r.IntN(20) == 0 {
+				n = 80 // beyond MaxPass and the margin: the local layer grows
+			}
+			require.NoError(t, c.Reserve(n))
+			vals := make([]float32, n)
+			for k := range n {
+				vals[k] = next
+				fill(c, c.Len()+k, next)
+				next = next + 1 - 900*float32(int(next)/900) // float16 holds every value fill makes exactly
+			}
+			var keepIdx []int
+			for k := range n {
+				if r.IntN(2) == 0 {
+					keepIdx = append(keepIdx, k)
+				}
+			}
+			require.NoError(t, c.Commit(keepIdx))
+			for _, k := range keepIdx {
+				committed = append(committed, vals[k])
+			}
+		}
+		require.Equal(t, len(committed), c.Len())
+		for p := max(0, c.Len()-w+1); p < c.Len(); p++ {
+			requireEntry(t, c, p, committed[p])
+		}
+		require.LessOrEqual(t, c.layers[1].rows, w+margin(w)+80)
+	}
+	require.Positive(t, c.Off(1))
+	require.Greater(t, c.Bytes(), bytes) // grown once for the 80-token passes
+	// A rewind past the kept history is an error that changes nothing;
+	// Truncate(0) always works.
+	n := c.Len()
+	require.ErrorContains(t, c.Truncate(c.Off(1)), "keeps positions from") // its window starts before Off
+	require.Equal(t, n, c.Len())
+	require.NoError(t, c.Truncate(0))
+	require.Zero(t, c.Off(1))
+}
+
+func TestShapeErrors(t *testing.T) {
+	for _, s := range []Shape{
+		{Layers: 2, KVHeads: 1, HeadDim: 1, Ctx: 8, Window: []int{1, 2, 3}},
+		{Layers: 2, KVHeads: 1, HeadDim: 1, Ctx: 8, Window: []int{-1}},
+		{Layers: 2, KVHeads: 1, HeadDim: 1, Ctx: 8, MaxPass: -1},
+	} {
+		_, err := s.Bytes()
+		require.Error(t, err, "%+v", s)
+		require.Panics(t, func() { NewShape(s) })
+	}
+	// Local layers shrink what an overflowing all-global shape would need.
+	s := Shape{Layers: 2, KVHeads: 1, HeadDim: 1, Ctx: 1 << 62, Window: []int{4, 4}}
+	n, err := s.Bytes()
+	require.NoError(t, err)
+	require.Equal(t, int64(2*4*(4+margin(4))), n)
+	s.Window = []int{4}
+	_, err = s.Bytes()
+	require.ErrorContains(t, err, "overflows")
 }

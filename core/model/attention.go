@@ -53,11 +53,13 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 	nv := nr + len(extra)
 	ab.kf, ab.vf = grow(ab.kf, nv*hd), grow(ab.vf, nv*hd)
 	keys, vals := ab.kf, ab.vf
-	k16, v16 := cache.K(li, g), cache.V(li, g)
-	widen(keys[:nr*hd], k16[lo*hd:run*hd])
-	widen(vals[:nr*hd], v16[lo*hd:run*hd])
+	// Row r of the cache's block is position o+r (a local layer keeps
+	// only the positions near its window; kv.Cache.Off).
+	k16, v16, o := cache.K(li, g), cache.V(li, g), cache.Off(li)
+	widen(keys[:nr*hd], k16[(lo-o)*hd:(run-o)*hd])
+	widen(vals[:nr*hd], v16[(lo-o)*hd:(run-o)*hd])
 	for e, k := range extra {
-		j := cache.Len() + int(k)
+		j := cache.Len() + int(k) - o
 		widen(keys[(nr+e)*hd:(nr+e+1)*hd], k16[j*hd:(j+1)*hd])
 		widen(vals[(nr+e)*hd:(nr+e+1)*hd], v16[j*hd:(j+1)*hd])
 	}

@@ -114,7 +114,9 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
 	cache := s.seqs[s.tok[i0].seq].cache
 	g := h0 / (c.Heads / c.KVHeads)
-	keys, vals := cache.K(li, g), cache.V(li, g)
+	// Row r of the cache's blocks is position o+r (a local layer keeps only
+	// the positions near its window, from a multiple of 16; kv.Cache.Off).
+	keys, vals, o := cache.K(li, g), cache.V(li, g), cache.Off(li)
 	nt := i1 - i0
 	nq := nt * nh
 	// Token t sees the entries [los[t], runs[t]) (a local layer's window
@@ -147,7 +149,7 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	ab.kg = grow(ab.kg, gblk*16*hd)
 	kg := ab.kg
 	nk := ng * hd
-	widen(kg[:nk], keys[(base+16*nfull)*hd:runMax*hd])
+	widen(kg[:nk], keys[(base+16*nfull-o)*hd:(runMax-o)*hd])
 	clear(kg[nk:])
 	ab.kf, ab.vf = grow(ab.kf, attnChunk*hd), grow(ab.vf, attnChunk*hd)
 	kf, vf := ab.kf, ab.vf
@@ -160,7 +162,7 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 		ab.mx[q] = float32(math.Inf(-1))
 	}
 	scale := m.attnScale()
-	scoreCached(&qg[0], nq, hd, keys[base*hd:], nfull, kf, scale, sc, sst, &ab.mx[0])
+	scoreCached(&qg[0], nq, hd, keys[(base-o)*hd:], nfull, kf, scale, sc, sst, &ab.mx[0])
 	if gblk > 0 {
 		simdScores16(&qg[0], nq, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &ab.mx[0], 0xffff)
 	}
@@ -177,7 +179,7 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	// each token's sum starts at its own first visible key.
 	for k0 := base; k0 < runMax; k0 += attnChunk {
 		nn := min(attnChunk, runMax-k0)
-		widen(vf[:nn*hd], vals[k0*hd:(k0+nn)*hd])
+		widen(vf[:nn*hd], vals[(k0-o)*hd:(k0+nn-o)*hd])
 		for t := range nt {
 			from, to := max(k0, los[t]), min(k0+nn, runs[t])
 			if from >= to {
@@ -207,7 +209,9 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	t := s.tok[i]
 	cache := s.seqs[t.seq].cache
 	g := h0 / (c.Heads / c.KVHeads)
-	keys, vals := cache.K(li, g), cache.V(li, g)
+	// Row r of the cache's blocks is position o+r (a local layer keeps only
+	// the positions near its window, from a multiple of 16; kv.Cache.Off).
+	keys, vals, o := cache.K(li, g), cache.V(li, g), cache.Off(li)
 	// The visible entries are [lo, run) and extra (a local layer's window
 	// may start past 0). Scores start at base, lo rounded down to a 16-key
 	// block: score j is key base+j, and the scores of keys [base, lo) are
@@ -225,9 +229,9 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	ab.kg = grow(ab.kg, gblk*16*hd)
 	kg := ab.kg
 	nk := (run - base - 16*nfull) * hd
-	widen(kg[:nk], keys[(base+16*nfull)*hd:run*hd])
+	widen(kg[:nk], keys[(base+16*nfull-o)*hd:(run-o)*hd])
 	for _, k := range extra {
-		j := cache.Len() + int(k)
+		j := cache.Len() + int(k) - o
 		widen(kg[nk:nk+hd], keys[j*hd:(j+1)*hd])
 		nk += hd
 	}
@@ -241,7 +245,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 		mx[h] = float32(math.Inf(-1))
 	}
 	q := &s.q[i*qDim+h0*hd]
-	scoreCached(q, nh, hd, keys[base*hd:], nfull, kf, scale, sc, sst, &mx[0])
+	scoreCached(q, nh, hd, keys[(base-o)*hd:], nfull, kf, scale, sc, sst, &mx[0])
 	if gblk > 0 {
 		last := uint16(1<<(ng-16*(gblk-1)) - 1)
 		simdScores16(q, nh, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &mx[0], last)
@@ -265,14 +269,14 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	vf := ab.vf
 	for k0 := lo; k0 < run; k0 += attnChunk {
 		nn := min(attnChunk, run-k0)
-		widen(vf[:nn*hd], vals[k0*hd:(k0+nn)*hd])
+		widen(vf[:nn*hd], vals[(k0-o)*hd:(k0+nn-o)*hd])
 		simdWsumG(&sc[k0-base], sst, nh, &vf[0], nn, hd, &out[0], hd, k0 > lo)
 	}
 	if len(extra) > 0 {
 		ab.vg = grow(ab.vg, len(extra)*hd)
 		vg := ab.vg
 		for e, k := range extra {
-			j := cache.Len() + int(k)
+			j := cache.Len() + int(k) - o
 			widen(vg[e*hd:(e+1)*hd], vals[j*hd:(j+1)*hd])
 		}
 		simdWsumG(&sc[run-base], sst, nh, &vg[0], len(extra), hd, &out[0], hd, run > lo)

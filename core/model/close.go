@@ -93,10 +93,27 @@ func Measure(f *gguf.File) (Footprint, error) {
 	return fp, nil
 }
 
+// KVShape is the shape of a KV cache of ctx positions whose passes take at
+// most maxPass tokens: the local (sliding-window) layers keep about their
+// window and a pass, the global ones every position.
+func (c Config) KVShape(ctx, maxPass int) kv.Shape {
+	s := kv.Shape{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Ctx: ctx, MaxPass: maxPass}
+	for li := range c.Layers {
+		if c.Local(li) {
+			if s.Window == nil {
+				s.Window = make([]int, c.Layers)
+			}
+			s.Window[li] = c.SlidingWindow
+		}
+	}
+	return s
+}
+
 // KVBytes is the memory of one KV cache of ctx positions for this shape
-// (see kv.Bytes), or an error when it does not fit in an int64.
-func (c Config) KVBytes(ctx int) (int64, error) {
-	return kv.Bytes(c.Layers, c.KVHeads, c.HeadDim, ctx)
+// whose passes take at most maxPass tokens (see KVShape, kv.Shape.Bytes),
+// or an error when it does not fit in an int64.
+func (c Config) KVBytes(ctx, maxPass int) (int64, error) {
+	return c.KVShape(ctx, maxPass).Bytes()
 }
 
 // ScratchBytes estimates the buffers Forward grows to for a batch of

@@ -525,7 +525,13 @@ func (m *Model) Config() Config { return m.cfg }
 func (m *Model) SetThreads(n int) { m.pool.SetThreads(n) }
 
 // NewCache reserves a K/V cache for one sequence of up to ctx tokens
-// (committed plus the scratch of one batch).
-func (m *Model) NewCache(ctx int) *kv.Cache {
-	return kv.New(m.cfg.Layers, m.cfg.KVHeads, m.cfg.HeadDim, ctx)
+// (committed plus the scratch of one batch). Its local layers hold their
+// window and a pass of a few tokens; a longer pass grows them once (see
+// NewCachePass to reserve for it up front).
+func (m *Model) NewCache(ctx int) *kv.Cache { return m.NewCachePass(ctx, 0) }
+
+// NewCachePass is NewCache with the local layers sized for passes of up to
+// maxPass tokens (a prefill chunk, a verify tree).
+func (m *Model) NewCachePass(ctx, maxPass int) *kv.Cache {
+	return kv.NewShape(m.cfg.KVShape(ctx, maxPass))
 }

@@ -5,7 +5,7 @@ import "fmt"
 // ForwardPrefix is Forward through the first layers of the model only,
 // followed by the final norm and the output head: the early-exit self-draft
 // of speculative decoding (the target's own first layers guess the next
-// token). Caches only need those layers (kv.New(layers, ...) or NewCache).
+// token). Caches only need those layers (NewPrefixCache, or NewCache).
 // layers must be in [1, Config().Layers]; with all of them it is Forward.
 func (m *Model) ForwardPrefix(b *Batch, logits []float32, layers int) error {
 	if layers < 1 || layers > len(m.layers) {

@@ -73,10 +73,21 @@ type CPU struct{ *Model }
 // NewCache reserves a CPU cache (kv.Cache).
 func (r CPU) NewCache(ctx int) (Cache, error) { return r.Model.NewCache(ctx), nil }
 
+// NewCachePass reserves a CPU cache whose local layers hold passes of up
+// to maxPass tokens without growing (Model.NewCachePass).
+func (r CPU) NewCachePass(ctx, maxPass int) (Cache, error) {
+	return r.Model.NewCachePass(ctx, maxPass), nil
+}
+
 // NewPrefixCache reserves a CPU cache of the first layers.
 func (r CPU) NewPrefixCache(ctx, layers int) (Cache, error) {
 	c := r.Model.Config()
-	return kv.New(layers, c.KVHeads, c.HeadDim, ctx), nil
+	s := c.KVShape(ctx, 0)
+	s.Layers = layers
+	if len(s.Window) > layers {
+		s.Window = s.Window[:layers]
+	}
+	return kv.NewShape(s), nil
 }
 
 // Close stops the model's threads and frees its weights (Model.Close).
