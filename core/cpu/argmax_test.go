@@ -37,12 +37,10 @@ func (r *argmaxRunner) ForwardArgmax(b *model.Batch, ids []int32) error {
 	return nil
 }
 
-// TestArgmaxPassesDecodeTheSame: with a runner that can hand back argmaxes,
-// greedy requests (plain and speculating) take that path and decode the
-// tokens the logits path decodes; sampled and penalised requests keep the
-// rows.
-func TestArgmaxPassesDecodeTheSame(t *testing.T) {
-	path := tinyFile(t, t.TempDir(), 64, 5, 4)
+// argmaxBackend is tinyBackend's engine over the tiny model at path on an
+// argmaxRunner, closed with the test.
+func argmaxBackend(t *testing.T, path string) (runtime.Backend, *argmaxRunner) {
+	t.Helper()
 	var ar *argmaxRunner
 	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + path + `","max_slots":2,"threads":1,"context_length":64,"spec_budget":6,"spec_max_depth":3,"spec_max_width":2,"spec_adaptive":false,"spec_min_prob":0.25}`))
 	require.NoError(t, err)
@@ -55,7 +53,17 @@ func TestArgmaxPassesDecodeTheSame(t *testing.T) {
 		return ar, nil
 	})
 	require.NoError(t, err)
-	defer be.Close()
+	t.Cleanup(func() { be.Close() })
+	return be, ar
+}
+
+// TestArgmaxPassesDecodeTheSame: with a runner that can hand back argmaxes,
+// greedy requests (plain and speculating) take that path and decode the
+// tokens the logits path decodes; sampled and penalised requests keep the
+// rows.
+func TestArgmaxPassesDecodeTheSame(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 64, 5, 4)
+	be, ar := argmaxBackend(t, path)
 	plain := tinyBackend(t, path, "", "")
 	prompt := []int32{3, 9, 4, 3, 9, 4, 3, 9}
 	for _, d := range []drafterKind{draftNone, draftNGram} {

@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
@@ -165,19 +164,7 @@ func TestLogprobsSpeculativeEqualPlain(t *testing.T) {
 // runner's argmax-only pass; one without does.
 func TestLogprobsLeaveTheArgmaxPath(t *testing.T) {
 	path := tinyFile(t, t.TempDir(), 64, 5, 4)
-	var ar *argmaxRunner
-	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + path + `","max_slots":2,"threads":1,"context_length":64,"spec_budget":6,"spec_max_depth":3,"spec_max_width":2,"spec_adaptive":false,"spec_min_prob":0.25}`))
-	require.NoError(t, err)
-	be, err := NewBackend(cfg, "argmax-test", func(f *gguf.File, threads int) (model.Runner, error) {
-		m, err := model.Load(f, threads)
-		if err != nil {
-			return nil, err
-		}
-		ar = &argmaxRunner{CPU: model.CPU{Model: m}}
-		return ar, nil
-	})
-	require.NoError(t, err)
-	defer be.Close()
+	be, ar := argmaxBackend(t, path)
 	prompt := []int32{3, 9, 4, 3, 9, 4, 3, 9}
 	plainToks := generate(t, be.(*Backend), prompt, sample.Params{}, draftNGram, 16)
 	require.Positive(t, ar.passes)
