@@ -156,9 +156,13 @@ test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixi
 # race detector and skip there, so those packages also run without it.
 # NVRTC comes from the PyPI wheel (make deps), so the kernel compile tests
 # must find it, not skip.
+# KERNELS_AVX2 caps the CPU kernels at AVX2 (quant.KernelsEnv), so that
+# the kernels of CPUs without AVX-512 VNNI are tested on those with it too.
+KERNELS_AVX2 := LMSTREAM_CPU_KERNELS=avx2
 test-go:
 	$(VENV_RUN) LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
 	$(GO) test -count=1 -timeout=45m ./core/model ./core/cpu ./tests/modelfile
+	$(KERNELS_AVX2) $(GO) test -count=1 ./core/quant
 
 fuzz-smoke:
 	@for t in $(FUZZ_TARGETS); do \

@@ -9,6 +9,8 @@ import (
 //
 //	go test -run '^$' -bench . -benchtime 3s ./core/model
 //
+// LMSTREAM_BENCH_MODEL=/abs/path.gguf runs them on another model.
+//
 // Each reports tokens/s (tok/s). Decode keeps the context depth fixed: the
 // token is written to scratch and never committed.
 

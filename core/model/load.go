@@ -58,8 +58,9 @@ func (c *Config) Local(li int) bool {
 
 // matrix is a weight matrix as the file stores it (rows of cols elements of
 // type typ, row-major) and, prepared once at load, in the layout of
-// quant.Prepack that the batched kernels read (for Q4_1 and Q8_0 a
-// transposed copy of the same size; other types keep reading data).
+// quant.Prepack that the batched kernels read (for the types with a packed
+// layout on this CPU a transposed copy of the same size; other types keep
+// reading data).
 type matrix struct {
 	typ        quant.Type
 	data       []byte
@@ -408,7 +409,7 @@ func (ld *loader) matrix(name string, cols, rows int) matrix {
 // sequentially through memory.
 //
 // It also makes the model independent of the file's mapping. A matrix that
-// gets a packed copy (Q4_1 and Q8_0 where the CPU has the packed kernels)
+// gets a packed copy (where the CPU has packed kernels for its type)
 // is read only from that copy from now on. Every other matrix, and the
 // token embedding rows the forward pass looks up, is copied into one block
 // of the model's own, in the same order. Before, those were read from the

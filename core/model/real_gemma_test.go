@@ -34,12 +34,21 @@ const gemmaFile = "gemma-3-270m-q4_k_m.gguf"
 //   - tolGemmaGolden: top-5 logits differ by 0.04–0.48 (logits of 5–30),
 //     0.46 at position 600 of the long prompt. Without the sliding window
 //     (every layer global) that position is off by 9.6: the window is what
-//     makes the positions past 512 agree. 1.0 is twice the worst.
-//   - tolGemmaTie: as tolQwenTie; all 72 greedy tokens match, no near-tie.
+//     makes the positions past 512 agree. 1.0 is twice the worst. With the
+//     AVX2 8-row kernels (another summation order, so other activation
+//     roundings at every layer's requantization) the worst is 0.78; on
+//     the same machine the SIMD and pure-Go kernels differ by up to 2.4
+//     logits over the whole vocabulary at one position, on SmolLM2 by 1.4:
+//     this much is rounding noise, not a fault of either order.
+//   - tolGemmaTie: a logit of ours may sit tolGemmaGolden from llama.cpp's,
+//     so two tokens closer than that in llama.cpp's row may trade places.
+//     Measured: position 31 of the fox prompt (llama.cpp's margin 0.027)
+//     and greedy token 11 of the factorial question (0.742) flip with the
+//     8-row kernels; all 72 greedy tokens matched with the row kernels.
 //   - tolGemmaPerplexity: 15.81 against 15.33 (3.1%).
 const (
 	tolGemmaGolden     = 1.0
-	tolGemmaTie        = 0.5
+	tolGemmaTie        = tolGemmaGolden
 	tolGemmaPerplexity = 0.05
 )
 
@@ -96,7 +105,7 @@ func TestGemmaConfig(t *testing.T) {
 
 // TestGemmaGoldenTop5 is TestQwenGoldenTop5 for Gemma: llama.cpp's token
 // ids (BOS first: the model adds it) in one chain pass with every logit;
-// at every recorded position the same top-1, llama.cpp's top-5 logits
+// at every recorded position the same top-1 (one of its top 2 at a near-tie), llama.cpp's top-5 logits
 // within tolGemmaGolden, the same top-5 set but for near-ties. The fourth
 // prompt is 725 tokens: positions 520, 600 and 724 lie past the window.
 func TestGemmaGoldenTop5(t *testing.T) {
@@ -108,7 +117,11 @@ func TestGemmaGoldenTop5(t *testing.T) {
 		rows := run(t, m, new(Batch).chain(m.NewCache(len(p.Tokens)), p.Tokens, true))
 		for _, pos := range p.Positions {
 			row := rows[pos.Pos]
-			require.Equal(t, pos.Top5[0], argmax(row), "%.40q position %d", p.Text, pos.Pos)
+			if margin := pos.Logits[0] - pos.Logits[1]; margin >= tolGemmaTie {
+				require.Equal(t, pos.Top5[0], argmax(row), "%.40q position %d", p.Text, pos.Pos)
+			} else { // a near-tie: llama.cpp's top 2, in either order
+				require.Contains(t, pos.Top5[:2], argmax(row), "%.40q position %d (near-tie, margin %.3f)", p.Text, pos.Pos, margin)
+			}
 			for j, id := range pos.Top5 {
 				d := math.Abs(float64(row[id] - pos.Logits[j]))
 				worst = max(worst, d)

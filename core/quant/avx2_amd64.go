@@ -36,6 +36,7 @@ func setupAVX2(k *kernelSet) {
 		k.quantQ81 = quantQ8With(quantQ8AVX2, true)
 	}
 	k.quantQ8K = quantQ8KSIMD
+	setupPacked8(k)
 }
 
 // avx2Dot wraps the R = 1…4 kernels of one type: the single-row dot and

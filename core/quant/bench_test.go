@@ -397,3 +397,41 @@ func BenchmarkMultiDot(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPacked8: the 8-row packed kernels (packed8.go, AVX2) over one
+// 8-row group of 4096 columns against R = 1…4 activation rows, in the same
+// unit as BenchmarkMultiDot (one 32-weight block against one activation
+// row), for a side-by-side comparison with the row-at-a-time kernels.
+//
+//	go test ./core/quant -run X -bench 'MultiDot|Packed8'
+func BenchmarkPacked8(b *testing.B) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	k := active.Load()
+	const cols = 4096
+	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K} {
+		kern := k.packed8(wt)
+		if kern == nil {
+			continue
+		}
+		w, xq, _ := benchMatrix(rng, wt, p8Rows, cols, 4)
+		wrb, _ := wt.RowBytes(cols)
+		xrb, _ := ActType(wt).RowBytes(cols)
+		nb := cols / wt.BlockElems()
+		wp := make([]byte, nb*p8Record(wt))
+		pack8Go(wt, w, wrb, p8Rows, cols, 0, wp)
+		var sc []float32
+		if p8Legacy(wt) {
+			sc = make([]float32, 4*nb*2)
+			for j := 0; j < 4; j++ {
+				p8Scales(wt, xq[j*xrb:], nb, sc[j*nb*2:])
+			}
+		}
+		out := make([]float32, 4*p8Rows)
+		for na := 1; na <= 4; na++ {
+			b.Run(fmt.Sprintf("%s/R=%d", wt, na), func(b *testing.B) {
+				t := minTime(b, func() { kern(wp, nb, xq, xrb, sc, out, p8Rows, na) })
+				b.ReportMetric(t*1e9/float64(p8Rows*cols/32*na), "ns/row-block")
+			})
+		}
+	}
+}

@@ -62,9 +62,10 @@ func packedRecord(wt Type) int {
 }
 
 // Packed is a weight matrix prepared once (at model load) for MatMulPacked.
-// For Q4_1 and Q8_0 on CPUs with AVX-512 VNNI it holds the weights in a transposed
-// layout (same size as the original) that the batched kernels read
-// directly; for other types and CPUs it only wraps the original matrix and
+// For Q4_1 and Q8_0 on CPUs with AVX-512 VNNI, and for Q4_0, Q5_0, Q8_0
+// and Q4_K in packed8.go's 8-row layout on AVX2 CPUs, it holds the weights
+// in a transposed layout (same size as the original) that the batched
+// kernels read directly; for other types and CPUs it only wraps the original matrix and
 // MatMulPacked is MatMul. The original slice w is kept by reference (it is
 // the fallback for the pure-Go kernels) and must not change afterwards.
 type Packed struct {
@@ -72,6 +73,7 @@ type Packed struct {
 	Rows, Cols int
 	w          []byte
 	data       []byte // the packed groups; nil: not packed
+	group      int    // rows per packed group: 16 (packed.go) or 8 (packed8.go)
 }
 
 // Prepack prepares the rows×cols matrix w of type wt for MatMulPacked.
@@ -104,22 +106,37 @@ func PrepackIn(a *Arena, wt Type, w []byte, rows, cols int) *Packed {
 		if p.data = a.alloc(groups * gb); p.data == nil {
 			p.data = make([]byte, groups*gb)
 		}
+		p.group = packGroup
+		pack := func(g int, dst []byte) { packGroupOf(&simdKernels, wt, w, wrb, rows, cols, g, dst) }
+		if simdKernels.q41p == nil { // the AVX2 8-row layout (packed8.go)
+			p.group = p8Rows
+			pack = func(g int, dst []byte) { pack8Go(wt, w, wrb, rows, cols, g, dst) }
+		}
 		for g := 0; g < groups; g++ {
-			packGroupOf(&simdKernels, wt, w, wrb, rows, cols, g, p.data[g*gb:(g+1)*gb])
+			pack(g, p.data[g*gb:(g+1)*gb])
 		}
 	}
 	return p
 }
 
-// packedShape is the number of 16-row groups and the bytes of one group in
-// wt's packed layout on this CPU, or 0, 0 when a rows×cols matrix of wt
-// keeps its stored layout.
+// packedShape is the number of row groups and the bytes of one group in
+// wt's packed layout on this CPU (16-row groups where the VNNI kernels
+// run, 8-row groups of packed8.go where the AVX2 ones do), or 0, 0 when a
+// rows×cols matrix of wt keeps its stored layout.
 func packedShape(wt Type, rows, cols int) (groups, groupBytes int) {
-	rec := packedRecord(wt)
-	if rec == 0 || simdKernels.q41p == nil || rows <= 0 || cols <= 0 {
+	if rows <= 0 || cols <= 0 {
 		return 0, 0
 	}
-	return (rows + packGroup - 1) / packGroup, cols / 32 * rec
+	if simdKernels.q41p != nil {
+		if rec := packedRecord(wt); rec > 0 {
+			return (rows + packGroup - 1) / packGroup, cols / 32 * rec
+		}
+		return 0, 0
+	}
+	if simdKernels.packed8(wt) != nil {
+		return (rows + p8Rows - 1) / p8Rows, cols / wt.BlockElems() * p8Record(wt)
+	}
+	return 0, 0
 }
 
 // TopRows is a view of the first n rows (0 < n ≤ Rows) of p, sharing its
@@ -134,11 +151,12 @@ func (p *Packed) TopRows(n int) (*Packed, error) {
 	wrb, _ := p.Type.RowBytes(p.Cols)
 	v := &Packed{Type: p.Type, Rows: n, Cols: p.Cols, w: p.w[:n*wrb]}
 	if p.data != nil {
-		if n%packGroup != 0 && n != p.Rows {
-			return nil, fmt.Errorf("quant: TopRows %d of a packed matrix: not a multiple of %d", n, packGroup)
+		v.group = p.group
+		if n%p.group != 0 && n != p.Rows {
+			return nil, fmt.Errorf("quant: TopRows %d of a packed matrix: not a multiple of %d", n, p.group)
 		}
-		gb := len(p.data) / ((p.Rows + packGroup - 1) / packGroup)
-		v.data = p.data[:(n+packGroup-1)/packGroup*gb]
+		gb := len(p.data) / ((p.Rows + p.group - 1) / p.group)
+		v.data = p.data[:(n+p.group-1)/p.group*gb]
 	}
 	return v, nil
 }
@@ -152,12 +170,17 @@ func (p *Packed) PackedBytes() int { return len(p.data) }
 // rounding order), faster for Q4_1 and Q8_0 at every N.
 func MatMulPacked(p *Packed, xq []byte, n int, out []float32, pool *Pool) {
 	k := active.Load()
-	if p.data == nil || k.q41p == nil {
+	eight := p.group == p8Rows && k.packed8(p.Type) != nil
+	if p.data == nil || (k.q41p == nil && !eight) {
 		MatMul(p.Type, p.w, p.Rows, p.Cols, xq, n, out, pool)
 		return
 	}
 	checkMatMul(p.Type, p.w, p.Rows, p.Cols, xq, n, out)
 	if p.Rows == 0 || n == 0 {
+		return
+	}
+	if eight {
+		matmulPacked8(k, p.Type, p.data, p.Rows, p.Cols, xq, n, out, pool)
 		return
 	}
 	matmulPacked(k, p.Type, p.data, nil, 0, p.Rows, p.Cols, xq, n, out, pool)

@@ -62,10 +62,11 @@ func TestPackers(t *testing.T) {
 	}
 }
 
-// TestMatMulPacked: for Q4_1 and Q8_0, MatMul's packed path (N ≥ packMinN) and MatMulPacked
-// (every N) against the float64 reference, for N = 1..70, row counts that
-// leave partial 16-row groups, odd block counts, 1–3 threads, SIMD and
-// generic kernels.
+// TestMatMulPacked: for the types with a packed layout (Q4_1 and Q8_0 in
+// 16-row groups with VNNI; Q4_0, Q5_0 and Q8_0 in 8-row groups with AVX2),
+// MatMul and MatMulPacked (every N) against the float64 reference, for
+// N = 1..70, row counts that leave partial groups, odd block counts, 1–3
+// threads, SIMD and generic kernels.
 func TestMatMulPacked(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	defer UseSIMD(true)
@@ -78,15 +79,17 @@ func TestMatMulPacked(t *testing.T) {
 		shapes, nmax = [][2]int{{17, 96}, {37, 64}}, 20
 	}
 	for _, c := range shapes {
-		for _, wt := range []Type{Q4_1, Q8_0} {
+		for _, wt := range []Type{Q4_1, Q8_0, Q4_0, Q5_0, Q4_K} {
 			rows, cols := c[0], c[1]
+			be := wt.BlockElems()
+			cols = (cols + be - 1) / be * be // the K-quants: whole super-blocks
 			at := ActType(wt)
 			wrb, _ := wt.RowBytes(cols)
 			xrb, _ := at.RowBytes(cols)
 			w := make([]byte, rows*wrb)
 			require.NoError(t, Quantize(wt, randFloats(rng, rows*cols, 0.05), w))
 			if rows == 100 { // raw random blocks: every bit pattern, ±scales
-				w = randBlocks(rng, wt, rows*cols/32)
+				w = randBlocks(rng, wt, rows*cols/be)
 			}
 			xq := make([]byte, nmax*xrb)
 			QuantizeActs(at, randFloats(rng, nmax*cols, 1), nmax, cols, xq)
@@ -99,8 +102,11 @@ func TestMatMulPacked(t *testing.T) {
 			}
 			ref, mag := matmulRef(t, wt, w, rows, cols, xq, nmax)
 			pk := Prepack(wt, w, rows, cols)
-			if simdKernels.q41p != nil {
-				require.Equal(t, len(w), pk.PackedBytes()*rows/((rows+15)/16*16), "packed size")
+			if simdKernels.q41p == nil && simdKernels.packed8(wt) != nil {
+				require.Equal(t, p8Rows, pk.group, "%s: AVX2 packs it in 8-row groups", wt)
+			}
+			if g := pk.group; g > 0 {
+				require.Equal(t, (rows+g-1)/g*g*wrb, pk.PackedBytes(), "packed size: the stored bytes, rows padded to whole groups")
 			}
 			for n := 1; n <= nmax; n++ {
 				if rows*cols > 20000 && n > 20 && n%8 != 1 && n != nmax {
@@ -135,12 +141,15 @@ func TestMatMulPacked(t *testing.T) {
 	}
 }
 
-// TestPrepackOtherTypes: Prepack of a type without a packed layout wraps
-// the matrix, and MatMulPacked equals MatMul.
+// TestPrepackOtherTypes: Prepack of a type without a packed layout on
+// this CPU wraps the matrix, and MatMulPacked equals MatMul.
 func TestPrepackOtherTypes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(15, 16))
 	for _, wt := range []Type{Q4_0, Q5_1, Q4_K, F32} {
 		rows, cols := 21, 256
+		if PackedSize(wt, rows, cols) > 0 {
+			continue // packed here: TestMatMulPacked
+		}
 		wrb, _ := wt.RowBytes(cols)
 		at := ActType(wt)
 		xrb, _ := at.RowBytes(cols)
@@ -232,5 +241,31 @@ func TestTopRows(t *testing.T) {
 		require.Error(t, err)
 		_, err = p.TopRows(rows + 1)
 		require.Error(t, err)
+	}
+}
+
+// TestSpreadQh: the table-driven spreadQh against its definition, bit by
+// bit, on every single-bit word and random ones.
+func TestSpreadQh(t *testing.T) {
+	def := func(qh uint32) uint32 {
+		var out uint32
+		for i := 0; i < 4; i++ {
+			for k := 0; k < 4; k++ {
+				out |= (qh >> (4*k + i) & 1) << (8*i + k)
+				out |= (qh >> (16 + 4*k + i) & 1) << (8*i + 4 + k)
+			}
+		}
+		return out
+	}
+	rng := rand.New(rand.NewPCG(31, 32))
+	words := []uint32{0, ^uint32(0)}
+	for b := 0; b < 32; b++ {
+		words = append(words, 1<<b)
+	}
+	for i := 0; i < 1000; i++ {
+		words = append(words, rng.Uint32())
+	}
+	for _, w := range words {
+		require.Equal(t, def(w), spreadQh(w), "qh %#08x", w)
 	}
 }

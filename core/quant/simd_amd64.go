@@ -3,6 +3,7 @@
 package quant
 
 import (
+	"os"
 	"unsafe"
 
 	"golang.org/x/sys/cpu"
@@ -35,7 +36,24 @@ func hasVNNI512() bool {
 		cpu.X86.HasAVX512VNNI && cpu.X86.HasAVX512VBMI
 }
 
+// KernelsEnv names the environment variable that caps the kernel set the
+// process uses: "generic" (the pure-Go code), "avx2" (the AVX2 kernels even
+// where AVX-512 VNNI is present) or empty for the best the CPU has. It is
+// read once, at start-up. Why: the AVX2 kernels serve every CPU without
+// AVX-512 VNNI (AMD Zen 1–3, Intel client cores), and a machine that has it
+// can only test and measure them this way.
+const KernelsEnv = "LMSTREAM_CPU_KERNELS"
+
 func setupSIMD(k *kernelSet) {
+	switch os.Getenv(KernelsEnv) {
+	case "generic":
+		return
+	case "avx2":
+		if hasAVX2() {
+			setupAVX2(k)
+		}
+		return
+	}
 	if cpu.X86.HasAVX512F {
 		k.name = "avx512"
 		k.f32 = dotF32SIMD

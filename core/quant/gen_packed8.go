@@ -1,0 +1,379 @@
+//go:build ignore
+
+// gen_packed8 writes packed8_amd64.s and packed8_kernels_amd64.go: the AVX2
+// kernels over the 8-row packed layout of packed8.go (Q4_0, Q5_0, Q8_0), for
+// CPUs without AVX-512 VNNI. Run: go run gen_packed8.go
+//
+// One call runs na = 1…4 activation rows over one 8-row group of nb blocks
+// and writes 8 floats per activation row (out, row stride os bytes). The
+// eight lanes of a YMM are the eight weight rows, so everything that costs
+// per weight block and row in the row-at-a-time kernels of gen_avx2.go (the
+// f16 scale, the int-to-float conversion, the scaling FMA) costs here once
+// per block for all eight rows. The integer products are VPMADDUBSW on a
+// broadcast 4-byte slice of the activations against 4 bytes of each of the
+// eight rows; for 4- and 5-bit weights four of those are summed as int16
+// (31·127·2·4 < 2^15) before one VPMADDWD widens them.
+//
+// Every activation row runs the same instruction sequence with its own
+// registers whatever na is, so a row's result does not depend on the rows
+// beside it in the call (TestBatchInvariance).
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+)
+
+type gen struct{ b bytes.Buffer }
+
+func (g *gen) p(f string, a ...any) { fmt.Fprintf(&g.b, "\t"+f+"\n", a...) }
+func (g *gen) label(l string)       { fmt.Fprintf(&g.b, "%s:\n", l) }
+
+// Registers. SI: the group's current block record; DI: activation row 0's
+// current block, R8 the row stride, R10 3·R8; BX: row 0's current scales,
+// R11 the scale row stride, R12 3·R11; DX: out, R9 its row stride, R13
+// 3·R9; CX: blocks left.
+//
+// Y12+j: row j's float sums; Y8+j: row j's int32 sums of the current block.
+func acc(j int) string  { return fmt.Sprintf("Y%d", 12+j) }
+func isum(j int) string { return fmt.Sprintf("Y%d", 8+j) }
+
+// xa is byte off of activation row j's current block.
+func xa(off, j int) string {
+	return fmt.Sprintf("%d(DI)%s", off, []string{"", "(R8*1)", "(R8*2)", "(R10*1)"}[j])
+}
+
+// sa is float32 k of activation row j's current block scales.
+func sa(k, j int) string {
+	return fmt.Sprintf("%d(BX)%s", 4*k, []string{"", "(R11*1)", "(R11*2)", "(R12*1)"}[j])
+}
+
+func oa(j int) string {
+	return "(DX)" + []string{"", "(R9*1)", "(R9*2)", "(R13*1)"}[j]
+}
+
+// nibbleBlock: Q4_0 / Q5_0 (five: the fifth bits from the record's qh
+// words at 128(SI)). Record: 4 parts of 32 bytes (part k, lane r: bytes
+// qs[4k:4k+4] of row r, so the low nibbles are elements 4k…4k+3 and the
+// high ones 16+4k…), [qh'], then the 8 rows' d as f16 at dOff. The
+// temporaries are Y4 (broadcast activations), Y5 (products), Y6 (int16
+// sums); Y0–Y3 hold the decoded quants of one half block, Y7 the qh'
+// words.
+func nibbleBlock(g *gen, r int, five bool, dOff, qOff, mOff int) {
+	if five {
+		g.p("VMOVDQU 128(SI), Y7")
+	}
+	for h := 0; h < 2; h++ {
+		for k := 0; k < 4; k++ {
+			q := fmt.Sprintf("Y%d", k)
+			g.p("VMOVDQU %d(SI), %s", 32*k, q)
+			if h == 1 {
+				g.p("VPSRLW $4, %s, %s", q, q)
+			}
+			g.p("VPAND p8_nib<>(SB), %s, %s", q, q)
+			if five {
+				// qh' byte i: bit k = element 4k+i, bit 4+k = element
+				// 16+4k+i; move the wanted bit to bit 4.
+				switch {
+				case h == 0:
+					g.p("VPSLLD $%d, Y7, Y4", 4-k)
+					g.p("VPAND p8_b10<>(SB), Y4, Y4")
+				case k == 0:
+					g.p("VPAND p8_b10<>(SB), Y7, Y4")
+				default:
+					g.p("VPSRLD $%d, Y7, Y4", k)
+					g.p("VPAND p8_b10<>(SB), Y4, Y4")
+				}
+				g.p("VPOR Y4, %s, %s", q, q)
+			}
+		}
+		for j := 0; j < r; j++ {
+			for k := 0; k < 4; k++ {
+				g.p("VPBROADCASTD %s, Y4", xa(qOff+16*h+4*k, j))
+				if k == 0 {
+					g.p("VPMADDUBSW Y4, Y%d, Y6", k)
+				} else {
+					g.p("VPMADDUBSW Y4, Y%d, Y5", k)
+					g.p("VPADDW Y5, Y6, Y6")
+				}
+			}
+			if h == 0 {
+				g.p("VPMADDWD p8_one16<>(SB), Y6, %s", isum(j))
+			} else {
+				g.p("VPMADDWD p8_one16<>(SB), Y6, Y6")
+				g.p("VPADDD Y6, %s, %s", isum(j), isum(j))
+			}
+		}
+	}
+	g.p("VCVTPH2PS %d(SI), Y0", dOff)
+	if mOff > 0 {
+		// Q4_1: acc += d_w·d_x·Σq·x + m_w·s_x (s_x, the scales' second
+		// float, is d_x·Σx).
+		g.p("VCVTPH2PS %d(SI), Y1", mOff)
+		for j := 0; j < r; j++ {
+			s := isum(j)
+			g.p("VCVTDQ2PS %s, %s", s, s)
+			g.p("VBROADCASTSS %s, Y4", sa(0, j))
+			g.p("VBROADCASTSS %s, Y5", sa(1, j))
+			g.p("VMULPS Y4, %s, %s", s, s)
+			g.p("VFMADD231PS %s, Y0, %s", s, acc(j))
+			g.p("VFMADD231PS Y5, Y1, %s", acc(j))
+		}
+		return
+	}
+	// acc += d_w · (d_x·Σq·x + c_x), c_x = −o·d_x·Σx (the scales' second
+	// float), per row lane.
+	for j := 0; j < r; j++ {
+		s := isum(j)
+		g.p("VCVTDQ2PS %s, %s", s, s)
+		g.p("VBROADCASTSS %s, Y4", sa(0, j))
+		g.p("VBROADCASTSS %s, Y5", sa(1, j))
+		g.p("VFMADD213PS Y5, Y4, %s", s)
+		g.p("VFMADD231PS %s, Y0, %s", s, acc(j))
+	}
+}
+
+// q80Block: Q8_0. Record: 8 parts of 32 bytes (part k, lane r: qs[4k:4k+4]
+// of row r, signed), then the 8 d as f16 at 256. Signed × signed through
+// VPMADDUBSW: |w| against x·sign(w); a pair sum reaches 2·128·127, so each
+// product is widened (VPMADDWD) before it is added.
+func q80Block(g *gen, r int) {
+	for k := 0; k < 8; k++ {
+		g.p("VMOVDQU %d(SI), Y0", 32*k)
+		g.p("VPABSB Y0, Y1")
+		for j := 0; j < r; j++ {
+			g.p("VPBROADCASTD %s, Y4", xa(2+4*k, j))
+			g.p("VPSIGNB Y0, Y4, Y4")
+			g.p("VPMADDUBSW Y4, Y1, Y5")
+			if k == 0 {
+				g.p("VPMADDWD p8_one16<>(SB), Y5, %s", isum(j))
+			} else {
+				g.p("VPMADDWD p8_one16<>(SB), Y5, Y5")
+				g.p("VPADDD Y5, %s, %s", isum(j), isum(j))
+			}
+		}
+	}
+	g.p("VCVTPH2PS 256(SI), Y0")
+	for j := 0; j < r; j++ {
+		s := isum(j)
+		g.p("VCVTDQ2PS %s, %s", s, s)
+		g.p("VBROADCASTSS %s, Y4", sa(0, j))
+		g.p("VMULPS Y4, Y0, Y4")
+		g.p("VFMADD231PS %s, Y4, %s", s, acc(j))
+	}
+}
+
+// q4kBlock: Q4_K against Q8_K. Record (1152 bytes, see packed8.go): 32
+// parts of quants, then the rows' 12 scale bytes as three 32-byte words
+// A (bytes 0–3), B (4–7), C (8–11), then d and dmin as f16. The 6-bit
+// scales and mins of all eight rows are unpacked together with the same
+// shifts and masks the row kernels apply to one row, spread to one vector
+// per sub-block ([sc, sc] as int16 in each row's lane, for VPMADDWD) and
+// kept in the frame: 0(SP) + 32s the scales, 256(SP) + 32s the mins.
+func q4kBlock(g *gen, r int) {
+	g.p("VMOVDQU 1024(SI), Y0")
+	g.p("VMOVDQU 1056(SI), Y1")
+	g.p("VMOVDQU 1088(SI), Y2")
+	g.p("VPAND p8_b3f<>(SB), Y0, Y3") // sc 0–3
+	g.p("VPAND p8_b3f<>(SB), Y1, Y4") // m 0–3
+	g.p("VPSRLD $2, Y0, Y5")
+	g.p("VPAND p8_b30<>(SB), Y5, Y5")
+	g.p("VPAND p8_nib<>(SB), Y2, Y6")
+	g.p("VPOR Y6, Y5, Y5") // sc 4–7: C & 15 | A >> 6 << 4
+	g.p("VPSRLD $2, Y1, Y6")
+	g.p("VPAND p8_b30<>(SB), Y6, Y6")
+	g.p("VPSRLD $4, Y2, Y7")
+	g.p("VPAND p8_nib<>(SB), Y7, Y7")
+	g.p("VPOR Y7, Y6, Y6") // m 4–7: C >> 4 | B >> 6 << 4
+	for s := 0; s < 8; s++ {
+		sc, m := "Y3", "Y4"
+		if s >= 4 {
+			sc, m = "Y5", "Y6"
+		}
+		g.p("VPSHUFB p8_pick%d<>(SB), %s, Y7", s%4, sc)
+		g.p("VMOVDQU Y7, %d(SP)", 32*s)
+		g.p("VPSHUFB p8_pick%d<>(SB), %s, Y7", s%4, m)
+		g.p("VMOVDQU Y7, %d(SP)", 256+32*s)
+	}
+	// Per sub-block s: Σ q·x as int16 pairs over its 32 elements (8
+	// products of 4; 15·128·2·8 < 2^15), times the scale into int32.
+	for s := 0; s < 8; s++ {
+		for k := 0; k < 8; k++ {
+			g.p("VMOVDQU %d(SI), Y0", 32*(8*(s/2)+k))
+			if s%2 == 1 {
+				g.p("VPSRLW $4, Y0, Y0")
+			}
+			g.p("VPAND p8_nib<>(SB), Y0, Y0")
+			for j := 0; j < r; j++ {
+				pj := fmt.Sprintf("Y%d", 2+j)
+				g.p("VPBROADCASTD %s, Y1", xa(4+32*s+4*k, j))
+				if k == 0 {
+					g.p("VPMADDUBSW Y1, Y0, %s", pj)
+				} else {
+					g.p("VPMADDUBSW Y1, Y0, Y1")
+					g.p("VPADDW Y1, %s, %s", pj, pj)
+				}
+			}
+		}
+		for j := 0; j < r; j++ {
+			pj := fmt.Sprintf("Y%d", 2+j)
+			if s == 0 {
+				g.p("VPMADDWD %d(SP), %s, %s", 32*s, pj, isum(j))
+			} else {
+				g.p("VPMADDWD %d(SP), %s, %s", 32*s, pj, pj)
+				g.p("VPADDD %s, %s, %s", pj, isum(j), isum(j))
+			}
+		}
+	}
+	// acc += d·d_x·Σ sc·Σqx − dmin·d_x·Σ m·(bsum_2s + bsum_2s+1).
+	g.p("VCVTPH2PS 1120(SI), Y2")
+	g.p("VCVTPH2PS 1136(SI), Y3")
+	for j := 0; j < r; j++ {
+		for s := 0; s < 8; s++ {
+			g.p("VPBROADCASTD %s, Y1", xa(260+4*s, j))
+			if s == 0 {
+				g.p("VPMADDWD 256(SP), Y1, Y6")
+			} else {
+				g.p("VPMADDWD %d(SP), Y1, Y1", 256+32*s)
+				g.p("VPADDD Y1, Y6, Y6")
+			}
+		}
+		g.p("VCVTDQ2PS %s, %s", isum(j), isum(j))
+		g.p("VCVTDQ2PS Y6, Y6")
+		g.p("VBROADCASTSS %s, Y1", xa(0, j))
+		g.p("VMULPS Y1, Y2, Y4")
+		g.p("VMULPS Y1, Y3, Y5")
+		g.p("VFMADD231PS %s, Y4, %s", isum(j), acc(j))
+		g.p("VFNMADD231PS Y6, Y5, %s", acc(j))
+	}
+}
+
+type kernel struct {
+	name  string
+	wt    string // the weight type's Go name
+	rec   int    // record bytes per block
+	xb    int    // activation block bytes
+	frame int    // stack frame bytes
+	scale bool   // takes p8Scales (the legacy types)
+	block func(g *gen, r int)
+	doc   string
+}
+
+var kernels = []kernel{
+	{name: "q40P8", wt: "Q4_0", rec: 144, xb: 34, scale: true, doc: "Q4_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 2, 0) }},
+	{name: "q41P8", wt: "Q4_1", rec: 160, xb: 36, scale: true, doc: "Q4_1 × Q8_1", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 4, 144) }},
+	{name: "q50P8", wt: "Q5_0", rec: 176, xb: 34, scale: true, doc: "Q5_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, true, 160, 2, 0) }},
+	{name: "q80P8", wt: "Q8_0", rec: 272, xb: 34, scale: true, doc: "Q8_0 × Q8_0", block: q80Block},
+	{name: "q4kP8", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, doc: "Q4_K × Q8_K", block: q4kBlock},
+}
+
+const maxAct = 4
+
+// prefetchAhead is how far ahead of the current record the kernels
+// prefetch the weights, in bytes.
+const prefetchAhead = 2304
+
+func bytes32(b *bytes.Buffer, name string, v byte) {
+	for q := 0; q < 4; q++ {
+		var w uint64
+		for i := 0; i < 8; i++ {
+			w |= uint64(v) << (8 * i)
+		}
+		fmt.Fprintf(b, "DATA %s<>+%d(SB)/8, $0x%016x\n", name, 8*q, w)
+	}
+	fmt.Fprintf(b, "GLOBL %s<>(SB), RODATA|NOPTR, $32\n\n", name)
+}
+
+func main() {
+	var s bytes.Buffer
+	s.WriteString("// Code generated by gen_packed8.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\n#include \"textflag.h\"\n\n")
+	bytes32(&s, "p8_nib", 0x0f)
+	bytes32(&s, "p8_b10", 0x10)
+	bytes32(&s, "p8_b3f", 0x3f)
+	bytes32(&s, "p8_b30", 0x30)
+	// p8_pick<j>: in every row's 4-byte lane, byte j of that lane as an
+	// int16 in both halves (VPSHUFB indexes within a 128-bit lane).
+	for j := 0; j < 4; j++ {
+		for q := 0; q < 4; q++ {
+			var w uint64
+			for h := 0; h < 2; h++ {
+				lane := 2*q + h
+				b := uint64(4*(lane%4) + j)
+				w |= (b | 0x80<<8 | b<<16 | 0x80<<24) << (32 * h)
+			}
+			fmt.Fprintf(&s, "DATA p8_pick%d<>+%d(SB)/8, $0x%016x\n", j, 8*q, w)
+		}
+		fmt.Fprintf(&s, "GLOBL p8_pick%d<>(SB), RODATA|NOPTR, $32\n\n", j)
+	}
+	for q := 0; q < 4; q++ {
+		fmt.Fprintf(&s, "DATA p8_one16<>+%d(SB)/8, $0x0001000100010001\n", 8*q)
+	}
+	s.WriteString("GLOBL p8_one16<>(SB), RODATA|NOPTR, $32\n\n")
+
+	var d bytes.Buffer
+	d.WriteString("// Code generated by gen_packed8.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\npackage quant\n\n")
+	for _, k := range kernels {
+		for r := 1; r <= maxAct; r++ {
+			name := fmt.Sprintf("%sx%d", k.name, r)
+			g := &gen{}
+			fmt.Fprintf(&s, "// func %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)\n// %s, %d activation row(s).\n", name, k.doc, r)
+			if k.frame == 0 {
+				fmt.Fprintf(&s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
+			} else {
+				fmt.Fprintf(&s, "TEXT ·%s(SB), 0, $%d-64\n", name, k.frame)
+			}
+			g.p("MOVQ wp+0(FP), SI")
+			g.p("MOVQ nb+8(FP), CX")
+			g.p("MOVQ x+16(FP), DI")
+			g.p("MOVQ xs+24(FP), R8")
+			g.p("LEAQ (R8)(R8*2), R10")
+			g.p("MOVQ sc+32(FP), BX")
+			g.p("MOVQ ss+40(FP), R11")
+			g.p("LEAQ (R11)(R11*2), R12")
+			g.p("MOVQ out+48(FP), DX")
+			g.p("MOVQ os+56(FP), R9")
+			g.p("LEAQ (R9)(R9*2), R13")
+			for j := 0; j < r; j++ {
+				g.p("VXORPS %s, %s, %s", acc(j), acc(j), acc(j))
+			}
+			g.label(name + "loop")
+			// Every cache line of the record prefetchAhead bytes on: the
+			// hardware prefetcher alone left the kernels at about 0.7 of
+			// the read bandwidth on the EPYC (19 → 24 GB/s for the Q4_K
+			// kernel on 2 threads with it; 1 and 4 records ahead did worse).
+			for off := 0; off < k.rec; off += 64 {
+				g.p("PREFETCHT0 %d(SI)", prefetchAhead+off)
+			}
+			k.block(g, r)
+			g.p("ADDQ $%d, SI", k.rec)
+			g.p("ADDQ $%d, DI", k.xb)
+			if k.scale {
+				g.p("ADDQ $8, BX")
+			}
+			g.p("DECQ CX")
+			g.p("JNZ %sloop", name)
+			for j := 0; j < r; j++ {
+				g.p("VMOVUPS %s, %s", acc(j), oa(j))
+			}
+			g.p("VZEROUPPER")
+			g.p("RET")
+			s.Write(g.b.Bytes())
+			s.WriteString("\n")
+			fmt.Fprintf(&d, "//go:noescape\nfunc %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)\n\n", name)
+		}
+	}
+	d.WriteString("// p8Asm: the na = 1…4 variants of each packed8 kernel, by weight type.\nvar p8Asm = map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
+	for _, k := range kernels {
+		fmt.Fprintf(&d, "\t%s: {%sx1, %sx2, %sx3, %sx4},\n", k.wt, k.name, k.name, k.name, k.name)
+	}
+	d.WriteString("}\n")
+	must(os.WriteFile("packed8_amd64.s", s.Bytes(), 0o644))
+	must(os.WriteFile("packed8_kernels_amd64.go", d.Bytes(), 0o644))
+}
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}

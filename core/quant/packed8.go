@@ -1,0 +1,247 @@
+package quant
+
+// The 8-row packed layout: the AVX2 counterpart of packed.go's 16-row
+// groups, for CPUs without AVX-512 VNNI (AMD Zen 1–3, Intel client cores).
+//
+// Why: the row-at-a-time AVX2 kernels (gen_avx2.go) spend, per 32-weight
+// block and weight row, a scale conversion, an int-to-float conversion and
+// two FMAs next to two integer multiplies, and for Q5_0 a dozen more ops to
+// rebuild the fifth bits. With eight weight rows in the eight lanes of a
+// YMM, that work is done once per block for all eight rows, and what is
+// left per row and block is the integer multiply-adds themselves. The
+// Qwen2.5 0.5B and Gemma 3 files are mostly Q5_0 (their 896- and 640-wide
+// rows are not a multiple of the K-quants' 256) with a Q8_0 head.
+//
+// A matrix's rows are taken in groups of 8 (the last padded with zero
+// rows); a group is nb records, one per 32-element block, each exactly 8
+// blocks' bytes, so decode reads no more memory than the stored matrix:
+//
+//	Q4_0 (144 B)  [0:128)  4 parts × 32 B: part k, dword lane r = bytes
+//	                       qs[4k:4k+4] of row r (low nibbles: elements
+//	                       4k…4k+3, high nibbles: 16+4k…16+4k+3)
+//	              [128:144) d of rows 0..7, f16
+//	Q4_1 (160 B)  [0:128)  as Q4_0
+//	              [128:144) d, [144:160) m of rows 0..7, f16
+//	Q5_0 (176 B)  [0:128)  as Q4_0
+//	              [128:160) qh' of rows 0..7, u32: byte i bit k = element
+//	                       4k+i's fifth bit, bit 4+k = element 16+4k+i's,
+//	                       so one shift and mask puts a part's fifth bits
+//	                       at bit 4 of its bytes
+//	              [160:176) d of rows 0..7, f16
+//	Q8_0 (272 B)  [0:256)  8 parts × 32 B: part k, lane r = qs[4k:4k+4]
+//	              [256:272) d of rows 0..7, f16
+//	Q4_K (1152 B, a 256-element super-block)
+//	              [0:1024) 32 parts × 32 B: part 8g+k, lane r = bytes
+//	                       qs[32g+4k:32g+4k+4] of row r (low nibbles: sub-
+//	                       block 2g, high nibbles: sub-block 2g+1)
+//	              [1024:1120) the 12 packed scale bytes as three parts: A
+//	                       (bytes 0–3 of rows 0..7), B (4–7), C (8–11)
+//	              [1120:1136) d, [1136:1152) dmin of rows 0..7, f16
+//
+// The legacy kernels take the activation scales as float32 pairs per block
+// (p8Scales): d_x, and −o·d_x·Σx for the offset o of Q4_0 (8) and Q5_0
+// (16), whose quants the kernels multiply as the unsigned values stored;
+// for Q4_1, d_x and the Q8_1 block's s_x = d_x·Σx for the minimum term.
+// The K-quant kernels read everything they need from the Q8_K blocks.
+const (
+	p8Rows = 8
+	p8Acts = 4 // activation rows per kernel call (register budget)
+)
+
+// p8Record is the bytes of one 8-row block record of wt in the 8-row
+// layout, or 0 when wt has none.
+func p8Record(wt Type) int {
+	switch wt {
+	case Q4_0, Q4_1, Q5_0, Q8_0, Q4_K:
+		return p8Rows * wt.BlockBytes()
+	}
+	return 0
+}
+
+// p8Legacy reports whether wt's 8-row kernels take p8Scales.
+func p8Legacy(wt Type) bool { return wt == Q4_0 || wt == Q4_1 || wt == Q5_0 || wt == Q8_0 }
+
+// packed8 is k's 8-row kernel for wt, or nil.
+func (k *kernelSet) packed8(wt Type) func(wp []byte, nb int, x []byte, xs int, sc, out []float32, os, na int) {
+	if int(wt) >= len(k.p8) {
+		return nil
+	}
+	return k.p8[wt]
+}
+
+// pack8Go packs rows [8g, min(8g+8, rows)) of the wt matrix w into dst
+// (nb records, see the layout above), zero-padding missing rows.
+func pack8Go(wt Type, w []byte, wrb, rows, cols, g int, dst []byte) {
+	nb, bb, rec := cols/wt.BlockElems(), wt.BlockBytes(), p8Record(wt)
+	dst = dst[:nb*rec]
+	r0 := g * p8Rows
+	if r0+p8Rows > rows {
+		clear(dst) // the padding rows
+	}
+	if wt == Q4_K {
+		for r := 0; r < p8Rows && r0+r < rows; r++ {
+			row := w[(r0+r)*wrb : (r0+r+1)*wrb]
+			for b := 0; b < nb; b++ {
+				src, rec := row[bb*b:bb*(b+1)], dst[b*rec:(b+1)*rec]
+				for p := 0; p < 32; p++ {
+					put32(rec[32*p+4*r:], le32(src[16+4*p:]))
+				}
+				for i := 0; i < 3; i++ {
+					put32(rec[1024+32*i+4*r:], le32(src[4+4*i:]))
+				}
+				copy(rec[1120+2*r:1122+2*r], src[0:2])
+				copy(rec[1136+2*r:1138+2*r], src[2:4])
+			}
+		}
+		return
+	}
+	parts := 4 // 32-byte parts of quants per record
+	if wt == Q8_0 {
+		parts = 8
+	}
+	qsOff := 2 // where a stored block's quants start
+	switch wt {
+	case Q5_0:
+		qsOff = 6
+	case Q4_1:
+		qsOff = 4
+	}
+	dOff := 32 * parts
+	if wt == Q5_0 {
+		dOff += 32
+	}
+	for r := 0; r < p8Rows && r0+r < rows; r++ {
+		row := w[(r0+r)*wrb : (r0+r+1)*wrb]
+		for b := 0; b < nb; b++ {
+			src, rec := row[bb*b:bb*(b+1)], dst[b*rec:(b+1)*rec]
+			for k := 0; k < parts; k++ {
+				put32(rec[32*k+4*r:], le32(src[qsOff+4*k:]))
+			}
+			copy(rec[dOff+2*r:dOff+2*r+2], src[0:2])
+			if wt == Q4_1 {
+				copy(rec[dOff+16+2*r:dOff+18+2*r], src[2:4])
+			}
+			if wt == Q5_0 {
+				put32(rec[128+4*r:], spreadQh(le32(src[2:6])))
+			}
+		}
+	}
+}
+
+// spreadQh rearranges a Q5_0 block's fifth bits (bit e for element e)
+// into the layout's qh' word: byte i bit k = bit 4k+i, bit 4+k = bit
+// 16+4k+i. Nibble k of the low and high halves spreads through a table
+// (bit i → byte i) and lands at bit k, or 4+k, of every byte.
+func spreadQh(qh uint32) uint32 {
+	var out uint32
+	for k := 0; k < 4; k++ {
+		out |= spreadNibble[qh>>(4*k)&15] << k
+		out |= spreadNibble[qh>>(16+4*k)&15] << (4 + k)
+	}
+	return out
+}
+
+// spreadNibble[n] has bit i of n at bit 0 of byte i.
+var spreadNibble = func() (t [16]uint32) {
+	for n := range t {
+		for i := 0; i < 4; i++ {
+			t[n] |= uint32(n>>i&1) << (8 * i)
+		}
+	}
+	return t
+}()
+
+// p8Scales writes the kernels' float32 pairs for nb activation blocks
+// (Q8_0, or Q8_1 for Q4_1) against weights of type wt: d_x, and
+// −o·d_x·Σq_x (o = 8 for Q4_0, 16 for Q5_0, 0 for Q8_0), or s_x for Q4_1.
+func p8Scales(wt Type, x []byte, nb int, dst []float32) {
+	off := int32(0)
+	switch wt {
+	case Q4_0:
+		off = 8
+	case Q5_0:
+		off = 16
+	}
+	if wt == Q4_1 { // Q8_1 blocks: d_x and s_x as stored
+		for b := 0; b < nb; b++ {
+			dst[2*b], dst[2*b+1] = f16at(x[36*b:]), f16at(x[36*b+2:])
+		}
+		return
+	}
+	for b := 0; b < nb; b++ {
+		blk := x[34*b : 34*b+34]
+		dx := f16at(blk)
+		dst[2*b] = dx
+		if off == 0 {
+			dst[2*b+1] = 0
+			continue
+		}
+		s := int32(0)
+		for _, q := range blk[2:] {
+			s += int32(int8(q))
+		}
+		dst[2*b+1] = float32(-off*s) * dx
+	}
+}
+
+// p8RowScales is p8Scales for n activation rows into the pooled buffer
+// *scp, or nil for the types that take none.
+func p8RowScales(wt Type, xq []byte, xrb, n, nb int, scp *[]float32) []float32 {
+	if !p8Legacy(wt) {
+		return nil
+	}
+	sc := growFloats(scp, n*nb*2)
+	for i := 0; i < n; i++ {
+		p8Scales(wt, xq[i*xrb:(i+1)*xrb], nb, sc[i*nb*2:(i+1)*nb*2])
+	}
+	return sc
+}
+
+// matmulPacked8 runs the 8-row kernels of wt over all row groups of the
+// packed matrix wp.
+func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, n int, out []float32, pool *Pool) {
+	nb := cols / wt.BlockElems()
+	gb := nb * p8Record(wt)
+	groups := (rows + p8Rows - 1) / p8Rows
+	xrb := nb * ActType(wt).BlockBytes()
+	kern := k.packed8(wt)
+
+	scp := scalePool.Get().(*[]float32)
+	sc := p8RowScales(wt, xq, xrb, n, nb, scp) // assigned once: the closure below copies it instead of moving it to the heap
+
+	// Activation rows in near-equal calls of at most p8Acts; about 16
+	// chunks of groups per thread, handed out dynamically by the pool.
+	calls := (n + p8Acts - 1) / p8Acts
+	threads := pool.Threads()
+	chunk := max(1, (groups+16*threads-1)/(16*threads))
+	pool.Run(groups, chunk, func(lo, hi int) {
+		var tail []float32 // the last group's 8 lanes, when rows%8 != 0
+		for g := lo; g < hi; g++ {
+			wg := wp[g*gb : (g+1)*gb]
+			r0 := g * p8Rows
+			valid := min(p8Rows, rows-r0)
+			n0 := 0
+			for c := 0; c < calls; c++ {
+				na := (n - n0) / (calls - c)
+				x := xq[n0*xrb : (n0+na)*xrb]
+				var s []float32
+				if sc != nil {
+					s = sc[n0*nb*2 : (n0+na)*nb*2]
+				}
+				if valid == p8Rows {
+					kern(wg, nb, x, xrb, s, out[n0*rows+r0:], rows, na)
+				} else { // the last, partial group: 8 lanes out, valid kept
+					if tail == nil {
+						tail = make([]float32, p8Acts*p8Rows)
+					}
+					kern(wg, nb, x, xrb, s, tail, p8Rows, na)
+					for j := 0; j < na; j++ {
+						copy(out[(n0+j)*rows+r0:(n0+j)*rows+r0+valid], tail[j*p8Rows:])
+					}
+				}
+				n0 += na
+			}
+		}
+	})
+	scalePool.Put(scp)
+}
