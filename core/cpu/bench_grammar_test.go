@@ -24,19 +24,33 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 	}
 	defer rt.Close()
 	const prompt = `"messages":[{"role":"user","content":"Describe three users of a web site as JSON, with names, ages, roles and addresses."}],"max_tokens":160,"speculate":false`
-	// Sampled requests compute the full mask every step (greedy ones only
-	// when the argmax is refused): the worst case, cached by state.
+	// Greedy and plainly sampled requests compute the mask only when the
+	// model's token is refused; truncating ones (top-k, top-p, min-p)
+	// test the likeliest tokens in rank order and compute it only where
+	// that does not settle the cut.
 	schema := `,"response_format":{"type":"json_schema","json_schema":{"name":"p","schema":{"type":"array","items":` + personSchema + `}}}`
 	const sampled = `,"temperature":0.8,"seed":7`
-	kinds := []struct {
+	type kind struct {
 		name, fields string
 		base         int // the unconstrained kind it is compared with
-	}{
+	}
+	kinds := []kind{
 		{"unconstrained", "", 0},
 		{"json_schema", schema, 0},
 		{"json_object", `,"response_format":{"type":"json_object"}`, 0},
 		{"sampled-unconstrained", sampled, 3},
 		{"sampled-json_schema", schema + sampled, 3},
+	}
+	for _, cut := range []struct{ name, fields string }{
+		{"top_k", `,"top_k":40`},
+		{"top_p", `,"top_p":0.9`},
+		{"min_p", `,"min_p":0.05`},
+		{"top_k+top_p+min_p", `,"top_k":40,"top_p":0.95,"min_p":0.05`},
+	} {
+		base := len(kinds)
+		kinds = append(kinds,
+			kind{cut.name + "-unconstrained", sampled + cut.fields, base},
+			kind{cut.name + "-json_schema", schema + sampled + cut.fields, base})
 	}
 	rate := make([]float64, len(kinds)) // tokens per second of decoding, summed
 	toks := make([]int, len(kinds))

@@ -86,11 +86,19 @@ func (c *constraint) logits(s grammar.State, row []float32) ([]float32, bool) {
 // (see sample.Sampler.Truncates), and only on a miss is the mask computed
 // and the draw made again from it, so the result is exact whichever path
 // it takes. A model following the grammar lands inside it almost always.
+// A truncating sampler keeps only the likeliest allowed tokens, which it
+// finds by testing tokens one at a time in rank order (see
+// sample.Sampler.DistributionAllowed: the same distribution as the masked
+// row's, bit for bit), so there too the mask is computed only where the
+// scan cannot settle the cut.
 func (c *constraint) sample(s grammar.State, row []float32, smp *sample.Sampler) (int32, bool) {
+	trie := c.m.Trie()
 	if !smp.Truncates() {
-		if tok := smp.Sample(row); c.m.Trie().Allows(s, tok) {
+		if tok := smp.Sample(row); trie.Allows(s, tok) {
 			return tok, true
 		}
+	} else if tok, ok := smp.SampleAllowed(row, func(id int32) bool { return trie.Allows(s, id) }); ok {
+		return tok, true
 	}
 	row, ok := c.logits(s, row)
 	if !ok {

@@ -15,9 +15,10 @@ import (
 // TestConstrainedSamplingPreservesDistribution: under a grammar, the
 // second and third generated tokens are distributed as the target's
 // sampling pipeline applied to the masked logits says, plain (where an
-// untruncated sampler draws by rejection and a truncating one from the
-// masked row) and speculative (where drafts the grammar refuses are pruned
-// and verification masks each node), chi-square with Bonferroni.
+// untruncated sampler draws by rejection and a truncating one by testing
+// tokens in rank order, from the masked row where that does not settle)
+// and speculative (where drafts the grammar refuses are pruned and
+// verification masks each node), chi-square with Bonferroni.
 func TestConstrainedSamplingPreservesDistribution(t *testing.T) {
 	dir := t.TempDir()
 	target := tinyFile(t, dir, 16, 1, 3)
@@ -38,10 +39,11 @@ func TestConstrainedSamplingPreservesDistribution(t *testing.T) {
 		return even
 	}
 	settings := []sample.Params{
-		{Temperature: 1},                          // rejection
-		{Temperature: 1, RepetitionPenalty: 1.5},  // rejection, penalised
-		{Temperature: 1.2, TopK: 3},               // masked row
-		{Temperature: 1.5, TopP: 0.8, MinP: 0.02}, // masked row
+		{Temperature: 1},                                   // rejection
+		{Temperature: 1, RepetitionPenalty: 1.5},           // rejection, penalised
+		{Temperature: 1.2, TopK: 3},                        // rank-order scan
+		{Temperature: 1.5, TopP: 0.8, MinP: 0.02},          // rank-order scan
+		{Temperature: 1.3, TopK: 5, TopP: 0.9, MinP: 0.05}, // all three cuts
 	}
 	// The n-gram drafter's path through pruning and verification is the
 	// draft model's; the unconstrained test covers its proposals.

@@ -672,15 +672,20 @@ func (s *Sampler) denseWeights(l []float32, lmax float32, invT float64) []float6
 	return w
 }
 
-// topK leaves the K best candidates in s.cands, sorted. It keeps a min-heap
-// of the best K seen so far with the worst at the root: one comparison per
-// token against the root, O(V log K) at worst and about O(V) on real logits,
-// instead of sorting the vocabulary. Ties go to the lower id because the
-// scan visits ids in increasing order and a later token must be strictly
-// better than the root to replace it.
+// topK leaves the K best candidates in s.cands, sorted.
 func (s *Sampler) topK(l []float32) {
-	k := s.p.TopK
-	h := s.cands[:0]
+	s.cands = selectTop(l, s.p.TopK, s.cands[:0])
+	slices.SortFunc(s.cands, candCmp)
+}
+
+// selectTop appends to h (empty) the k best candidates of l (0 < k <=
+// len(l)) in the order better defines, NaN ranking as -Inf, unsorted. It
+// keeps a min-heap of the best k seen so far with the worst at the root:
+// one comparison per token against the root, O(V log k) at worst and about
+// O(V) on real logits, instead of sorting the vocabulary. Ties go to the
+// lower id because the scan visits ids in increasing order and a later
+// token must be strictly better than the root to replace it.
+func selectTop(l []float32, k int, h []cand) []cand {
 	negInf := float32(math.Inf(-1))
 	for i := 0; i < k; i++ {
 		v := l[i]
@@ -722,8 +727,7 @@ func (s *Sampler) topK(l []float32) {
 		}
 		root = h[0].l
 	}
-	slices.SortFunc(h, candCmp)
-	s.cands = h
+	return h
 }
 
 // fill stores the ids of the sorted candidates in s.ids and their weights
