@@ -31,7 +31,14 @@
 //	                  marginal token's cost over a token's worth)
 //	"spec_adaptive":  false: requests speculate even where it is measured not to pay
 //	                  (default true: spec.Payoff decodes them plainly for a while)
-//	"spec_policy":    "adaserve", "incremental", "specinfer", "equal_greedy", "global_greedy"
+//	"spec_policy":    "adaserve" (default), "equal_greedy", "global_greedy",
+//	                  "specinfer" (a fixed tree), or a baseline without
+//	                  speculation: "incremental" (prompt chunks beside the
+//	                  decoding streams, admission by TTFT deadline),
+//	                  "sarathi" or "fcfs" (the same, admitted first come,
+//	                  first served), "vllm" (first come, first served, and
+//	                  an iteration with a prompt to prefill runs only prompt
+//	                  chunks: decoding waits); spec/sim models the same ones
 //	"spec_order":     AdaServe SLO-phase order, "descending" (default) or "ascending"
 //
 // # Memory
@@ -95,6 +102,7 @@ import (
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/core/tokenizer"
 	"github.com/lmstream/lmstream/spec"
+	"github.com/lmstream/lmstream/spec/sim"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -344,6 +352,24 @@ func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, pass, thread
 func (b *Backend) Vocabulary() streaming.Vocabulary { return b.tok }
 
 func (b *Backend) EndOfGeneration(id int32) bool { return b.tok.EOG(id) }
+
+// AdmitFCFS asks the runtime to admit requests first come, first served
+// under the policies that model such a baseline ("sarathi", "vllm").
+func (b *Backend) AdmitFCFS() bool { return b.spec.fcfsAdmit }
+
+// preempting reports whether decoding waits this iteration: under
+// sim.Preempt ("vllm") a prompt still to prefill runs first, alone.
+func (b *Backend) preempting(slots []*runtime.Slot) bool {
+	if b.spec.prefill != sim.Preempt {
+		return false
+	}
+	for _, s := range slots {
+		if !s.State.(*sequence).decoding {
+			return true
+		}
+	}
+	return false
+}
 
 // Close frees everything the backend allocated: the KV caches (its own and
 // the drafters'), the models' worker pools and packed weights, and the
@@ -596,7 +622,9 @@ func (b *Backend) allRawArgmax(slots []*runtime.Slot) bool {
 // its root, and what the drafter proposed and the scheduler selected below
 // it; the root alone without speculation) — runs one forward pass, verifies
 // each tree against the target's logits, commits the accepted path in the
-// KV cache and hands back the accepted burst.
+// KV cache and hands back the accepted burst. Under "vllm" (sim.Preempt)
+// an iteration with a prompt to prefill runs only prompt chunks: the
+// decoding sequences get no tokens until every prompt is in.
 func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 	t0 := time.Now()
 	bt := &b.batch
@@ -604,10 +632,11 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 	b.rows = b.rows[:0]
 
 	// Draft and select for the decoding sequences.
+	preempt := b.preempting(slots)
 	b.seqs = b.seqs[:0]
 	for _, s := range slots {
 		q := s.State.(*sequence)
-		if q.decoding {
+		if q.decoding && !preempt {
 			b.limit(s, q)
 			b.seqs = append(b.seqs, &q.seq)
 		}
@@ -639,7 +668,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 				row = nLogits
 				nLogits++
 			}
-		} else {
+		} else if !preempt {
 			// Every node of the tree, root included, gets logits: the
 			// root's give the first token, each node's the one after it.
 			q.tree = trees[di]
@@ -687,6 +716,9 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 	// moves (a panic above is retry-safe).
 	for i, s := range slots {
 		q := s.State.(*sequence)
+		if q.decoding && b.rows[i] < 0 {
+			continue // preempted by a prefill: nothing ran
+		}
 		if !q.decoding {
 			for len(b.ident) < q.batched {
 				b.ident = append(b.ident, len(b.ident))

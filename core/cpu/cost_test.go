@@ -43,3 +43,16 @@ func TestCostCurve(t *testing.T) {
 	require.Zero(t, none.at(4))
 	require.Equal(t, DefaultMinBudget, none.budget(1, ms))
 }
+
+// TestMeasureCurveReachesWhatIsAsked: a curve cached for a short maxN is
+// not handed to a caller asking for a longer one (the AdaServe harness
+// measures to 160 tokens in a process whose runtimes measured to 48).
+func TestMeasureCurveReachesWhatIsAsked(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 64, 3, 1)
+	for _, maxN := range []int{4, 9, 6} {
+		ns, ts, err := MeasureCurve(path, 1, maxN)
+		require.NoError(t, err)
+		require.Len(t, ts, len(ns))
+		require.GreaterOrEqual(t, ns[len(ns)-1], maxN, "asked for %d tokens", maxN)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/spec"
+	"github.com/lmstream/lmstream/spec/sim"
 )
 
 // drafterKind names how a request's candidate trees are drafted.
@@ -53,13 +54,40 @@ type specConfig struct {
 	draftVocab     int  // token ids the draft model proposes from (0: all; see DefaultDraftVocab)
 	adaptive       bool // requests speculate only while it pays (spec.Payoff)
 	sched          spec.Config
-	budgetGiven    bool
-	minProbGiven   bool
+	// prefill is how an iteration treats prompts: chunked beside the
+	// decoding streams, or (sim.Preempt, "vllm") first, decoding waiting
+	// until no prompt is left to prefill.
+	prefill sim.Prefill
+	// fcfsAdmit admits requests first come, first served, whatever their
+	// TTFT SLOs (runtime.AdmissionDeadline).
+	fcfsAdmit    bool
+	budgetGiven  bool
+	minProbGiven bool
 }
 
-var policyNames = map[string]spec.Policy{
-	"adaserve": spec.AdaServe, "incremental": spec.Incremental, "specinfer": spec.SpecInfer,
-	"equal_greedy": spec.EqualGreedy, "global_greedy": spec.GlobalGreedy,
+// policyNames maps each "spec_policy" value, in the order the errors list
+// them, to the simulator's policy (spec/sim) of the same serving system:
+// the engine takes its speculation policy, its prefill mode and its
+// admission order from there, so that the engine and the simulator run
+// the same definitions. "fcfs" is another name for "sarathi".
+var policyNames = []struct{ name, sim string }{
+	{"adaserve", "adaserve"}, {"incremental", "incremental"}, {"specinfer", "specinfer"},
+	{"equal_greedy", "equal-greedy"}, {"global_greedy", "global-greedy"},
+	{"sarathi", "sarathi"}, {"fcfs", "sarathi"}, {"vllm", "vllm"},
+}
+
+// parsePolicy finds a "spec_policy" value's serving policy.
+func parsePolicy(name string) (sim.Policy, error) {
+	key := strings.ReplaceAll(strings.ToLower(name), "-", "_")
+	var want []string
+	for _, p := range policyNames {
+		if p.name == key {
+			return sim.PolicyByName(p.sim)
+		}
+		want = append(want, fmt.Sprintf("%q", p.name))
+	}
+	return sim.Policy{}, status.Errorf(status.InvalidRequest, `config field "spec_policy": unknown policy %q (want %s or %s)`,
+		name, strings.Join(want[:len(want)-1], ", "), want[len(want)-1])
 }
 
 // DefaultDraftVocab is how many of the lowest token ids a draft model
@@ -109,11 +137,11 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	if sc.drafter, err = parseDrafter("config", drafter); err != nil {
 		return sc, err
 	}
-	p, ok := policyNames[strings.ReplaceAll(strings.ToLower(policy), "-", "_")]
-	if !ok {
-		return sc, status.Errorf(status.InvalidRequest, `config field "spec_policy": unknown policy %q (want "adaserve", "incremental", "specinfer", "equal_greedy" or "global_greedy")`, policy)
+	p, err := parsePolicy(policy)
+	if err != nil {
+		return sc, err
 	}
-	sc.sched.Policy = p
+	sc.sched.Policy, sc.prefill, sc.fcfsAdmit = p.Spec, p.Prefill, p.FCFSAdmit
 	switch strings.ToLower(order) {
 	case "descending", "desc":
 		sc.sched.Order = spec.Descending
@@ -193,8 +221,12 @@ func (c *costCurve) budget(n int, worth time.Duration) int {
 
 // curves caches the measured curve per device, model file and thread
 // count, so that a process creating many runtimes (the tests) measures
-// once.
+// once. A cached curve serves any maxN it reaches; a longer one is
+// measured anew and replaces it.
 var curves sync.Map // string -> *costCurve
+
+// reaches reports whether the curve was measured up to at least n tokens.
+func (c *costCurve) reaches(n int) bool { return len(c.ns) > 0 && c.ns[len(c.ns)-1] >= n }
 
 // measureCost measures the forward pass's cost curve up to maxN tokens on
 // a throwaway cache, the best of two runs at each size after a warm-up
@@ -202,7 +234,7 @@ var curves sync.Map // string -> *costCurve
 // longest part of creating a runtime. progress (may be nil) hears the
 // share of the measuring done, by tokens run. nil when a pass fails.
 func measureCost(key string, m model.Runner, maxN int, progress func(float64)) *costCurve {
-	if c, ok := curves.Load(key); ok {
+	if c, ok := curves.Load(key); ok && c.(*costCurve).reaches(maxN) {
 		return c.(*costCurve)
 	}
 	c, err := m.NewCache(maxN + 1)

@@ -21,6 +21,18 @@ func TTFTDeadline(submitted int64, ttftSLOMs float64) int64 {
 	return submitted + int64(BestEffortTTFT)
 }
 
+// AdmissionDeadline is the key a queued request is admitted by: its
+// TTFTDeadline, or with fcfs its submission time alone, so that requests
+// are admitted first come, first served whatever their TTFT SLOs (the
+// vLLM and Sarathi-Serve baselines). The engine and the simulator (spec/sim)
+// both admit by it.
+func AdmissionDeadline(submitted int64, ttftSLOMs float64, fcfs bool) int64 {
+	if fcfs {
+		return submitted
+	}
+	return TTFTDeadline(submitted, ttftSLOMs)
+}
+
 // NextToAdmit is the index in queue (non-empty, in arrival order) of the
 // item to admit next: the earliest deadline, the earliest queued among
 // equals (so the batch items of one request stay together and in order).

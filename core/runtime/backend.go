@@ -38,6 +38,14 @@ type Backend interface {
 	Close() error
 }
 
+// FCFSAdmitter is implemented by a backend that can ask for first come,
+// first served admission instead of the TTFT deadline's order (a serving
+// policy that models a baseline system, see AdmissionDeadline). The
+// runtime asks once, when it starts.
+type FCFSAdmitter interface {
+	AdmitFCFS() bool
+}
+
 // Prepared is one batch item after Prepare.
 type Prepared struct {
 	Prompt []int32 // the prompt's tokens (may be empty for scripted backends)

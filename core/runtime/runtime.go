@@ -19,6 +19,7 @@ type Runtime struct {
 	vocab    streaming.Vocabulary
 	maxSlots int
 	maxQueue int
+	fcfs     bool // admit by submission alone (FCFSAdmitter)
 
 	mu     sync.Mutex
 	queue  []*Slot // submitted, waiting for a slot
@@ -74,6 +75,9 @@ func Start(b Backend, maxSlots, maxQueue int) *Runtime {
 		maxQueue: maxQueue,
 		wake:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
+	}
+	if a, ok := b.(FCFSAdmitter); ok {
+		r.fcfs = a.AdmitFCFS()
 	}
 	go r.run()
 	return r
@@ -309,7 +313,8 @@ func (r *Runtime) iterate() (goOn bool) {
 }
 
 // admit moves queued items into free slots, earliest TTFT deadline first
-// (TTFTDeadline); it returns false on shutdown.
+// (TTFTDeadline), or first come, first served for a backend that asks
+// (FCFSAdmitter); it returns false on shutdown.
 func (r *Runtime) admit() bool {
 	r.mu.Lock()
 	if r.closed {
@@ -318,7 +323,7 @@ func (r *Runtime) admit() bool {
 	}
 	var admitted, dropped []*Slot
 	for len(r.queue) > 0 && len(r.active)+len(admitted) < r.maxSlots {
-		i := NextToAdmit(r.queue, func(s *Slot) int64 { return TTFTDeadline(s.submitted, s.Request.TTFTSLOMs) })
+		i := NextToAdmit(r.queue, func(s *Slot) int64 { return AdmissionDeadline(s.submitted, s.Request.TTFTSLOMs, r.fcfs) })
 		s := r.queue[i]
 		last := len(r.queue) - 1
 		copy(r.queue[i:], r.queue[i+1:])

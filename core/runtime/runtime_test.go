@@ -349,4 +349,9 @@ func TestTTFTDeadlineOrder(t *testing.T) {
 	require.Equal(t, 0, runtime.NextToAdmit(q, dl), "a best-effort request that waited BestEffortTTFT goes first")
 	q = []item{{5, 0}, {5, 0}}
 	require.Equal(t, 0, runtime.NextToAdmit(q, dl), "ties keep arrival order")
+	// First come, first served: the tightest SLO waits its turn.
+	fcfs := func(x item) int64 { return runtime.AdmissionDeadline(x.at, x.slo, true) }
+	q = []item{{1 * ms, 0}, {2 * ms, 1}, {3 * ms, 100}}
+	require.Equal(t, 0, runtime.NextToAdmit(q, fcfs), "the earliest submitted first, whatever the SLOs")
+	require.Equal(t, 1, runtime.NextToAdmit(q, func(x item) int64 { return runtime.AdmissionDeadline(x.at, x.slo, false) }))
 }

@@ -178,10 +178,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			r := reqs[next]
 			run.Results[next] = Result{Request: r}
 			l := &live{req: r, res: &run.Results[next]}
-			l.deadline = runtime.TTFTDeadline(int64(r.Arrival), float64(r.TTFTSLO)/float64(time.Millisecond))
-			if p.FCFSAdmit {
-				l.deadline = int64(r.Arrival)
-			}
+			l.deadline = runtime.AdmissionDeadline(int64(r.Arrival), float64(r.TTFTSLO)/float64(time.Millisecond), p.FCFSAdmit)
 			waiting = append(waiting, l)
 			next++
 		}
