@@ -163,6 +163,7 @@ test-go:
 	$(VENV_RUN) LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
 	$(GO) test -count=1 -timeout=45m ./core/model ./core/cpu ./tests/modelfile
 	$(KERNELS_AVX2) $(GO) test -count=1 ./core/quant
+	$(GO) test -count=1 -run='^TestEngineSmoke$$' ./core/cmd/lmsadaserve
 
 fuzz-smoke:
 	@for t in $(FUZZ_TARGETS); do \
@@ -342,6 +343,15 @@ gpu-bundle: $(MODEL_PATH) $(LIB) $(BUILD)/stream
 # every policy on a GPU-like curve and on the curve the CPU engine measures
 # for MODEL_PATH, the §6.3 strategies and the §6.4 urgent-only study: CSV and
 # SVG plots in build/adaserve. CI runs its smoke version
-# (core/cmd/lmsadaserve TestQuickRun) in test-go.
-bench-adaserve:
+# (core/cmd/lmsadaserve TestQuickRun) in test-go. Then the same workload on
+# the real engine (-engine): MODEL_PATH with the n-gram drafter, and the
+# Qwen2.5-Coder pair with its draft model on a shorter sweep (about 15
+# minutes on two cores), each point replayed in the simulator on the
+# measured curve (engine-vs-sim.csv); CI's smoke is TestEngineSmoke.
+ADASERVE_QWEN := $(shell $(FETCH) --path qwen2.5-coder-1.5b)
+ADASERVE_QWEN_DRAFT := $(shell $(FETCH) --path qwen2.5-coder-0.5b)
+bench-adaserve: $(MODEL_PATH) $(ADASERVE_QWEN) $(ADASERVE_QWEN_DRAFT)
 	$(GO) run ./core/cmd/lmsadaserve -out $(BUILD)/adaserve -model $(MODEL_PATH)
+	$(GO) run ./core/cmd/lmsadaserve -engine -out $(BUILD)/adaserve -model $(MODEL_PATH)
+	$(GO) run ./core/cmd/lmsadaserve -engine -out $(BUILD)/adaserve-qwen -model $(ADASERVE_QWEN) \
+	  -draft $(ADASERVE_QWEN_DRAFT) -requests 16 -max-tokens 64 -loads 0.5,1 -policies adaserve,specinfer,incremental,vllm

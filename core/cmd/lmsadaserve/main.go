@@ -6,14 +6,28 @@
 //
 //	lmsadaserve -out build/adaserve -model models/SmolLM2-135M-Instruct.Q4_1.gguf
 //	lmsadaserve -quick ...   a small sweep (CI's smoke run)
+//
+// With -engine it runs the same kind of workload (the paper's categories,
+// SLOs as multiples of the measured baseline TPOT, Poisson arrivals,
+// prompts from the committed sets in core/cpu/testdata) through the real
+// engine instead, one runtime per policy and load, and replays each point
+// in the simulator on the engine's measured curve to check one against
+// the other (engine-rates.csv, engine-vs-sim.csv):
+//
+//	lmsadaserve -engine -model models/SmolLM2-135M-Instruct.Q4_1.gguf -out build/adaserve
+//	lmsadaserve -engine -model models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+//	    -draft models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf -out build/adaserve-qwen
 package main
 
 import (
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -29,11 +43,55 @@ func main() {
 	quick := flag.Bool("quick", false, "a small sweep (few requests, few loads)")
 	requests := flag.Int("requests", 400, "requests per sweep point")
 	seed := flag.Uint64("seed", 1, "workload and acceptance seed")
+	engine := flag.Bool("engine", false, "run the workload through the real engine (needs -model) and check the simulator against it")
+	draft := flag.String("draft", "", "with -engine: draft model (drafter draft_model; default the n-gram drafter)")
+	prompts := flag.String("prompts", "core/cpu/testdata", "with -engine: directory of the committed prompt sets")
+	policies := flag.String("policies", "adaserve,specinfer,equal_greedy,global_greedy,incremental,sarathi,vllm", "with -engine: spec_policy values to compare")
+	loads := flag.String("loads", "0.25,0.5,1,1.5", "with -engine: request rates as fractions of the measured capacity")
+	maxTokens := flag.Int("max-tokens", 128, "with -engine: cap on each request's output length")
+	slots := flag.Int("slots", 8, "with -engine: max_slots")
+	check := flag.Bool("check", true, "with -engine: replay every point in the simulator on the measured curve")
+	adaptive := flag.Bool("adaptive", true, "with -engine: the engine's spec_adaptive (false: speculate as the simulator does, even where it does not pay)")
 	flag.Parse()
+	if *engine {
+		ls, err := parseLoads(*loads)
+		if err == nil && *modelPath == "" {
+			err = fmt.Errorf("-engine needs -model")
+		}
+		n := 40 // a two-core CPU serves a point of 40 requests in about a minute
+		flag.Visit(func(f *flag.Flag) {
+			if f.Name == "requests" {
+				n = *requests
+			}
+		})
+		if err == nil {
+			_, err = runEngine(engineOpts{out: *out, model: *modelPath, draft: *draft, prompts: *prompts, threads: *threads,
+				slots: *slots, requests: n, maxTokens: *maxTokens, policies: strings.Split(*policies, ","),
+				loads: ls, seed: *seed, check: *check, adaptive: *adaptive})
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "lmsadaserve:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*out, *modelPath, *threads, *quick, *requests, *seed); err != nil {
 		fmt.Fprintln(os.Stderr, "lmsadaserve:", err)
 		os.Exit(1)
 	}
+}
+
+// parseLoads reads a comma-separated list of positive loads.
+func parseLoads(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || x <= 0 || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("-loads: %q is not a positive number", f)
+		}
+		out = append(out, x)
+	}
+	return out, nil
 }
 
 func run(out, modelPath string, threads int, quick bool, requests int, seed uint64) error {

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lmstream/lmstream/core/cpu"
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/spec"
+	"github.com/lmstream/lmstream/spec/sim"
+	"github.com/lmstream/lmstream/streaming"
+)
+
+// engineOpts configure the real-engine run (-engine).
+type engineOpts struct {
+	out, model, draft, prompts string
+	threads, slots, requests   int
+	maxTokens                  int // caps every category's output range
+	policies                   []string
+	loads                      []float64
+	seed                       uint64
+	check                      bool // replay each point in the simulator
+	// adaptive is the engine's "spec_adaptive": true (its default) lets
+	// spec.Payoff make a request decode plainly while speculation is
+	// measured not to pay, which the simulator does not model; false
+	// makes the engine speculate as the simulator does.
+	adaptive bool
+}
+
+// promptSets are the committed prompt sets (core/cpu/testdata) each
+// category of the paper's mix draws from: latency-critical requests are a
+// coding assistant's (code, edit), moderate ones grounded rewriting and
+// summarising, relaxed ones chat.
+var promptSets = [][]string{{"code", "edit"}, {"grounded"}, {"chat"}}
+
+// loadPromptSets reads a directory's prompt sets (JSON lines with a
+// "content" field), one list per category of promptSets.
+func loadPromptSets(dir string) ([][]string, error) {
+	out := make([][]string, len(promptSets))
+	for c, names := range promptSets {
+		for _, n := range names {
+			f, err := os.Open(filepath.Join(dir, n+".jsonl"))
+			if err != nil {
+				return nil, fmt.Errorf("prompt set: %w", err)
+			}
+			sc := bufio.NewScanner(f)
+			sc.Buffer(nil, 1<<20)
+			for line := 1; sc.Scan(); line++ {
+				var l struct{ Content string }
+				if err := json.Unmarshal(sc.Bytes(), &l); err != nil || l.Content == "" {
+					f.Close()
+					return nil, fmt.Errorf("prompt set %s.jsonl line %d: no \"content\" (%v)", n, line, err)
+				}
+				out[c] = append(out[c], l.Content)
+			}
+			err = sc.Err()
+			f.Close()
+			if err != nil {
+				return nil, fmt.Errorf("prompt set %s.jsonl: %w", n, err)
+			}
+		}
+		if len(out[c]) == 0 {
+			return nil, fmt.Errorf("prompt sets %v are empty", names)
+		}
+	}
+	return out, nil
+}
+
+// engineMix is the paper's mix with every output range capped at
+// maxTokens (a two-core CPU serves far fewer tokens than the paper's GPU).
+func engineMix(maxTokens int) []sim.Category {
+	mix := append([]sim.Category(nil), sim.PaperMix...)
+	for i := range mix {
+		mix[i].Output = [2]int{min(mix[i].Output[0], maxTokens), min(mix[i].Output[1], maxTokens)}
+	}
+	return mix
+}
+
+// simPolicy resolves a policy name as the engine's "spec_policy" or the
+// simulator spells it to the simulator's policy, whose name the CSV rows
+// carry so that engine and simulator rows compare directly.
+func simPolicy(name string) (sim.Policy, error) {
+	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
+	if n == "fcfs" {
+		n = "sarathi"
+	}
+	return sim.PolicyByName(n)
+}
+
+// engineSetting is the measured-curve setting the engine is compared
+// with: the curve MeasureCurve takes for the model (the one the engine
+// prices speculation with), the budget the engine calibrates from it, and
+// the engine's tree limits.
+func engineSetting(o engineOpts) (sim.Setting, error) {
+	ns, ts, err := cpu.MeasureCurve(o.model, o.threads, 160)
+	if err != nil {
+		return sim.Setting{}, err
+	}
+	c := sim.Curve{Name: fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(o.model), o.threads), N: ns, T: ts}
+	m := sim.Machine{Curve: c, Accept: sim.NGramAcceptance, Slots: o.slots,
+		Budget: max(cpu.DefaultMinBudget, spec.Calibrate(c.At, 48)), MaxDepth: 8, MaxWidth: 2}
+	if o.draft != "" {
+		// One batched draft layer: the draft model's pass over a batch's
+		// beams, priced at 8 tokens.
+		dns, dts, err := cpu.MeasureCurve(o.draft, o.threads, 16)
+		if err != nil {
+			return sim.Setting{}, err
+		}
+		m.Accept, m.DraftStep = sim.DraftModelAcceptance, sim.Curve{N: dns, T: dts}.At(8)
+	}
+	return sim.Setting{Name: "engine", Machine: m, Mix: engineMix(o.maxTokens), Requests: o.requests,
+		Loads: o.loads, Seed: o.seed}, nil
+}
+
+// serve runs one workload through a fresh runtime under one policy: each
+// request submitted at its arrival time (open loop) with its SLOs, its
+// prompt the category's next one, every token's arrival on its channel
+// timed.
+func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) ([]record, error) {
+	cfg := map[string]any{"model_path": o.model, "max_slots": o.slots, "max_queue": len(reqs) + 1,
+		"context_length": 1024, "threads": o.threads, "spec_policy": strings.ReplaceAll(policy, "-", "_"), "spec_adaptive": o.adaptive}
+	if o.draft != "" {
+		cfg["drafter"], cfg["draft_model_path"] = "draft_model", o.draft
+	}
+	cj, _ := json.Marshal(cfg)
+	rt, err := runtime.New(cj)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	// Warm up (scratch buffers, page cache), as the benchmarks do.
+	if _, err := rt.Complete([]byte(`{"prompt":"Hello","max_tokens":4}`)); err != nil {
+		return nil, err
+	}
+	recs := make([]record, len(reqs))
+	next := make([]int, len(prompts))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, q := range reqs {
+		recs[i].Req = q
+		p := prompts[q.Category][next[q.Category]%len(prompts[q.Category])]
+		next[q.Category]++
+		body := map[string]any{"messages": []map[string]string{{"role": "user", "content": p}}, "max_tokens": q.Output,
+			"tpot_slo_ms": float64(q.TPOTSLO) / 1e6}
+		if q.TTFTSLO > 0 {
+			body["ttft_slo_ms"] = float64(q.TTFTSLO) / 1e6
+		}
+		bj, _ := json.Marshal(body)
+		time.Sleep(time.Until(start.Add(q.Arrival)))
+		ch := streaming.NewChannel()
+		if err := rt.Submit(bj, []*streaming.Channel{ch}); err != nil {
+			recs[i].Err = err.Error()
+			continue
+		}
+		wg.Add(1)
+		go func(r *record) {
+			defer wg.Done()
+			defer ch.Release()
+			err := ch.Consume(func(c *streaming.Chunk) bool {
+				now := time.Since(start)
+				if len(c.TokenIDs) > 0 {
+					if len(r.Tokens) > 0 {
+						r.Chunks++
+					}
+					for range c.TokenIDs {
+						r.Tokens = append(r.Tokens, now)
+					}
+				}
+				if c.Finished {
+					if c.Reason == streaming.Error {
+						r.Err = c.ErrMessage
+					}
+					r.PromptTokens, r.Proposed, r.Accepted = c.Usage.PromptTokens, c.Usage.DraftProposed, c.Usage.DraftAccepted
+				}
+				return true
+			})
+			if err != nil && r.Err == "" {
+				r.Err = err.Error()
+			}
+		}(&recs[i])
+	}
+	wg.Wait()
+	return recs, nil
+}
+
+// engineRow is one point of the engine's sweep with its simulator replay.
+type engineRow struct {
+	Engine, Sim        sim.Row
+	Proposed, Accepted int
+	// Tree nodes verified per request-iteration (roots included): where
+	// the two disagree, the simulator's drafter is not the engine's (the
+	// synthetic one always has candidates; the n-gram drafter only where
+	// the text repeats).
+	EngineNodes, SimNodes float64
+}
+
+// runEngine sweeps the real engine over the setting's loads and the
+// policies, writes engine-rates.csv (the simulator's columns) with its
+// plots and, with check, engine-vs-sim.csv: each point replayed in the
+// simulator on the measured curve, the same requests, prompt lengths and
+// output lengths the engine served.
+func runEngine(o engineOpts) ([]engineRow, error) {
+	if o.requests < 1 || o.slots < 1 || o.maxTokens < 2 || len(o.loads) == 0 || len(o.policies) == 0 {
+		return nil, fmt.Errorf("engine run needs requests ≥ 1, slots ≥ 1, max tokens ≥ 2, a load and a policy")
+	}
+	var pols []sim.Policy
+	for _, n := range o.policies {
+		p, err := simPolicy(n)
+		if err != nil {
+			return nil, err
+		}
+		pols = append(pols, p)
+	}
+	prompts, err := loadPromptSets(o.prompts)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return nil, err
+	}
+	s, err := engineSetting(o)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("engine: %s, %s, baseline TPOT %v, B=%d, %d slots, capacity %.2f req/s\n",
+		s.Machine.Curve.Name, s.Machine.Accept.Name, s.Machine.Baseline(), s.Machine.Budget, s.Machine.Slots, s.Capacity())
+	var rows []engineRow
+	for li, load := range s.Loads {
+		rate := load * s.Capacity()
+		reqs, err := sim.Generate(sim.Workload{Rate: rate, Requests: s.Requests, Arrivals: sim.Poisson, Categories: s.Mix,
+			Seed: s.Seed + uint64(li)}, s.Machine.Baseline())
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range pols {
+			recs, err := serve(o, p.Name, reqs, prompts)
+			if err != nil {
+				return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
+			}
+			run, err := runOf(recs)
+			if err != nil {
+				return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
+			}
+			row := engineRow{Engine: sim.Row{Setting: "engine", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.Summarize(run, len(s.Mix))}}
+			for _, r := range recs {
+				row.Proposed += r.Proposed
+				row.Accepted += r.Accepted
+			}
+			if run.Decodes > 0 {
+				row.EngineNodes = float64(run.Decodes+row.Proposed) / float64(run.Decodes)
+			}
+			if o.check {
+				sr, err := sim.Simulate(s.Machine, p, asWorkload(run), s.Seed+uint64(li))
+				if err != nil {
+					return nil, err
+				}
+				if sr.Decodes > 0 {
+					row.SimNodes = float64(sr.Verified) / float64(sr.Decodes)
+				}
+				row.Sim = sim.Row{Setting: "sim-replay", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.Summarize(sr, len(s.Mix))}
+			}
+			rows = append(rows, row)
+		}
+	}
+	var eng []sim.Row
+	for _, r := range rows {
+		eng = append(eng, r.Engine)
+	}
+	if err := emit(o.out, s, "rates", eng); err != nil {
+		return nil, err
+	}
+	if o.check {
+		if err := writeCheck(filepath.Join(o.out, "engine-vs-sim.csv"), rows, s.Mix); err != nil {
+			return nil, err
+		}
+		checkTable(rows)
+	}
+	return rows, nil
+}
+
+// writeCheck writes the engine's and the simulator's rows of each point,
+// one after the other, in the simulator's CSV columns (setting "engine"
+// or "sim-replay").
+func writeCheck(path string, rows []engineRow, mix []sim.Category) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	var all []sim.Row
+	for _, r := range rows {
+		all = append(all, r.Engine, r.Sim)
+	}
+	if err := sim.WriteCSV(f, all, mix); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func checkTable(rows []engineRow) {
+	fmt.Printf("\n## engine vs simulator (measured curve, same requests)\n")
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\tengine accept %\tnodes/decode engine\tsim\t")
+	for _, r := range rows {
+		acc := 0.0
+		if r.Proposed > 0 {
+			acc = 100 * float64(r.Accepted) / float64(r.Proposed)
+		}
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
+			100*r.Engine.Attainment, 100*r.Sim.Attainment, 100*(r.Engine.Attainment-r.Sim.Attainment),
+			r.Engine.Goodput, r.Sim.Goodput, acc, r.EngineNodes, r.SimNodes)
+	}
+	w.Flush()
+}

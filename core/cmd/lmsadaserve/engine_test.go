@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const smokeModel = "../../../models/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+// The engine mode's smoke run (CI): three requests of the paper's mix at
+// one rate through the real engine on the default model, under AdaServe
+// and incremental decoding, each point replayed in the simulator. The
+// numbers depend on the machine; what must hold is that every request
+// was served within its max_tokens and both CSVs carry every point.
+func TestEngineSmoke(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the real engine under -race is too slow for a timed workload; run without -race")
+	}
+	if _, err := os.Stat(smokeModel); err != nil {
+		t.Skipf("model absent (make model): %v", err)
+	}
+	out := t.TempDir()
+	rows, err := runEngine(engineOpts{out: out, model: smokeModel, prompts: "../../cpu/testdata", threads: 2, slots: 4,
+		requests: 3, maxTokens: 12, policies: []string{"adaserve", "incremental"}, loads: []float64{0.5}, seed: 1, check: true, adaptive: true})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	for _, r := range rows {
+		require.Equal(t, 3, r.Engine.Requests)
+		require.Equal(t, 3, r.Sim.Requests)
+		require.Positive(t, r.Engine.Throughput)
+		require.LessOrEqual(t, r.Engine.Goodput, r.Engine.Throughput)
+		require.GreaterOrEqual(t, r.Engine.Attainment, 0.0)
+		require.LessOrEqual(t, r.Engine.Attainment, 1.0)
+		require.Positive(t, r.Engine.MeanTTFT)
+	}
+	require.Zero(t, rows[1].Proposed, "incremental decoding drafts nothing")
+	for name, n := range map[string]int{"engine-rates.csv": 1 + 2, "engine-vs-sim.csv": 1 + 2*2} {
+		f, err := os.Open(filepath.Join(out, name))
+		require.NoError(t, err)
+		recs, err := csv.NewReader(f).ReadAll()
+		f.Close()
+		require.NoError(t, err)
+		require.Len(t, recs, n, name)
+	}
+	for _, ext := range []string{"-attainment.svg", "-goodput.svg"} {
+		_, err := os.Stat(filepath.Join(out, "engine-rates"+ext))
+		require.NoError(t, err)
+	}
+}
