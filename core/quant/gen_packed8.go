@@ -1,8 +1,9 @@
 //go:build ignore
 
-// gen_packed8 writes packed8_amd64.s and packed8_kernels_amd64.go: the AVX2
-// kernels over the 8-row packed layout of packed8.go (Q4_0, Q5_0, Q8_0), for
-// CPUs without AVX-512 VNNI. Run: go run gen_packed8.go
+// gen_packed8 writes packed8_amd64.s and packed8_kernels_amd64.go: the
+// kernels over the 8-row packed layout of packed8.go (Q4_0, Q4_1, Q5_0,
+// Q8_0, Q4_K), in AVX2 and in AVX-512 VNNI variants. Run: go run
+// gen_packed8.go
 //
 // One call runs na = 1…4 activation rows over one 8-row group of nb blocks
 // and writes 8 floats per activation row (out, row stride os bytes). The
@@ -106,6 +107,12 @@ func nibbleBlock(g *gen, r int, five bool, dOff, qOff, mOff int) {
 			}
 		}
 	}
+	nibbleScale(g, r, dOff, mOff)
+}
+
+// nibbleScale adds the Q4_0 / Q4_1 / Q5_0 block's int32 sums (isum) to
+// the float sums, scaled.
+func nibbleScale(g *gen, r int, dOff, mOff int) {
 	g.p("VCVTPH2PS %d(SI), Y0", dOff)
 	if mOff > 0 {
 		// Q4_1: acc += d_w·d_x·Σq·x + m_w·s_x (s_x, the scales' second
@@ -154,6 +161,11 @@ func q80Block(g *gen, r int) {
 			}
 		}
 	}
+	q80Scale(g, r)
+}
+
+// q80Scale adds the Q8_0 block's int32 sums (isum) to the float sums.
+func q80Scale(g *gen, r int) {
 	g.p("VCVTPH2PS 256(SI), Y0")
 	for j := 0; j < r; j++ {
 		s := isum(j)
@@ -172,6 +184,15 @@ func q80Block(g *gen, r int) {
 // per sub-block ([sc, sc] as int16 in each row's lane, for VPMADDWD) and
 // kept in the frame: 0(SP) + 32s the scales, 256(SP) + 32s the mins.
 func q4kBlock(g *gen, r int) {
+	q4kScales(g, "p8_pick")
+	q4kSums(g, r)
+	q4kFinish(g, r)
+}
+
+// q4kScales unpacks the eight rows' scales and mins into the frame: the
+// scales with pick (p8_pick: [sc, sc] as int16 pairs; p8_pickd: sc as an
+// int32), the mins always as int16 pairs.
+func q4kScales(g *gen, pick string) {
 	g.p("VMOVDQU 1024(SI), Y0")
 	g.p("VMOVDQU 1056(SI), Y1")
 	g.p("VMOVDQU 1088(SI), Y2")
@@ -191,13 +212,16 @@ func q4kBlock(g *gen, r int) {
 		if s >= 4 {
 			sc, m = "Y5", "Y6"
 		}
-		g.p("VPSHUFB p8_pick%d<>(SB), %s, Y7", s%4, sc)
+		g.p("VPSHUFB %s%d<>(SB), %s, Y7", pick, s%4, sc)
 		g.p("VMOVDQU Y7, %d(SP)", 32*s)
 		g.p("VPSHUFB p8_pick%d<>(SB), %s, Y7", s%4, m)
 		g.p("VMOVDQU Y7, %d(SP)", 256+32*s)
 	}
-	// Per sub-block s: Σ q·x as int16 pairs over its 32 elements (8
-	// products of 4; 15·128·2·8 < 2^15), times the scale into int32.
+}
+
+// q4kSums: per sub-block s, Σ q·x as int16 pairs over its 32 elements (8
+// products of 4; 15·128·2·8 < 2^15), times the scale into int32.
+func q4kSums(g *gen, r int) {
 	for s := 0; s < 8; s++ {
 		for k := 0; k < 8; k++ {
 			g.p("VMOVDQU %d(SI), Y0", 32*(8*(s/2)+k))
@@ -226,7 +250,10 @@ func q4kBlock(g *gen, r int) {
 			}
 		}
 	}
-	// acc += d·d_x·Σ sc·Σqx − dmin·d_x·Σ m·(bsum_2s + bsum_2s+1).
+}
+
+// q4kFinish: acc += d·d_x·Σ sc·Σqx − dmin·d_x·Σ m·(bsum_2s + bsum_2s+1).
+func q4kFinish(g *gen, r int) {
 	g.p("VCVTPH2PS 1120(SI), Y2")
 	g.p("VCVTPH2PS 1136(SI), Y3")
 	for j := 0; j < r; j++ {
@@ -249,6 +276,103 @@ func q4kBlock(g *gen, r int) {
 	}
 }
 
+// The VNNI variants (names ending in V) serve CPUs with AVX-512 VNNI in
+// the same 8-row layout: VPDPBUSD (the EVEX form on YMM registers, which
+// AVX512VL allows) adds four u8×s8 products into each int32 lane in one
+// instruction, in place of VPMADDUBSW, VPADDW and VPMADDWD, and takes the
+// 4-byte activation slice as an embedded broadcast. The integer sums are
+// exact either way, and everything after them is the AVX2 kernels' float
+// code, so both give the same bits (TestPacked8VNNIEqualsAVX2).
+
+// nibbleBlockV is nibbleBlock with VPDPBUSD.
+func nibbleBlockV(g *gen, r int, five bool, dOff, qOff, mOff int) {
+	if five {
+		g.p("VMOVDQU 128(SI), Y7")
+	}
+	for j := 0; j < r; j++ {
+		g.p("VPXOR %s, %s, %s", isum(j), isum(j), isum(j))
+	}
+	for h := 0; h < 2; h++ {
+		for k := 0; k < 4; k++ {
+			q := fmt.Sprintf("Y%d", k)
+			g.p("VMOVDQU %d(SI), %s", 32*k, q)
+			if h == 1 {
+				g.p("VPSRLW $4, %s, %s", q, q)
+			}
+			g.p("VPAND p8_nib<>(SB), %s, %s", q, q)
+			if five {
+				switch {
+				case h == 0:
+					g.p("VPSLLD $%d, Y7, Y4", 4-k)
+					g.p("VPAND p8_b10<>(SB), Y4, Y4")
+				case k == 0:
+					g.p("VPAND p8_b10<>(SB), Y7, Y4")
+				default:
+					g.p("VPSRLD $%d, Y7, Y4", k)
+					g.p("VPAND p8_b10<>(SB), Y4, Y4")
+				}
+				g.p("VPOR Y4, %s, %s", q, q)
+			}
+		}
+		for j := 0; j < r; j++ {
+			for k := 0; k < 4; k++ {
+				g.p("VPDPBUSD.BCST %s, Y%d, %s", xa(qOff+16*h+4*k, j), k, isum(j))
+			}
+		}
+	}
+	nibbleScale(g, r, dOff, mOff)
+}
+
+// q80BlockV is q80Block with VPDPBUSD: |w| (unsigned) against x·sign(w).
+func q80BlockV(g *gen, r int) {
+	for j := 0; j < r; j++ {
+		g.p("VPXOR %s, %s, %s", isum(j), isum(j), isum(j))
+	}
+	for k := 0; k < 8; k++ {
+		g.p("VMOVDQU %d(SI), Y0", 32*k)
+		g.p("VPABSB Y0, Y1")
+		for j := 0; j < r; j++ {
+			g.p("VPBROADCASTD %s, Y4", xa(2+4*k, j))
+			g.p("VPSIGNB Y0, Y4, Y4")
+			g.p("VPDPBUSD Y4, Y1, %s", isum(j))
+		}
+	}
+	q80Scale(g, r)
+}
+
+// q4kBlockV is q4kBlock with VPDPBUSD: a sub-block's Σ q·x is an int32
+// per row lane, multiplied by its scale (spread as an int32 per lane,
+// p8_pickd) with VPMULLD.
+func q4kBlockV(g *gen, r int) {
+	q4kScales(g, "p8_pickd")
+	for s := 0; s < 8; s++ {
+		for k := 0; k < 8; k++ {
+			g.p("VMOVDQU %d(SI), Y0", 32*(8*(s/2)+k))
+			if s%2 == 1 {
+				g.p("VPSRLW $4, Y0, Y0")
+			}
+			g.p("VPAND p8_nib<>(SB), Y0, Y0")
+			for j := 0; j < r; j++ {
+				pj := fmt.Sprintf("Y%d", 2+j)
+				if k == 0 {
+					g.p("VPXOR %s, %s, %s", pj, pj, pj)
+				}
+				g.p("VPDPBUSD.BCST %s, Y0, %s", xa(4+32*s+4*k, j), pj)
+			}
+		}
+		for j := 0; j < r; j++ {
+			pj := fmt.Sprintf("Y%d", 2+j)
+			if s == 0 {
+				g.p("VPMULLD %d(SP), %s, %s", 32*s, pj, isum(j))
+			} else {
+				g.p("VPMULLD %d(SP), %s, %s", 32*s, pj, pj)
+				g.p("VPADDD %s, %s, %s", pj, isum(j), isum(j))
+			}
+		}
+	}
+	q4kFinish(g, r)
+}
+
 type kernel struct {
 	name  string
 	wt    string // the weight type's Go name
@@ -256,6 +380,7 @@ type kernel struct {
 	xb    int    // activation block bytes
 	frame int    // stack frame bytes
 	scale bool   // takes p8Scales (the legacy types)
+	vnni  bool   // needs AVX-512 VNNI (p8AsmVNNI)
 	block func(g *gen, r int)
 	doc   string
 }
@@ -266,6 +391,11 @@ var kernels = []kernel{
 	{name: "q50P8", wt: "Q5_0", rec: 176, xb: 34, scale: true, doc: "Q5_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, true, 160, 2, 0) }},
 	{name: "q80P8", wt: "Q8_0", rec: 272, xb: 34, scale: true, doc: "Q8_0 × Q8_0", block: q80Block},
 	{name: "q4kP8", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, doc: "Q4_K × Q8_K", block: q4kBlock},
+	{name: "q40P8V", wt: "Q4_0", rec: 144, xb: 34, scale: true, vnni: true, doc: "Q4_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 2, 0) }},
+	{name: "q41P8V", wt: "Q4_1", rec: 160, xb: 36, scale: true, vnni: true, doc: "Q4_1 × Q8_1, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 4, 144) }},
+	{name: "q50P8V", wt: "Q5_0", rec: 176, xb: 34, scale: true, vnni: true, doc: "Q5_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, true, 160, 2, 0) }},
+	{name: "q80P8V", wt: "Q8_0", rec: 272, xb: 34, scale: true, vnni: true, doc: "Q8_0 × Q8_0, VNNI", block: q80BlockV},
+	{name: "q4kP8V", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, vnni: true, doc: "Q4_K × Q8_K, VNNI", block: q4kBlockV},
 }
 
 const maxAct = 4
@@ -305,6 +435,20 @@ func main() {
 			fmt.Fprintf(&s, "DATA p8_pick%d<>+%d(SB)/8, $0x%016x\n", j, 8*q, w)
 		}
 		fmt.Fprintf(&s, "GLOBL p8_pick%d<>(SB), RODATA|NOPTR, $32\n\n", j)
+	}
+	// p8_pickd<j>: in every row's 4-byte lane, byte j of that lane as an
+	// int32.
+	for j := 0; j < 4; j++ {
+		for q := 0; q < 4; q++ {
+			var w uint64
+			for h := 0; h < 2; h++ {
+				lane := 2*q + h
+				b := uint64(4*(lane%4) + j)
+				w |= (b | 0x80<<8 | 0x80<<16 | 0x80<<24) << (32 * h)
+			}
+			fmt.Fprintf(&s, "DATA p8_pickd%d<>+%d(SB)/8, $0x%016x\n", j, 8*q, w)
+		}
+		fmt.Fprintf(&s, "GLOBL p8_pickd%d<>(SB), RODATA|NOPTR, $32\n\n", j)
 	}
 	for q := 0; q < 4; q++ {
 		fmt.Fprintf(&s, "DATA p8_one16<>+%d(SB)/8, $0x0001000100010001\n", 8*q)
@@ -363,11 +507,19 @@ func main() {
 			fmt.Fprintf(&d, "//go:noescape\nfunc %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)\n\n", name)
 		}
 	}
-	d.WriteString("// p8Asm: the na = 1…4 variants of each packed8 kernel, by weight type.\nvar p8Asm = map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
-	for _, k := range kernels {
-		fmt.Fprintf(&d, "\t%s: {%sx1, %sx2, %sx3, %sx4},\n", k.wt, k.name, k.name, k.name, k.name)
+	for _, vnni := range []bool{false, true} {
+		if vnni {
+			d.WriteString("\n// p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.\nvar p8AsmVNNI = map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
+		} else {
+			d.WriteString("// p8Asm: the na = 1…4 variants of each packed8 kernel, by weight type.\nvar p8Asm = map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
+		}
+		for _, k := range kernels {
+			if k.vnni == vnni {
+				fmt.Fprintf(&d, "\t%s: {%sx1, %sx2, %sx3, %sx4},\n", k.wt, k.name, k.name, k.name, k.name)
+			}
+		}
+		d.WriteString("}\n")
 	}
-	d.WriteString("}\n")
 	must(os.WriteFile("packed8_amd64.s", s.Bytes(), 0o644))
 	must(os.WriteFile("packed8_kernels_amd64.go", d.Bytes(), 0o644))
 }

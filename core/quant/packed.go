@@ -62,10 +62,11 @@ func packedRecord(wt Type) int {
 }
 
 // Packed is a weight matrix prepared once (at model load) for MatMulPacked.
-// For Q4_1 and Q8_0 on CPUs with AVX-512 VNNI, and for Q4_0, Q5_0, Q8_0
-// and Q4_K in packed8.go's 8-row layout on AVX2 CPUs, it holds the weights
-// in a transposed layout (same size as the original) that the batched
-// kernels read directly; for other types and CPUs it only wraps the original matrix and
+// For Q4_1 and Q8_0 on CPUs with AVX-512 VNNI (16-row groups), for Q4_0,
+// Q5_0 and Q4_K there too and for Q4_0, Q4_1, Q5_0, Q8_0 and Q4_K on AVX2
+// CPUs (packed8.go's 8-row groups), it holds the weights in a transposed
+// layout (same size as the original) that the batched kernels read
+// directly; for other types and CPUs it only wraps the original matrix and
 // MatMulPacked is MatMul. The original slice w is kept by reference (it is
 // the fallback for the pure-Go kernels) and must not change afterwards.
 type Packed struct {
@@ -108,7 +109,7 @@ func PrepackIn(a *Arena, wt Type, w []byte, rows, cols int) *Packed {
 		}
 		p.group = packGroup
 		pack := func(g int, dst []byte) { packGroupOf(&simdKernels, wt, w, wrb, rows, cols, g, dst) }
-		if simdKernels.q41p == nil { // the AVX2 8-row layout (packed8.go)
+		if packedRecord(wt) == 0 || simdKernels.q41p == nil { // the 8-row layout (packed8.go)
 			p.group = p8Rows
 			pack = func(g int, dst []byte) { pack8Go(wt, w, wrb, rows, cols, g, dst) }
 		}
@@ -127,11 +128,8 @@ func packedShape(wt Type, rows, cols int) (groups, groupBytes int) {
 	if rows <= 0 || cols <= 0 {
 		return 0, 0
 	}
-	if simdKernels.q41p != nil {
-		if rec := packedRecord(wt); rec > 0 {
-			return (rows + packGroup - 1) / packGroup, cols / 32 * rec
-		}
-		return 0, 0
+	if rec := packedRecord(wt); rec > 0 && simdKernels.q41p != nil {
+		return (rows + packGroup - 1) / packGroup, cols / 32 * rec
 	}
 	if simdKernels.packed8(wt) != nil {
 		return (rows + p8Rows - 1) / p8Rows, cols / wt.BlockElems() * p8Record(wt)

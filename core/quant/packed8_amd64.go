@@ -6,12 +6,21 @@ import "unsafe"
 
 //go:generate go run gen_packed8.go
 
-// setupPacked8 installs the 8-row packed kernels of packed8_amd64.s
-// (called where AVX2 is the best the CPU has). The wrappers check every
+// setupPacked8 installs the AVX2 8-row packed kernels of packed8_amd64.s
+// (called where AVX2 is the best the CPU has).
+func setupPacked8(k *kernelSet) { installPacked8(k, p8Asm) }
+
+// setupPacked8VNNI installs their VPDPBUSD variants (called once AVX-512
+// VNNI is known to be there). Q4_1 and Q8_0 matrices keep packed.go's
+// 16-row layout there (packedShape); the 8-row kernels of those two types
+// serve only the tests that compare the variants.
+func setupPacked8VNNI(k *kernelSet) { installPacked8(k, p8AsmVNNI) }
+
+// installPacked8 installs kernels by weight type. The wrappers check every
 // extent the assembly touches, so a slicing mistake in a caller panics
 // instead of reading or writing out of bounds.
-func setupPacked8(k *kernelSet) {
-	for wt, ks := range p8Asm {
+func installPacked8(k *kernelSet, asm map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)) {
+	for wt, ks := range asm {
 		rec, xb, legacy := p8Record(wt), ActType(wt).BlockBytes(), p8Legacy(wt)
 		k.p8[wt] = func(wp []byte, nb int, x []byte, xs int, sc, out []float32, os, na int) {
 			if na < 1 || na > p8Acts || nb < 1 {

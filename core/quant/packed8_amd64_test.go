@@ -1,0 +1,121 @@
+//go:build amd64 && !noasm
+
+package quant
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestPacked8VNNIEqualsAVX2: the VPDPBUSD variants of the 8-row kernels
+// give the AVX2 kernels' bits for every type, every na and blocks of every
+// bit pattern (raw random blocks, so extreme quants and scales too): their
+// integer sums are exact both ways and the float code after them is the
+// same. With that, the 8-row layout's results do not depend on which of
+// the two a CPU runs. Skips where the CPU lacks AVX-512 VNNI.
+func TestPacked8VNNIEqualsAVX2(t *testing.T) {
+	if !hasVNNI512() || !hasAVX2() {
+		t.Skip("the CPU lacks AVX-512 VNNI or AVX2")
+	}
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K} {
+		var avx2, vnni kernelSet
+		installPacked8(&avx2, p8Asm)
+		installPacked8(&vnni, p8AsmVNNI)
+		for _, nb := range []int{1, 3, 8} {
+			cols := nb * wt.BlockElems()
+			w := randBlocks(rng, wt, p8Rows*nb)
+			wrb, _ := wt.RowBytes(cols)
+			wp := make([]byte, nb*p8Record(wt))
+			pack8Go(wt, w, wrb, p8Rows, cols, 0, wp)
+			at := ActType(wt)
+			xrb, _ := at.RowBytes(cols)
+			xq := make([]byte, p8Acts*xrb)
+			QuantizeActs(at, randFloats(rng, p8Acts*cols, 1), p8Acts, cols, xq)
+			sc := make([]float32, p8Acts*nb*2)
+			if p8Legacy(wt) {
+				for j := 0; j < p8Acts; j++ {
+					p8Scales(wt, xq[j*xrb:], nb, sc[j*nb*2:])
+				}
+			}
+			for na := 1; na <= p8Acts; na++ {
+				a := make([]float32, na*p8Rows)
+				v := make([]float32, na*p8Rows)
+				avx2.p8[wt](wp, nb, xq, xrb, sc, a, p8Rows, na)
+				vnni.p8[wt](wp, nb, xq, xrb, sc, v, p8Rows, na)
+				for i := range a {
+					require.Equal(t, math.Float32bits(a[i]), math.Float32bits(v[i]),
+						fmt.Sprintf("%s nb=%d na=%d lane %d: %g vs %g", wt, nb, na, i, a[i], v[i]))
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkQ6KKernels: Q6_K's AVX-512 VNNI single-row dot (no longer
+// used: it decodes a weight block once per token) against the multi-row
+// kernels with and without VPDPWSSD at R = 1…4, in ns per 32-weight block
+// and activation row.
+//
+//	go test ./core/quant -run X -bench Q6KKernels
+func BenchmarkQ6KKernels(b *testing.B) {
+	if !hasVNNI512() || !hasAVX2() {
+		b.Skip("needs AVX-512 VNNI and AVX2")
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	const cols, rows = 4096, 64
+	w, xq, _ := benchMatrix(rng, Q6_K, rows, cols, 4)
+	wrb, _ := Q6_K.RowBytes(cols)
+	xrb, _ := Q8_K.RowBytes(cols)
+	row := kDot(210, dotQ6_KQ8_KVNNI)
+	b.Run("row-vnni/R=1", func(b *testing.B) {
+		t := minTime(b, func() {
+			for r := 0; r < rows; r++ {
+				row(w[r*wrb:(r+1)*wrb], xq[:xrb])
+			}
+		})
+		b.ReportMetric(t*1e9/float64(rows*cols/32), "ns/row-block")
+	})
+	out := make([]float32, 4*rows)
+	for _, name := range []string{"dotQ6_KAVX2", "dotQ6_KVNNI"} {
+		_, multi := avx2Dot(name, Q6_K)
+		for na := 1; na <= 4; na++ {
+			b.Run(fmt.Sprintf("%s/R=%d", name, na), func(b *testing.B) {
+				t := minTime(b, func() { multi(w, rows, xq, xrb, nil, na, out, rows) })
+				b.ReportMetric(t*1e9/float64(rows*cols/32*na), "ns/row-block")
+			})
+		}
+	}
+}
+
+// TestQ6KVNNIEqualsAVX2: the Q6_K multi-row kernel with VPDPWSSD gives the
+// AVX2 kernel's bits at every R, on blocks of every bit pattern.
+func TestQ6KVNNIEqualsAVX2(t *testing.T) {
+	if !hasVNNI512() || !hasAVX2() {
+		t.Skip("the CPU lacks AVX-512 VNNI or AVX2")
+	}
+	rng := rand.New(rand.NewPCG(43, 44))
+	_, avx2 := avx2Dot("dotQ6_KAVX2", Q6_K)
+	_, vnni := avx2Dot("dotQ6_KVNNI", Q6_K)
+	for _, nb := range []int{1, 2, 5} {
+		const rows = 7
+		cols := nb * 256
+		w := randBlocks(rng, Q6_K, rows*nb)
+		xrb, _ := Q8_K.RowBytes(cols)
+		xq := make([]byte, 4*xrb)
+		QuantizeActs(Q8_K, randFloats(rng, 4*cols, 1), 4, cols, xq)
+		for na := 1; na <= 4; na++ {
+			a := make([]float32, na*rows)
+			v := make([]float32, na*rows)
+			avx2(w, rows, xq, xrb, nil, na, a, rows)
+			vnni(w, rows, xq, xrb, nil, na, v, rows)
+			for i := range a {
+				require.Equal(t, math.Float32bits(a[i]), math.Float32bits(v[i]), "nb=%d na=%d out %d: %g vs %g", nb, na, i, a[i], v[i])
+			}
+		}
+	}
+}
