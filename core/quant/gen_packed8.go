@@ -373,6 +373,98 @@ func q4kBlockV(g *gen, r int) {
 	q4kFinish(g, r)
 }
 
+// q6kBlockV: Q6_K against Q8_K, VNNI only. Record (1680 bytes, see
+// packed8.go): 32 parts of ql (part p, lane r: ql[4p:4p+4] of row r), 16
+// of qh at 1024, 4 of the int8 scales at 1536 (part i: scales[4i:4i+4]),
+// the eight d as f16 at 1664. Element 128n + 32k + 4l + i (i < 4) of a
+// row is the nibble of ql[64n + 32(k&1) + 4l + i] (the low one for k < 2)
+// with bits 2k, 2k+1 of qh[32n + 4l + i] above it, weighted by
+// scales[8n + 2k + l/4]. The quants go in unsigned (0…63) and the −32
+// offset as −32·Σ sc·bsum, added with VPDPWSSD from the Q8_K block's
+// 16-element sums. Frame: 0(SP) + 32s sub-block s's scale as an int32 per
+// row lane; 512(SP) + 32t the pair (−32·sc_2t, −32·sc_2t+1) as int16s.
+// Registers: Y0–Y3 the quants of k = 0…3, Y4–Y6 temporaries, Y16 + 4k + j
+// row j's int32 sum of the current sub-block of quarter k.
+func q6kBlockV(g *gen, r int) {
+	for i := 0; i < 4; i++ {
+		g.p("VMOVDQU %d(SI), Y4", 1536+32*i)
+		for b := 0; b < 4; b++ {
+			g.p("VPSHUFB p8_pickt%d<>(SB), Y4, Y5", b)
+			g.p("VPSRAD $24, Y5, Y5")
+			g.p("VMOVDQU Y5, %d(SP)", 32*(4*i+b))
+		}
+		g.p("VPXOR Y6, Y6, Y6")
+		for h := 0; h < 2; h++ {
+			g.p("VPSHUFB p8_pickw%d<>(SB), Y4, Y5", h)
+			g.p("VPSRAW $3, Y5, Y5") // sc·32, the byte having been the high one
+			g.p("VPSUBW Y5, Y6, Y5")
+			g.p("VMOVDQU Y5, %d(SP)", 512+32*(2*i+h))
+		}
+	}
+	p := func(k, j int) string { return fmt.Sprintf("Y%d", 16+4*k+j) }
+	for j := 0; j < r; j++ {
+		g.p("VPXOR %s, %s, %s", isum(j), isum(j), isum(j))
+	}
+	for n := 0; n < 2; n++ {
+		for half := 0; half < 2; half++ {
+			for k := 0; k < 4; k++ {
+				for j := 0; j < r; j++ {
+					g.p("VPXORD %s, %s, %s", p(k, j), p(k, j), p(k, j))
+				}
+			}
+			for l := 4 * half; l < 4*half+4; l++ {
+				g.p("VMOVDQU %d(SI), Y4", 32*(16*n+l))
+				g.p("VMOVDQU %d(SI), Y5", 32*(16*n+8+l))
+				g.p("VMOVDQU %d(SI), Y6", 1024+32*(8*n+l))
+				// q0 = ql_a & 15 | (qh << 4) & 0x30, and so on.
+				g.p("VPAND p8_nib<>(SB), Y4, Y0")
+				g.p("VPSLLW $4, Y6, Y2")
+				g.p("VPAND p8_b30<>(SB), Y2, Y2")
+				g.p("VPOR Y2, Y0, Y0")
+				g.p("VPAND p8_nib<>(SB), Y5, Y1")
+				g.p("VPSLLW $2, Y6, Y2")
+				g.p("VPAND p8_b30<>(SB), Y2, Y2")
+				g.p("VPOR Y2, Y1, Y1")
+				g.p("VPSRLW $4, Y4, Y2")
+				g.p("VPAND p8_nib<>(SB), Y2, Y2")
+				g.p("VPAND p8_b30<>(SB), Y6, Y3")
+				g.p("VPOR Y3, Y2, Y2")
+				g.p("VPSRLW $4, Y5, Y3")
+				g.p("VPAND p8_nib<>(SB), Y3, Y3")
+				g.p("VPSRLW $2, Y6, Y6")
+				g.p("VPAND p8_b30<>(SB), Y6, Y6")
+				g.p("VPOR Y6, Y3, Y3")
+				for k := 0; k < 4; k++ {
+					for j := 0; j < r; j++ {
+						g.p("VPDPBUSD.BCST %s, Y%d, %s", xa(4+128*n+32*k+4*l, j), k, p(k, j))
+					}
+				}
+			}
+			for k := 0; k < 4; k++ {
+				sb := 8*n + 2*k + half
+				for j := 0; j < r; j++ {
+					g.p("VPMULLD %d(SP), %s, %s", 32*sb, p(k, j), p(k, j))
+					g.p("VPADDD %s, %s, %s", p(k, j), isum(j), isum(j))
+				}
+			}
+		}
+	}
+	for t := 0; t < 8; t++ {
+		g.p("VMOVDQU %d(SP), Y4", 512+32*t)
+		for j := 0; j < r; j++ {
+			g.p("VPDPWSSD.BCST %s, Y4, %s", xa(260+4*t, j), isum(j))
+		}
+	}
+	// acc += d·d_x·isum.
+	g.p("VCVTPH2PS 1664(SI), Y2")
+	for j := 0; j < r; j++ {
+		g.p("VCVTDQ2PS %s, %s", isum(j), isum(j))
+		g.p("VBROADCASTSS %s, Y1", xa(0, j))
+		g.p("VMULPS Y1, Y2, Y4")
+		g.p("VFMADD231PS %s, Y4, %s", isum(j), acc(j))
+	}
+}
+
 type kernel struct {
 	name  string
 	wt    string // the weight type's Go name
@@ -396,6 +488,7 @@ var kernels = []kernel{
 	{name: "q50P8V", wt: "Q5_0", rec: 176, xb: 34, scale: true, vnni: true, doc: "Q5_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, true, 160, 2, 0) }},
 	{name: "q80P8V", wt: "Q8_0", rec: 272, xb: 34, scale: true, vnni: true, doc: "Q8_0 × Q8_0, VNNI", block: q80BlockV},
 	{name: "q4kP8V", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, vnni: true, doc: "Q4_K × Q8_K, VNNI", block: q4kBlockV},
+	{name: "q6kP8V", wt: "Q6_K", rec: 1680, xb: 292, frame: 768, vnni: true, doc: "Q6_K × Q8_K, VNNI", block: q6kBlockV},
 }
 
 const maxAct = 4
@@ -449,6 +542,32 @@ func main() {
 			fmt.Fprintf(&s, "DATA p8_pickd%d<>+%d(SB)/8, $0x%016x\n", j, 8*q, w)
 		}
 		fmt.Fprintf(&s, "GLOBL p8_pickd%d<>(SB), RODATA|NOPTR, $32\n\n", j)
+	}
+	// p8_pickt<j>: byte j of every row's 4-byte lane in that lane's top
+	// byte, zeros below (an arithmetic shift by 24 then sign-extends it).
+	// p8_pickw<h>: bytes 2h and 2h+1 of the lane, each in the high byte
+	// of one int16.
+	for j := 0; j < 4; j++ {
+		for q := 0; q < 4; q++ {
+			var w uint64
+			for h := 0; h < 2; h++ {
+				b := uint64(4*((2*q+h)%4) + j)
+				w |= (0x80 | 0x80<<8 | 0x80<<16 | b<<24) << (32 * h)
+			}
+			fmt.Fprintf(&s, "DATA p8_pickt%d<>+%d(SB)/8, $0x%016x\n", j, 8*q, w)
+		}
+		fmt.Fprintf(&s, "GLOBL p8_pickt%d<>(SB), RODATA|NOPTR, $32\n\n", j)
+	}
+	for hh := 0; hh < 2; hh++ {
+		for q := 0; q < 4; q++ {
+			var w uint64
+			for h := 0; h < 2; h++ {
+				b := uint64(4*((2*q+h)%4) + 2*hh)
+				w |= (0x80 | b<<8 | 0x80<<16 | (b+1)<<24) << (32 * h)
+			}
+			fmt.Fprintf(&s, "DATA p8_pickw%d<>+%d(SB)/8, $0x%016x\n", hh, 8*q, w)
+		}
+		fmt.Fprintf(&s, "GLOBL p8_pickw%d<>(SB), RODATA|NOPTR, $32\n\n", hh)
 	}
 	for q := 0; q < 4; q++ {
 		fmt.Fprintf(&s, "DATA p8_one16<>+%d(SB)/8, $0x0001000100010001\n", 8*q)
