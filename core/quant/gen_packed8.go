@@ -66,29 +66,7 @@ func nibbleBlock(g *gen, r int, five bool, dOff, qOff, mOff int) {
 		g.p("VMOVDQU 128(SI), Y7")
 	}
 	for h := 0; h < 2; h++ {
-		for k := 0; k < 4; k++ {
-			q := fmt.Sprintf("Y%d", k)
-			g.p("VMOVDQU %d(SI), %s", 32*k, q)
-			if h == 1 {
-				g.p("VPSRLW $4, %s, %s", q, q)
-			}
-			g.p("VPAND p8_nib<>(SB), %s, %s", q, q)
-			if five {
-				// qh' byte i: bit k = element 4k+i, bit 4+k = element
-				// 16+4k+i; move the wanted bit to bit 4.
-				switch {
-				case h == 0:
-					g.p("VPSLLD $%d, Y7, Y4", 4-k)
-					g.p("VPAND p8_b10<>(SB), Y4, Y4")
-				case k == 0:
-					g.p("VPAND p8_b10<>(SB), Y7, Y4")
-				default:
-					g.p("VPSRLD $%d, Y7, Y4", k)
-					g.p("VPAND p8_b10<>(SB), Y4, Y4")
-				}
-				g.p("VPOR Y4, %s, %s", q, q)
-			}
-		}
+		nibbleQuants(g, h, five)
 		for j := 0; j < r; j++ {
 			for k := 0; k < 4; k++ {
 				g.p("VPBROADCASTD %s, Y4", xa(qOff+16*h+4*k, j))
@@ -108,6 +86,35 @@ func nibbleBlock(g *gen, r int, five bool, dOff, qOff, mOff int) {
 		}
 	}
 	nibbleScale(g, r, dOff, mOff)
+}
+
+// nibbleQuants decodes half h of a Q4_0 / Q4_1 / Q5_0 record into Y0–Y3
+// (part k in Yk: the low nibbles for h = 0, the high ones for h = 1), with
+// five the fifth bits from the qh' words in Y7. Y4 is clobbered.
+func nibbleQuants(g *gen, h int, five bool) {
+	for k := 0; k < 4; k++ {
+		q := fmt.Sprintf("Y%d", k)
+		g.p("VMOVDQU %d(SI), %s", 32*k, q)
+		if h == 1 {
+			g.p("VPSRLW $4, %s, %s", q, q)
+		}
+		g.p("VPAND p8_nib<>(SB), %s, %s", q, q)
+		if five {
+			// qh' byte i: bit k = element 4k+i, bit 4+k = element
+			// 16+4k+i; move the wanted bit to bit 4.
+			switch {
+			case h == 0:
+				g.p("VPSLLD $%d, Y7, Y4", 4-k)
+				g.p("VPAND p8_b10<>(SB), Y4, Y4")
+			case k == 0:
+				g.p("VPAND p8_b10<>(SB), Y7, Y4")
+			default:
+				g.p("VPSRLD $%d, Y7, Y4", k)
+				g.p("VPAND p8_b10<>(SB), Y4, Y4")
+			}
+			g.p("VPOR Y4, %s, %s", q, q)
+		}
+	}
 }
 
 // nibbleScale adds the Q4_0 / Q4_1 / Q5_0 block's int32 sums (isum) to
@@ -293,27 +300,7 @@ func nibbleBlockV(g *gen, r int, five bool, dOff, qOff, mOff int) {
 		g.p("VPXOR %s, %s, %s", isum(j), isum(j), isum(j))
 	}
 	for h := 0; h < 2; h++ {
-		for k := 0; k < 4; k++ {
-			q := fmt.Sprintf("Y%d", k)
-			g.p("VMOVDQU %d(SI), %s", 32*k, q)
-			if h == 1 {
-				g.p("VPSRLW $4, %s, %s", q, q)
-			}
-			g.p("VPAND p8_nib<>(SB), %s, %s", q, q)
-			if five {
-				switch {
-				case h == 0:
-					g.p("VPSLLD $%d, Y7, Y4", 4-k)
-					g.p("VPAND p8_b10<>(SB), Y4, Y4")
-				case k == 0:
-					g.p("VPAND p8_b10<>(SB), Y7, Y4")
-				default:
-					g.p("VPSRLD $%d, Y7, Y4", k)
-					g.p("VPAND p8_b10<>(SB), Y4, Y4")
-				}
-				g.p("VPOR Y4, %s, %s", q, q)
-			}
-		}
+		nibbleQuants(g, h, five)
 		for j := 0; j < r; j++ {
 			for k := 0; k < 4; k++ {
 				g.p("VPDPBUSD.BCST %s, Y%d, %s", xa(qOff+16*h+4*k, j), k, isum(j))
