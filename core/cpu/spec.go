@@ -76,8 +76,10 @@ var policyNames = []struct{ name, sim string }{
 	{"sarathi", "sarathi"}, {"fcfs", "sarathi"}, {"vllm", "vllm"},
 }
 
-// parsePolicy finds a "spec_policy" value's serving policy.
-func parsePolicy(name string) (sim.Policy, error) {
+// PolicyByName is the serving policy a "spec_policy" value names (either
+// spelling, "equal_greedy" or the simulator's "equal-greedy"): the one
+// table the engine and the AdaServe harness (core/cmd/lmsadaserve) read.
+func PolicyByName(name string) (sim.Policy, error) {
 	key := strings.ReplaceAll(strings.ToLower(name), "-", "_")
 	var want []string
 	for _, p := range policyNames {
@@ -137,7 +139,7 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	if sc.drafter, err = parseDrafter("config", drafter); err != nil {
 		return sc, err
 	}
-	p, err := parsePolicy(policy)
+	p, err := PolicyByName(policy)
 	if err != nil {
 		return sc, err
 	}

@@ -83,17 +83,6 @@ func engineMix(maxTokens int) []sim.Category {
 	return mix
 }
 
-// simPolicy resolves a policy name as the engine's "spec_policy" or the
-// simulator spells it to the simulator's policy, whose name the CSV rows
-// carry so that engine and simulator rows compare directly.
-func simPolicy(name string) (sim.Policy, error) {
-	n := strings.ReplaceAll(strings.ToLower(name), "_", "-")
-	if n == "fcfs" {
-		n = "sarathi"
-	}
-	return sim.PolicyByName(n)
-}
-
 // engineSetting is the measured-curve setting the engine is compared
 // with: the curve MeasureCurve takes for the model (the one the engine
 // prices speculation with), the budget the engine calibrates from it, and
@@ -212,7 +201,8 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	}
 	var pols []sim.Policy
 	for _, n := range o.policies {
-		p, err := simPolicy(n)
+		p, err := cpu.PolicyByName(n) // its Name is the simulator's, which the CSV rows carry
+
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/cpu"
+
 	"github.com/lmstream/lmstream/spec/sim"
 )
 
@@ -139,11 +141,11 @@ func TestPromptSets(t *testing.T) {
 
 func TestPolicyAndLoadFlags(t *testing.T) {
 	for in, want := range map[string]string{"adaserve": "adaserve", "equal_greedy": "equal-greedy", "global-greedy": "global-greedy", "FCFS": "sarathi", "vllm": "vllm"} {
-		p, err := simPolicy(in)
+		p, err := cpu.PolicyByName(in)
 		require.NoError(t, err, in)
 		require.Equal(t, want, p.Name)
 	}
-	_, err := simPolicy("fastest")
+	_, err := cpu.PolicyByName("fastest")
 	require.Error(t, err)
 	l, err := parseLoads("0.5, 1,2")
 	require.NoError(t, err)
