@@ -100,18 +100,6 @@ func dotQ6_KAVX2x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *flo
 //go:noescape
 func dotQ6_KAVX2x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
-//go:noescape
-func dotQ6_KVNNIx1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
-
-//go:noescape
-func dotQ6_KVNNIx2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
-
-//go:noescape
-func dotQ6_KVNNIx3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
-
-//go:noescape
-func dotQ6_KVNNIx4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
-
 // avx2Kernels: the R = 1…4 variants of each kernel, by name.
 var avx2Kernels = map[string][4]func(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int){
 	"dotQ4_0AVX2": {dotQ4_0AVX2x1, dotQ4_0AVX2x2, dotQ4_0AVX2x3, dotQ4_0AVX2x4},
@@ -122,5 +110,4 @@ var avx2Kernels = map[string][4]func(w *byte, rows int, x *byte, xs, nb int, sc 
 	"dotQ4_KAVX2": {dotQ4_KAVX2x1, dotQ4_KAVX2x2, dotQ4_KAVX2x3, dotQ4_KAVX2x4},
 	"dotQ5_KAVX2": {dotQ5_KAVX2x1, dotQ5_KAVX2x2, dotQ5_KAVX2x3, dotQ5_KAVX2x4},
 	"dotQ6_KAVX2": {dotQ6_KAVX2x1, dotQ6_KAVX2x2, dotQ6_KAVX2x3, dotQ6_KAVX2x4},
-	"dotQ6_KVNNI": {dotQ6_KVNNIx1, dotQ6_KVNNIx2, dotQ6_KVNNIx3, dotQ6_KVNNIx4},
 }

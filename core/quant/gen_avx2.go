@@ -371,85 +371,67 @@ var kernels = []kernel{
 		setup: func(g *gen) {
 			g.p("VPBROADCASTB avx2_nib<>(SB), Y7")
 		},
-		block: func(g *gen, r int, _ bool) { q6kBlock(g, r, false) },
-	},
-	{
-		name: "dotQ6_KVNNI", wb: 210, xb: 292,
-		doc: "dotQ6_KAVX2 with VPDPWSSD (AVX-512 VNNI on YMM): the scaled int16 pairs added into the row's int32 sums in one instruction; the same integers, so the same bits.",
-		setup: func(g *gen) {
-			g.p("VPBROADCASTB avx2_nib<>(SB), Y7")
-		},
-		block: func(g *gen, r int, _ bool) { q6kBlock(g, r, true) },
-	},
-}
-
-// q6kBlock: one Q6_K block against r activation rows; with vnni the
-// scaled pair sums go in with VPDPWSSD instead of VPMADDWD and VPADDD.
-func q6kBlock(g *gen, r int, vnni bool) {
-	g.p("VPMOVSXBW 192(SI), Y0") // the 16 scales as int16
-	first := true
-	for h := 0; h < 2; h++ {
-		perm := 0x44 // both lanes: scales 8h..8h+7
-		if h == 1 {
-			perm = 0xEE
-		}
-		g.p("VPERMQ $0x%X, Y0, Y1", perm)
-		ql0, ql1, qh := 64*h, 64*h+32, 128+32*h
-		for k := 0; k < 4; k++ {
-			ql := ql0
-			if k&1 == 1 {
-				ql = ql1
-			}
-			g.p("VMOVDQU %d(SI), Y2", ql)
-			if k >= 2 {
-				g.p("VPSRLW $4, Y2, Y2")
-			}
-			g.p("VPAND Y7, Y2, Y2")
-			g.p("VMOVDQU %d(SI), Y3", qh)
-			switch k { // bits 2k, 2k+1 of qh → bits 4, 5
-			case 0:
-				g.p("VPAND avx2_b03<>(SB), Y3, Y3")
-				g.p("VPSLLW $4, Y3, Y3")
-			case 1:
-				g.p("VPAND avx2_b0C<>(SB), Y3, Y3")
-				g.p("VPSLLW $2, Y3, Y3")
-			case 2:
-				g.p("VPAND avx2_b30<>(SB), Y3, Y3")
-			case 3:
-				g.p("VPAND avx2_bC0<>(SB), Y3, Y3")
-				g.p("VPSRLW $2, Y3, Y3")
-			}
-			g.p("VPOR Y3, Y2, Y2")
-			g.p("VPSHUFB avx2_k6w%d<>(SB), Y1, Y3", k)
-			for j := 0; j < r; j++ {
-				g.p("VPMADDUBSW %s, Y2, Y4", xa(4+128*h+32*k, j))
-				switch {
-				case vnni && first:
-					g.p("VPMADDWD Y3, Y4, %s", acci(j))
-				case vnni:
-					g.p("VPDPWSSD Y3, Y4, %s", acci(j))
-				case first:
-					g.p("VPMADDWD Y3, Y4, Y4")
-					g.p("VMOVDQA Y4, %s", acci(j))
-				default:
-					g.p("VPMADDWD Y3, Y4, Y4")
-					g.p("VPADDD Y4, %s, %s", acci(j), acci(j))
+		block: func(g *gen, r int, _ bool) {
+			g.p("VPMOVSXBW 192(SI), Y0") // the 16 scales as int16
+			first := true
+			for h := 0; h < 2; h++ {
+				perm := 0x44 // both lanes: scales 8h..8h+7
+				if h == 1 {
+					perm = 0xEE
+				}
+				g.p("VPERMQ $0x%X, Y0, Y1", perm)
+				ql0, ql1, qh := 64*h, 64*h+32, 128+32*h
+				for k := 0; k < 4; k++ {
+					ql := ql0
+					if k&1 == 1 {
+						ql = ql1
+					}
+					g.p("VMOVDQU %d(SI), Y2", ql)
+					if k >= 2 {
+						g.p("VPSRLW $4, Y2, Y2")
+					}
+					g.p("VPAND Y7, Y2, Y2")
+					g.p("VMOVDQU %d(SI), Y3", qh)
+					switch k { // bits 2k, 2k+1 of qh → bits 4, 5
+					case 0:
+						g.p("VPAND avx2_b03<>(SB), Y3, Y3")
+						g.p("VPSLLW $4, Y3, Y3")
+					case 1:
+						g.p("VPAND avx2_b0C<>(SB), Y3, Y3")
+						g.p("VPSLLW $2, Y3, Y3")
+					case 2:
+						g.p("VPAND avx2_b30<>(SB), Y3, Y3")
+					case 3:
+						g.p("VPAND avx2_bC0<>(SB), Y3, Y3")
+						g.p("VPSRLW $2, Y3, Y3")
+					}
+					g.p("VPOR Y3, Y2, Y2")
+					g.p("VPSHUFB avx2_k6w%d<>(SB), Y1, Y3", k)
+					for j := 0; j < r; j++ {
+						g.p("VPMADDUBSW %s, Y2, Y4", xa(4+128*h+32*k, j))
+						g.p("VPMADDWD Y3, Y4, Y4")
+						if first {
+							g.p("VMOVDQA Y4, %s", acci(j))
+						} else {
+							g.p("VPADDD Y4, %s, %s", acci(j), acci(j))
+						}
+					}
+					first = false
 				}
 			}
-			first = false
-		}
-	}
-	g.p("VPBROADCASTW 208(SI), X1")
-	g.p("VCVTPH2PS X1, Y1")
-	for j := 0; j < r; j++ {
-		g.p("VPMADDWD %s, Y0, Y2", xa(260, j))
-		g.p("VPSLLD $5, Y2, Y2")
-		g.p("VPSUBD Y2, %s, %s", acci(j), acci(j))
-		g.p("VCVTDQ2PS %s, Y2", acci(j))
-		g.p("VBROADCASTSS %s, Y3", xa(0, j))
-		g.p("VMULPS Y1, Y3, Y3")
-		g.p("VFMADD231PS Y2, Y3, %s", acc(j))
-	}
+			g.p("VPBROADCASTW 208(SI), X1")
+			g.p("VCVTPH2PS X1, Y1")
+			for j := 0; j < r; j++ {
+				g.p("VPMADDWD %s, Y0, Y2", xa(260, j))
+				g.p("VPSLLD $5, Y2, Y2")
+				g.p("VPSUBD Y2, %s, %s", acci(j), acci(j))
+				g.p("VCVTDQ2PS %s, Y2", acci(j))
+				g.p("VBROADCASTSS %s, Y3", xa(0, j))
+				g.p("VMULPS Y1, Y3, Y3")
+				g.p("VFMADD231PS Y2, Y3, %s", acc(j))
+			}
+		},
+	},
 }
 
 // bytes32 emits a 32-byte constant whose byte i is f(i).

@@ -73,11 +73,12 @@ func setupSIMD(k *kernelSet) {
 	k.q8_0 = legacyDot(34, 34, dotQ8_0Q8_0VNNI, DotQ8_0Q8_0Generic)
 	k.q4_0 = legacyDot(18, 34, dotQ4_0Q8_0VNNI, DotQ4_0Q8_0Generic)
 	k.q4K = kDot(144, dotQ4_KQ8_KVNNI)
-	// Q6_K takes the multi-row kernel (VPDPWSSD) at every N: at N = 1 it is
-	// a little slower than the single-row one, but a batch decodes each
+	// Unpacked Q6_K takes the AVX2 multi-row kernel at every N: at N = 1 it
+	// is a little slower than the single-row one, but a batch decodes each
 	// weight block once for up to 4 tokens, and N = 1 must run the same
-	// code as N > 1 (TestBatchInvariance). Decode is memory-bound there.
-	k.q6K, k.multi[Q6_K] = avx2Dot("dotQ6_KVNNI", Q6_K)
+	// code as N > 1 (TestBatchInvariance). (Prepacked Q6_K runs packed8.go's
+	// VNNI kernel.)
+	k.q6K, k.multi[Q6_K] = avx2Dot("dotQ6_KAVX2", Q6_K)
 	k.q5K = kDot(176, dotQ5_KQ8_KVNNI)
 	k.q5_0 = legacyDot(22, 34, dotQ5_0Q8_0VNNI, DotQ5_0Q8_0Generic)
 	k.q5_1 = legacyDot(24, 36, dotQ5_1Q8_1VNNI, DotQ5_1Q8_1Generic)
