@@ -413,7 +413,7 @@ func BenchmarkPacked8(b *testing.B) {
 		if kern == nil {
 			continue
 		}
-		w, xq, _ := benchMatrix(rng, wt, p8Rows, cols, 4)
+		w, xq, _ := benchMatrix(rng, wt, p8Rows, cols, p8MaxActs)
 		wrb, _ := wt.RowBytes(cols)
 		xrb, _ := ActType(wt).RowBytes(cols)
 		nb := cols / wt.BlockElems()
@@ -421,17 +421,43 @@ func BenchmarkPacked8(b *testing.B) {
 		pack8Go(wt, w, wrb, p8Rows, cols, 0, wp)
 		var sc []float32
 		if p8Legacy(wt) {
-			sc = make([]float32, 4*nb*2)
-			for j := 0; j < 4; j++ {
+			sc = make([]float32, p8MaxActs*nb*2)
+			for j := 0; j < p8MaxActs; j++ {
 				p8Scales(wt, xq[j*xrb:], nb, sc[j*nb*2:])
 			}
 		}
-		out := make([]float32, 4*p8Rows)
-		for na := 1; na <= 4; na++ {
+		out := make([]float32, p8MaxActs*p8Rows)
+		for na := 1; na <= k.p8Acts[wt]; na++ {
 			b.Run(fmt.Sprintf("%s/R=%d", wt, na), func(b *testing.B) {
 				t := minTime(b, func() { kern(wp, nb, xq, xrb, sc, out, p8Rows, na) })
 				b.ReportMetric(t*1e9/float64(p8Rows*cols/32*na), "ns/row-block")
 			})
+		}
+	}
+}
+
+// BenchmarkPackedQwen: the Qwen2.5-Coder-1.5B Q4_K_M matmul shapes, packed,
+// at N = 1, 4, 8 on 1 and 2 threads. Each matrix (7–11 MB) stays in L3
+// between iterations, so N = 1 is not DRAM-bound here; N = 8 is the
+// kernels' compute for a verify pass. ns/row-block: thread-ns per
+// 32-weight block and activation row.
+//
+//	go test ./core/quant -run X -bench PackedQwen -benchtime 200x
+func BenchmarkPackedQwen(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	for _, s := range []benchShape{{"gate_8960x1536_Q4_K", Q4_K, 8960, 1536}, {"down_1536x8960_Q4_K", Q4_K, 1536, 8960}, {"down_1536x8960_Q6_K", Q6_K, 1536, 8960}} {
+		w, xq, out := benchMatrix(rng, s.wt, s.rows, s.cols, 8)
+		pk := Prepack(s.wt, w, s.rows, s.cols)
+		for _, th := range []int{1, 2} {
+			for _, n := range []int{1, 4, 8} {
+				b.Run(fmt.Sprintf("%s/threads=%d/N=%d", s.name, th, n), func(b *testing.B) {
+					p := NewPool(th)
+					defer p.Close()
+					t := minTime(b, func() { MatMulPacked(pk, xq, n, out, p) })
+					b.ReportMetric(t*1e6, "µs")
+					b.ReportMetric(t*1e9*float64(th)/float64(s.rows*s.cols/32*n), "ns/row-block")
+				})
+			}
 		}
 	}
 }

@@ -41,9 +41,10 @@ type kernelSet struct {
 	q41pack, q80pack func(w []byte, wrb, nb int, dst []byte)
 	q81Scales        func(x []byte, nb int, dst []float32)
 	// Optional 8-row packed-layout kernels by weight type (packed8.go,
-	// AVX2): na ≤ p8Acts activation rows (stride xs bytes) over one 8-row
-	// group, 8 floats per activation row to out[j*os:].
-	p8 [Q8_K + 1]func(wp []byte, nb int, x []byte, xs int, sc, out []float32, os, na int)
+	// AVX2): na ≤ p8Acts[wt] activation rows (stride xs bytes) over one
+	// 8-row group, 8 floats per activation row to out[j*os:].
+	p8     [Q8_K + 1]func(wp []byte, nb int, x []byte, xs int, sc, out []float32, os, na int)
+	p8Acts [Q8_K + 1]int
 	// Activation quantizers (whole blocks; bit-identical to the generic
 	// code whichever set is active).
 	quantQ80, quantQ81, quantQ8K func(src []float32, dst []byte)

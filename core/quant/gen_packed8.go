@@ -5,7 +5,8 @@
 // Q8_0, Q4_K), in AVX2 and in AVX-512 VNNI variants. Run: go run
 // gen_packed8.go
 //
-// One call runs na = 1…4 activation rows over one 8-row group of nb blocks
+// One call runs na = 1…4 (VNNI Q4_K and Q6_K: 1…8) activation rows over one 8-row
+// group of nb blocks
 // and writes 8 floats per activation row (out, row stride os bytes). The
 // eight lanes of a YMM are the eight weight rows, so everything that costs
 // per weight block and row in the row-at-a-time kernels of gen_avx2.go (the
@@ -37,12 +38,36 @@ func (g *gen) label(l string)       { fmt.Fprintf(&g.b, "%s:\n", l) }
 // 3·R9; CX: blocks left.
 //
 // Y12+j: row j's float sums; Y8+j: row j's int32 sums of the current block.
-func acc(j int) string  { return fmt.Sprintf("Y%d", 12+j) }
-func isum(j int) string { return fmt.Sprintf("Y%d", 8+j) }
+//
+// The wide variants (more than four activation rows, VNNI kernels only)
+// use the sixteen registers EVEX adds: Y8+j the float sums, Y24+j the
+// int32 sums, Y16+j a sub-block's sums; AX is activation row 4's current
+// block (rows 4–7 off it as rows 0–3 off DI), and after the loop out's
+// row 4.
+var wide bool
+
+func acc(j int) string {
+	if wide {
+		return fmt.Sprintf("Y%d", 8+j)
+	}
+	return fmt.Sprintf("Y%d", 12+j)
+}
+
+func isum(j int) string {
+	if wide {
+		return fmt.Sprintf("Y%d", 24+j)
+	}
+	return fmt.Sprintf("Y%d", 8+j)
+}
+
+var rowOff = []string{"", "(R8*1)", "(R8*2)", "(R10*1)"}
 
 // xa is byte off of activation row j's current block.
 func xa(off, j int) string {
-	return fmt.Sprintf("%d(DI)%s", off, []string{"", "(R8*1)", "(R8*2)", "(R10*1)"}[j])
+	if j >= 4 {
+		return fmt.Sprintf("%d(AX)%s", off, rowOff[j-4])
+	}
+	return fmt.Sprintf("%d(DI)%s", off, rowOff[j])
 }
 
 // sa is float32 k of activation row j's current block scales.
@@ -51,7 +76,11 @@ func sa(k, j int) string {
 }
 
 func oa(j int) string {
-	return "(DX)" + []string{"", "(R9*1)", "(R9*2)", "(R13*1)"}[j]
+	base := "(DX)"
+	if j >= 4 {
+		base, j = "(AX)", j-4
+	}
+	return base + []string{"", "(R9*1)", "(R9*2)", "(R13*1)"}[j]
 }
 
 // nibbleBlock: Q4_0 / Q5_0 (five: the fifth bits from the record's qh
@@ -340,15 +369,15 @@ func q4kBlockV(g *gen, r int) {
 			}
 			g.p("VPAND p8_nib<>(SB), Y0, Y0")
 			for j := 0; j < r; j++ {
-				pj := fmt.Sprintf("Y%d", 2+j)
+				pj := q4kPart(j)
 				if k == 0 {
-					g.p("VPXOR %s, %s, %s", pj, pj, pj)
+					g.p("VPXORD %s, %s, %s", pj, pj, pj)
 				}
 				g.p("VPDPBUSD.BCST %s, Y0, %s", xa(4+32*s+4*k, j), pj)
 			}
 		}
 		for j := 0; j < r; j++ {
-			pj := fmt.Sprintf("Y%d", 2+j)
+			pj := q4kPart(j)
 			if s == 0 {
 				g.p("VPMULLD %d(SP), %s, %s", 32*s, pj, isum(j))
 			} else {
@@ -358,6 +387,14 @@ func q4kBlockV(g *gen, r int) {
 		}
 	}
 	q4kFinish(g, r)
+}
+
+// q4kPart is the register of row j's sums of the current sub-block.
+func q4kPart(j int) string {
+	if wide {
+		return fmt.Sprintf("Y%d", 16+j)
+	}
+	return fmt.Sprintf("Y%d", 2+j)
 }
 
 // q6kBlockV: Q6_K against Q8_K, VNNI only. Record (1680 bytes, see
@@ -393,9 +430,12 @@ func q6kBlockV(g *gen, r int) {
 	}
 	p := func(k, j int) string { return fmt.Sprintf("Y%d", 16+4*k+j) }
 	for j := 0; j < r; j++ {
-		g.p("VPXOR %s, %s, %s", isum(j), isum(j), isum(j))
+		g.p("VPXORD %s, %s, %s", isum(j), isum(j), isum(j))
 	}
-	for n := 0; n < 2; n++ {
+	if wide {
+		q6kSumsWide(g, r, q6Ahead)
+	}
+	for n := 0; n < 2 && !wide; n++ {
 		for half := 0; half < 2; half++ {
 			for k := 0; k < 4; k++ {
 				for j := 0; j < r; j++ {
@@ -461,6 +501,59 @@ func q6kBlockV(g *gen, r int) {
 	}
 }
 
+// q6kSumsWide is the quants part of q6kBlockV for more than four rows,
+// where one sub-block sum per row and quarter (4r registers) does not fit:
+// the quarters go one after the other, each decoding its own quants from
+// ql and qh, so a row needs one register for its current sub-block (Y16+j).
+func q6kSumsWide(g *gen, r, ahead int) {
+	for n := 0; n < 2; n++ {
+		for half := 0; half < 2; half++ {
+			for k := 0; k < 4; k++ {
+				for j := 0; j < r; j++ {
+					g.p("VPXORD Y%d, Y%d, Y%d", 16+j, 16+j, 16+j)
+				}
+				for l := 4 * half; l < 4*half+4; l++ {
+					if k == 0 {
+						for i := 0; i < 2; i++ {
+							line := 2*(8*n+4*half+l%4) + i
+							g.p("PREFETCHT0 %d(SI)", ahead+64*line)
+						}
+					}
+					ql := 32 * (16*n + l) // ql_a: quarters 0 and 2
+					if k%2 == 1 {
+						ql += 32 * 8 // ql_b: quarters 1 and 3
+					}
+					g.p("VMOVDQU %d(SI), Y4", ql)
+					g.p("VMOVDQU %d(SI), Y6", 1024+32*(8*n+l))
+					if k >= 2 {
+						g.p("VPSRLW $4, Y4, Y4")
+					}
+					g.p("VPAND p8_nib<>(SB), Y4, Y0")
+					// qh bits 2k, 2k+1 to bits 4, 5.
+					switch k {
+					case 0:
+						g.p("VPSLLW $4, Y6, Y6")
+					case 1:
+						g.p("VPSLLW $2, Y6, Y6")
+					case 3:
+						g.p("VPSRLW $2, Y6, Y6")
+					}
+					g.p("VPAND p8_b30<>(SB), Y6, Y6")
+					g.p("VPOR Y6, Y0, Y0")
+					for j := 0; j < r; j++ {
+						g.p("VPDPBUSD.BCST %s, Y0, Y%d", xa(4+128*n+32*k+4*l, j), 16+j)
+					}
+				}
+				sb := 8*n + 2*k + half
+				for j := 0; j < r; j++ {
+					g.p("VPMULLD %d(SP), Y%d, Y%d", 32*sb, 16+j, 16+j)
+					g.p("VPADDD Y%d, %s, %s", 16+j, isum(j), isum(j))
+				}
+			}
+		}
+	}
+}
+
 type kernel struct {
 	name  string
 	wt    string // the weight type's Go name
@@ -474,6 +567,11 @@ type kernel struct {
 	spread bool
 	block  func(g *gen, r int)
 	doc    string
+	// acts: the most activation rows one call takes (maxAct unless set).
+	// Eight rows stream a group's weights once for a verify pass of N = 8
+	// and halve the per-row share of decoding them; that needs the
+	// sixteen more registers of EVEX, so only VNNI kernels have it.
+	acts int
 }
 
 var kernels = []kernel{
@@ -486,11 +584,20 @@ var kernels = []kernel{
 	{name: "q41P8V", wt: "Q4_1", rec: 160, xb: 36, scale: true, vnni: true, doc: "Q4_1 × Q8_1, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 4, 144) }},
 	{name: "q50P8V", wt: "Q5_0", rec: 176, xb: 34, scale: true, vnni: true, doc: "Q5_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, true, 160, 2, 0) }},
 	{name: "q80P8V", wt: "Q8_0", rec: 272, xb: 34, scale: true, vnni: true, doc: "Q8_0 × Q8_0, VNNI", block: q80BlockV},
-	{name: "q4kP8V", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, vnni: true, doc: "Q4_K × Q8_K, VNNI", block: q4kBlockV},
-	{name: "q6kP8V", wt: "Q6_K", rec: 1680, xb: 292, frame: 768, vnni: true, spread: true, doc: "Q6_K × Q8_K, VNNI", block: q6kBlockV},
+	{name: "q4kP8V", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, vnni: true, acts: 8, doc: "Q4_K × Q8_K, VNNI", block: q4kBlockV},
+	{name: "q6kP8V", wt: "Q6_K", rec: 1680, xb: 292, frame: 768, vnni: true, spread: true, acts: 8, doc: "Q6_K × Q8_K, VNNI", block: q6kBlockV},
 }
 
+// maxAct is the most activation rows per call of a kernel that does not
+// set acts: rows 0–3 address off DI with R8 and R10 = 3·R8.
 const maxAct = 4
+
+func (k kernel) maxActs() int {
+	if k.acts > 0 {
+		return k.acts
+	}
+	return maxAct
+}
 
 // prefetchAhead is how far ahead of the current record the kernels
 // prefetch the weights, in bytes.
@@ -576,8 +683,9 @@ func main() {
 	var d bytes.Buffer
 	d.WriteString("// Code generated by gen_packed8.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\npackage quant\n\n")
 	for _, k := range kernels {
-		for r := 1; r <= maxAct; r++ {
+		for r := 1; r <= k.maxActs(); r++ {
 			name := fmt.Sprintf("%sx%d", k.name, r)
+			wide = r > maxAct
 			g := &gen{}
 			fmt.Fprintf(&s, "// func %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)\n// %s, %d activation row(s).\n", name, k.doc, r)
 			if k.frame == 0 {
@@ -596,6 +704,9 @@ func main() {
 			g.p("MOVQ out+48(FP), DX")
 			g.p("MOVQ os+56(FP), R9")
 			g.p("LEAQ (R9)(R9*2), R13")
+			if wide {
+				g.p("LEAQ (DI)(R8*4), AX")
+			}
 			for j := 0; j < r; j++ {
 				g.p("VXORPS %s, %s, %s", acc(j), acc(j), acc(j))
 			}
@@ -610,11 +721,17 @@ func main() {
 			k.block(g, r)
 			g.p("ADDQ $%d, SI", k.rec)
 			g.p("ADDQ $%d, DI", k.xb)
+			if wide {
+				g.p("ADDQ $%d, AX", k.xb)
+			}
 			if k.scale {
 				g.p("ADDQ $8, BX")
 			}
 			g.p("DECQ CX")
 			g.p("JNZ %sloop", name)
+			if wide {
+				g.p("LEAQ (DX)(R9*4), AX")
+			}
 			for j := 0; j < r; j++ {
 				g.p("VMOVUPS %s, %s", acc(j), oa(j))
 			}
@@ -627,13 +744,20 @@ func main() {
 	}
 	for _, vnni := range []bool{false, true} {
 		if vnni {
-			d.WriteString("\n// p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.\nvar p8AsmVNNI = map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
+			d.WriteString("\n// p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.\nvar p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
 		} else {
-			d.WriteString("// p8Asm: the na = 1…4 variants of each packed8 kernel, by weight type.\nvar p8Asm = map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
+			d.WriteString("// p8Asm: the na = 1, 2, … variants of each packed8 kernel, by weight type.\nvar p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
 		}
 		for _, k := range kernels {
 			if k.vnni == vnni {
-				fmt.Fprintf(&d, "\t%s: {%sx1, %sx2, %sx3, %sx4},\n", k.wt, k.name, k.name, k.name, k.name)
+				fmt.Fprintf(&d, "\t%s: {", k.wt)
+				for r := 1; r <= k.maxActs(); r++ {
+					if r > 1 {
+						d.WriteString(", ")
+					}
+					fmt.Fprintf(&d, "%sx%d", k.name, r)
+				}
+				d.WriteString("},\n")
 			}
 		}
 		d.WriteString("}\n")

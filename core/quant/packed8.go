@@ -49,8 +49,8 @@ package quant
 // for Q4_1, d_x and the Q8_1 block's s_x = d_x·Σx for the minimum term.
 // The K-quant kernels read everything they need from the Q8_K blocks.
 const (
-	p8Rows = 8
-	p8Acts = 4 // activation rows per kernel call (register budget)
+	p8Rows    = 8
+	p8MaxActs = 8 // the most activation rows any kernel call takes
 )
 
 // p8Record is the bytes of one 8-row block record of wt in the 8-row
@@ -233,9 +233,11 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 	scp := scalePool.Get().(*[]float32)
 	sc := p8RowScales(wt, xq, xrb, n, nb, scp) // assigned once: the closure below copies it instead of moving it to the heap
 
-	// Activation rows in near-equal calls of at most p8Acts; about 16
-	// chunks of groups per thread, handed out dynamically by the pool.
-	calls := (n + p8Acts - 1) / p8Acts
+	// Activation rows in near-equal calls of at most the kernel's rows
+	// (its register budget); about 16 chunks of groups per thread, handed
+	// out dynamically by the pool.
+	acts := k.p8Acts[wt]
+	calls := (n + acts - 1) / acts
 	threads := pool.Threads()
 	chunk := max(1, (groups+16*threads-1)/(16*threads))
 	pool.Run(groups, chunk, func(lo, hi int) {
@@ -256,7 +258,7 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 					kern(wg, nb, x, xrb, s, out[n0*rows+r0:], rows, na)
 				} else { // the last, partial group: 8 lanes out, valid kept
 					if tail == nil {
-						tail = make([]float32, p8Acts*p8Rows)
+						tail = make([]float32, acts*p8Rows)
 					}
 					kern(wg, nb, x, xrb, s, tail, p8Rows, na)
 					for j := 0; j < na; j++ {

@@ -19,11 +19,12 @@ func setupPacked8VNNI(k *kernelSet) { installPacked8(k, p8AsmVNNI) }
 // installPacked8 installs kernels by weight type. The wrappers check every
 // extent the assembly touches, so a slicing mistake in a caller panics
 // instead of reading or writing out of bounds.
-func installPacked8(k *kernelSet, asm map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)) {
+func installPacked8(k *kernelSet, asm map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)) {
 	for wt, ks := range asm {
 		rec, xb, legacy := p8Record(wt), ActType(wt).BlockBytes(), p8Legacy(wt)
+		k.p8Acts[wt] = len(ks)
 		k.p8[wt] = func(wp []byte, nb int, x []byte, xs int, sc, out []float32, os, na int) {
-			if na < 1 || na > p8Acts || nb < 1 {
+			if na < 1 || na > len(ks) || nb < 1 {
 				panic("quant: packed8 kernel: bad call")
 			}
 			_ = wp[nb*rec-1]

@@ -16,7 +16,8 @@ import (
 // bit pattern (raw random blocks, so extreme quants and scales too): their
 // integer sums are exact both ways and the float code after them is the
 // same. With that, the 8-row layout's results do not depend on which of
-// the two a CPU runs. Skips where the CPU lacks AVX-512 VNNI.
+// the two a CPU runs, nor on how many rows a VNNI call takes (Q4_K's take
+// up to eight, AVX2's four). Skips where the CPU lacks AVX-512 VNNI.
 func TestPacked8VNNIEqualsAVX2(t *testing.T) {
 	if !hasVNNI512() || !hasAVX2() {
 		t.Skip("the CPU lacks AVX-512 VNNI or AVX2")
@@ -34,20 +35,26 @@ func TestPacked8VNNIEqualsAVX2(t *testing.T) {
 			pack8Go(wt, w, wrb, p8Rows, cols, 0, wp)
 			at := ActType(wt)
 			xrb, _ := at.RowBytes(cols)
-			xq := make([]byte, p8Acts*xrb)
-			QuantizeActs(at, randFloats(rng, p8Acts*cols, 1), p8Acts, cols, xq)
-			sc := make([]float32, p8Acts*nb*2)
+			xq := make([]byte, p8MaxActs*xrb)
+			QuantizeActs(at, randFloats(rng, p8MaxActs*cols, 1), p8MaxActs, cols, xq)
+			sc := make([]float32, p8MaxActs*nb*2)
 			if p8Legacy(wt) {
-				for j := 0; j < p8Acts; j++ {
+				for j := 0; j < p8MaxActs; j++ {
 					p8Scales(wt, xq[j*xrb:], nb, sc[j*nb*2:])
 				}
 			}
-			for na := 1; na <= p8Acts; na++ {
-				a := make([]float32, na*p8Rows)
+			// The reference: every row through the AVX2 kernel, four at
+			// a time (its most); the VNNI kernel at every na it takes,
+			// the wide ones (na > 4) included.
+			a := make([]float32, p8MaxActs*p8Rows)
+			for j0 := 0; j0 < p8MaxActs; j0 += avx2.p8Acts[wt] {
+				na := min(avx2.p8Acts[wt], p8MaxActs-j0)
+				avx2.p8[wt](wp, nb, xq[j0*xrb:], xrb, sc[j0*nb*2:], a[j0*p8Rows:], p8Rows, na)
+			}
+			for na := 1; na <= vnni.p8Acts[wt]; na++ {
 				v := make([]float32, na*p8Rows)
-				avx2.p8[wt](wp, nb, xq, xrb, sc, a, p8Rows, na)
 				vnni.p8[wt](wp, nb, xq, xrb, sc, v, p8Rows, na)
-				for i := range a {
+				for i := range v {
 					require.Equal(t, math.Float32bits(a[i]), math.Float32bits(v[i]),
 						fmt.Sprintf("%s nb=%d na=%d lane %d: %g vs %g", wt, nb, na, i, a[i], v[i]))
 				}

@@ -125,6 +125,18 @@ func q4kP8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float
 func q4kP8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
 
 //go:noescape
+func q4kP8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q4kP8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q4kP8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q4kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
 func q6kP8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
 
 //go:noescape
@@ -136,8 +148,20 @@ func q6kP8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float
 //go:noescape
 func q6kP8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
 
-// p8Asm: the na = 1…4 variants of each packed8 kernel, by weight type.
-var p8Asm = map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){
+//go:noescape
+func q6kP8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q6kP8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q6kP8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q6kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+// p8Asm: the na = 1, 2, … variants of each packed8 kernel, by weight type.
+var p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){
 	Q4_0: {q40P8x1, q40P8x2, q40P8x3, q40P8x4},
 	Q4_1: {q41P8x1, q41P8x2, q41P8x3, q41P8x4},
 	Q5_0: {q50P8x1, q50P8x2, q50P8x3, q50P8x4},
@@ -146,11 +170,11 @@ var p8Asm = map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss 
 }
 
 // p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.
-var p8AsmVNNI = map[Type][4]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){
+var p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){
 	Q4_0: {q40P8Vx1, q40P8Vx2, q40P8Vx3, q40P8Vx4},
 	Q4_1: {q41P8Vx1, q41P8Vx2, q41P8Vx3, q41P8Vx4},
 	Q5_0: {q50P8Vx1, q50P8Vx2, q50P8Vx3, q50P8Vx4},
 	Q8_0: {q80P8Vx1, q80P8Vx2, q80P8Vx3, q80P8Vx4},
-	Q4_K: {q4kP8Vx1, q4kP8Vx2, q4kP8Vx3, q4kP8Vx4},
-	Q6_K: {q6kP8Vx1, q6kP8Vx2, q6kP8Vx3, q6kP8Vx4},
+	Q4_K: {q4kP8Vx1, q4kP8Vx2, q4kP8Vx3, q4kP8Vx4, q4kP8Vx5, q4kP8Vx6, q4kP8Vx7, q4kP8Vx8},
+	Q6_K: {q6kP8Vx1, q6kP8Vx2, q6kP8Vx3, q6kP8Vx4, q6kP8Vx5, q6kP8Vx6, q6kP8Vx7, q6kP8Vx8},
 }
