@@ -5,7 +5,8 @@
 // Q8_0, Q4_K), in AVX2 and in AVX-512 VNNI variants. Run: go run
 // gen_packed8.go
 //
-// One call runs na = 1…4 (VNNI Q4_K and Q6_K: 1…8) activation rows over one 8-row
+// One call runs na = 1…4 (the VNNI Q4_0, Q5_0, Q4_K and Q6_K kernels:
+// 1…8) activation rows over one 8-row
 // group of nb blocks
 // and writes 8 floats per activation row (out, row stride os bytes). The
 // eight lanes of a YMM are the eight weight rows, so everything that costs
@@ -43,7 +44,7 @@ func (g *gen) label(l string)       { fmt.Fprintf(&g.b, "%s:\n", l) }
 // use the sixteen registers EVEX adds: Y8+j the float sums, Y24+j the
 // int32 sums, Y16+j a sub-block's sums; AX is activation row 4's current
 // block (rows 4–7 off it as rows 0–3 off DI), and after the loop out's
-// row 4.
+// row 4; R14 is row 4's current scales (legacy types).
 var wide bool
 
 func acc(j int) string {
@@ -70,9 +71,14 @@ func xa(off, j int) string {
 	return fmt.Sprintf("%d(DI)%s", off, rowOff[j])
 }
 
-// sa is float32 k of activation row j's current block scales.
+// sa is float32 k of activation row j's current block scales (rows 4–7
+// of the wide variants off R14, as rows 0–3 off BX).
 func sa(k, j int) string {
-	return fmt.Sprintf("%d(BX)%s", 4*k, []string{"", "(R11*1)", "(R11*2)", "(R12*1)"}[j])
+	base := "BX"
+	if j >= 4 {
+		base, j = "R14", j-4
+	}
+	return fmt.Sprintf("%d(%s)%s", 4*k, base, []string{"", "(R11*1)", "(R11*2)", "(R12*1)"}[j])
 }
 
 func oa(j int) string {
@@ -326,7 +332,7 @@ func nibbleBlockV(g *gen, r int, five bool, dOff, qOff, mOff int) {
 		g.p("VMOVDQU 128(SI), Y7")
 	}
 	for j := 0; j < r; j++ {
-		g.p("VPXOR %s, %s, %s", isum(j), isum(j), isum(j))
+		g.p("VPXORD %s, %s, %s", isum(j), isum(j), isum(j))
 	}
 	for h := 0; h < 2; h++ {
 		nibbleQuants(g, h, five)
@@ -580,9 +586,9 @@ var kernels = []kernel{
 	{name: "q50P8", wt: "Q5_0", rec: 176, xb: 34, scale: true, doc: "Q5_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, true, 160, 2, 0) }},
 	{name: "q80P8", wt: "Q8_0", rec: 272, xb: 34, scale: true, doc: "Q8_0 × Q8_0", block: q80Block},
 	{name: "q4kP8", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, doc: "Q4_K × Q8_K", block: q4kBlock},
-	{name: "q40P8V", wt: "Q4_0", rec: 144, xb: 34, scale: true, vnni: true, doc: "Q4_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 2, 0) }},
+	{name: "q40P8V", wt: "Q4_0", rec: 144, xb: 34, scale: true, vnni: true, acts: 8, doc: "Q4_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 2, 0) }},
 	{name: "q41P8V", wt: "Q4_1", rec: 160, xb: 36, scale: true, vnni: true, doc: "Q4_1 × Q8_1, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 4, 144) }},
-	{name: "q50P8V", wt: "Q5_0", rec: 176, xb: 34, scale: true, vnni: true, doc: "Q5_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, true, 160, 2, 0) }},
+	{name: "q50P8V", wt: "Q5_0", rec: 176, xb: 34, scale: true, vnni: true, acts: 8, doc: "Q5_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, true, 160, 2, 0) }},
 	{name: "q80P8V", wt: "Q8_0", rec: 272, xb: 34, scale: true, vnni: true, doc: "Q8_0 × Q8_0, VNNI", block: q80BlockV},
 	{name: "q4kP8V", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, vnni: true, acts: 8, doc: "Q4_K × Q8_K, VNNI", block: q4kBlockV},
 	{name: "q6kP8V", wt: "Q6_K", rec: 1680, xb: 292, frame: 768, vnni: true, spread: true, acts: 8, doc: "Q6_K × Q8_K, VNNI", block: q6kBlockV},
@@ -706,6 +712,9 @@ func main() {
 			g.p("LEAQ (R9)(R9*2), R13")
 			if wide {
 				g.p("LEAQ (DI)(R8*4), AX")
+				if k.scale {
+					g.p("LEAQ (BX)(R11*4), R14")
+				}
 			}
 			for j := 0; j < r; j++ {
 				g.p("VXORPS %s, %s, %s", acc(j), acc(j), acc(j))
@@ -726,6 +735,9 @@ func main() {
 			}
 			if k.scale {
 				g.p("ADDQ $8, BX")
+				if wide {
+					g.p("ADDQ $8, R14")
+				}
 			}
 			g.p("DECQ CX")
 			g.p("JNZ %sloop", name)

@@ -77,6 +77,18 @@ func q40P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float
 func q40P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
 
 //go:noescape
+func q40P8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q40P8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q40P8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q40P8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
 func q41P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
 
 //go:noescape
@@ -99,6 +111,18 @@ func q50P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float
 
 //go:noescape
 func q50P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
 
 //go:noescape
 func q80P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
@@ -171,9 +195,9 @@ var p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss i
 
 // p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.
 var p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){
-	Q4_0: {q40P8Vx1, q40P8Vx2, q40P8Vx3, q40P8Vx4},
+	Q4_0: {q40P8Vx1, q40P8Vx2, q40P8Vx3, q40P8Vx4, q40P8Vx5, q40P8Vx6, q40P8Vx7, q40P8Vx8},
 	Q4_1: {q41P8Vx1, q41P8Vx2, q41P8Vx3, q41P8Vx4},
-	Q5_0: {q50P8Vx1, q50P8Vx2, q50P8Vx3, q50P8Vx4},
+	Q5_0: {q50P8Vx1, q50P8Vx2, q50P8Vx3, q50P8Vx4, q50P8Vx5, q50P8Vx6, q50P8Vx7, q50P8Vx8},
 	Q8_0: {q80P8Vx1, q80P8Vx2, q80P8Vx3, q80P8Vx4},
 	Q4_K: {q4kP8Vx1, q4kP8Vx2, q4kP8Vx3, q4kP8Vx4, q4kP8Vx5, q4kP8Vx6, q4kP8Vx7, q4kP8Vx8},
 	Q6_K: {q6kP8Vx1, q6kP8Vx2, q6kP8Vx3, q6kP8Vx4, q6kP8Vx5, q6kP8Vx6, q6kP8Vx7, q6kP8Vx8},
