@@ -124,6 +124,22 @@ func TestFigure5(t *testing.T) {
 	}
 }
 
+// TestSLOPhaseHonoursMinProb: a request far behind its SLO takes its most
+// probable nodes in the SLO phase, but none below MinProb (a node that
+// costs the pass more than it yields), however far its target is; with
+// MinProb 0 (a flat curve) it takes them as the paper's algorithm does.
+func TestSLOPhaseHonoursMinProb(t *testing.T) {
+	r0, _, n0, _ := figure5()
+	reqs := []Candidate{{Tree: r0, Target: 4}} // beyond any tree of depth 3: A_cap = 4
+	var s Selector
+	cfg := Config{Budget: 16, MinProb: 0.25}
+	keep := s.Select(&cfg, 3, reqs)
+	require.Equal(t, []string{"t0", "t1", "t3", "t5"}, names(keep[0], n0), "only the nodes at or above 0.25")
+	cfg.MinProb = 0
+	keep = s.Select(&cfg, 3, reqs)
+	require.Len(t, keep[0], r0.Len(), "without a floor the SLO phase takes every node toward its target")
+}
+
 // randomTree builds a random canonical tree with random (not necessarily
 // monotone) path probabilities.
 func randomTree(rng *SplitMix, maxDepth, maxWidth int, monotone bool) *Tree {

@@ -98,6 +98,22 @@ type Machine struct {
 	MaxWidth      int // W_max (0: spec's default)
 }
 
+// minProb is the floor under a node's path probability that the engine
+// prices from its cost curve with n decoding requests (core/cpu's plan):
+// a token is worth T(n)/n of pass time, one more verified token costs the
+// curve's slope past n, and a node pays only when its probability times
+// the first exceeds the second. On the GPU-like curve it is small (0.16
+// with 8 requests).
+func (m Machine) minProb(n int) float64 {
+	plain := m.Curve.At(n)
+	if plain <= 0 {
+		return 0
+	}
+	marginal := (m.Curve.At(2*n) - plain) / time.Duration(n)
+	worth := plain / time.Duration(n)
+	return min(0.99, max(0, float64(marginal)/float64(worth)))
+}
+
 // Baseline is the paper's baseline latency: incremental decoding at batch 8.
 func (m Machine) Baseline() time.Duration { return m.Curve.At(8) }
 
@@ -242,6 +258,9 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		var trees []*spec.Tree
 		dur := time.Duration(0)
 		if len(seqs) > 0 {
+			if p.Spec != spec.Incremental {
+				sch.Config.MinProb = m.minProb(len(seqs))
+			}
 			var err error
 			if trees, err = sch.Plan(seqs, epoch.Add(now)); err != nil {
 				return nil, err

@@ -260,3 +260,16 @@ func TestAdaServeFeedsUrgentRequestGlobalGreedyStarves(t *testing.T) {
 	require.True(t, ada.Results[3].Attained(), "adaserve meets the urgent SLO (TPOT %v)", ada.Results[3].TPOT())
 	require.False(t, gg.Results[3].Attained(), "global greedy misses it (TPOT %v)", gg.Results[3].TPOT())
 }
+
+// TestMinProbPricing: the simulator prices the node floor as the engine
+// does: small on the GPU-like curve (0.16 at 8 requests), 0.99 (a token costs what
+// it yields) on a curve linear from the origin, and in between on a CPU
+// curve whose slope is a share of a token's worth.
+func TestMinProbPricing(t *testing.T) {
+	require.Less(t, Machine{Curve: GPULike}.minProb(8), 0.2, "nearly flat: nodes are cheap")
+	linear := Curve{Name: "linear", N: []int{1, 2, 64}, T: []time.Duration{10, 20, 640}}
+	require.InDelta(t, 0.99, Machine{Curve: linear}.minProb(4), 1e-12)
+	cpu := Curve{Name: "cpu", N: []int{1, 2, 4, 8, 16}, T: []time.Duration{100, 120, 160, 240, 400}}
+	// n = 4: a token is worth 160/4 = 40, one more costs (240-160)/4 = 20.
+	require.InDelta(t, 0.5, Machine{Curve: cpu}.minProb(4), 1e-12)
+}
