@@ -3,6 +3,7 @@ package cpu
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -94,4 +95,35 @@ func TestDraftVocab(t *testing.T) {
 	require.NoError(t, err)
 	_, err = New(cfg)
 	require.ErrorContains(t, err, `"draft_vocab"`)
+}
+
+// TestDraftSkipsStepsThatCannotPay: when a measured draft step costs more
+// than a certain node could earn (stop probability ≥ 1), the drafter leaves
+// the trees bare without running the draft model — its nodes would all be
+// cut — and drafts again every probeEvery-th iteration to re-measure; with
+// a cheap step it drafts every time.
+func TestDraftSkipsStepsThatCannotPay(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 40, 7, 4)
+	b := tinyBackend(t, path, path, "")
+	m := b.drafts.model
+	seqs := []*spec.Seq{{Tokens: []int32{1, 5, 9, 13}, Prompt: 3}}
+	shape := spec.Shape{Depth: 3, Width: 1}
+	draft := func() (drafted bool) {
+		var tr spec.Tree
+		tr.Reset(seqs[0].Tokens[len(seqs[0].Tokens)-1])
+		before := m.dm.Step.Observations()
+		require.NoError(t, m.Draft(seqs, shape, []*spec.Tree{&tr}))
+		return m.dm.Step.Observations() > before
+	}
+	// Tokens priced far above the step: drafting pays.
+	m.plain, m.marginal = time.Hour, 0
+	require.True(t, draft(), "no step measured yet: it drafts")
+	require.True(t, draft(), "a cheap step: it drafts")
+	// A token worth less than the step: no node can pay.
+	m.plain, m.marginal = time.Nanosecond, time.Nanosecond
+	for i := 0; i < probeEvery; i++ {
+		require.False(t, draft(), "iteration %d: the step cannot pay", i)
+	}
+	require.True(t, draft(), "every probeEvery-th iteration drafts to re-measure")
+	require.False(t, draft())
 }

@@ -371,22 +371,43 @@ func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree)
 // (spec.StopProb), pricing the step at the draft model's measured step and
 // the verified token at the target's cost curve (plain and marginal, set
 // by the backend for the iteration's load).
+//
+// Where even a certain node could not pay (the stop probability is 1 or
+// more: with several sequences a draft step costs a batched pass while a
+// verified token is worth a share of one), every node the step made would
+// be cut, so it skips the step itself and leaves the trees bare. The step
+// is priced from steps of the same batch size (draftNet.stepAt); every
+// probeEvery-th skipped iteration drafts anyway, to measure it again.
 type modelDrafter struct {
 	beam spec.BeamDrafter
 	dm   *draftNet
 
 	plain, marginal time.Duration
+	skipped         int // iterations skipped since the last draft
 }
+
+// probeEvery is how often a drafter that does not pay drafts anyway: one
+// wasted step in that many iterations (at most a few percent of them).
+const probeEvery = 32
 
 func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree) error {
 	m.dm.seqs = seqs
 	defer func() { m.dm.seqs = nil }()
 	if shape.Branch == nil {
 		shape.Spine = true
-		if m.dm.Step.Observations() > 0 {
+		if step, ok := m.dm.stepAt(len(seqs)); ok {
+			shape.StopProb = spec.StopProb(step, m.marginal, m.plain)
+			if shape.StopProb >= 1 && m.skipped < probeEvery {
+				m.skipped++
+				return nil
+			}
+		} else if m.dm.Step.Observations() > 0 {
+			// A batch size not drafted yet: draft (and so measure it),
+			// cutting nodes at the price of the steps measured so far.
 			shape.StopProb = spec.StopProb(m.dm.Step.Estimate(), m.marginal, m.plain)
 		}
 	}
+	m.skipped = 0
 	return m.beam.Draft(seqs, shape, trees)
 }
 
@@ -438,8 +459,19 @@ type draftNet struct {
 	owner  map[*spec.Seq]*draftState
 
 	// Step is the measured duration of one call (one draft step), for the
-	// cost model.
-	Step spec.Timing
+	// cost model; stepBy the same by the number of sequences in the call,
+	// whose cost it grows with.
+	Step   spec.Timing
+	stepBy map[int]*spec.Timing
+}
+
+// stepAt is the measured draft step of a call over n sequences; ok is
+// false until a call of that size was measured.
+func (d *draftNet) stepAt(n int) (time.Duration, bool) {
+	if t := d.stepBy[n]; t != nil {
+		return t.Estimate(), true
+	}
+	return 0, false
 }
 
 func (d *draftNet) Vocab() int { return d.m.Config().Vocab }
@@ -582,7 +614,16 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 		// A step that fed one token per query is the cost model's draft
 		// step; catch-ups (new prompts, plain stretches) are not.
 		if len(d.batch.Tokens) > 0 && len(d.batch.Tokens) <= len(queries) {
-			d.Step.Observe(time.Since(start))
+			took := time.Since(start)
+			d.Step.Observe(took)
+			n := len(d.seqs)
+			if d.stepBy == nil {
+				d.stepBy = map[int]*spec.Timing{}
+			}
+			if d.stepBy[n] == nil {
+				d.stepBy[n] = &spec.Timing{}
+			}
+			d.stepBy[n].Observe(took)
 		}
 	}()
 	if err := d.ensureStates(queries); err != nil {
