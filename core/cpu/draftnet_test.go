@@ -97,11 +97,11 @@ func TestDraftVocab(t *testing.T) {
 	require.ErrorContains(t, err, `"draft_vocab"`)
 }
 
-// TestDraftSkipsStepsThatCannotPay: when a measured draft step costs more
-// than a certain node could earn (stop probability ≥ 1), the drafter leaves
-// the trees bare without running the draft model — its nodes would all be
-// cut — and drafts again every probeEvery-th iteration to re-measure; with
-// a cheap step it drafts every time.
+// TestDraftSkipsStepsThatCannotPay: when the measured draft step of a
+// batch size costs more than a certain node could earn (stop probability
+// ≥ 1), the drafter leaves the trees bare without running the draft model
+// (its nodes would all be cut); until stepSamples steps of that size were
+// measured, and whenever the step pays, it drafts.
 func TestDraftSkipsStepsThatCannotPay(t *testing.T) {
 	path := tinyFile(t, t.TempDir(), 40, 7, 4)
 	b := tinyBackend(t, path, path, "")
@@ -115,15 +115,21 @@ func TestDraftSkipsStepsThatCannotPay(t *testing.T) {
 		require.NoError(t, m.Draft(seqs, shape, []*spec.Tree{&tr}))
 		return m.dm.Step.Observations() > before
 	}
-	// Tokens priced far above the step: drafting pays.
-	m.plain, m.marginal = time.Hour, 0
-	require.True(t, draft(), "no step measured yet: it drafts")
-	require.True(t, draft(), "a cheap step: it drafts")
-	// A token worth less than the step: no node can pay.
+	// A token worth less than any step: no node can pay, but the step of
+	// this batch size is measured first.
 	m.plain, m.marginal = time.Nanosecond, time.Nanosecond
-	for i := 0; i < probeEvery; i++ {
-		require.False(t, draft(), "iteration %d: the step cannot pay", i)
+	for i := 0; ; i++ {
+		_, measured := m.dm.stepAt(len(seqs))
+		if measured {
+			break
+		}
+		require.Less(t, i, stepSamples, "every draft measures at least one step")
+		require.True(t, draft(), "the step of this size not yet measured: it drafts")
 	}
-	require.True(t, draft(), "every probeEvery-th iteration drafts to re-measure")
+	require.GreaterOrEqual(t, m.dm.stepBy[len(seqs)].Observations(), stepSamples)
+	require.False(t, draft(), "the step cannot pay")
 	require.False(t, draft())
+	// Tokens priced far above the step: drafting pays again.
+	m.plain, m.marginal = time.Hour, 0
+	require.True(t, draft(), "a cheap step: it drafts")
 }

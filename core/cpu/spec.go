@@ -376,19 +376,21 @@ func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree)
 // more: with several sequences a draft step costs a batched pass while a
 // verified token is worth a share of one), every node the step made would
 // be cut, so it skips the step itself and leaves the trees bare. The step
-// is priced from steps of the same batch size (draftNet.stepAt); every
-// probeEvery-th skipped iteration drafts anyway, to measure it again.
+// is priced from steps of the same batch size (draftNet.stepAt), once
+// stepSamples of them were measured. It does not probe again later: the
+// prices it compares come from the start-up cost curve and barely move,
+// and a probe would first feed the draft model every token the skipped
+// iterations emitted, a stall of a prompt's prefill.
 type modelDrafter struct {
 	beam spec.BeamDrafter
 	dm   *draftNet
 
 	plain, marginal time.Duration
-	skipped         int // iterations skipped since the last draft
 }
 
-// probeEvery is how often a drafter that does not pay drafts anyway: one
-// wasted step in that many iterations (at most a few percent of them).
-const probeEvery = 32
+// stepSamples is how many draft steps of a batch size are measured before
+// their price may stop drafting at that size (one can be an outlier).
+const stepSamples = 3
 
 func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree) error {
 	m.dm.seqs = seqs
@@ -397,8 +399,7 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 		shape.Spine = true
 		if step, ok := m.dm.stepAt(len(seqs)); ok {
 			shape.StopProb = spec.StopProb(step, m.marginal, m.plain)
-			if shape.StopProb >= 1 && m.skipped < probeEvery {
-				m.skipped++
+			if shape.StopProb >= 1 {
 				return nil
 			}
 		} else if m.dm.Step.Observations() > 0 {
@@ -407,7 +408,6 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 			shape.StopProb = spec.StopProb(m.dm.Step.Estimate(), m.marginal, m.plain)
 		}
 	}
-	m.skipped = 0
 	return m.beam.Draft(seqs, shape, trees)
 }
 
@@ -466,9 +466,9 @@ type draftNet struct {
 }
 
 // stepAt is the measured draft step of a call over n sequences; ok is
-// false until a call of that size was measured.
+// false until stepSamples calls of that size were measured.
 func (d *draftNet) stepAt(n int) (time.Duration, bool) {
-	if t := d.stepBy[n]; t != nil {
+	if t := d.stepBy[n]; t != nil && t.Observations() >= stepSamples {
 		return t.Estimate(), true
 	}
 	return 0, false
