@@ -101,11 +101,13 @@ func TestDraftVocab(t *testing.T) {
 // batch size costs more than a certain node could earn (stop probability
 // ≥ 1), the drafter leaves the trees bare without running the draft model
 // (its nodes would all be cut); until stepSamples steps of that size were
-// measured, and whenever the step pays, it drafts.
+// measured, whenever the step pays, and with "spec_adaptive": false, it
+// drafts.
 func TestDraftSkipsStepsThatCannotPay(t *testing.T) {
 	path := tinyFile(t, t.TempDir(), 40, 7, 4)
-	b := tinyBackend(t, path, path, "")
+	b := tinyBackend(t, path, path, `,"spec_adaptive":true`)
 	m := b.drafts.model
+	require.False(t, m.always)
 	seqs := []*spec.Seq{{Tokens: []int32{1, 5, 9, 13}, Prompt: 3}}
 	shape := spec.Shape{Depth: 3, Width: 1}
 	draft := func() (drafted bool) {
@@ -132,4 +134,7 @@ func TestDraftSkipsStepsThatCannotPay(t *testing.T) {
 	// Tokens priced far above the step: drafting pays again.
 	m.plain, m.marginal = time.Hour, 0
 	require.True(t, draft(), "a cheap step: it drafts")
+	// "spec_adaptive": false drafts whatever it costs.
+	m.plain, m.marginal, m.always = time.Nanosecond, time.Nanosecond, true
+	require.True(t, draft(), "spec_adaptive false: it drafts")
 }

@@ -386,6 +386,10 @@ type modelDrafter struct {
 	dm   *draftNet
 
 	plain, marginal time.Duration
+	// always drafts even where no node can pay ("spec_adaptive": false,
+	// which makes requests speculate where it does not pay, as the
+	// simulator does and as tests of what speculation emits need).
+	always bool
 }
 
 // stepSamples is how many draft steps of a batch size are measured before
@@ -399,7 +403,7 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 		shape.Spine = true
 		if step, ok := m.dm.stepAt(len(seqs)); ok {
 			shape.StopProb = spec.StopProb(step, m.marginal, m.plain)
-			if shape.StopProb >= 1 {
+			if shape.StopProb >= 1 && !m.always {
 				return nil
 			}
 		} else if m.dm.Step.Observations() > 0 {

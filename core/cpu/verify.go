@@ -42,7 +42,7 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		if err != nil {
 			return err
 		}
-		b.drafts.model = &modelDrafter{dm: dm}
+		b.drafts.model = &modelDrafter{dm: dm, always: !sc.adaptive}
 		b.drafts.model.beam.Model = dm
 	}
 	layers := sc.earlyExit
@@ -58,7 +58,7 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		ctx := b.context
 		early := &draftNet{m: b.model, layers: layers, catchUp: b.prefillChunk, owner: map[*spec.Seq]*draftState{},
 			newCache: func() (model.Cache, error) { return pr.NewPrefixCache(ctx, layers) }}
-		b.drafts.early = &modelDrafter{dm: early}
+		b.drafts.early = &modelDrafter{dm: early, always: !sc.adaptive}
 		b.drafts.early.beam.Model = early
 	}
 	if sc.sched.Policy != spec.Incremental {
