@@ -372,15 +372,15 @@ func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree)
 // the verified token at the target's cost curve (plain and marginal, set
 // by the backend for the iteration's load).
 //
-// Where even a certain node could not pay (the stop probability is 1 or
-// more: with several sequences a draft step costs a batched pass while a
-// verified token is worth a share of one), every node the step made would
-// be cut, so it skips the step itself and leaves the trees bare. The step
-// is priced from steps of the same batch size (draftNet.stepAt), once
-// stepSamples of them were measured. It does not probe again later: the
-// prices it compares come from the start-up cost curve and barely move,
-// and a probe would first feed the draft model every token the skipped
-// iterations emitted, a stall of a prompt's prefill.
+// Where even a certain node could not pay for the step that drafts it
+// (the stop probability is 1 or more: with several sequences a draft step
+// costs a batched pass while a verified token is worth a share of one),
+// it skips the step and leaves the trees bare. The step is priced from
+// steps of the same batch size (draftNet.stepAt), once stepSamples of them
+// were measured. It does not probe again later: the prices it compares
+// come from the start-up cost curve and barely move, and a probe would
+// first feed the draft model every token the skipped iterations emitted,
+// a stall of a prompt's prefill.
 type modelDrafter struct {
 	beam spec.BeamDrafter
 	dm   *draftNet
