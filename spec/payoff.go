@@ -145,3 +145,25 @@ func StopProb(step, marginal, plainToken time.Duration) float64 {
 	}
 	return float64(step+marginal) / float64(plainToken)
 }
+
+// Prices reads a forward pass's cost curve (at(N): the time of a pass over
+// N tokens) at a load of n decoding sequences: a plain pass yields n
+// tokens in pass = T(n), so a token is worth T(n)/n of pass time, and each
+// extra verified token costs marginal, the curve's slope past n. The
+// engine prices its speculation with them, and the simulator the same way.
+func Prices(at func(int) time.Duration, n int) (pass, worth, marginal time.Duration) {
+	n = max(n, 1)
+	pass = at(n)
+	return pass, pass / time.Duration(n), (at(2*n) - pass) / time.Duration(n)
+}
+
+// MinProb is the path probability below which a node does not pay for its
+// verification (Config.MinProb): its probability times a token's worth
+// must exceed its marginal cost. 0 where the curve is flat or unknown;
+// at most 0.99, so a near-certain node is always taken.
+func MinProb(worth, marginal time.Duration) float64 {
+	if worth <= 0 {
+		return 0
+	}
+	return min(0.99, max(0, float64(marginal)/float64(worth)))
+}

@@ -620,14 +620,15 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 		if len(d.batch.Tokens) > 0 && len(d.batch.Tokens) <= len(queries) {
 			took := time.Since(start)
 			d.Step.Observe(took)
-			n := len(d.seqs)
-			if d.stepBy == nil {
-				d.stepBy = map[int]*spec.Timing{}
+			t := d.stepBy[len(d.seqs)]
+			if t == nil {
+				if d.stepBy == nil {
+					d.stepBy = map[int]*spec.Timing{}
+				}
+				t = &spec.Timing{}
+				d.stepBy[len(d.seqs)] = t
 			}
-			if d.stepBy[n] == nil {
-				d.stepBy[n] = &spec.Timing{}
-			}
-			d.stepBy[n].Observe(took)
+			t.Observe(took)
 		}
 	}()
 	if err := d.ensureStates(queries); err != nil {

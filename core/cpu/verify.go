@@ -206,14 +206,10 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		speculating = speculating || !s.NoSpec
 	}
 	if speculating && b.spec.sched.Policy != spec.Incremental {
-		// The cost model's prices at this load, from the forward pass's
-		// curve measured at start-up: a plain pass (one token for each of
-		// the n sequences) yields n tokens in T(n), so a token is worth
-		// T(n)/n of pass time, and each extra verified token costs the
-		// marginal slope of the curve past n.
+		// The cost model's prices at this load (spec.Prices), from the
+		// forward pass's curve measured at start-up.
 		n := len(b.seqs)
-		plain, marginal := b.curve.at(n), (b.curve.at(2*n)-b.curve.at(n))/time.Duration(n)
-		worth := plain / time.Duration(n)
+		plain, worth, marginal := spec.Prices(b.curve.at, n)
 		if !b.spec.budgetGiven && b.curve != nil {
 			// No node can pay once the next token of the pass costs more
 			// than a token is worth: the budget is the largest pass
@@ -227,7 +223,7 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		case !b.spec.minProbGiven && b.curve != nil && plain > 0:
 			// A node pays for its verification when its path probability
 			// times a token's worth exceeds its marginal cost.
-			b.sched.Config.MinProb = min(0.99, float64(marginal)/float64(worth))
+			b.sched.Config.MinProb = spec.MinProb(worth, marginal)
 		case m > 0:
 			// With n sequences a node must be about n times as likely to
 			// pay off: the cut's complement shrinks as 1/n.

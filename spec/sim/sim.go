@@ -99,19 +99,12 @@ type Machine struct {
 }
 
 // minProb is the floor under a node's path probability that the engine
-// prices from its cost curve with n decoding requests (core/cpu's plan):
-// a token is worth T(n)/n of pass time, one more verified token costs the
-// curve's slope past n, and a node pays only when its probability times
-// the first exceeds the second. On the GPU-like curve it is small (0.16
-// with 8 requests).
+// prices from its cost curve with n decoding requests (spec.Prices and
+// spec.MinProb, as core/cpu's plan does). On the GPU-like curve it is
+// small (0.16 with 8 requests).
 func (m Machine) minProb(n int) float64 {
-	plain := m.Curve.At(n)
-	if plain <= 0 {
-		return 0
-	}
-	marginal := (m.Curve.At(2*n) - plain) / time.Duration(n)
-	worth := plain / time.Duration(n)
-	return min(0.99, max(0, float64(marginal)/float64(worth)))
+	_, worth, marginal := spec.Prices(m.Curve.At, n)
+	return spec.MinProb(worth, marginal)
 }
 
 // Baseline is the paper's baseline latency: incremental decoding at batch 8.
