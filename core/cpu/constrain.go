@@ -92,12 +92,12 @@ func (c *constraint) logits(s grammar.State, row []float32) ([]float32, bool) {
 // row's, bit for bit), so there too the mask is computed only where the
 // scan cannot settle the cut.
 func (c *constraint) sample(s grammar.State, row []float32, smp *sample.Sampler) (int32, bool) {
-	trie := c.m.Trie()
+	m := c.m
 	if !smp.Truncates() {
-		if tok := smp.Sample(row); trie.Allows(s, tok) {
+		if tok := smp.Sample(row); m.Allows(s, tok) {
 			return tok, true
 		}
-	} else if tok, ok := smp.SampleAllowed(row, func(id int32) bool { return trie.Allows(s, id) }); ok {
+	} else if tok, ok := smp.SampleAllowed(row, func(id int32) bool { return m.Allows(s, id) }); ok {
 		return tok, true
 	}
 	row, ok := c.logits(s, row)

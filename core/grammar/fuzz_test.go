@@ -58,9 +58,11 @@ c ::= "x" | ""`, "xxxxxx"},
 		tr := NewTrie(pieces, eog)
 		m := NewMatcher(tr)
 		mask := m.Mask(s)
+		ref := make([]uint64, tr.MaskWords())
+		tr.Mask(s, ref)
 		for id := range int32(len(pieces)) {
-			if Allowed(mask, id) != tr.Allows(s, id) {
-				t.Fatalf("token %d %q: mask %v, Allows %v", id, pieces[id], Allowed(mask, id), tr.Allows(s, id))
+			if want := tr.Allows(s, id); Allowed(mask, id) != want || Allowed(ref, id) != want || m.Allows(s, id) != want {
+				t.Fatalf("token %d %q: matcher mask %v, trie mask %v, matcher Allows %v, trie Allows %v", id, pieces[id], Allowed(mask, id), Allowed(ref, id), m.Allows(s, id), want)
 			}
 		}
 	})

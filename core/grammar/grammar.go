@@ -72,6 +72,37 @@ func (e *elem) overlaps(lo, hi rune) bool {
 	return true
 }
 
+// How a character class relates to a range of characters.
+const (
+	coverNone = iota // matches none of them
+	coverSome        // matches some, or it cannot tell cheaply
+	coverAll         // matches all of them
+)
+
+// cover tells how the class matches the characters lo..hi. One range of
+// the class holding all of them (or, negated, one excluded range) is the
+// only way it answers coverAll (coverNone, negated); classes whose ranges
+// merely abut answer coverSome, which costs exactness nothing.
+func (e *elem) cover(lo, hi rune) int {
+	all, none := coverAll, coverNone
+	if e.neg {
+		all, none = coverNone, coverAll
+	}
+	some := false
+	for i := 0; i+1 < len(e.ranges); i += 2 {
+		if e.ranges[i] <= lo && e.ranges[i+1] >= hi {
+			return all
+		}
+		if e.ranges[i] <= hi && e.ranges[i+1] >= lo {
+			some = true
+		}
+	}
+	if some {
+		return coverSome
+	}
+	return none
+}
+
 // Grammar is a compiled grammar. It is immutable and safe to share.
 type Grammar struct {
 	names []string

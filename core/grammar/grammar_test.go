@@ -82,6 +82,81 @@ func TestPartialUTF8(t *testing.T) {
 	}
 }
 
+// A partial character that every class either matches in all its
+// completions or in none is one state whatever its bits, so a matcher's
+// automaton shares it; where a class splits the completions, the bits stay
+// and decide exactly.
+func TestPartialUTF8States(t *testing.T) {
+	g := mustParse(t, `root ::= [^"]* "\""`)
+	a := g.Start().Advance([]byte("日")[:2])
+	b := g.Start().Advance([]byte("本")[:2])
+	if a.Key() != b.Key() {
+		t.Error("partial characters a string takes whole should be one state")
+	}
+	if !a.Advance([]byte("日")[2:]).Advance([]byte(`"`)).Accepting() {
+		t.Error("the completed character should leave the string open")
+	}
+	if !a.Advance([]byte{0x41}).Dead() {
+		t.Error("an ASCII byte cannot complete a character")
+	}
+	// Surrogates stay invalid: ED A0..BF would encode U+D800..DFFF.
+	if !g.Start().Advance([]byte{0xed, 0xa0}).Dead() {
+		t.Error("a surrogate prefix should be dead")
+	}
+	// A class covering part of a lead byte's completions: α..ω is
+	// U+03B1..U+03C9, and lead CE spans U+0380..U+03BF.
+	greek := mustParse(t, `root ::= [α-ω]`)
+	ce := greek.Start().AdvanceByte(0xce)
+	if ce.Dead() || ce.AdvanceByte(0xb1).Dead() != false || !ce.AdvanceByte(0xb0).Dead() {
+		t.Error("the class must decide the completed character exactly")
+	}
+	if greek.Start().Advance([]byte("α")[:1]).Key() == greek.Start().Advance([]byte("ω")[:1]).Key() {
+		t.Error("CE and CF lead bytes differ under [α-ω]")
+	}
+}
+
+// The matcher's automaton gives the same masks and tests as advancing the
+// pushdown state, over a vocabulary of all single bytes, every two-byte
+// prefix of some multibyte characters and some words, at states inside
+// and outside strings.
+func TestMatcherEqualsTrie(t *testing.T) {
+	var pieces [][]byte
+	for b := range 256 {
+		pieces = append(pieces, []byte{byte(b)})
+	}
+	for _, w := range []string{"日本", "é", "αβ", "\"", `\`, `\u00e9`, "{\"", "\":", "true", "12", "-3.5e2", " ", "\n", "ω\"", "\xed\xa0", "日"[:2], "α"[:1]} {
+		pieces = append(pieces, []byte(w))
+	}
+	eog := make([]bool, len(pieces)+1)
+	eog[len(pieces)] = true
+	pieces = append(pieces, nil)
+	tr := NewTrie(pieces, eog)
+	m := NewMatcher(tr)
+	ref := make([]uint64, tr.MaskWords())
+	for _, c := range []struct{ g, out string }{
+		{"root ::= json-value\n" + jsonCommon, `{"a": "x日`},
+		{"root ::= json-value\n" + jsonCommon, `{"a": [1, 2`},
+		{"root ::= json-value\n" + jsonCommon, `{"a"`},
+		{`root ::= [α-ω]+ "."`, "αβ"},
+		{`root ::= [^"]{0,3} "!"`, "日"},
+	} {
+		s := mustParse(t, c.g).Start()
+		for i := range len(c.out) + 1 {
+			st := s.Advance([]byte(c.out[:i]))
+			if st.Dead() {
+				t.Fatalf("%q is not a prefix of %q", c.out[:i], c.g)
+			}
+			tr.Mask(st, ref)
+			mask := m.Mask(st)
+			for id := range int32(len(pieces)) {
+				if Allowed(mask, id) != Allowed(ref, id) || m.Allows(st, id) != tr.Allows(st, id) || Allowed(ref, id) != tr.Allows(st, id) {
+					t.Fatalf("after %q, token %q: matcher mask %v, allows %v; trie mask %v, allows %v", c.out[:i], pieces[id], Allowed(mask, id), m.Allows(st, id), Allowed(ref, id), tr.Allows(st, id))
+				}
+			}
+		}
+	}
+}
+
 func TestGBNFErrors(t *testing.T) {
 	cases := map[string]string{
 		`root ::= "abc`:                  "unterminated string",

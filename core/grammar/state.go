@@ -17,6 +17,13 @@ type State struct {
 	cp   rune
 	need uint8
 	size uint8
+	// whole: every completion of the partial character is a valid
+	// character that every stack's class matches, so its bits no longer
+	// matter and cp is kept 0. States that differ only in the bits of a
+	// partial character are then one state (one key), which is what lets
+	// a matcher's automaton share them: inside a string, every multibyte
+	// prefix of the vocabulary would otherwise be a state of its own.
+	whole bool
 }
 
 // Start is the state before any output.
@@ -60,24 +67,26 @@ func (s State) AdvanceByte(c byte) State {
 		if c&0xc0 != 0x80 {
 			return dead
 		}
-		s.cp = s.cp<<6 | rune(c&0x3f)
 		s.need--
-		if s.need > 0 {
-			if !s.anyOverlaps() {
-				return dead
+		if s.whole {
+			if s.need > 0 {
+				return s
 			}
-			return s
+			return s.advanceRune(0, true)
+		}
+		s.cp = s.cp<<6 | rune(c&0x3f)
+		if s.need > 0 {
+			return s.narrow()
 		}
 		r := s.cp
 		if r < minRune[s.size] || r > utf8.MaxRune || r >= 0xd800 && r <= 0xdfff {
 			return dead // overlong, surrogate or out of range
 		}
-		s.cp, s.size = 0, 0
-		return s.advanceRune(r)
+		return s.advanceRune(r, false)
 	}
 	switch {
 	case c < 0x80:
-		return s.advanceRune(rune(c))
+		return s.advanceRune(rune(c), false)
 	case c&0xe0 == 0xc0:
 		s.cp, s.need, s.size = rune(c&0x1f), 1, 2
 	case c&0xf0 == 0xe0:
@@ -87,10 +96,44 @@ func (s State) AdvanceByte(c byte) State {
 	default:
 		return dead
 	}
-	if !s.anyOverlaps() {
-		return dead
+	return s.narrow()
+}
+
+// narrow checks a partial character against the stacks: dead when no
+// class can match any completion of it, whole (see State) when every
+// completion is a valid character and each class matches all of them or
+// none (the stacks matching none are dropped, as the completed character
+// would drop them), and otherwise s, matched exactly when it completes.
+func (s State) narrow() State {
+	shift := 6 * uint(s.need)
+	lo := s.cp << shift
+	hi := lo | (1<<shift - 1)
+	if lo < minRune[s.size] || hi > utf8.MaxRune || hi >= 0xd800 && lo <= 0xdfff {
+		// Some completions are invalid: keep the bits to tell them apart.
+		if !s.anyOverlaps() {
+			return State{g: s.g}
+		}
+		return s
 	}
-	return s
+	var keep []*frame
+	for i, f := range s.stacks {
+		if f == nil {
+			continue // a finished parse takes no character
+		}
+		switch s.g.elemAt(f).cover(lo, hi) {
+		case coverSome:
+			return s // matched exactly when it completes
+		case coverAll:
+			if keep == nil {
+				keep = make([]*frame, 0, len(s.stacks)-i)
+			}
+			keep = append(keep, f)
+		}
+	}
+	if len(keep) == 0 {
+		return State{g: s.g}
+	}
+	return State{g: s.g, stacks: keep, need: s.need, size: s.size, whole: true}
 }
 
 // minRune is the smallest rune each encoded length may carry.
@@ -102,8 +145,8 @@ func (s *State) anyOverlaps() bool {
 	shift := 6 * uint(s.need)
 	lo := max(s.cp<<shift, minRune[s.size])
 	hi := min(s.cp<<shift|(1<<shift-1), utf8.MaxRune)
-	if lo > hi {
-		return false
+	if lo > hi || lo >= 0xd800 && hi <= 0xdfff {
+		return false // only overlong, out of range or surrogate completions
 	}
 	for _, f := range s.stacks {
 		if f != nil && s.g.elemAt(f).overlaps(lo, hi) {
@@ -113,13 +156,14 @@ func (s *State) anyOverlaps() bool {
 	return false
 }
 
-// advanceRune matches one whole character against every stack.
-func (s State) advanceRune(r rune) State {
+// advanceRune matches one whole character against every stack (all of
+// them, when every stack is known to match it).
+func (s State) advanceRune(r rune, all bool) State {
 	g := s.g
 	var out []*frame
 	ok := true
 	for _, f := range s.stacks {
-		if f == nil || !g.elemAt(f).matches(r) {
+		if f == nil || !all && !g.elemAt(f).matches(r) {
 			continue
 		}
 		if out, ok = g.expand(out, g.after(f)); !ok {
@@ -183,6 +227,9 @@ func (s State) Key() string {
 	}
 	slices.Sort(parts)
 	key := []byte{byte(s.need), byte(s.size)}
+	if s.whole {
+		key[0] |= 0x80 // need is at most 3
+	}
 	key = binary.AppendUvarint(key, uint64(s.cp))
 	for _, p := range parts {
 		key = append(key, p...)

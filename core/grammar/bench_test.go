@@ -1,0 +1,95 @@
+package grammar_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/grammar"
+	"github.com/lmstream/lmstream/core/tokenizer"
+)
+
+// vocabTrie is the default model's vocabulary as the CPU backend builds
+// its trie (control tokens never allowed).
+func vocabTrie(b testing.TB) *grammar.Trie {
+	path := filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+	if _, err := os.Stat(path); err != nil {
+		b.Skipf("default model absent (run `make model`): %v", err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pieces := make([][]byte, tok.Size())
+	eog := make([]bool, tok.Size())
+	for id := range int32(tok.Size()) {
+		eog[id] = tok.EOG(id)
+		if !tok.IsSpecial(id) {
+			pieces[id] = tok.Piece(id)
+		}
+	}
+	return grammar.NewTrie(pieces, eog)
+}
+
+// BenchmarkMask times one mask over the default model's 49,152 token
+// vocabulary at the states a JSON answer spends its time in: inside a
+// bounded string (most tokens allowed, and each position a new state),
+// inside a free string, and between members (few tokens allowed). "cold"
+// starts from a new matcher; "warm" from one that has just computed the
+// mask one byte earlier, as generation does (the mask of this very state
+// is not cached).
+func BenchmarkMask(b *testing.B) {
+	tr := vocabTrie(b)
+	g, err := grammar.FromSchema([]byte(`{"type":"object","properties":{"name":{"type":"string","maxLength":24},"age":{"type":"integer"}},"required":["name","age"]}`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	free := grammar.JSONObject()
+	b.Logf("trie: %d nodes, %d tokens", tr.Nodes(), tr.Vocab())
+	for _, c := range []struct {
+		name   string
+		g      *grammar.Grammar
+		before string
+		c      byte
+	}{
+		{"bounded-string", g, `{"name": "Al`, 'i'},
+		{"free-string", free, `{"a": "Al`, 'i'},
+		{"after-member", g, `{"name": "Alice`, '"'},
+	} {
+		prev := c.g.Start().Advance([]byte(c.before))
+		s := prev.AdvanceByte(c.c)
+		for _, warm := range []bool{false, true} {
+			name := c.name + "/cold"
+			if warm {
+				name = c.name + "/warm"
+			}
+			b.Run(name, func(b *testing.B) {
+				var allowed int
+				for range b.N {
+					b.StopTimer()
+					m := grammar.NewMatcher(tr)
+					if warm {
+						m.Mask(prev)
+					}
+					b.StartTimer()
+					mask := m.Mask(s)
+					b.StopTimer()
+					allowed = 0
+					for id := range int32(tr.Vocab()) {
+						if grammar.Allowed(mask, id) {
+							allowed++
+						}
+					}
+					b.StartTimer()
+				}
+				b.ReportMetric(float64(allowed), "allowed")
+			})
+		}
+	}
+}
