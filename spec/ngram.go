@@ -184,23 +184,104 @@ func (d *NGramDrafter) params() (maxOrder, minOrder, maxMatches int, discount fl
 	return
 }
 
+// ngramSeq is a sequence's n-gram state: the index of its tokens, and how
+// well the index has predicted the tokens the sequence went on to emit,
+// per match order (see NGramDrafter's calibration).
+type ngramSeq struct {
+	idx *Index
+	// hit[k] and pred[k] are decayed sums over the emitted tokens whose
+	// longest match had order k: whether the top proposal was the token,
+	// and the conditional probability the counts gave it.
+	hit, pred []float64
+}
+
+const (
+	// calibDecay per observation of an order: a horizon of about 30
+	// tokens, so a stretch of copying raises the long orders' rate within
+	// a few lines and prose lowers it again.
+	calibDecay = 0.97
+	// calibPrior is how many predicted acceptances the counts' own
+	// estimate weighs against what was observed: with no history the
+	// ratio is 1 and the counts stand.
+	calibPrior = 2.0
+)
+
 // IndexOf returns the sequence's index, creating it and catching up with
 // the sequence's tokens.
-func (d *NGramDrafter) IndexOf(s *Seq) *Index {
-	x, ok := s.DraftState.(*Index)
+func (d *NGramDrafter) IndexOf(s *Seq) *Index { return d.stateOf(s).idx }
+
+// stateOf returns the sequence's n-gram state caught up with its tokens:
+// each generated token not yet indexed is first predicted from the tokens
+// before it, as a draft would have, and the outcome is tallied under its
+// match order.
+func (d *NGramDrafter) stateOf(s *Seq) *ngramSeq {
+	st, ok := s.DraftState.(*ngramSeq)
+	maxOrder, _, _, _ := d.params()
 	if !ok {
-		mo, _, _, _ := d.params()
-		x = NewIndex(mo)
-		s.DraftState = x
+		st = &ngramSeq{idx: NewIndex(maxOrder), hit: make([]float64, maxOrder+1), pred: make([]float64, maxOrder+1)}
+		s.DraftState = st
 	}
-	x.Sync(s.Tokens)
-	return x
+	x := st.idx
+	if len(s.Tokens) < x.Len() {
+		x.Reset() // a sequence that shrank: rebuild (the rates stand)
+	}
+	for _, t := range s.Tokens[x.Len():] {
+		if x.Len() >= s.Prompt && x.Len() > 0 {
+			d.observe(st, t)
+		}
+		x.Append(t)
+	}
+	return st
+}
+
+// observe tallies whether the top proposal of the longest match at the
+// end of the index is t, the token that came next.
+func (d *NGramDrafter) observe(st *ngramSeq, t int32) {
+	maxOrder, minOrder, maxMatches, discount := d.params()
+	x := st.idx
+	h := uint64(0x243f6a8885a308d3)
+	var hs [16]uint64
+	hashes := hs[:0]
+	for i := x.Len() - 1; i >= 0 && len(hashes) < maxOrder; i-- {
+		h = step(h, x.toks[i])
+		hashes = append(hashes, h)
+	}
+	for kk := len(hashes); kk >= minOrder; kk-- {
+		d.counts = d.counts[:0]
+		var total int
+		d.counts, total = x.continuations(kk, hashes[kk-1], maxMatches, d.counts)
+		if total == 0 {
+			continue
+		}
+		top := d.counts[0]
+		for _, c := range d.counts[1:] {
+			if c.n > top.n {
+				top = c // ties keep the newer, as expand's sort does
+			}
+		}
+		st.hit[kk] *= calibDecay
+		st.pred[kk] *= calibDecay
+		st.pred[kk] += float64(top.n) / (float64(total) + discount)
+		if top.tok == t {
+			st.hit[kk]++
+		}
+		return
+	}
+}
+
+// rate is the calibration ratio of order k: observed over predicted
+// acceptances, shrunk towards 1 by calibPrior.
+func (st *ngramSeq) rate(k int) float64 {
+	if k >= len(st.hit) {
+		return 1
+	}
+	return (st.hit[k] + calibPrior) / (st.pred[k] + calibPrior)
 }
 
 // Draft implements Drafter.
 func (d *NGramDrafter) Draft(seqs []*Seq, shape Shape, trees []*Tree) error {
 	for _, s := range seqs {
-		d.IndexOf(s)
+		d.stateOf(s)
 	}
 	d.seqs = seqs
 	err := d.g.grow(seqs, shape, trees, d.expand)
@@ -211,7 +292,8 @@ func (d *NGramDrafter) Draft(seqs []*Seq, shape Shape, trees []*Tree) error {
 func (d *NGramDrafter) expand(queries []Query, k int, out [][]cand) error {
 	maxOrder, minOrder, maxMatches, discount := d.params()
 	for qi, q := range queries {
-		own := d.seqs[q.Seq].DraftState.(*Index)
+		st := d.seqs[q.Seq].DraftState.(*ngramSeq)
+		own := st.idx
 		// The window: the last maxOrder tokens of Context ++ Path, newest
 		// first.
 		d.window = d.window[:0]
@@ -230,8 +312,12 @@ func (d *NGramDrafter) expand(queries []Query, k int, out [][]cand) error {
 		}
 		// Back off from the longest matching suffix to shorter ones while
 		// fewer than k distinct tokens are proposed. Each order's proposals
-		// share the mass its longer orders left unassigned (their discount
-		// share), so a longer, more specific match always ranks first.
+		// share the mass its longer orders left unassigned, so a longer,
+		// more specific match always ranks first. Of that mass, an order
+		// whose proposals were seen total times takes the share
+		// total/(total+discount), scaled by how its top proposals fared
+		// on the tokens this sequence emitted (the calibration ratio; the
+		// shared index's orders are not calibrated), and leaves the rest.
 		mass := 1.0
 		n := 0
 		for _, x := range []*Index{own, d.Shared} {
@@ -251,7 +337,11 @@ func (d *NGramDrafter) expand(queries []Query, k int, out [][]cand) error {
 					}
 					return a.order - b.order
 				})
-				scale := mass / (float64(total) + discount)
+				share := float64(total) / (float64(total) + discount)
+				if x == own {
+					share = min(1, share*st.rate(kk))
+				}
+				scale := mass * share / float64(total)
 				for _, c := range d.counts {
 					if n == k {
 						break
@@ -262,7 +352,7 @@ func (d *NGramDrafter) expand(queries []Query, k int, out [][]cand) error {
 					out[qi] = append(out[qi], cand{token: c.tok, cond: float64(c.n) * scale})
 					n++
 				}
-				mass *= discount / (float64(total) + discount)
+				mass *= 1 - share
 			}
 			if n > 0 {
 				slices.SortStableFunc(out[qi], func(a, b cand) int {

@@ -23,7 +23,9 @@ func TestNGramProposesRepetition(t *testing.T) {
 		toks = append(toks, pattern...)
 	}
 	toks = append(toks, 11, 12, 13) // the model is repeating again
-	s := &Seq{Tokens: toks, Prompt: 10}
+	// All of it is prompt, so no emitted token calibrates the counts'
+	// estimates (TestNGramCalibrates does).
+	s := &Seq{Tokens: toks, Prompt: len(toks)}
 	var d NGramDrafter
 	tr := &Tree{}
 	require.NoError(t, d.Draft([]*Seq{s}, Shape{Depth: 6, Width: 1}, []*Tree{tr}))
@@ -40,14 +42,14 @@ func TestNGramProposesRepetition(t *testing.T) {
 	s.Tokens = append(s.Tokens, 14, 15)
 	require.NoError(t, d.Draft([]*Seq{s}, Shape{Depth: 3, Width: 2}, []*Tree{tr}))
 	require.Equal(t, []int32{16, 17, 18}, firstPath(tr))
-	require.Equal(t, len(s.Tokens), s.DraftState.(*Index).Len())
+	require.Equal(t, len(s.Tokens), s.DraftState.(*ngramSeq).idx.Len())
 }
 
 func TestNGramBranches(t *testing.T) {
 	// The longest suffix "3 9 1 2" was followed once by 4: 1/(1+1). Width 2
 	// wants a second proposal, so the drafter backs off to "9 1 2", followed
 	// by 4 and 3: 3 gets the half the discount left, times 1/(2+1).
-	s := &Seq{Tokens: []int32{1, 2, 3, 9, 1, 2, 4, 9, 1, 2, 3, 9, 1, 2}}
+	s := &Seq{Tokens: []int32{1, 2, 3, 9, 1, 2, 4, 9, 1, 2, 3, 9, 1, 2}, Prompt: 14}
 	var d NGramDrafter
 	tr := &Tree{}
 	require.NoError(t, d.Draft([]*Seq{s}, Shape{Depth: 2, Width: 2}, []*Tree{tr}))
@@ -71,6 +73,42 @@ func TestNGramBranches(t *testing.T) {
 	d.Shared.AppendDocument([]int32{6, 7, 8, 31})
 	require.NoError(t, d.Draft([]*Seq{s2}, Shape{Depth: 2, Width: 1}, []*Tree{tr}))
 	require.Equal(t, []int32{8, 31}, firstPath(tr), "the most recent of two equal counts first, no match across documents")
+}
+
+// The drafter checks its own predictions against the tokens a sequence
+// emits and scales each match order's probabilities by how they fared: a
+// sequence copying its prompt earns its long matches more than the counts'
+// 1/(1+1) for a single sighting, and one that keeps departing from what
+// followed before earns less.
+func TestNGramCalibrates(t *testing.T) {
+	draft := func(s *Seq) float64 {
+		t.Helper()
+		var d NGramDrafter
+		tr := &Tree{}
+		require.NoError(t, d.Draft([]*Seq{s}, Shape{Depth: 1, Width: 1}, []*Tree{tr}))
+		require.Equal(t, 2, tr.Len())
+		return tr.Nodes[1].Prob
+	}
+	// Copying: the prompt is 100 distinct tokens, the output its first 40.
+	var prompt []int32
+	for i := range int32(100) {
+		prompt = append(prompt, 1000+i)
+	}
+	toks := append(append([]int32{}, prompt...), prompt[:40]...)
+	asPrompt := draft(&Seq{Tokens: toks, Prompt: len(toks)})
+	require.InDelta(t, 0.5, asPrompt, 1e-12, "uncalibrated: one sighting, discount 1")
+	copying := draft(&Seq{Tokens: toks, Prompt: len(prompt)})
+	require.Greater(t, copying, 0.9)
+
+	// Departing: after "1 2" comes a new token every time.
+	toks = []int32{1, 2, 500}
+	for i := range int32(30) {
+		toks = append(toks, 1, 2, 600+i)
+	}
+	toks = append(toks, 1, 2)
+	asPrompt = draft(&Seq{Tokens: toks, Prompt: len(toks)})
+	departing := draft(&Seq{Tokens: toks, Prompt: 3})
+	require.Less(t, departing, 0.6*asPrompt)
 }
 
 func TestIndexIncrementalMatchesRebuild(t *testing.T) {
