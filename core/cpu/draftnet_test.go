@@ -28,11 +28,22 @@ func TestDraftCacheFollowsThePath(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	seq := &spec.Seq{Tokens: []int32{1, 5, 9, 13}, Prompt: 3}
 	const k = 4
+	skipped := 0
 	ask := func(d *draftNet, q spec.Query) ([]int32, []float32) {
 		d.seqs = []*spec.Seq{seq}
 		defer func() { d.seqs = nil }()
 		ids, probs := make([]int32, k), make([]float32, k)
-		require.NoError(t, d.NextTopK([]spec.Query{q}, k, ids, probs))
+		// A step catches up at most one chunk: a sequence further behind
+		// gets no proposals (probabilities 0) until it has caught up.
+		for range len(q.Context) + len(q.Path) {
+			require.NoError(t, d.NextTopK([]spec.Query{q}, k, ids, probs))
+			if probs[0] > 0 {
+				break
+			}
+			require.Zero(t, q.Depth, "only a root's query catches up")
+			skipped++
+		}
+		require.Positive(t, probs[0], "the catch-up never ended")
 		return ids, probs
 	}
 	for iter := 0; iter < 40; iter++ {
@@ -59,12 +70,18 @@ func TestDraftCacheFollowsThePath(t *testing.T) {
 		}
 		seq.Tokens = append(seq.Tokens, int32(3+r.IntN(37)))
 		if len(seq.Tokens) > 40 {
-			// A new request in the same state: little in common.
-			seq.Tokens = append(seq.Tokens[:1+r.IntN(3)], int32(3+r.IntN(37)), int32(3+r.IntN(37)))
+			// A new request in the same state: little in common, and
+			// a context that takes a few steps to catch up with.
+			seq.Tokens = seq.Tokens[:1+r.IntN(3)]
+			for range 2 + r.IntN(20) {
+				seq.Tokens = append(seq.Tokens, int32(3+r.IntN(37)))
+			}
+			seq.Prompt = len(seq.Tokens) - 1
 		}
 	}
 	require.Positive(t, kept.Step.Observations(), "single-token steps are timed for the cost model")
 	require.NotEmpty(t, kept.side.Tokens, "a catch-up ran in passes of its own")
+	require.Positive(t, skipped, "a long catch-up spread over steps")
 }
 
 // TestDraftVocab: "draft_vocab" limits the draft model's proposals to the
