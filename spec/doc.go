@@ -37,7 +37,9 @@
 // incrementally maintained hash-chain index of the request's own tokens
 // (prompt and output; optionally a shared index of earlier outputs) and
 // proposes what followed, with count-based probabilities and back-off to
-// shorter suffixes. A request can turn speculation off (Seq.NoSpec).
+// shorter suffixes, each match order's probabilities calibrated by how its
+// predictions fared on the tokens the request emitted. A request can turn
+// speculation off (Seq.NoSpec).
 //
 // # AdaServe: SLO-customized selection
 //

@@ -144,10 +144,22 @@ type tokCount struct {
 // over (a simple back-off). Path probabilities are products of those, as
 // for a draft model, and the same beam (or fixed branching) shapes the tree.
 //
+// Calibration: how much a match says depends on its length and on the
+// text (a one-token match in prose is a guess, a long one in code being
+// copied is nearly certain), so the drafter checks itself. Before a
+// generated token is indexed, it predicts that token from the ones before
+// it, as a draft would have, and tallies the outcome under the longest
+// match's order: decayed sums of hits and of the count estimate's
+// predictions. An order's share of the mass is the count estimate's
+// total/(total+Discount) times their ratio (at most 1 in all), so orders
+// that keep hitting earn deeper drafts and orders that miss stop costing
+// verification. It needs no word from the verifier: the emitted tokens
+// are the target's own.
+//
 // Cost per iteration: syncing the index with the newly emitted tokens
-// (MaxOrder map writes each) plus, per expanded node, at most MaxOrder hash
-// look-ups of at most MaxMatches chain links. Nothing depends on the
-// context length.
+// (a prediction and MaxOrder map writes each) plus, per expanded node, at
+// most MaxOrder hash look-ups of at most MaxMatches chain links. Nothing
+// depends on the context length.
 //
 // The per-request index lives in Seq.DraftState. Not safe for concurrent
 // use.
