@@ -151,7 +151,34 @@ func TestDraftSkipsStepsThatCannotPay(t *testing.T) {
 	// Tokens priced far above the step: drafting pays again.
 	m.plain, m.marginal = time.Hour, 0
 	require.True(t, draft(), "a cheap step: it drafts")
+
+	// A batch size never measured is priced from the target's curve,
+	// scaled by the draft's measured cost at the nearest size: where that
+	// price cannot pay, it skips without running the draft model, and
+	// the new sequence's draft cache never catches up with its prompt.
+	step1, _ := m.dm.stepAt(1)
+	m.at = func(n int) time.Duration { return time.Duration(n) * time.Second }
+	prior, ok := m.priorStep(4)
+	require.True(t, ok)
+	require.Equal(t, 4*step1, prior, "the size-1 ratio, times T(4)")
+	seqs = append(seqs, &spec.Seq{Tokens: []int32{2, 6, 10, 14, 18, 22}, Prompt: 5})
+	m.plain, m.marginal = step1, 0 // pays at size 1, not at twice the step
+	draft2 := func() (drafted bool) {
+		trees := []*spec.Tree{{}, {}}
+		for i, s := range seqs {
+			trees[i].Reset(s.Tokens[len(s.Tokens)-1])
+		}
+		before := m.dm.Step.Observations()
+		require.NoError(t, m.Draft(seqs, shape, trees))
+		return m.dm.Step.Observations() > before
+	}
+	require.False(t, draft2(), "the prior price of two sequences cannot pay")
+	require.Nil(t, m.dm.state(seqs[1]), "no catch-up for a step not taken")
+	m.plain = time.Hour
+	require.True(t, draft2(), "a price that pays: it drafts, and measures")
+
 	// "spec_adaptive": false drafts whatever it costs.
+	seqs = seqs[:1]
 	m.plain, m.marginal, m.always = time.Nanosecond, time.Nanosecond, true
 	require.True(t, draft(), "spec_adaptive false: it drafts")
 }

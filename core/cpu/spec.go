@@ -386,6 +386,9 @@ type modelDrafter struct {
 	dm   *draftNet
 
 	plain, marginal time.Duration
+	// at is the target's forward cost curve (nil without one): it prices
+	// a draft step of a batch size not measured yet (see priorStep).
+	at func(int) time.Duration
 	// always drafts even where no node can pay ("spec_adaptive": false,
 	// which makes requests speculate where it does not pay, as the
 	// simulator does and as tests of what speculation emits need).
@@ -401,7 +404,11 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 	defer func() { m.dm.seqs = nil }()
 	if shape.Branch == nil {
 		shape.Spine = true
-		if step, ok := m.dm.stepAt(len(seqs)); ok {
+		step, ok := m.dm.stepAt(len(seqs))
+		if !ok {
+			step, ok = m.priorStep(len(seqs))
+		}
+		if ok {
 			shape.StopProb = spec.StopProb(step, m.marginal, m.plain)
 			if shape.StopProb >= 1 && !m.always {
 				return nil
@@ -414,6 +421,33 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 	}
 	return m.beam.Draft(seqs, shape, trees)
 }
+
+// priorStep prices a draft step over n sequences before any was measured:
+// the target's pass over n tokens scaled by the draft's measured cost
+// relative to the target's at the nearest batch size measured (same
+// kernels, so the two curves have one shape). Without it, every new batch
+// size would be drafted stepSamples times to learn that it does not pay,
+// and each of those steps first feeds the draft model every sequence's
+// prompt: on two cores with eight streams, seconds of draft work for
+// nothing. ok is false before any size was measured, or without a curve.
+func (m *modelDrafter) priorStep(n int) (time.Duration, bool) {
+	if m.at == nil {
+		return 0, false
+	}
+	best := -1
+	for k, t := range m.dm.stepBy {
+		if t.Observations() >= stepSamples && (best < 0 || abs(k-n) < abs(best-n) || abs(k-n) == abs(best-n) && k < best) {
+			best = k
+		}
+	}
+	if best < 0 || m.at(best) <= 0 {
+		return 0, false
+	}
+	ratio := float64(m.dm.stepBy[best].Estimate()) / float64(m.at(best))
+	return time.Duration(ratio * float64(m.at(n))), true
+}
+
+func abs(x int) int { return max(x, -x) }
 
 // draftState is a sequence's state in a draft model: its own KV cache and
 // the tokens the cache holds (all committed).

@@ -235,6 +235,9 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		for _, d := range []*modelDrafter{b.drafts.model, b.drafts.early} {
 			if d != nil {
 				d.plain, d.marginal = worth, marginal
+				if b.curve != nil {
+					d.at = b.curve.at
+				}
 			}
 		}
 		if trees, err := b.sched.Plan(b.seqs, now); err == nil {
