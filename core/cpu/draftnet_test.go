@@ -28,22 +28,11 @@ func TestDraftCacheFollowsThePath(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	seq := &spec.Seq{Tokens: []int32{1, 5, 9, 13}, Prompt: 3}
 	const k = 4
-	skipped := 0
 	ask := func(d *draftNet, q spec.Query) ([]int32, []float32) {
 		d.seqs = []*spec.Seq{seq}
 		defer func() { d.seqs = nil }()
 		ids, probs := make([]int32, k), make([]float32, k)
-		// A step catches up at most one chunk: a sequence further behind
-		// gets no proposals (probabilities 0) until it has caught up.
-		for range len(q.Context) + len(q.Path) {
-			require.NoError(t, d.NextTopK([]spec.Query{q}, k, ids, probs))
-			if probs[0] > 0 {
-				break
-			}
-			require.Zero(t, q.Depth, "only a root's query catches up")
-			skipped++
-		}
-		require.Positive(t, probs[0], "the catch-up never ended")
+		require.NoError(t, d.NextTopK([]spec.Query{q}, k, ids, probs))
 		return ids, probs
 	}
 	for iter := 0; iter < 40; iter++ {
@@ -81,7 +70,6 @@ func TestDraftCacheFollowsThePath(t *testing.T) {
 	}
 	require.Positive(t, kept.Step.Observations(), "single-token steps are timed for the cost model")
 	require.NotEmpty(t, kept.side.Tokens, "a catch-up ran in passes of its own")
-	require.Positive(t, skipped, "a long catch-up spread over steps")
 }
 
 // TestDraftVocab: "draft_vocab" limits the draft model's proposals to the

@@ -479,19 +479,12 @@ type draftNet struct {
 	// the draft's cache needs room for its window and catchUp tokens, not
 	// the whole prompt.
 	catchUp int
-	// catchUpLeft is what the current call may still feed of catch-ups:
-	// one chunk (catchUp tokens) a call, shared by its sequences. A
-	// sequence further behind drafts nothing this step and goes on
-	// catching up at the next, so a new prompt (or a long stretch of
-	// plain decoding) costs every stream one chunk's pass an iteration,
-	// as the target's chunked prefill does, never a stall of its whole
-	// length. sideFed says whether the call ran a catch-up pass (its time
-	// is then no draft step's).
-	catchUpLeft int
-	sideFed     bool
-	side        model.Batch // a catch-up pass
-	newCache    func() (model.Cache, error)
-	free        []model.Cache
+	// sideFed says whether the current call ran a catch-up pass (its
+	// time is then no draft step's).
+	sideFed  bool
+	side     model.Batch // a catch-up pass
+	newCache func() (model.Cache, error)
+	free     []model.Cache
 
 	seqs   []*spec.Seq
 	batch  model.Batch
@@ -640,22 +633,12 @@ func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 		st.toks = st.toks[:p]
 	}
 	for d.catchUp > 0 && len(full)-p > d.catchUp {
-		if d.catchUpLeft < d.catchUp {
-			return -1, 0 // this step's catch-up is spent: go on at the next
-		}
 		if err := d.feed(c, full[p:p+d.catchUp]); err != nil {
 			return -1, 0
 		}
-		d.catchUpLeft -= d.catchUp
 		d.sideFed = true
 		st.toks = append(st.toks, full[p:p+d.catchUp]...)
 		p += d.catchUp
-	}
-	if rest := len(full) - p; d.catchUp > 0 && rest > freeSync {
-		if rest > d.catchUpLeft {
-			return -1, 0
-		}
-		d.catchUpLeft -= rest
 	}
 	parent := -1
 	for i := p; i < len(full); i++ {
@@ -664,11 +647,6 @@ func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 	st.toks = append(st.toks, full[p:]...)
 	return parent, len(full) - p
 }
-
-// freeSync is the most tokens a sequence's sync adds to a step's pass
-// without counting as a catch-up: what verification accepted since the
-// last step (a spine's prefix and the bonus token).
-const freeSync = 16
 
 // NextTopK runs the draft model once over every query's context and writes
 // each query's k most probable next tokens (softmax over the full row).
@@ -691,7 +669,7 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 			t.Observe(took)
 		}
 	}()
-	d.catchUpLeft, d.sideFed = d.catchUp, false
+	d.sideFed = false
 	if err := d.ensureStates(queries); err != nil {
 		return err
 	}
