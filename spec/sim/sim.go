@@ -96,6 +96,52 @@ type Machine struct {
 	PrefillBudget int
 	MaxDepth      int // D_max (0: spec's default)
 	MaxWidth      int // W_max (0: spec's default)
+	// DraftCurve, when set, prices a draft step over n sequences (a
+	// token each) at DraftCurve.At(n), as a draft model's batched step
+	// costs on the engine; otherwise a step costs DraftStep.
+	DraftCurve *Curve
+	// Gate applies the engine's cost gate for a draft model (core/cpu's
+	// modelDrafter with "spec_adaptive"): where a draft step at the
+	// iteration's batch size cannot pay even for a certain node
+	// (spec.StopProb ≥ 1) nothing is drafted, and otherwise drafting
+	// stops below nodes under the stop probability. Drafting then costs
+	// the layers actually drafted.
+	Gate bool
+}
+
+// draftStep is the price of one draft step over n sequences.
+func (m Machine) draftStep(n int) time.Duration {
+	if m.DraftCurve != nil {
+		return m.DraftCurve.At(n)
+	}
+	return m.DraftStep
+}
+
+// gate is Machine.Gate around the simulator's drafter: it prices the step
+// as the engine does (spec.Prices at the iteration's n decoding sequences,
+// spec.StopProb) and counts the layers it drafted.
+type gate struct {
+	inner  spec.Drafter
+	m      *Machine
+	n      int // decoding sequences this iteration
+	layers int
+}
+
+func (g *gate) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree) error {
+	g.layers = 0
+	_, worth, marginal := spec.Prices(g.m.Curve.At, g.n)
+	stop := spec.StopProb(g.m.draftStep(len(seqs)), marginal, worth)
+	if stop >= 1 {
+		return nil // the trees stay their roots, as the engine leaves them
+	}
+	shape.StopProb = stop
+	if err := g.inner.Draft(seqs, shape, trees); err != nil {
+		return err
+	}
+	for _, t := range trees {
+		g.layers = max(g.layers, t.Depth())
+	}
+	return nil
 }
 
 // minProb is the floor under a node's path probability that the engine
@@ -172,8 +218,13 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 	sch := &spec.Scheduler{Config: spec.Config{
 		Policy: p.Spec, Budget: m.Budget, Branch: p.Branch, Order: p.Order, MaxDepth: m.MaxDepth, MaxWidth: m.MaxWidth,
 	}}
+	var gated *gate
 	if p.Spec != spec.Incremental {
 		sch.Drafter = &spec.BeamDrafter{Model: model{m.Accept}}
+		if m.Gate {
+			gated = &gate{inner: sch.Drafter, m: &m}
+			sch.Drafter = gated
+		}
 	}
 	epoch := time.Unix(0, 0)
 	run := &Run{Results: make([]Result, len(reqs))}
@@ -255,6 +306,9 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				sch.Config.MinProb = m.minProb(len(seqs))
 			}
 			var err error
+			if gated != nil {
+				gated.n = len(seqs)
+			}
 			if trees, err = sch.Plan(seqs, epoch.Add(now)); err != nil {
 				return nil, err
 			}
@@ -264,10 +318,13 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				run.Verified += t.Len()
 				depth = max(depth, t.Depth())
 			}
-			if sch.Drafter != nil {
+			switch {
+			case gated != nil:
+				dur += m.draftStep(len(seqs)) * time.Duration(gated.layers)
+			case sch.Drafter != nil:
 				// Drafting runs the candidate shape's layers whatever
 				// the selection kept.
-				dur += m.DraftStep * time.Duration(sch.Config.Shape(len(seqs)).Depth+len(sch.Config.Shape(len(seqs)).Branch))
+				dur += m.draftStep(len(seqs)) * time.Duration(sch.Config.Shape(len(seqs)).Depth+len(sch.Config.Shape(len(seqs)).Branch))
 			}
 		}
 		dur += m.Curve.At(tokens)

@@ -273,3 +273,35 @@ func TestMinProbPricing(t *testing.T) {
 	// n = 4: a token is worth 160/4 = 40, one more costs (240-160)/4 = 20.
 	require.InDelta(t, 0.5, Machine{Curve: cpu}.minProb(4), 1e-12)
 }
+
+// Machine.Gate prices a draft step at the iteration's batch size as the
+// engine does: where even a certain node cannot pay for the step, nothing
+// is drafted and the run is incremental decoding's, draft time included
+// (none); where the step is cheap, it drafts and pays for the layers it
+// drafted.
+func TestGateSkipsStepsThatCannotPay(t *testing.T) {
+	// A pass costs 10 ms plus 1 ms a token: a token is worth 10.x ms of
+	// one sequence's pass and an extra verified token costs 1 ms.
+	c := Curve{Name: "linear", N: []int{1, 64}, T: []time.Duration{11 * time.Millisecond, 74 * time.Millisecond}}
+	reqs := []Request{{Prompt: 8, Output: 40, TPOTSLO: time.Second}}
+	sim := func(step time.Duration, gate bool) *Run {
+		t.Helper()
+		m := Machine{Curve: c, Accept: perfect, Slots: 1, Budget: 8, DraftStep: step, Gate: gate}
+		run, err := Simulate(m, Policy{Name: "adaserve", Spec: spec.AdaServe}, reqs, 1)
+		require.NoError(t, err)
+		return run
+	}
+	incr, err := Simulate(Machine{Curve: c, Accept: perfect, Slots: 1, Budget: 8}, Policy{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
+	require.NoError(t, err)
+
+	costly := sim(20*time.Millisecond, true) // step + marginal > a token's worth
+	require.Equal(t, costly.Decodes, costly.Emitted, "no drafted token verified")
+	require.Equal(t, incr.End, costly.End, "no draft time either")
+
+	ungated := sim(20*time.Millisecond, false)
+	require.Greater(t, ungated.Emitted, ungated.Decodes, "without the gate it speculates")
+
+	cheap := sim(time.Millisecond, true)
+	require.Greater(t, cheap.Emitted, cheap.Decodes, "a cheap step pays: it drafts")
+	require.Less(t, cheap.End, incr.End)
+}

@@ -102,7 +102,13 @@ func engineSetting(o engineOpts) (sim.Setting, error) {
 		if err != nil {
 			return sim.Setting{}, err
 		}
-		m.Accept, m.DraftStep = sim.DraftModelAcceptance, sim.Curve{N: dns, T: dts}.At(8)
+		dc := sim.Curve{N: dns, T: dts}
+		m.Accept, m.DraftStep = sim.DraftModelAcceptance, dc.At(8)
+		// The engine prices each draft step at its batch size and, with
+		// "spec_adaptive", skips the steps that cannot pay: the replay
+		// does the same (without it the simulator speculates where the
+		// engine declines, and the two part by tens of points).
+		m.DraftCurve, m.Gate = &dc, o.adaptive
 	}
 	return sim.Setting{Name: "engine", Machine: m, Mix: engineMix(o.maxTokens), Requests: o.requests,
 		Loads: o.loads, Seed: o.seed}, nil
