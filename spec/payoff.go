@@ -151,11 +151,21 @@ func StopProb(step, marginal, plainToken time.Duration) float64 {
 // tokens in pass = T(n), so a token is worth T(n)/n of pass time, and each
 // extra verified token costs marginal, the curve's slope past n. The
 // engine prices its speculation with them, and the simulator the same way.
+//
+// The slope is taken over the next n tokens, and at least the next
+// marginalSpan: a tree adds several nodes, and the slope of one token is
+// the difference of two measured passes a few percent apart, which on a
+// CPU moved by 2.5x from one measurement of the curve to the next.
 func Prices(at func(int) time.Duration, n int) (pass, worth, marginal time.Duration) {
 	n = max(n, 1)
 	pass = at(n)
-	return pass, pass / time.Duration(n), (at(2*n) - pass) / time.Duration(n)
+	m := n + max(n, marginalSpan)
+	return pass, pass / time.Duration(n), (at(m) - pass) / time.Duration(m-n)
 }
+
+// marginalSpan is the fewest extra tokens Prices takes a curve's slope
+// over.
+const marginalSpan = 4
 
 // MinProb is the path probability below which a node does not pay for its
 // verification (Config.MinProb): its probability times a token's worth
