@@ -173,7 +173,6 @@ type NGramDrafter struct {
 	g      grower
 	seqs   []*Seq
 	counts []tokCount
-	window []int32
 }
 
 func (d *NGramDrafter) params() (maxOrder, minOrder, maxMatches int, discount float64) {
@@ -251,13 +250,8 @@ func (d *NGramDrafter) stateOf(s *Seq) *ngramSeq {
 func (d *NGramDrafter) observe(st *ngramSeq, t int32) {
 	maxOrder, minOrder, maxMatches, discount := d.params()
 	x := st.idx
-	h := uint64(0x243f6a8885a308d3)
 	var hs [16]uint64
-	hashes := hs[:0]
-	for i := x.Len() - 1; i >= 0 && len(hashes) < maxOrder; i-- {
-		h = step(h, x.toks[i])
-		hashes = append(hashes, h)
-	}
+	hashes := suffixHashes(hs[:0], x.toks, nil, maxOrder)
 	for kk := len(hashes); kk >= minOrder; kk-- {
 		d.counts = d.counts[:0]
 		var total int
@@ -265,12 +259,7 @@ func (d *NGramDrafter) observe(st *ngramSeq, t int32) {
 		if total == 0 {
 			continue
 		}
-		top := d.counts[0]
-		for _, c := range d.counts[1:] {
-			if c.n > top.n {
-				top = c // ties keep the newer, as expand's sort does
-			}
-		}
+		top := slices.MinFunc(d.counts, likelier) // expand's first proposal
 		st.hit[kk] *= calibDecay
 		st.pred[kk] *= calibDecay
 		st.pred[kk] += float64(top.n) / (float64(total) + discount)
@@ -279,6 +268,30 @@ func (d *NGramDrafter) observe(st *ngramSeq, t int32) {
 		}
 		return
 	}
+}
+
+// suffixHashes appends to dst the right-to-left hashes of the suffixes of
+// context followed by path, of length 1 to maxOrder (as many as there are
+// tokens): dst[k-1] is the hash of the last k tokens, the key of the
+// order-k look-up.
+func suffixHashes(dst []uint64, context, path []int32, maxOrder int) []uint64 {
+	h := uint64(0x243f6a8885a308d3)
+	for _, part := range [2][]int32{path, context} {
+		for i := len(part) - 1; i >= 0 && len(dst) < maxOrder; i-- {
+			h = step(h, part[i])
+			dst = append(dst, h)
+		}
+	}
+	return dst
+}
+
+// likelier orders proposals as they are offered: more occurrences first,
+// then the more recently seen.
+func likelier(a, b tokCount) int {
+	if a.n != b.n {
+		return b.n - a.n
+	}
+	return a.order - b.order
 }
 
 // rate is the calibration ratio of order k: observed over predicted
@@ -306,22 +319,8 @@ func (d *NGramDrafter) expand(queries []Query, k int, out [][]cand) error {
 	for qi, q := range queries {
 		st := d.seqs[q.Seq].DraftState.(*ngramSeq)
 		own := st.idx
-		// The window: the last maxOrder tokens of Context ++ Path, newest
-		// first.
-		d.window = d.window[:0]
-		for i := len(q.Path) - 1; i >= 0 && len(d.window) < maxOrder; i-- {
-			d.window = append(d.window, q.Path[i])
-		}
-		for i := len(q.Context) - 1; i >= 0 && len(d.window) < maxOrder; i-- {
-			d.window = append(d.window, q.Context[i])
-		}
 		var hs [16]uint64
-		hashes := hs[:0]
-		h := uint64(0x243f6a8885a308d3)
-		for _, t := range d.window {
-			h = step(h, t)
-			hashes = append(hashes, h)
-		}
+		hashes := suffixHashes(hs[:0], q.Context, q.Path, maxOrder)
 		// Back off from the longest matching suffix to shorter ones while
 		// fewer than k distinct tokens are proposed. Each order's proposals
 		// share the mass its longer orders left unassigned, so a longer,
@@ -343,12 +342,7 @@ func (d *NGramDrafter) expand(queries []Query, k int, out [][]cand) error {
 				if total == 0 {
 					continue
 				}
-				slices.SortFunc(d.counts, func(a, b tokCount) int {
-					if a.n != b.n {
-						return b.n - a.n
-					}
-					return a.order - b.order
-				})
+				slices.SortFunc(d.counts, likelier)
 				share := float64(total) / (float64(total) + discount)
 				if x == own {
 					share = min(1, share*st.rate(kk))
