@@ -541,6 +541,20 @@ func (d *draftNet) stepAt(n int) (time.Duration, bool) {
 	return 0, false
 }
 
+// observeStep records a draft step over n sequences that took took.
+func (d *draftNet) observeStep(n int, took time.Duration) {
+	d.Step.Observe(took)
+	t := d.stepBy[n]
+	if t == nil {
+		if d.stepBy == nil {
+			d.stepBy = map[int]*spec.Timing{}
+		}
+		t = &spec.Timing{}
+		d.stepBy[n] = t
+	}
+	t.Observe(took)
+}
+
 func (d *draftNet) Vocab() int { return d.m.Config().Vocab }
 
 // rowWidth is the floats of one logits row: the ids proposals come from.
@@ -682,17 +696,7 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 		// A step that fed one token per query is the cost model's draft
 		// step; catch-ups (new prompts, plain stretches) are not.
 		if !d.sideFed && len(d.batch.Tokens) > 0 && len(d.batch.Tokens) <= len(queries) {
-			took := time.Since(start)
-			d.Step.Observe(took)
-			t := d.stepBy[len(d.seqs)]
-			if t == nil {
-				if d.stepBy == nil {
-					d.stepBy = map[int]*spec.Timing{}
-				}
-				t = &spec.Timing{}
-				d.stepBy[len(d.seqs)] = t
-			}
-			t.Observe(took)
+			d.observeStep(len(d.seqs), time.Since(start))
 		}
 	}()
 	d.sideFed = false
