@@ -437,7 +437,7 @@ func BenchmarkPacked8(b *testing.B) {
 }
 
 // BenchmarkPackedQwen: the Qwen2.5-Coder-1.5B Q4_K_M matmul shapes, packed,
-// at N = 1, 4, 8 on 1 and 2 threads. Each matrix (7–11 MB) stays in L3
+// at N = 1…16 on 1 and 2 threads. Each matrix (7–11 MB) stays in L3
 // between iterations, so N = 1 is not DRAM-bound here; N = 8 is the
 // kernels' compute for a verify pass. ns/row-block: thread-ns per
 // 32-weight block and activation row.
@@ -446,10 +446,10 @@ func BenchmarkPacked8(b *testing.B) {
 func BenchmarkPackedQwen(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 5))
 	for _, s := range []benchShape{{"gate_8960x1536_Q4_K", Q4_K, 8960, 1536}, {"down_1536x8960_Q4_K", Q4_K, 1536, 8960}, {"down_1536x8960_Q6_K", Q6_K, 1536, 8960}} {
-		w, xq, out := benchMatrix(rng, s.wt, s.rows, s.cols, 8)
+		w, xq, out := benchMatrix(rng, s.wt, s.rows, s.cols, 16)
 		pk := Prepack(s.wt, w, s.rows, s.cols)
 		for _, th := range []int{1, 2} {
-			for _, n := range []int{1, 4, 8} {
+			for _, n := range []int{1, 2, 4, 8, 12, 16} {
 				b.Run(fmt.Sprintf("%s/threads=%d/N=%d", s.name, th, n), func(b *testing.B) {
 					p := NewPool(th)
 					defer p.Close()
