@@ -66,3 +66,59 @@ func TestAcceptanceLeavesCalibratedDrafters(t *testing.T) {
 	}
 	require.InDelta(t, 1, a.Factor(1), 0.15)
 }
+
+// An underconfident drafter: it claims every chain token with probability
+// 0.6, while the target accepts each with probability 0.8. The scaled f
+// rises toward what is accepted (depth 1: 0.8), never above MaxRaise times
+// the raw f, never above 1, and stays non-increasing down the chain.
+func TestAcceptanceRaisesUnderconfidence(t *testing.T) {
+	var a Acceptance
+	rng := rand.New(rand.NewPCG(5, 6))
+	const depth = 4
+	chain := func() *Tree {
+		var tr Tree
+		tr.Reset(0)
+		p := 1.0
+		for d := 1; d <= depth; d++ {
+			p *= 0.6
+			tr.Add(d-1, int32(d), p)
+		}
+		a.Scale(&tr)
+		return &tr
+	}
+	for range 3000 {
+		tr := chain()
+		path := []int{0}
+		for d := 1; d <= depth && rng.Float64() < 0.8; d++ {
+			path = append(path, d)
+		}
+		a.Observe(tr, path)
+	}
+	tr := chain()
+	require.InDelta(t, 0.8, tr.Nodes[1].Prob, 0.08)
+	for d := 1; d <= depth; d++ {
+		n := tr.Nodes[d]
+		require.Greater(t, n.Prob, n.Raw, "depth %d raised", d)
+		require.LessOrEqual(t, n.Prob, MaxRaise*n.Raw+1e-12)
+		require.LessOrEqual(t, n.Prob, tr.Nodes[d-1].Prob)
+	}
+
+	// A drafter whose every path is accepted is raised by MaxRaise at
+	// most, and no probability passes 1.
+	var b Acceptance
+	for range 500 {
+		var tr Tree
+		tr.Reset(0)
+		tr.Add(0, 1, 0.5)
+		tr.Add(1, 2, 0.45)
+		b.Scale(&tr)
+		b.Observe(&tr, []int{0, 1, 2})
+	}
+	require.Equal(t, MaxRaise, b.Factor(1))
+	var tr2 Tree
+	tr2.Reset(0)
+	tr2.Add(0, 1, 0.9)
+	b.Scale(&tr2)
+	require.Equal(t, 1.0, tr2.Nodes[1].Prob)
+	require.Equal(t, 0.9, tr2.Nodes[1].Raw)
+}

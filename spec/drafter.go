@@ -76,6 +76,11 @@ type Shape struct {
 	// verified) but no query asks for its children. A drafter whose steps
 	// cost real time sets it from a cost model (see Payoff.StopProb).
 	StopProb float64
+	// Calib, when set, calibrates the path probabilities StopProb is
+	// compared with: a node at depth d is judged by Calibrated(f, d,
+	// Calib) (Acceptance.Factors fills it). Trees still carry the raw f;
+	// Acceptance.Scale calibrates them after drafting.
+	Calib []float64
 }
 
 func (s Shape) depth() int {
@@ -234,7 +239,7 @@ func (g *grower) grow(seqs []*Seq, shape Shape, trees []*Tree, ex expander) erro
 			g.frontier[i] = g.frontier[i][:0]
 			for j, c := range g.layer {
 				node := trees[i].Add(c.parent, c.token, c.prob)
-				if c.prob < shape.StopProb || shape.Spine && j > 0 {
+				if Calibrated(c.prob, d+1, shape.Calib) < shape.StopProb || shape.Spine && j > 0 {
 					continue // a leaf: not worth (or not on the spine to) expand
 				}
 				g.frontier[i] = append(g.frontier[i], node)

@@ -252,3 +252,32 @@ func TestStopProbEndsDrafting(t *testing.T) {
 		}
 	}
 }
+
+// TestStopProbReadsCalibration: with Shape.Calib the stop rule judges a
+// node by its calibrated probability. Raised factors expand nodes whose
+// raw probability is under StopProb (so trees grow deeper), lowered ones
+// stop nodes above it; the trees keep the raw probabilities.
+func TestStopProbReadsCalibration(t *testing.T) {
+	m := newToyDraft(12, 3)
+	seqs := newSeqs(3)
+	const stop = 0.2
+	depths := func(calib []float64) (total int) {
+		trees := []*Tree{{}, {}, {}}
+		require.NoError(t, (&BeamDrafter{Model: m}).Draft(seqs, Shape{Depth: 6, Width: 2, Spine: true, StopProb: stop, Calib: calib}, trees))
+		for _, tr := range trees {
+			for _, n := range tr.Nodes[1:] {
+				require.Equal(t, n.Raw, n.Prob, "drafting leaves the raw f")
+				if n.Children > 0 {
+					require.GreaterOrEqual(t, Calibrated(n.Raw, int(n.Depth), calib), stop, "a node under StopProb was expanded")
+				}
+			}
+			total += tr.Depth()
+		}
+		return total
+	}
+	plain := depths(nil)
+	raised := depths([]float64{1, 1.5, 1.5, 1.5, 1.5, 1.5, 1.5})
+	lowered := depths([]float64{1, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5})
+	require.Greater(t, raised, plain)
+	require.Less(t, lowered, plain)
+}

@@ -15,8 +15,12 @@ type Node struct {
 	// Prob approximates the path probability f(v): the probability that the
 	// target model accepts every token from the root down to this node. It
 	// is the product of the drafter's conditional probabilities along the
-	// path; the root's is 1.
+	// path; the root's is 1. Acceptance.Scale recalibrates it from Raw.
 	Prob float64
+	// Raw is the drafter's own path probability, Prob as Add set it
+	// before any calibration: what Acceptance compares with what
+	// verification accepts.
+	Raw float64
 }
 
 // Tree is a token tree in breadth-first linearisation. Node 0 is the root:
@@ -41,7 +45,7 @@ type Tree struct {
 
 // Reset makes t a root-only tree.
 func (t *Tree) Reset(root int32) {
-	t.Nodes = append(t.Nodes[:0], Node{Token: root, Parent: -1, Prob: 1})
+	t.Nodes = append(t.Nodes[:0], Node{Token: root, Parent: -1, Prob: 1, Raw: 1})
 }
 
 // Len is the number of nodes, root included.
@@ -66,7 +70,7 @@ func (t *Tree) Add(parent int, token int32, prob float64) int {
 		p.FirstChild = int32(i)
 	}
 	p.Children++
-	t.Nodes = append(t.Nodes, Node{Token: token, Parent: int32(parent), Depth: p.Depth + 1, Prob: prob})
+	t.Nodes = append(t.Nodes, Node{Token: token, Parent: int32(parent), Depth: p.Depth + 1, Prob: prob, Raw: prob})
 	return i
 }
 
@@ -256,7 +260,7 @@ func Canonical(tokens []int32, parents []int, probs []float64) (*Tree, []int, er
 	}
 	t := &Tree{}
 	t.Reset(tokens[root])
-	t.Nodes[0].Prob = probs[root]
+	t.Nodes[0].Prob, t.Nodes[0].Raw = probs[root], probs[root]
 	perm := []int{root}
 	for q := 0; q < len(perm); q++ {
 		for _, c := range kids[perm[q]] {
