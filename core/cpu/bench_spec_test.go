@@ -305,3 +305,58 @@ func BenchmarkAdaServeOrder(b *testing.B) {
 	}
 	b.Log(out.String())
 }
+
+// BenchmarkSpeculationStreams prints, per prompt set and number of
+// concurrent streams, the aggregate decoding throughput of plain decoding
+// and of each drafter (all prompts of the set, `streams` at a time, from
+// the first submit to the last token; the best of LMSTREAM_SPEC_REPS
+// runs, drafters interleaved), and the mean tokens per verify pass.
+// Where one stream measures the drafter, this measures how a draft step
+// shared by several sequences pays.
+//
+//	LMSTREAM_SPEC_MODEL=$PWD/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+//	LMSTREAM_SPEC_DRAFT=$PWD/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
+//	LMSTREAM_SPEC_SETS=code LMSTREAM_SPEC_DRAFTERS=draft_model \
+//	go test -run '^$' -bench SpeculationStreams -benchtime 1x -timeout 0 ./core/cpu
+//
+// LMSTREAM_SPEC_STREAMS lists the stream counts (default 2,4); the other
+// variables are BenchmarkSpeculation's.
+func BenchmarkSpeculationStreams(b *testing.B) {
+	skipWithoutModel(b)
+	extra := os.Getenv("LMSTREAM_SPEC_CONFIG") + `,"draft_model_path":"` + envOr("LMSTREAM_SPEC_DRAFT", benchModel) + `"`
+	drafters := append([]string{"none"}, strings.Split(envOr("LMSTREAM_SPEC_DRAFTERS", "ngram,draft_model"), ",")...)
+	tokens, _ := strconv.Atoi(envOr("LMSTREAM_SPEC_TOKENS", "128"))
+	reps, _ := strconv.Atoi(envOr("LMSTREAM_SPEC_REPS", "2"))
+	var out strings.Builder
+	fmt.Fprintf(&out, "\n%-9s %7s %-12s %9s %8s %12s %7s\n", "set", "streams", "drafter", "tokens/s", "speedup", "tokens/pass", "accept")
+	for b.Loop() {
+		for _, set := range strings.Split(envOr("LMSTREAM_SPEC_SETS", "code"), ",") {
+			prompts := loadPrompts(b, set+".jsonl")
+			for _, f := range strings.Split(envOr("LMSTREAM_SPEC_STREAMS", "2,4"), ",") {
+				streams, _ := strconv.Atoi(f)
+				best := map[string]specRun{}
+				for range max(1, reps) {
+					for _, d := range drafters {
+						r := runSet(b, benchConfig(extra), prompts, max(2, tokens), max(1, streams), map[string]any{"drafter": d, "speculate": d != "none"}, nil)
+						if o, ok := best[d]; !ok || r.tokensPerSec() > o.tokensPerSec() {
+							best[d] = r
+						}
+					}
+				}
+				for _, d := range drafters {
+					r := best[d]
+					tpp := float64(r.tokens) / float64(max(1, r.passes))
+					if d == "none" {
+						tpp = 1
+					}
+					fmt.Fprintf(&out, "%-9s %7d %-12s %9.2f %7.2fx %12.2f %6.0f%%\n", set, streams, d, r.tokensPerSec(),
+						r.tokensPerSec()/best["none"].tokensPerSec(), tpp, 100*float64(r.accepted)/float64(max(1, r.proposed)))
+				}
+			}
+		}
+	}
+	b.Log(out.String())
+}
+
+// tokensPerSec is a multi-stream run's aggregate throughput.
+func (r specRun) tokensPerSec() float64 { return float64(r.tokens) / max(r.wall.Seconds(), 1e-9) }
