@@ -40,6 +40,9 @@ const (
 // smallest ratio of accepted to predicted over depths 1…d (a depth not
 // trusted yet counts as 1), at most MaxRaise.
 func (a *Acceptance) Factor(d int) float64 {
+	if d < 1 {
+		return 1 // the root
+	}
 	f := MaxRaise
 	for i := 0; i < min(d, acceptanceDepths); i++ {
 		r := 1.0
@@ -47,9 +50,6 @@ func (a *Acceptance) Factor(d int) float64 {
 			r = a.acc[i] / a.pred[i]
 		}
 		f = min(f, r)
-	}
-	if d < 1 {
-		return 1
 	}
 	return f
 }
