@@ -85,3 +85,30 @@ func TestPayoffAlways(t *testing.T) {
 	p := Payoff{PlainPrior: 60 * time.Millisecond, Always: true}
 	require.Equal(t, 300, runPayoff(&p, 300, 200*time.Millisecond, 60*time.Millisecond, 1))
 }
+
+// TestPrefillChunk: the prompt tokens an iteration may take beside the
+// decoding sequences, on a linear curve of 10 ms plus 1 ms a token.
+func TestPrefillChunk(t *testing.T) {
+	at := func(n int) time.Duration { return 10*time.Millisecond + time.Duration(n)*time.Millisecond }
+	now := time.Unix(100, 0)
+	seq := func(slo time.Duration, generated int, since time.Duration) *Seq {
+		s := &Seq{Tokens: make([]int32, 5+generated), Prompt: 5, SLO: slo, Start: now.Add(-since)}
+		return s
+	}
+	// Nothing decoding, or nothing with an SLO: the whole chunk.
+	require.Equal(t, 128, PrefillChunk(at, nil, now, 128))
+	require.Equal(t, 128, PrefillChunk(at, []*Seq{seq(0, 3, time.Second)}, now, 128))
+	// On pace with 40 ms of room: 11 tokens past its first after 400 ms at
+	// a 40 ms SLO may take an iteration of 40·12 − 400 = 80 ms: with two
+	// decoding, 10 + 2 + c ≤ 80, so c = 68.
+	a, b := seq(40*time.Millisecond, 12, 400*time.Millisecond), seq(0, 2, 0)
+	require.Equal(t, 68, PrefillChunk(at, []*Seq{a, b}, now, 128))
+	// The tightest sequence that can still make it sets the chunk; one too
+	// far behind to (its time under the bare decode step) is left out.
+	tight := seq(40*time.Millisecond, 12, 440*time.Millisecond) // 40 ms: c = 40 − 13 = 27
+	lost := seq(10*time.Millisecond, 12, time.Second)           // 120 − 1000 ms
+	require.Equal(t, 27, PrefillChunk(at, []*Seq{a, tight, lost}, now, 128))
+	// Never below a sixteenth of the whole: prompts keep moving.
+	squeezed := seq(40*time.Millisecond, 12, 466*time.Millisecond) // 14 ms: only the decode fits
+	require.Equal(t, 8, PrefillChunk(at, []*Seq{squeezed}, now, 128))
+}

@@ -371,6 +371,26 @@ func (b *Backend) preempting(slots []*runtime.Slot) bool {
 	return false
 }
 
+// prefillBudget is how many prompt tokens this iteration may take over all
+// prefilling slots: a whole prefill_chunk each, or under AdaServe
+// (specConfig.sloChunk) what keeps the decoding streams on their TPOT SLOs
+// (spec.PrefillChunk, priced from the forward pass's measured curve; at
+// least a sixteenth of the whole). b.seqs must hold this iteration's
+// decoding sequences.
+func (b *Backend) prefillBudget(slots []*runtime.Slot, now time.Time) int {
+	n := 0
+	for _, s := range slots {
+		if !s.State.(*sequence).decoding {
+			n++
+		}
+	}
+	whole := n * b.prefillChunk
+	if !b.spec.sloChunk || b.curve == nil || n == 0 {
+		return whole
+	}
+	return spec.PrefillChunk(b.curve.at, b.seqs, now, whole)
+}
+
 // Close frees everything the backend allocated: the KV caches (its own and
 // the drafters'), the models' worker pools and packed weights, and the
 // mappings of the model files. The runtime calls it from its engine
@@ -645,13 +665,15 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 	b.pruneTrees(slots, trees)
 	t1 := time.Now()
 
+	prefillLeft := b.prefillBudget(slots, t0)
 	nLogits, di := 0, 0
 	for _, s := range slots {
 		q := s.State.(*sequence)
 		q.batched = 0
 		row := -1
 		if !q.decoding {
-			end := min(q.prefill+b.prefillChunk, len(s.Prompt))
+			end := min(q.prefill+b.prefillChunk, q.prefill+prefillLeft, len(s.Prompt))
+			prefillLeft -= end - q.prefill
 			for i := q.prefill; i < end; i++ {
 				parent := -1
 				if i > q.prefill {

@@ -44,7 +44,8 @@ func TestPolicyConfig(t *testing.T) {
 		require.Equal(t, c.fcfs, sc.fcfsAdmit, c.name)
 		p, err := sim.PolicyByName(c.simulate)
 		require.NoError(t, err)
-		require.Equal(t, [3]any{p.Spec, p.Prefill, p.FCFSAdmit}, [3]any{sc.sched.Policy, sc.prefill, sc.fcfsAdmit}, "%s agrees with the simulator's %s", c.name, c.simulate)
+		require.Equal(t, [4]any{p.Spec, p.Prefill, p.FCFSAdmit, p.SLOChunk}, [4]any{sc.sched.Policy, sc.prefill, sc.fcfsAdmit, sc.sloChunk}, "%s agrees with the simulator's %s", c.name, c.simulate)
+		require.Equal(t, c.spec == spec.AdaServe, sc.sloChunk, "%s: only AdaServe sizes its prefill chunks by SLO", c.name)
 	}
 	cfg, err := runtime.ParseConfig([]byte(`{"spec_policy":"fastest"}`))
 	require.NoError(t, err)

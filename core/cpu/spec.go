@@ -60,7 +60,11 @@ type specConfig struct {
 	prefill sim.Prefill
 	// fcfsAdmit admits requests first come, first served, whatever their
 	// TTFT SLOs (runtime.AdmissionDeadline).
-	fcfsAdmit    bool
+	fcfsAdmit bool
+	// sloChunk sizes each iteration's prompt tokens to keep the decoding
+	// streams on their TPOT SLOs (spec.PrefillChunk) instead of giving
+	// every prefilling sequence a whole prefill_chunk.
+	sloChunk     bool
 	budgetGiven  bool
 	minProbGiven bool
 }
@@ -143,7 +147,7 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	if err != nil {
 		return sc, err
 	}
-	sc.sched.Policy, sc.prefill, sc.fcfsAdmit = p.Spec, p.Prefill, p.FCFSAdmit
+	sc.sched.Policy, sc.prefill, sc.fcfsAdmit, sc.sloChunk = p.Spec, p.Prefill, p.FCFSAdmit, p.SLOChunk
 	switch strings.ToLower(order) {
 	case "descending", "desc":
 		sc.sched.Order = spec.Descending

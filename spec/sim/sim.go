@@ -50,14 +50,22 @@ type Policy struct {
 	FCFSAdmit bool
 	// Order is the order of AdaServe's SLO phase (spec.Config.Order).
 	Order spec.Order
+	// SLOChunk sizes the prefill chunk of an iteration so that the
+	// iteration keeps every decoding request that can still meet its
+	// TPOT SLO on pace (spec.PrefillChunk).
+	SLOChunk bool
 }
 
 // Policies are the systems the evaluation compares.
 var Policies = []Policy{
-	{Name: "adaserve", Spec: spec.AdaServe},
+	// AdaServe's SLO customization reaches the prefill chunk too
+	// (spec.PrefillChunk); "adaserve-fixed" is the paper's, with the
+	// fixed chunk every other chunked policy takes.
+	{Name: "adaserve", Spec: spec.AdaServe, SLOChunk: true},
 	// The public implementation's SLO-phase order: the requests closest
 	// to their SLO first, so a budget too small for all saves the most.
-	{Name: "adaserve-asc", Spec: spec.AdaServe, Order: spec.Ascending},
+	{Name: "adaserve-asc", Spec: spec.AdaServe, Order: spec.Ascending, SLOChunk: true},
+	{Name: "adaserve-fixed", Spec: spec.AdaServe},
 	{Name: "global-greedy", Spec: spec.GlobalGreedy},
 	{Name: "equal-greedy", Spec: spec.EqualGreedy},
 	{Name: "specinfer", Spec: spec.SpecInfer},
@@ -273,6 +281,15 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			} else {
 				slices.SortStableFunc(pre, func(a, b *live) int { return cmpInt64(a.deadline, b.deadline) })
 				left := pb
+				if p.SLOChunk {
+					var dec []*spec.Seq
+					for _, l := range active {
+						if l.prefill == l.req.Prompt {
+							dec = append(dec, &l.seq)
+						}
+					}
+					left = spec.PrefillChunk(m.Curve.At, dec, epoch.Add(now), pb)
+				}
 				for _, l := range pre {
 					if left == 0 {
 						break
