@@ -180,13 +180,13 @@ func MinProb(worth, marginal time.Duration) float64 {
 
 // PrefillChunk is how many prompt tokens an iteration may prefill beside
 // the decoding sequences dec so that it keeps them on their TPOT SLO, at
-// most max and at least max/16 (prompts keep moving). A sequence o tokens
+// most whole and at least max(1, whole/16) (prompts keep moving). A sequence o tokens
 // past its first and l since it is within its SLO after this iteration's
 // token if the iteration takes at most SLO·(o+1) − l; the chunk is the
 // largest whose pass (dec's roots and the chunk, priced by at) fits the
 // smallest such time among the sequences that can still make it. Without
 // such a sequence (none decoding, none with an SLO, every one already too
-// far behind) it is max.
+// far behind) it is whole.
 //
 // Why: a chunk of a fixed size rides on every decode step while a prompt
 // is prefilled. Where a pass costs about linearly in its tokens (a CPU),
@@ -195,9 +195,9 @@ func MinProb(worth, marginal time.Duration) float64 {
 // measured Qwen2.5-Coder-1.5B CPU curve, AdaServe with fixed chunks
 // trailed vLLM-style prefill-first scheduling by 2.5–6 points of
 // attainment; with this rule it leads at every load (spec/sim).
-func PrefillChunk(at func(int) time.Duration, dec []*Seq, now time.Time, max int) int {
+func PrefillChunk(at func(int) time.Duration, dec []*Seq, now time.Time, whole int) int {
 	if len(dec) == 0 {
-		return max
+		return whole
 	}
 	budget, limited := time.Duration(0), false
 	step := at(len(dec))
@@ -210,12 +210,26 @@ func PrefillChunk(at func(int) time.Duration, dec []*Seq, now time.Time, max int
 			budget, limited = b, true
 		}
 	}
-	if !limited {
-		return max
+	fits := func(c int) bool { return at(len(dec)+c) <= budget }
+	lo := min(whole, max(1, whole/16))
+	if !limited || fits(whole) {
+		return whole
 	}
-	c := max
-	for c > max/16 && at(len(dec)+c) > budget {
-		c--
+	if !fits(lo) {
+		return lo
 	}
-	return c
+	// Bisect between a chunk that fits (lo) and one that does not (hi):
+	// whole can be slots × prefill_chunk, millions of tokens, so a linear
+	// scan could stall the engine. A measured curve that is not monotone
+	// still yields a chunk that fits with the next one not fitting.
+	hi := whole
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
 }

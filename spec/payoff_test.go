@@ -111,4 +111,14 @@ func TestPrefillChunk(t *testing.T) {
 	// Never below a sixteenth of the whole: prompts keep moving.
 	squeezed := seq(40*time.Millisecond, 12, 466*time.Millisecond) // 14 ms: only the decode fits
 	require.Equal(t, 8, PrefillChunk(at, []*Seq{squeezed}, now, 128))
+	// A whole chunk under 16 still leaves one token where none fits.
+	tightest := seq(40*time.Millisecond, 12, 469*time.Millisecond) // 11 ms: the bare decode step
+	require.Equal(t, 1, PrefillChunk(at, []*Seq{tightest}, now, 4))
+	// A huge whole (4096 slots × the largest prefill_chunk) is bisected,
+	// not scanned: on a curve of 10 ms plus 1 ns a token, 40 ms of room
+	// with three decoding leaves 30,000,000 − 3 tokens.
+	calls := 0
+	cheap := func(n int) time.Duration { calls++; return 10*time.Millisecond + time.Duration(n) }
+	require.Equal(t, 29_999_997, PrefillChunk(cheap, []*Seq{a, tight, lost}, now, 4096<<16))
+	require.Less(t, calls, 64)
 }
