@@ -45,19 +45,33 @@ func (a *Acceptance) Factor(d int) float64 {
 	}
 	f := MaxRaise
 	for i := 0; i < min(d, acceptanceDepths); i++ {
-		r := 1.0
-		if a.pred[i] >= MinMass {
-			r = a.acc[i] / a.pred[i]
-		}
-		f = min(f, r)
+		f = min(f, a.ratio(i))
 	}
 	return f
 }
 
-// Factors fills fs[d] with Factor(d) for every d < len(fs).
+// ratio is accepted over predicted at depth i+1, or 1 before that depth
+// holds MinMass.
+func (a *Acceptance) ratio(i int) float64 {
+	if a.pred[i] < MinMass {
+		return 1
+	}
+	return a.acc[i] / a.pred[i]
+}
+
+// Factors fills fs[d] with Factor(d) for every d < len(fs), keeping the
+// running minimum instead of rescanning the shallower depths for each.
 func (a *Acceptance) Factors(fs []float64) {
+	f := MaxRaise
 	for d := range fs {
-		fs[d] = a.Factor(d)
+		if d == 0 {
+			fs[d] = 1 // the root
+			continue
+		}
+		if i := d - 1; i < acceptanceDepths {
+			f = min(f, a.ratio(i))
+		}
+		fs[d] = f
 	}
 }
 

@@ -13,28 +13,8 @@ import (
 // it stays non-increasing down the chain.
 func TestAcceptanceCalibratesOverconfidence(t *testing.T) {
 	var a Acceptance
-	rng := rand.New(rand.NewPCG(1, 2))
 	const depth = 4
-	chain := func() *Tree {
-		var tr Tree
-		tr.Reset(0)
-		p := 1.0
-		for d := 1; d <= depth; d++ {
-			p *= 0.9
-			tr.Add(d-1, int32(d), p)
-		}
-		a.Scale(&tr)
-		return &tr
-	}
-	for range 3000 {
-		tr := chain()
-		path := []int{0}
-		for d := 1; d <= depth && rng.Float64() < 0.4; d++ {
-			path = append(path, d)
-		}
-		a.Observe(tr, path)
-	}
-	tr := chain()
+	tr := trainOnChains(&a, rand.New(rand.NewPCG(1, 2)), depth, 0.9, 0.4)
 	want := 1.0
 	for d := 1; d <= depth; d++ {
 		want *= 0.4
@@ -73,28 +53,8 @@ func TestAcceptanceLeavesCalibratedDrafters(t *testing.T) {
 // the raw f, never above 1, and stays non-increasing down the chain.
 func TestAcceptanceRaisesUnderconfidence(t *testing.T) {
 	var a Acceptance
-	rng := rand.New(rand.NewPCG(5, 6))
 	const depth = 4
-	chain := func() *Tree {
-		var tr Tree
-		tr.Reset(0)
-		p := 1.0
-		for d := 1; d <= depth; d++ {
-			p *= 0.6
-			tr.Add(d-1, int32(d), p)
-		}
-		a.Scale(&tr)
-		return &tr
-	}
-	for range 3000 {
-		tr := chain()
-		path := []int{0}
-		for d := 1; d <= depth && rng.Float64() < 0.8; d++ {
-			path = append(path, d)
-		}
-		a.Observe(tr, path)
-	}
-	tr := chain()
+	tr := trainOnChains(&a, rand.New(rand.NewPCG(5, 6)), depth, 0.6, 0.8)
 	require.InDelta(t, 0.8, tr.Nodes[1].Prob, 0.08)
 	for d := 1; d <= depth; d++ {
 		n := tr.Nodes[d]
@@ -121,4 +81,43 @@ func TestAcceptanceRaisesUnderconfidence(t *testing.T) {
 	b.Scale(&tr2)
 	require.Equal(t, 1.0, tr2.Nodes[1].Prob)
 	require.Equal(t, 0.9, tr2.Nodes[1].Raw)
+}
+
+// trainOnChains has a observe 3000 verified chains of the given depth
+// from a drafter that claims every token with probability claim, of which
+// the target accepts each with probability accept, and returns one more
+// chain as a now scales it.
+func trainOnChains(a *Acceptance, rng *rand.Rand, depth int, claim, accept float64) *Tree {
+	chain := func() *Tree {
+		var tr Tree
+		tr.Reset(0)
+		p := 1.0
+		for d := 1; d <= depth; d++ {
+			p *= claim
+			tr.Add(d-1, int32(d), p)
+		}
+		a.Scale(&tr)
+		return &tr
+	}
+	for range 3000 {
+		tr := chain()
+		path := []int{0}
+		for d := 1; d <= depth && rng.Float64() < accept; d++ {
+			path = append(path, d)
+		}
+		a.Observe(tr, path)
+	}
+	return chain()
+}
+
+// TestFactorsEqualFactor: the running minimum of Factors is Factor at
+// every depth, past the depths Acceptance tells apart too.
+func TestFactorsEqualFactor(t *testing.T) {
+	var a Acceptance
+	trainOnChains(&a, rand.New(rand.NewPCG(7, 8)), 6, 0.7, 0.75)
+	fs := make([]float64, CalibDepths+3)
+	a.Factors(fs)
+	for d, f := range fs {
+		require.Equal(t, a.Factor(d), f, "depth %d", d)
+	}
 }

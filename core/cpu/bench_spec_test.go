@@ -219,16 +219,13 @@ func compareSet(tb testing.TB, config string, set []string, drafters []string, m
 //	go test -run '^$' -bench Speculation -benchtime 1x -timeout 0 ./core/cpu
 func BenchmarkSpeculation(b *testing.B) {
 	skipWithoutModel(b)
-	extra := os.Getenv("LMSTREAM_SPEC_CONFIG") + `,"draft_model_path":"` + envOr("LMSTREAM_SPEC_DRAFT", benchModel) + `"`
-	drafters := append([]string{"none"}, strings.Split(envOr("LMSTREAM_SPEC_DRAFTERS", "ngram,early_exit,draft_model"), ",")...)
-	tokens, _ := strconv.Atoi(envOr("LMSTREAM_SPEC_TOKENS", "128"))
-	reps, _ := strconv.Atoi(envOr("LMSTREAM_SPEC_REPS", "2"))
+	extra, drafters, tokens, reps := specBenchEnv("ngram,early_exit,draft_model")
 	var out strings.Builder
 	fmt.Fprintf(&out, "\n%-9s %-12s %9s %8s %12s %7s %7s %7s %7s\n", "set", "drafter", "ms/token", "speedup", "tokens/pass", "accept", "plan%", "fwd%", "verify%")
 	for b.Loop() {
 		for _, set := range strings.Split(envOr("LMSTREAM_SPEC_SETS", "grounded,chat"), ",") {
 			prompts := loadPrompts(b, set+".jsonl")
-			runs := compareSet(b, benchConfig(extra), prompts, drafters, max(2, tokens), max(1, reps))
+			runs := compareSet(b, benchConfig(extra), prompts, drafters, tokens, reps)
 			plain := runs["none"]
 			for _, d := range drafters {
 				r := runs[d]
@@ -246,6 +243,19 @@ func BenchmarkSpeculation(b *testing.B) {
 		}
 	}
 	b.Log(out.String())
+}
+
+// specBenchEnv reads the speculation benchmarks' shared variables: the
+// config to merge (LMSTREAM_SPEC_CONFIG, and LMSTREAM_SPEC_DRAFT as the
+// draft model), "none" followed by LMSTREAM_SPEC_DRAFTERS (default
+// defDrafters), the tokens per answer (LMSTREAM_SPEC_TOKENS, at least 2)
+// and the runs per prompt (LMSTREAM_SPEC_REPS, at least 1).
+func specBenchEnv(defDrafters string) (extra string, drafters []string, tokens, reps int) {
+	extra = os.Getenv("LMSTREAM_SPEC_CONFIG") + `,"draft_model_path":"` + envOr("LMSTREAM_SPEC_DRAFT", benchModel) + `"`
+	drafters = append([]string{"none"}, strings.Split(envOr("LMSTREAM_SPEC_DRAFTERS", defDrafters), ",")...)
+	tokens, _ = strconv.Atoi(envOr("LMSTREAM_SPEC_TOKENS", "128"))
+	reps, _ = strconv.Atoi(envOr("LMSTREAM_SPEC_REPS", "2"))
+	return extra, drafters, max(2, tokens), max(1, reps)
 }
 
 func envOr(k, def string) string {
@@ -323,10 +333,7 @@ func BenchmarkAdaServeOrder(b *testing.B) {
 // variables are BenchmarkSpeculation's.
 func BenchmarkSpeculationStreams(b *testing.B) {
 	skipWithoutModel(b)
-	extra := os.Getenv("LMSTREAM_SPEC_CONFIG") + `,"draft_model_path":"` + envOr("LMSTREAM_SPEC_DRAFT", benchModel) + `"`
-	drafters := append([]string{"none"}, strings.Split(envOr("LMSTREAM_SPEC_DRAFTERS", "ngram,draft_model"), ",")...)
-	tokens, _ := strconv.Atoi(envOr("LMSTREAM_SPEC_TOKENS", "128"))
-	reps, _ := strconv.Atoi(envOr("LMSTREAM_SPEC_REPS", "2"))
+	extra, drafters, tokens, reps := specBenchEnv("ngram,draft_model")
 	var out strings.Builder
 	fmt.Fprintf(&out, "\n%-9s %7s %-12s %9s %8s %12s %7s\n", "set", "streams", "drafter", "tokens/s", "speedup", "tokens/pass", "accept")
 	for b.Loop() {
@@ -335,9 +342,9 @@ func BenchmarkSpeculationStreams(b *testing.B) {
 			for _, f := range strings.Split(envOr("LMSTREAM_SPEC_STREAMS", "2,4"), ",") {
 				streams, _ := strconv.Atoi(f)
 				best := map[string]specRun{}
-				for range max(1, reps) {
+				for range reps {
 					for _, d := range drafters {
-						r := runSet(b, benchConfig(extra), prompts, max(2, tokens), max(1, streams), map[string]any{"drafter": d, "speculate": d != "none"}, nil)
+						r := runSet(b, benchConfig(extra), prompts, tokens, max(1, streams), map[string]any{"drafter": d, "speculate": d != "none"}, nil)
 						if o, ok := best[d]; !ok || r.tokensPerSec() > o.tokensPerSec() {
 							best[d] = r
 						}
