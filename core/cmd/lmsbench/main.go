@@ -59,6 +59,7 @@ func (f *figure) spread() string {
 func main() {
 	path := flag.String("model", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model")
 	rounds := flag.Int("rounds", 5, "measurements per figure")
+	forwardOnly := flag.Bool("forward-only", false, "measure only the forward passes T(N) (kernel work: quick A/B runs)")
 	flag.Parse()
 	f, err := gguf.Open(*path)
 	if err != nil {
@@ -98,6 +99,9 @@ func main() {
 	prefill := map[int]*figure{}
 	depth := map[int]*figure{}
 	for _, threads := range []int{1, 2} {
+		if *forwardOnly {
+			break
+		}
 		m.SetThreads(threads)
 		bw[threads] = add(fmt.Sprintf("memory read bandwidth, %d thread(s)", threads), "GB/s", func() float64 { return readBandwidth(threads) })
 		decode[threads] = add(fmt.Sprintf("decode, ctx 0→128, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 0, 128) })
@@ -105,6 +109,9 @@ func main() {
 		prefill[threads] = add(fmt.Sprintf("prefill pp512, %d thread(s)", threads), "tok/s", func() float64 { return prefillRate(m, 512) })
 	}
 	for _, threads := range []int{1, 2} {
+		if *forwardOnly {
+			break
+		}
 		figs = append(figs, &figure{
 			name: fmt.Sprintf("weight bytes read in decode / bandwidth, %d thread(s)", threads), unit: "ratio",
 			samples: []float64{decode[threads].median() * float64(decodeBytes) / 1e9 / bw[threads].median()},
