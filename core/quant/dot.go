@@ -45,6 +45,9 @@ type kernelSet struct {
 	// 8-row group, 8 floats per activation row to out[j*os:].
 	p8     [Q8_K + 1]func(wp []byte, nb int, x []byte, xs int, sc, out []float32, os, na int)
 	p8Acts [Q8_K + 1]int
+	// Optional pair kernels (VNNI): the same over two adjacent 8-row
+	// groups (gb bytes apart) at once, 16 floats per activation row.
+	p16 [Q8_K + 1]func(wp []byte, gb, nb int, x []byte, xs int, out []float32, os, na int)
 	// Activation quantizers (whole blocks; bit-identical to the generic
 	// code whichever set is active).
 	quantQ80, quantQ81, quantQ8K func(src []float32, dst []byte)

@@ -414,6 +414,279 @@ func q4kPart(j int) string {
 	return fmt.Sprintf("Y%d", 2+j)
 }
 
+// The pair kernels (names ending in P16V, VNNI only) run two adjacent
+// 8-row groups of the same layout at once, row r of the pair in lane r of
+// a ZMM: part k's 32 bytes of the first group fill the low half and the
+// second group's (BX bytes further on) the high half. Where the 512-bit
+// VPDPBUSD issues two a cycle (Intel server cores: a 2-core AMX Xeon ran
+// ZMM at 0.156 ns and YMM at 0.145 ns an instruction), this doubles the
+// multiply-adds per cycle of a verify pass; where it is split in two
+// (AMD Zen 4) it costs the same as two 8-row calls. Every lane runs the
+// 8-row kernel's integer and float sequence, so both give the same bits
+// (TestPacked16EqualsPacked8), and the layout stays the 8-row one: a
+// matrix's last, unpaired or partial group goes through the 8-row kernel.
+
+// ld16 loads part off of both groups into Z<z>.
+func ld16(g *gen, off, z int) {
+	g.p("VMOVDQU %d(SI), Y%d", off, z)
+	g.p("VINSERTI64X4 $1, %d(SI)(BX*1), Z%d, Z%d", off, z, z)
+}
+
+// q4kBlock16 is q4kBlockV over a pair, with the two sub-blocks that share
+// their parts (low and high nibbles) summed together: each part is loaded
+// and split once, and a token's two sums advance in turn, so the next
+// VPDPBUSD of a sum comes 2·na instructions later (8 at na = 4, enough
+// for its 5-cycle latency at two a cycle) instead of na. With sixteen
+// sum registers for eight tokens, the float sums live in the frame
+// (p16Acc), touched once per super-block. Frame: 0(SP) + 64s the scales
+// of sub-block s as int32 lanes, 512(SP) + 64s its mins as int16 pairs.
+//
+// Registers: Z0, Z1 the low and high quants of a part; Z16+j, Z8+j token
+// j's sums of the current sub-blocks 2t and 2t+1; Z24+j its int32 sum of
+// the super-block; Z2–Z7 temporaries.
+func q4kBlock16(g *gen, r int) {
+	ld16(g, 1024, 0)
+	ld16(g, 1056, 1)
+	ld16(g, 1088, 2)
+	g.p("VPANDD.BCST p8_b3f<>(SB), Z0, Z3") // sc 0–3
+	g.p("VPANDD.BCST p8_b3f<>(SB), Z1, Z4") // m 0–3
+	g.p("VPSRLD $2, Z0, Z5")
+	g.p("VPANDD.BCST p8_b30<>(SB), Z5, Z5")
+	g.p("VPANDD.BCST p8_nib<>(SB), Z2, Z6")
+	g.p("VPORD Z6, Z5, Z5") // sc 4–7
+	g.p("VPSRLD $2, Z1, Z6")
+	g.p("VPANDD.BCST p8_b30<>(SB), Z6, Z6")
+	g.p("VPSRLD $4, Z2, Z7")
+	g.p("VPANDD.BCST p8_nib<>(SB), Z7, Z7")
+	g.p("VPORD Z7, Z6, Z6") // m 4–7
+	for s := 0; s < 8; s++ {
+		sc, m := "Z3", "Z4"
+		if s >= 4 {
+			sc, m = "Z5", "Z6"
+		}
+		g.p("VPSHUFB p16_pickd%d<>(SB), %s, Z7", s%4, sc)
+		g.p("VMOVDQU64 Z7, %d(SP)", 64*s)
+		g.p("VPSHUFB p16_pick%d<>(SB), %s, Z7", s%4, m)
+		g.p("VMOVDQU64 Z7, %d(SP)", 512+64*s)
+	}
+	for t := 0; t < 4; t++ {
+		for line := 18 * t / 4; line < 18*(t+1)/4; line++ {
+			g.p("PREFETCHT0 %d(SI)", p16Ahead+64*line)
+			g.p("PREFETCHT0 %d(SI)(BX*1)", p16Ahead+64*line)
+		}
+		for k := 0; k < 8; k++ {
+			ld16(g, 32*(8*t+k), 0)
+			g.p("VPSRLW $4, Z0, Z1")
+			g.p("VPANDD.BCST p8_nib<>(SB), Z0, Z0")
+			g.p("VPANDD.BCST p8_nib<>(SB), Z1, Z1")
+			for j := 0; j < r; j++ {
+				for h, q := range []int{16 + j, 8 + j} {
+					if k == 0 {
+						g.p("VPXORD Z%d, Z%d, Z%d", q, q, q)
+					}
+					g.p("VPDPBUSD.BCST %s, Z%d, Z%d", xa(4+32*(2*t+h)+4*k, j), h, q)
+				}
+			}
+		}
+		for j := 0; j < r; j++ {
+			for h, q := range []int{16 + j, 8 + j} {
+				if t == 0 && h == 0 {
+					g.p("VPMULLD 0(SP), Z%d, Z%d", q, 24+j)
+					continue
+				}
+				g.p("VPMULLD %d(SP), Z%d, Z%d", 64*(2*t+h), q, q)
+				g.p("VPADDD Z%d, Z%d, Z%d", q, 24+j, 24+j)
+			}
+		}
+	}
+	// acc += d·d_x·Σ sc·Σqx − dmin·d_x·Σ m·(bsum_2s + bsum_2s+1); the mins'
+	// sums with VPDPWSSD (exact, as VPMADDWD and VPADDD are), the mins of
+	// the eight sub-blocks in Z16–Z23 (free once the sums are in).
+	g.p("VMOVDQU 1120(SI), X2")
+	g.p("VINSERTI128 $1, 1120(SI)(BX*1), Y2, Y2")
+	g.p("VCVTPH2PS Y2, Z2")
+	g.p("VMOVDQU 1136(SI), X3")
+	g.p("VINSERTI128 $1, 1136(SI)(BX*1), Y3, Y3")
+	g.p("VCVTPH2PS Y3, Z3")
+	for s := 0; s < 8; s++ {
+		g.p("VMOVDQU64 %d(SP), Z%d", 512+64*s, 16+s)
+	}
+	for j := 0; j < r; j++ {
+		m := 6 + j%2
+		g.p("VPXORD Z%d, Z%d, Z%d", m, m, m)
+		for s := 0; s < 8; s++ {
+			g.p("VPDPWSSD.BCST %s, Z%d, Z%d", xa(260+4*s, j), 16+s, m)
+		}
+		g.p("VCVTDQ2PS Z%d, Z%d", 24+j, 24+j)
+		g.p("VCVTDQ2PS Z%d, Z%d", m, m)
+		g.p("VBROADCASTSS %s, Z1", xa(0, j))
+		g.p("VMULPS Z1, Z2, Z4")
+		g.p("VMULPS Z1, Z3, Z5")
+		g.p("VMOVUPS %d(SP), Z%d", p16Acc+64*j, 8+j)
+		g.p("VFMADD231PS Z%d, Z4, Z%d", 24+j, 8+j)
+		g.p("VFNMADD231PS Z%d, Z5, Z%d", m, 8+j)
+		g.p("VMOVUPS Z%d, %d(SP)", 8+j, p16Acc+64*j)
+	}
+}
+
+// p16Ahead: the pair kernel prefetches each of its two streams eight
+// records ahead. At two (the 8-row kernel's distance) a 1.5B-sized Q4_K
+// matrix read from memory took longer through the pair kernel than
+// through the 8-row one at N = 8 (770 against 650 µs, 8960×1536, 2
+// threads, AMX Xeon); at eight it took 520, and 370 instead of 470 at
+// N = 1. Sixteen was no better.
+const p16Ahead = 8 * 1152
+
+// p16Acc is where in its frame a pair kernel keeps token j's float sums
+// (p16Acc + 64j).
+const p16Acc = 1024
+
+// q6kBlock16 is q6kBlockV over a pair, quarters k and k+2 together (they
+// share their ql bytes, low and high nibbles, and their qh bytes), so
+// each load serves two sub-block sums per token, Z16+j and Z8+j. Frame:
+// 0(SP) + 64sb sub-block sb's scale as int32 lanes, 1024(SP) + 64t the
+// pair (−32·sc_2t, −32·sc_2t+1) as int16s, the float sums at p16Acc6.
+func q6kBlock16(g *gen, r int) {
+	for i := 0; i < 4; i++ {
+		ld16(g, 1536+32*i, 4)
+		for b := 0; b < 4; b++ {
+			g.p("VPSHUFB p16_pickt%d<>(SB), Z4, Z5", b)
+			g.p("VPSRAD $24, Z5, Z5")
+			g.p("VMOVDQU64 Z5, %d(SP)", 64*(4*i+b))
+		}
+		g.p("VPXORD Z6, Z6, Z6")
+		for h := 0; h < 2; h++ {
+			g.p("VPSHUFB p16_pickw%d<>(SB), Z4, Z5", h)
+			g.p("VPSRAW $3, Z5, Z5") // sc·32, the byte having been the high one
+			g.p("VPSUBW Z5, Z6, Z5")
+			g.p("VMOVDQU64 Z5, %d(SP)", 1024+64*(2*i+h))
+		}
+	}
+	for j := 0; j < r; j++ {
+		g.p("VPXORD Z%d, Z%d, Z%d", 24+j, 24+j, 24+j)
+	}
+	for n := 0; n < 2; n++ {
+		for half := 0; half < 2; half++ {
+			for kk := 0; kk < 2; kk++ { // quarters kk (low nibbles) and kk+2 (high)
+				for l := 4 * half; l < 4*half+4; l++ {
+					if kk == 0 {
+						for i := 0; i < 2; i++ {
+							line := 2*(8*n+4*half+l%4) + i
+							g.p("PREFETCHT0 %d(SI)", p16Ahead6+64*line)
+							g.p("PREFETCHT0 %d(SI)(BX*1)", p16Ahead6+64*line)
+						}
+					}
+					ql := 32 * (16*n + l) // ql_a: quarters 0 and 2
+					if kk == 1 {
+						ql += 32 * 8 // ql_b: quarters 1 and 3
+					}
+					ld16(g, ql, 4)
+					ld16(g, 1024+32*(8*n+l), 6)
+					g.p("VPANDD.BCST p8_nib<>(SB), Z4, Z0")
+					g.p("VPSRLW $4, Z4, Z1")
+					g.p("VPANDD.BCST p8_nib<>(SB), Z1, Z1")
+					// qh bits 2k, 2k+1 to bits 4, 5: k = 0 and 2, or 1 and 3.
+					if kk == 0 {
+						g.p("VPSLLW $4, Z6, Z2")
+						g.p("VPANDD.BCST p8_b30<>(SB), Z2, Z2")
+						g.p("VPANDD.BCST p8_b30<>(SB), Z6, Z3")
+					} else {
+						g.p("VPSLLW $2, Z6, Z2")
+						g.p("VPANDD.BCST p8_b30<>(SB), Z2, Z2")
+						g.p("VPSRLW $2, Z6, Z3")
+						g.p("VPANDD.BCST p8_b30<>(SB), Z3, Z3")
+					}
+					g.p("VPORD Z2, Z0, Z0")
+					g.p("VPORD Z3, Z1, Z1")
+					for j := 0; j < r; j++ {
+						for h, q := range []int{16 + j, 8 + j} {
+							if l == 4*half {
+								g.p("VPXORD Z%d, Z%d, Z%d", q, q, q)
+							}
+							g.p("VPDPBUSD.BCST %s, Z%d, Z%d", xa(4+128*n+32*(kk+2*h)+4*l, j), h, q)
+						}
+					}
+				}
+				for j := 0; j < r; j++ {
+					for h, q := range []int{16 + j, 8 + j} {
+						sb := 8*n + 2*(kk+2*h) + half
+						g.p("VPMULLD %d(SP), Z%d, Z%d", 64*sb, q, q)
+						g.p("VPADDD Z%d, Z%d, Z%d", q, 24+j, 24+j)
+					}
+				}
+			}
+		}
+	}
+	for t := 0; t < 8; t++ {
+		g.p("VMOVDQU64 %d(SP), Z4", 1024+64*t)
+		for j := 0; j < r; j++ {
+			g.p("VPDPWSSD.BCST %s, Z4, Z%d", xa(260+4*t, j), 24+j)
+		}
+	}
+	// acc += d·d_x·isum.
+	g.p("VMOVDQU 1664(SI), X2")
+	g.p("VINSERTI128 $1, 1664(SI)(BX*1), Y2, Y2")
+	g.p("VCVTPH2PS Y2, Z2")
+	for j := 0; j < r; j++ {
+		g.p("VCVTDQ2PS Z%d, Z%d", 24+j, 24+j)
+		g.p("VBROADCASTSS %s, Z1", xa(0, j))
+		g.p("VMULPS Z1, Z2, Z4")
+		g.p("VMOVUPS %d(SP), Z%d", p16Acc6+64*j, 8+j)
+		g.p("VFMADD231PS Z%d, Z4, Z%d", 24+j, 8+j)
+		g.p("VMOVUPS Z%d, %d(SP)", 8+j, p16Acc6+64*j)
+	}
+}
+
+// p16Ahead6, p16Acc6: q6kBlock16's prefetch distance (six records, about
+// the Q4_K pair kernel's bytes ahead) and float sums' place in the frame.
+const (
+	p16Ahead6 = 6 * 1680
+	p16Acc6   = 1536
+)
+
+// pairKernel writes the pair kernel name for r activation rows, its float
+// sums kept in the frame from accOff (block's p16Acc):
+// func(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int), gb
+// the bytes from the first group's records to the second's; 16 floats
+// out per activation row.
+func pairKernel(s, d *bytes.Buffer, name, doc string, rec, xb, accOff, r int, block func(*gen, int)) {
+	frame := accOff + 64*r
+	g := &gen{}
+	fmt.Fprintf(s, "// func %s(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)\n// %s, %d activation row(s).\n", name, doc, r)
+	fmt.Fprintf(s, "TEXT ·%s(SB), 0, $%d-56\n", name, frame)
+	g.p("MOVQ wp+0(FP), SI")
+	g.p("MOVQ gb+8(FP), BX")
+	g.p("MOVQ nb+16(FP), CX")
+	g.p("MOVQ x+24(FP), DI")
+	g.p("MOVQ xs+32(FP), R8")
+	g.p("LEAQ (R8)(R8*2), R10")
+	g.p("MOVQ out+40(FP), DX")
+	g.p("MOVQ os+48(FP), R9")
+	g.p("LEAQ (R9)(R9*2), R13")
+	g.p("LEAQ (DI)(R8*4), AX")
+	g.p("VPXORD Z8, Z8, Z8")
+	for j := 0; j < r; j++ {
+		g.p("VMOVUPS Z8, %d(SP)", accOff+64*j)
+	}
+	g.label(name + "loop")
+	block(g, r)
+	g.p("ADDQ $%d, SI", rec)
+	g.p("ADDQ $%d, DI", xb)
+	g.p("ADDQ $%d, AX", xb)
+	g.p("DECQ CX")
+	g.p("JNZ %sloop", name)
+	g.p("LEAQ (DX)(R9*4), AX")
+	for j := 0; j < r; j++ {
+		g.p("VMOVUPS %d(SP), Z8", accOff+64*j)
+		g.p("VMOVUPS Z8, %s", oa(j))
+	}
+	g.p("VZEROUPPER")
+	g.p("RET")
+	s.Write(g.b.Bytes())
+	s.WriteString("\n")
+	fmt.Fprintf(d, "//go:noescape\nfunc %s(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)\n\n", name)
+}
+
 // q6kBlockV: Q6_K against Q8_K, VNNI only. Record (1680 bytes, see
 // packed8.go): 32 parts of ql (part p, lane r: ql[4p:4p+4] of row r), 16
 // of qh at 1024, 4 of the int8 scales at 1536 (part i: scales[4i:4i+4]),
@@ -646,6 +919,18 @@ func shuffle32(s *bytes.Buffer, name string, ctl func(b uint32) uint32) {
 	fmt.Fprintf(s, "GLOBL %s<>(SB), RODATA|NOPTR, $32\n\n", name)
 }
 
+// shuffle64 is shuffle32 for a ZMM's four 128-bit lanes.
+func shuffle64(s *bytes.Buffer, name string, ctl func(b uint32) uint32) {
+	for q := 0; q < 8; q++ {
+		var w uint64
+		for h := 0; h < 2; h++ {
+			w |= uint64(ctl(uint32(4*((2*q+h)%4)))) << (32 * h)
+		}
+		fmt.Fprintf(s, "DATA %s<>+%d(SB)/8, $0x%016x\n", name, 8*q, w)
+	}
+	fmt.Fprintf(s, "GLOBL %s<>(SB), RODATA|NOPTR, $64\n\n", name)
+}
+
 func main() {
 	var s bytes.Buffer
 	s.WriteString("// Code generated by gen_packed8.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\n#include \"textflag.h\"\n\n")
@@ -671,12 +956,22 @@ func main() {
 	for h := uint32(0); h < 2; h++ {
 		shuffle32(&s, fmt.Sprintf("p8_pickw%d", h), func(b uint32) uint32 { return 0x80 | (b+2*h)<<8 | 0x80<<16 | (b+2*h+1)<<24 })
 	}
+	// p16_pick<j>, p16_pickd<j>, p16_pickt<j>, p16_pickw<h>: the p8_
+	// tables over a ZMM.
+	for j := uint32(0); j < 4; j++ {
+		shuffle64(&s, fmt.Sprintf("p16_pick%d", j), func(b uint32) uint32 { return (b + j) | 0x80<<8 | (b+j)<<16 | 0x80<<24 })
+		shuffle64(&s, fmt.Sprintf("p16_pickd%d", j), func(b uint32) uint32 { return (b + j) | 0x80<<8 | 0x80<<16 | 0x80<<24 })
+		shuffle64(&s, fmt.Sprintf("p16_pickt%d", j), func(b uint32) uint32 { return 0x80 | 0x80<<8 | 0x80<<16 | (b+j)<<24 })
+	}
+	for h := uint32(0); h < 2; h++ {
+		shuffle64(&s, fmt.Sprintf("p16_pickw%d", h), func(b uint32) uint32 { return 0x80 | (b+2*h)<<8 | 0x80<<16 | (b+2*h+1)<<24 })
+	}
 	for q := 0; q < 4; q++ {
 		fmt.Fprintf(&s, "DATA p8_one16<>+%d(SB)/8, $0x0001000100010001\n", 8*q)
 	}
 	s.WriteString("GLOBL p8_one16<>(SB), RODATA|NOPTR, $32\n\n")
 
-	var d bytes.Buffer
+	var d, d2 bytes.Buffer
 	d.WriteString("// Code generated by gen_packed8.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\npackage quant\n\n")
 	for _, k := range kernels {
 		for r := 1; r <= k.maxActs(); r++ {
@@ -764,6 +1059,29 @@ func main() {
 		}
 		d.WriteString("}\n")
 	}
+	// The pair kernels.
+	d.WriteString("\n// p16AsmVNNI: the pair kernels (two 8-row groups in a ZMM), VNNI only.\nvar p16AsmVNNI = map[Type][]func(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int){\n")
+	for _, pk := range []struct {
+		name, wt, doc string
+		rec, acc      int
+		block         func(*gen, int)
+	}{
+		{"q4kP16V", "Q4_K", "Q4_K × Q8_K, VNNI, two 8-row groups", 1152, p16Acc, q4kBlock16},
+		{"q6kP16V", "Q6_K", "Q6_K × Q8_K, VNNI, two 8-row groups", 1680, p16Acc6, q6kBlock16},
+	} {
+		fmt.Fprintf(&d, "\t%s: {", pk.wt)
+		for r := 1; r <= 8; r++ {
+			name := fmt.Sprintf("%sx%d", pk.name, r)
+			pairKernel(&s, &d2, name, pk.doc, pk.rec, 292, pk.acc, r, pk.block)
+			if r > 1 {
+				d.WriteString(", ")
+			}
+			d.WriteString(name)
+		}
+		d.WriteString("},\n")
+	}
+	d.WriteString("}\n\n")
+	d.Write(bytes.TrimSuffix(d2.Bytes(), []byte("\n")))
 	must(os.WriteFile("packed8_amd64.s", s.Bytes(), 0o644))
 	must(os.WriteFile("packed8_kernels_amd64.go", d.Bytes(), 0o644))
 }

@@ -234,38 +234,53 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 	sc := p8RowScales(wt, xq, xrb, n, nb, scp) // assigned once: the closure below copies it instead of moving it to the heap
 
 	// Activation rows in near-equal calls of at most the kernel's rows
-	// (its register budget); about 16 chunks of groups per thread, handed
-	// out dynamically by the pool.
+	// (its register budget). The work is handed out in units of two
+	// groups, so that a pair kernel (k.p16) can take both at once; about
+	// 16 chunks of units per thread, handed out dynamically by the pool.
 	acts := k.p8Acts[wt]
 	calls := (n + acts - 1) / acts
+	pair := k.p16[wt]
+	units := (groups + 1) / 2
 	threads := pool.Threads()
-	chunk := max(1, (groups+16*threads-1)/(16*threads))
-	pool.Run(groups, chunk, func(lo, hi int) {
+	chunk := max(1, (units+16*threads-1)/(16*threads))
+	pool.Run(units, chunk, func(lo, hi int) {
 		var tail []float32 // the last group's 8 lanes, when rows%8 != 0
-		for g := lo; g < hi; g++ {
-			wg := wp[g*gb : (g+1)*gb]
-			r0 := g * p8Rows
-			valid := min(p8Rows, rows-r0)
-			n0 := 0
-			for c := 0; c < calls; c++ {
-				na := (n - n0) / (calls - c)
-				x := xq[n0*xrb : (n0+na)*xrb]
-				var s []float32
-				if sc != nil {
-					s = sc[n0*nb*2 : (n0+na)*nb*2]
+		for u := lo; u < hi; u++ {
+			if pair != nil && (2*u+2)*p8Rows <= rows {
+				r0 := 2 * u * p8Rows
+				n0 := 0
+				for c := 0; c < calls; c++ {
+					na := (n - n0) / (calls - c)
+					pair(wp[2*u*gb:(2*u+2)*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], xrb, out[n0*rows+r0:], rows, na)
+					n0 += na
 				}
-				if valid == p8Rows {
-					kern(wg, nb, x, xrb, s, out[n0*rows+r0:], rows, na)
-				} else { // the last, partial group: 8 lanes out, valid kept
-					if tail == nil {
-						tail = make([]float32, acts*p8Rows)
+				continue
+			}
+			for g := 2 * u; g < min(2*u+2, groups); g++ {
+				wg := wp[g*gb : (g+1)*gb]
+				r0 := g * p8Rows
+				valid := min(p8Rows, rows-r0)
+				n0 := 0
+				for c := 0; c < calls; c++ {
+					na := (n - n0) / (calls - c)
+					x := xq[n0*xrb : (n0+na)*xrb]
+					var s []float32
+					if sc != nil {
+						s = sc[n0*nb*2 : (n0+na)*nb*2]
 					}
-					kern(wg, nb, x, xrb, s, tail, p8Rows, na)
-					for j := 0; j < na; j++ {
-						copy(out[(n0+j)*rows+r0:(n0+j)*rows+r0+valid], tail[j*p8Rows:])
+					if valid == p8Rows {
+						kern(wg, nb, x, xrb, s, out[n0*rows+r0:], rows, na)
+					} else { // the last, partial group: 8 lanes out, valid kept
+						if tail == nil {
+							tail = make([]float32, acts*p8Rows)
+						}
+						kern(wg, nb, x, xrb, s, tail, p8Rows, na)
+						for j := 0; j < na; j++ {
+							copy(out[(n0+j)*rows+r0:(n0+j)*rows+r0+valid], tail[j*p8Rows:])
+						}
 					}
+					n0 += na
 				}
-				n0 += na
 			}
 		}
 	})

@@ -14,7 +14,10 @@ func setupPacked8(k *kernelSet) { installPacked8(k, p8Asm) }
 // VNNI is known to be there). Q4_1 and Q8_0 matrices keep packed.go's
 // 16-row layout there (packedShape); the 8-row kernels of those two types
 // serve only the tests that compare the variants.
-func setupPacked8VNNI(k *kernelSet) { installPacked8(k, p8AsmVNNI) }
+func setupPacked8VNNI(k *kernelSet) {
+	installPacked8(k, p8AsmVNNI)
+	installPacked16(k, p16AsmVNNI)
+}
 
 // installPacked8 installs kernels by weight type. The wrappers check every
 // extent the assembly touches, so a slicing mistake in a caller panics
@@ -35,6 +38,26 @@ func installPacked8(k *kernelSet, asm map[Type][]func(wp *byte, nb int, x *byte,
 			_ = out[(na-1)*os+p8Rows-1]
 			ks[na-1](unsafe.SliceData(wp), nb, unsafe.SliceData(x), xs,
 				unsafe.SliceData(sc), 8*nb, unsafe.SliceData(out), 4*os)
+		}
+	}
+}
+
+// installPacked16 installs the pair kernels by weight type; each takes
+// as many activation rows as the type's 8-row kernel.
+func installPacked16(k *kernelSet, asm map[Type][]func(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)) {
+	for wt, ks := range asm {
+		if len(ks) != k.p8Acts[wt] {
+			panic("quant: pair kernels and 8-row kernels take different rows")
+		}
+		rec, xb := p8Record(wt), ActType(wt).BlockBytes()
+		k.p16[wt] = func(wp []byte, gb, nb int, x []byte, xs int, out []float32, os, na int) {
+			if na < 1 || na > len(ks) || nb < 1 || gb < nb*rec {
+				panic("quant: pair kernel: bad call")
+			}
+			_ = wp[gb+nb*rec-1]
+			_ = x[(na-1)*xs+nb*xb-1]
+			_ = out[(na-1)*os+2*p8Rows-1]
+			ks[na-1](unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), xs, unsafe.SliceData(out), 4*os)
 		}
 	}
 }

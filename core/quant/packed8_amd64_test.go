@@ -96,3 +96,53 @@ func BenchmarkQ6KKernels(b *testing.B) {
 		})
 	}
 }
+
+// TestPacked16EqualsPacked8: a pair kernel gives, lane for lane, the bits
+// of the 8-row VNNI kernel run on each of its two groups, for every na and
+// blocks of every bit pattern, with the second group anywhere after the
+// first (gb from one group's bytes up). So a matrix's rows do not depend
+// on whether they went through a pair or an unpaired group, nor on the
+// CPU having the pair kernels at all.
+func TestPacked16EqualsPacked8(t *testing.T) {
+	if !hasVNNI512() {
+		t.Skip("the CPU lacks AVX-512 VNNI")
+	}
+	var k kernelSet
+	setupPacked8VNNI(&k)
+	rng := rand.New(rand.NewPCG(43, 44))
+	tested := 0
+	for wt, pair := range k.p16 {
+		if pair == nil {
+			continue
+		}
+		wt := Type(wt)
+		for _, nb := range []int{1, 3, 8} {
+			cols := nb * wt.BlockElems()
+			wrb, _ := wt.RowBytes(cols)
+			w := randBlocks(rng, wt, 2*p8Rows*nb)
+			gb := nb * p8Record(wt)
+			for _, gap := range []int{0, 64, 3 * gb} {
+				wp := make([]byte, 2*gb+gap)
+				pack8Go(wt, w, wrb, 2*p8Rows, cols, 0, wp[:gb])
+				pack8Go(wt, w, wrb, 2*p8Rows, cols, 1, wp[gb+gap:])
+				at := ActType(wt)
+				xrb, _ := at.RowBytes(cols)
+				xq := make([]byte, p8MaxActs*xrb)
+				QuantizeActs(at, randFloats(rng, p8MaxActs*cols, 1), p8MaxActs, cols, xq)
+				for na := 1; na <= k.p8Acts[wt]; na++ {
+					want := make([]float32, na*2*p8Rows)
+					k.p8[wt](wp[:gb], nb, xq, xrb, nil, want, 2*p8Rows, na)
+					k.p8[wt](wp[gb+gap:], nb, xq, xrb, nil, want[p8Rows:], 2*p8Rows, na)
+					got := make([]float32, na*2*p8Rows)
+					pair(wp, gb+gap, nb, xq, xrb, got, 2*p8Rows, na)
+					for i := range got {
+						require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]),
+							fmt.Sprintf("%s nb=%d gap=%d na=%d lane %d: %g vs %g", wt, nb, gap, na, i, want[i], got[i]))
+					}
+				}
+			}
+		}
+		tested++
+	}
+	require.Equal(t, 2, tested, "pair kernels tested (Q4_K, Q6_K)")
+}

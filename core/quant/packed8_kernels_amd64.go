@@ -202,3 +202,57 @@ var p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, 
 	Q4_K: {q4kP8Vx1, q4kP8Vx2, q4kP8Vx3, q4kP8Vx4, q4kP8Vx5, q4kP8Vx6, q4kP8Vx7, q4kP8Vx8},
 	Q6_K: {q6kP8Vx1, q6kP8Vx2, q6kP8Vx3, q6kP8Vx4, q6kP8Vx5, q6kP8Vx6, q6kP8Vx7, q6kP8Vx8},
 }
+
+// p16AsmVNNI: the pair kernels (two 8-row groups in a ZMM), VNNI only.
+var p16AsmVNNI = map[Type][]func(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int){
+	Q4_K: {q4kP16Vx1, q4kP16Vx2, q4kP16Vx3, q4kP16Vx4, q4kP16Vx5, q4kP16Vx6, q4kP16Vx7, q4kP16Vx8},
+	Q6_K: {q6kP16Vx1, q6kP16Vx2, q6kP16Vx3, q6kP16Vx4, q6kP16Vx5, q6kP16Vx6, q6kP16Vx7, q6kP16Vx8},
+}
+
+//go:noescape
+func q4kP16Vx1(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q4kP16Vx2(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q4kP16Vx3(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q4kP16Vx4(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q4kP16Vx5(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q4kP16Vx6(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q4kP16Vx7(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q4kP16Vx8(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q6kP16Vx1(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q6kP16Vx2(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q6kP16Vx3(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q6kP16Vx4(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q6kP16Vx5(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q6kP16Vx6(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q6kP16Vx7(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q6kP16Vx8(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
