@@ -471,8 +471,8 @@ func q4kBlock16(g *gen, r int) {
 	}
 	for t := 0; t < 4; t++ {
 		for line := 18 * t / 4; line < 18*(t+1)/4; line++ {
-			g.p("PREFETCHT0 %d(SI)", p16Ahead+64*line)
-			g.p("PREFETCHT0 %d(SI)(BX*1)", p16Ahead+64*line)
+			g.p("PREFETCHT0 %d(R11)", 64*line)
+			g.p("PREFETCHT0 %d(R11)(BX*1)", 64*line)
 		}
 		for k := 0; k < 8; k++ {
 			ld16(g, 32*(8*t+k), 0)
@@ -529,13 +529,9 @@ func q4kBlock16(g *gen, r int) {
 	}
 }
 
-// p16Ahead: the pair kernel prefetches each of its two streams eight
-// records ahead. At two (the 8-row kernel's distance) a 1.5B-sized Q4_K
-// matrix read from memory took longer through the pair kernel than
-// through the 8-row one at N = 8 (770 against 650 µs, 8960×1536, 2
-// threads, AMX Xeon); at eight it took 520, and 370 instead of 470 at
-// N = 1. Sixteen was no better.
-const p16Ahead = 8 * 1152
+// p16Ahead is how many records ahead, in the order they are consumed,
+// the pair kernels prefetch.
+const p16Ahead = 4
 
 // p16Acc is where in its frame a pair kernel keeps token j's float sums
 // (p16Acc + 64j).
@@ -572,8 +568,8 @@ func q6kBlock16(g *gen, r int) {
 					if kk == 0 {
 						for i := 0; i < 2; i++ {
 							line := 2*(8*n+4*half+l%4) + i
-							g.p("PREFETCHT0 %d(SI)", p16Ahead6+64*line)
-							g.p("PREFETCHT0 %d(SI)(BX*1)", p16Ahead6+64*line)
+							g.p("PREFETCHT0 %d(R11)", 64*line)
+							g.p("PREFETCHT0 %d(R11)(BX*1)", 64*line)
 						}
 					}
 					ql := 32 * (16*n + l) // ql_a: quarters 0 and 2
@@ -637,18 +633,21 @@ func q6kBlock16(g *gen, r int) {
 	}
 }
 
-// p16Ahead6, p16Acc6: q6kBlock16's prefetch distance (six records, about
-// the Q4_K pair kernel's bytes ahead) and float sums' place in the frame.
-const (
-	p16Ahead6 = 6 * 1680
-	p16Acc6   = 1536
-)
+// p16Acc6: where q6kBlock16 keeps the float sums in its frame.
+const p16Acc6 = 1536
 
 // pairKernel writes the pair kernel name for r activation rows, its float
 // sums kept in the frame from accOff (block's p16Acc):
 // func(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int), gb
 // the bytes from the first group's records to the second's; 16 floats
 // out per activation row.
+//
+// The block prefetches from R11 (first group) and R11 + BX (second): the
+// records p16Ahead on in the order the pairs are consumed, which past the
+// end of the pair's records is the next pair's (gb further on), not the
+// second group's records that the straight SI + p16Ahead·rec would give.
+// With that, a short row group (the gate matrix's 6 records) streams as
+// well as a long one.
 func pairKernel(s, d *bytes.Buffer, name, doc string, rec, xb, accOff, r int, block func(*gen, int)) {
 	frame := accOff + 64*r
 	g := &gen{}
@@ -664,6 +663,11 @@ func pairKernel(s, d *bytes.Buffer, name, doc string, rec, xb, accOff, r int, bl
 	g.p("MOVQ os+48(FP), R9")
 	g.p("LEAQ (R9)(R9*2), R13")
 	g.p("LEAQ (DI)(R8*4), AX")
+	g.p("LEAQ %d(SI), R11", p16Ahead*rec)
+	g.p("CMPQ CX, $%d", p16Ahead)
+	g.p("JG %sfar", name)
+	g.p("ADDQ BX, R11")
+	g.label(name + "far")
 	g.p("VPXORD Z8, Z8, Z8")
 	for j := 0; j < r; j++ {
 		g.p("VMOVUPS Z8, %d(SP)", accOff+64*j)
@@ -673,6 +677,11 @@ func pairKernel(s, d *bytes.Buffer, name, doc string, rec, xb, accOff, r int, bl
 	g.p("ADDQ $%d, SI", rec)
 	g.p("ADDQ $%d, DI", xb)
 	g.p("ADDQ $%d, AX", xb)
+	g.p("ADDQ $%d, R11", rec)
+	g.p("CMPQ CX, $%d", p16Ahead+1)
+	g.p("JNE %snext", name)
+	g.p("ADDQ BX, R11") // the prefetches reach the end of the pair
+	g.label(name + "next")
 	g.p("DECQ CX")
 	g.p("JNZ %sloop", name)
 	g.p("LEAQ (DX)(R9*4), AX")
