@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Pool is a small persistent worker pool for splitting a kernel's rows across
@@ -41,9 +42,19 @@ type poolWorker struct {
 	wake   chan struct{}
 }
 
-// spinIters is how long an idle worker polls before parking: a few tens of
-// microseconds, longer than the gap between the matmuls of a forward pass.
-const spinIters = 1 << 14
+// spinFor is how long an idle worker polls before parking, longer than
+// the gaps between the matmuls of a forward pass (norms, attention, the
+// activations' quantization: tens of microseconds at N = 8). Waking a
+// parked worker costs a futex and a scheduler hand-off, tens of
+// microseconds on a VM, once per matmul: polling 16K times (a few
+// microseconds) had a 2-thread Qwen2.5-Coder-1.5B pass wake its worker
+// about 200 times and take 47-48 ms at N = 1 and 76-81 at N = 8, against
+// 40-41 and 64-66 with 100 µs (a 2-core KVM Xeon; 20 µs gave 41 and 70,
+// 400 µs no better than 100). The clock is read every spinCheck polls.
+const (
+	spinFor   = 100 * time.Microsecond
+	spinCheck = 256
+)
 
 // NewPool starts a pool running jobs on `threads` threads (the caller's
 // goroutine counts as one, so threads-1 workers are started). threads < 1
@@ -115,8 +126,16 @@ func (p *Pool) loop(w *poolWorker, last *poolJob) {
 	defer p.wg.Done()
 	for {
 		j := p.cur.Load()
+		var since time.Time
 		for spins := 0; j == last; spins++ {
-			if spins >= spinIters {
+			if spins%spinCheck == 0 {
+				if spins == 0 {
+					since = time.Now()
+				} else if time.Since(since) >= spinFor {
+					spins = -1
+				}
+			}
+			if spins < 0 {
 				// Dekker handshake with Run: we publish parked, then
 				// re-check cur; Run publishes cur, then checks parked.
 				// Sequentially consistent atomics guarantee one of us
@@ -126,7 +145,6 @@ func (p *Pool) loop(w *poolWorker, last *poolJob) {
 					<-w.wake
 				}
 				w.parked.Store(false)
-				spins = 0
 			}
 			j = p.cur.Load()
 		}
