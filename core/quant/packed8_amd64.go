@@ -2,7 +2,11 @@
 
 package quant
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 //go:generate go run gen_packed8.go
 
@@ -14,9 +18,15 @@ func setupPacked8(k *kernelSet) { installPacked8(k, p8Asm) }
 // VNNI is known to be there). Q4_1 and Q8_0 matrices keep packed.go's
 // 16-row layout there (packedShape); the 8-row kernels of those two types
 // serve only the tests that compare the variants.
+//
+// The pair kernels also decode with GF2P8AFFINEQB, so they need GFNI
+// (every AVX-512 VNNI Intel core from Ice Lake on, and AMD Zen 4, has
+// it); without it the 8-row kernels serve every group.
 func setupPacked8VNNI(k *kernelSet) {
 	installPacked8(k, p8AsmVNNI)
-	installPacked16(k, p16AsmVNNI)
+	if cpu.X86.HasAVX512GFNI {
+		installPacked16(k, p16AsmVNNI)
+	}
 }
 
 // installPacked8 installs kernels by weight type. The wrappers check every

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/cpu"
 )
 
 // TestPacked8VNNIEqualsAVX2: the VPDPBUSD variants of the 8-row kernels
@@ -106,6 +107,9 @@ func BenchmarkQ6KKernels(b *testing.B) {
 func TestPacked16EqualsPacked8(t *testing.T) {
 	if !hasVNNI512() {
 		t.Skip("the CPU lacks AVX-512 VNNI")
+	}
+	if !cpu.X86.HasAVX512GFNI {
+		t.Skip("the CPU lacks GFNI")
 	}
 	var k kernelSet
 	setupPacked8VNNI(&k)
