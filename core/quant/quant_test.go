@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -451,6 +453,28 @@ func TestMatMul(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPoolSteals: a thread stuck in a chunk of its home range holds up
+// nothing else: the other thread runs its own range and then takes the
+// stuck thread's remaining chunks from the back.
+func TestPoolSteals(t *testing.T) {
+	p := NewPool(2)
+	defer p.Close()
+	const n = 64
+	var done atomic.Int32
+	others := int32(0)
+	p.Run(n, 1, func(lo, hi int) {
+		if lo == 0 { // the first chunk of the caller's range
+			for deadline := time.Now().Add(10 * time.Second); done.Load() < n-1 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+			others = done.Load()
+			return
+		}
+		done.Add(1)
+	})
+	require.Equal(t, int32(n-1), others, "chunks run while one was stuck")
 }
 
 func TestPool(t *testing.T) {
