@@ -56,6 +56,12 @@ func (a *Arena) Free() {
 	}
 }
 
+// Bytes hands out the next n bytes of the arena (64-byte aligned, on its
+// huge pages), or nil when it is too small: memory that a measurement
+// reads the way the kernels read packed weights (lmsbench's bandwidth
+// probe).
+func (a *Arena) Bytes(n int) []byte { return a.alloc(n) }
+
 // alloc hands out the next n bytes, 64-byte aligned, or nil when the arena
 // is nil or too small (the caller then allocates on its own).
 func (a *Arena) alloc(n int) []byte {

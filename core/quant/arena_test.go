@@ -14,7 +14,7 @@ func TestArenaAllocAndFree(t *testing.T) {
 	require.Equal(t, 3<<20, a.Size())
 	require.Zero(t, uintptr(unsafe.Pointer(unsafe.SliceData(a.buf)))&(hugePage-1), "arena not 2 MiB-aligned")
 	b := a.alloc(1000)
-	c := a.alloc(1000)
+	c := a.Bytes(1000) // the exported form of alloc
 	require.Len(t, b, 1000)
 	require.Zero(t, uintptr(unsafe.Pointer(unsafe.SliceData(c)))&63, "allocation not 64-byte aligned")
 	for i := range b {

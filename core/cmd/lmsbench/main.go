@@ -3,7 +3,7 @@
 // forward pass over N tokens relative to one token, and the weight bytes read
 // per second next to a memory-bandwidth measurement taken in the same run.
 //
-//	lmsbench [-model PATH] [-rounds 5]
+//	lmsbench [-model PATH] [-rounds 5] [-forward-only]
 //
 // Every figure is the median of -rounds measurements, with the min–max
 // spread: the machines are shared and noisy, so compare ratios taken in one
@@ -181,6 +181,14 @@ func main() {
 // weights.
 func readBandwidth(threads int) float64 {
 	buf := bandwidthBuf()
+	best := 0.0
+	for range 3 { // the best of three: a shared machine only ever slows a pass down
+		best = max(best, readPass(buf, threads))
+	}
+	return best
+}
+
+func readPass(buf []byte, threads int) float64 {
 	start := time.Now()
 	var wg sync.WaitGroup
 	sums := make([]uint64, threads*8)
@@ -195,8 +203,15 @@ func readBandwidth(threads int) float64 {
 	return float64(len(buf)) / time.Since(start).Seconds() / 1e9
 }
 
+// bandwidthBuf is the probe's buffer, on huge pages as the packed weights
+// are: on 4 KiB pages the probe read a 2-core KVM Xeon's memory at 6-10
+// GB/s while a 1.5B decode step streamed its weights at 23.
 var bandwidthBuf = sync.OnceValue(func() []byte {
-	b := make([]byte, 256<<20)
+	const size = 256 << 20
+	b := quant.NewArena(size).Bytes(size)
+	if b == nil {
+		b = make([]byte, size)
+	}
 	for i := range b {
 		b[i] = byte(i)
 	}
