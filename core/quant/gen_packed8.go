@@ -226,40 +226,80 @@ func q80Scale(g *gen, r int) {
 // per sub-block ([sc, sc] as int16 in each row's lane, for VPMADDWD) and
 // kept in the frame: 0(SP) + 32s the scales, 256(SP) + 32s the mins.
 func q4kBlock(g *gen, r int) {
-	q4kScales(g, "p8_pick")
+	q4kScales(g, ymm, "pick")
 	q4kSums(g, r)
 	q4kFinish(g, r)
 }
 
-// q4kScales unpacks the eight rows' scales and mins into the frame: the
-// scales with pick (p8_pick: [sc, sc] as int16 pairs; p8_pickd: sc as an
-// int32), the mins always as int16 pairs.
-func q4kScales(g *gen, pick string) {
-	g.p("VMOVDQU 1024(SI), Y0")
-	g.p("VMOVDQU 1056(SI), Y1")
-	g.p("VMOVDQU 1088(SI), Y2")
-	g.p("VPAND p8_b3f<>(SB), Y0, Y3") // sc 0–3
-	g.p("VPAND p8_b3f<>(SB), Y1, Y4") // m 0–3
-	g.p("VPSRLD $2, Y0, Y5")
-	g.p("VPAND p8_b30<>(SB), Y5, Y5")
-	g.p("VPAND p8_nib<>(SB), Y2, Y6")
-	g.p("VPOR Y6, Y5, Y5") // sc 4–7: C & 15 | A >> 6 << 4
-	g.p("VPSRLD $2, Y1, Y6")
-	g.p("VPAND p8_b30<>(SB), Y6, Y6")
-	g.p("VPSRLD $4, Y2, Y7")
-	g.p("VPAND p8_nib<>(SB), Y7, Y7")
-	g.p("VPOR Y7, Y6, Y6") // m 4–7: C >> 4 | B >> 6 << 4
+// q4kScales unpacks the rows' scales and mins (eight rows in a YMM, or a
+// pair's sixteen in a ZMM: w) into the frame: 0(SP) + s·w.bytes the
+// scales of sub-block s with pick ("pick": [sc, sc] as int16 pairs;
+// "pickd": sc as an int32), 8·w.bytes on the mins, always as int16 pairs.
+func q4kScales(g *gen, w width, pick string) {
+	for i := 0; i < 3; i++ {
+		w.load(g, 1024+32*i, i)
+	}
+	r := w.reg
+	g.p("%s p8_b3f<>(SB), %s0, %s3", w.and, r, r) // sc 0–3
+	g.p("%s p8_b3f<>(SB), %s1, %s4", w.and, r, r) // m 0–3
+	g.p("VPSRLD $2, %s0, %s5", r, r)
+	g.p("%s p8_b30<>(SB), %s5, %s5", w.and, r, r)
+	g.p("%s p8_nib<>(SB), %s2, %s6", w.and, r, r)
+	g.p("%s %s6, %s5, %s5", w.or, r, r, r) // sc 4–7: C & 15 | A >> 6 << 4
+	g.p("VPSRLD $2, %s1, %s6", r, r)
+	g.p("%s p8_b30<>(SB), %s6, %s6", w.and, r, r)
+	g.p("VPSRLD $4, %s2, %s7", r, r)
+	g.p("%s p8_nib<>(SB), %s7, %s7", w.and, r, r)
+	g.p("%s %s7, %s6, %s6", w.or, r, r, r) // m 4–7: C >> 4 | B >> 6 << 4
 	for s := 0; s < 8; s++ {
-		sc, m := "Y3", "Y4"
+		sc, m := "3", "4"
 		if s >= 4 {
-			sc, m = "Y5", "Y6"
+			sc, m = "5", "6"
 		}
-		g.p("VPSHUFB %s%d<>(SB), %s, Y7", pick, s%4, sc)
-		g.p("VMOVDQU Y7, %d(SP)", 32*s)
-		g.p("VPSHUFB p8_pick%d<>(SB), %s, Y7", s%4, m)
-		g.p("VMOVDQU Y7, %d(SP)", 256+32*s)
+		g.p("VPSHUFB %s_%s%d<>(SB), %s%s, %s7", w.tab, pick, s%4, r, sc, r)
+		g.p("%s %s7, %d(SP)", w.store, r, w.bytes*s)
+		g.p("VPSHUFB %s_pick%d<>(SB), %s%s, %s7", w.tab, s%4, r, m, r)
+		g.p("%s %s7, %d(SP)", w.store, r, 8*w.bytes+w.bytes*s)
 	}
 }
+
+// q6kScales unpacks the rows' int8 scales (w: see q4kScales) into the
+// frame: 0(SP) + sb·w.bytes sub-block sb's scale as int32 lanes,
+// 16·w.bytes + t·w.bytes the pair (−32·sc_2t, −32·sc_2t+1) as int16s.
+func q6kScales(g *gen, w width) {
+	r := w.reg
+	for i := 0; i < 4; i++ {
+		w.load(g, 1536+32*i, 4)
+		for b := 0; b < 4; b++ {
+			g.p("VPSHUFB %s_pickt%d<>(SB), %s4, %s5", w.tab, b, r, r)
+			g.p("VPSRAD $24, %s5, %s5", r, r)
+			g.p("%s %s5, %d(SP)", w.store, r, w.bytes*(4*i+b))
+		}
+		g.p("%s %s6, %s6, %s6", w.xor, r, r, r)
+		for h := 0; h < 2; h++ {
+			g.p("VPSHUFB %s_pickw%d<>(SB), %s4, %s5", w.tab, h, r, r)
+			g.p("VPSRAW $3, %s5, %s5", r, r) // sc·32, the byte having been the high one
+			g.p("VPSUBW %s5, %s6, %s5", r, r, r)
+			g.p("%s %s5, %d(SP)", w.store, r, 16*w.bytes+w.bytes*(2*i+h))
+		}
+	}
+}
+
+// width is what the scale unpacking needs to know of a kernel's vectors:
+// eight rows in a YMM (the 8-row kernels) or a pair's sixteen in a ZMM.
+type width struct {
+	reg, tab     string // register prefix, shuffle tables' prefix
+	bytes        int    // a vector's bytes: its stride in the frame
+	and, or, xor string // with a 32-byte constant (YMM) or a dword broadcast (ZMM)
+	store        string
+	load         func(g *gen, off, r int) // part off (of both groups) into register r
+}
+
+var (
+	ymm = width{reg: "Y", tab: "p8", bytes: 32, and: "VPAND", or: "VPOR", xor: "VPXOR", store: "VMOVDQU",
+		load: func(g *gen, off, r int) { g.p("VMOVDQU %d(SI), Y%d", off, r) }}
+	zmm = width{reg: "Z", tab: "p16", bytes: 64, and: "VPANDD.BCST", or: "VPORD", xor: "VPXORD", store: "VMOVDQU64", load: ld16}
+)
 
 // q4kSums: per sub-block s, Σ q·x as int16 pairs over its 32 elements (8
 // products of 4; 15·128·2·8 < 2^15), times the scale into int32.
@@ -366,7 +406,7 @@ func q80BlockV(g *gen, r int) {
 // per row lane, multiplied by its scale (spread as an int32 per lane,
 // p8_pickd) with VPMULLD.
 func q4kBlockV(g *gen, r int) {
-	q4kScales(g, "p8_pickd")
+	q4kScales(g, ymm, "pickd")
 	for s := 0; s < 8; s++ {
 		// The next records' 18 lines, two or three per sub-block.
 		for line := 18 * s / 8; line < 18*(s+1)/8; line++ {
@@ -445,30 +485,7 @@ func ld16(g *gen, off, z int) {
 // j's sums of the current sub-blocks 2t and 2t+1; Z24+j its int32 sum of
 // the super-block; Z2–Z7 temporaries.
 func q4kBlock16(g *gen, r int) {
-	ld16(g, 1024, 0)
-	ld16(g, 1056, 1)
-	ld16(g, 1088, 2)
-	g.p("VPANDD.BCST p8_b3f<>(SB), Z0, Z3") // sc 0–3
-	g.p("VPANDD.BCST p8_b3f<>(SB), Z1, Z4") // m 0–3
-	g.p("VPSRLD $2, Z0, Z5")
-	g.p("VPANDD.BCST p8_b30<>(SB), Z5, Z5")
-	g.p("VPANDD.BCST p8_nib<>(SB), Z2, Z6")
-	g.p("VPORD Z6, Z5, Z5") // sc 4–7
-	g.p("VPSRLD $2, Z1, Z6")
-	g.p("VPANDD.BCST p8_b30<>(SB), Z6, Z6")
-	g.p("VPSRLD $4, Z2, Z7")
-	g.p("VPANDD.BCST p8_nib<>(SB), Z7, Z7")
-	g.p("VPORD Z7, Z6, Z6") // m 4–7
-	for s := 0; s < 8; s++ {
-		sc, m := "Z3", "Z4"
-		if s >= 4 {
-			sc, m = "Z5", "Z6"
-		}
-		g.p("VPSHUFB p16_pickd%d<>(SB), %s, Z7", s%4, sc)
-		g.p("VMOVDQU64 Z7, %d(SP)", 64*s)
-		g.p("VPSHUFB p16_pick%d<>(SB), %s, Z7", s%4, m)
-		g.p("VMOVDQU64 Z7, %d(SP)", 512+64*s)
-	}
+	q4kScales(g, zmm, "pickd")
 	for t := 0; t < 4; t++ {
 		for line := 18 * t / 4; line < 18*(t+1)/4; line++ {
 			g.p("PREFETCHT0 %d(R11)", 64*line)
@@ -542,21 +559,7 @@ const p16Acc = 1024
 // 0(SP) + 64sb sub-block sb's scale as int32 lanes, 1024(SP) + 64t the
 // pair (−32·sc_2t, −32·sc_2t+1) as int16s, the float sums at p16Acc6.
 func q6kBlock16(g *gen, r int) {
-	for i := 0; i < 4; i++ {
-		ld16(g, 1536+32*i, 4)
-		for b := 0; b < 4; b++ {
-			g.p("VPSHUFB p16_pickt%d<>(SB), Z4, Z5", b)
-			g.p("VPSRAD $24, Z5, Z5")
-			g.p("VMOVDQU64 Z5, %d(SP)", 64*(4*i+b))
-		}
-		g.p("VPXORD Z6, Z6, Z6")
-		for h := 0; h < 2; h++ {
-			g.p("VPSHUFB p16_pickw%d<>(SB), Z4, Z5", h)
-			g.p("VPSRAW $3, Z5, Z5") // sc·32, the byte having been the high one
-			g.p("VPSUBW Z5, Z6, Z5")
-			g.p("VMOVDQU64 Z5, %d(SP)", 1024+64*(2*i+h))
-		}
-	}
+	q6kScales(g, zmm)
 	for j := 0; j < r; j++ {
 		g.p("VPXORD Z%d, Z%d, Z%d", 24+j, 24+j, 24+j)
 	}
@@ -703,21 +706,7 @@ func q6kBlockV(g *gen, r int) {
 	// Two records ahead: 19 MB of Q6_K at N = 1 on one thread of the
 	// Zen 4 streamed at 23, 27 and 27 GB/s with one, two and four.
 	const q6Ahead = 2 * 1680
-	for i := 0; i < 4; i++ {
-		g.p("VMOVDQU %d(SI), Y4", 1536+32*i)
-		for b := 0; b < 4; b++ {
-			g.p("VPSHUFB p8_pickt%d<>(SB), Y4, Y5", b)
-			g.p("VPSRAD $24, Y5, Y5")
-			g.p("VMOVDQU Y5, %d(SP)", 32*(4*i+b))
-		}
-		g.p("VPXOR Y6, Y6, Y6")
-		for h := 0; h < 2; h++ {
-			g.p("VPSHUFB p8_pickw%d<>(SB), Y4, Y5", h)
-			g.p("VPSRAW $3, Y5, Y5") // sc·32, the byte having been the high one
-			g.p("VPSUBW Y5, Y6, Y5")
-			g.p("VMOVDQU Y5, %d(SP)", 512+32*(2*i+h))
-		}
-	}
+	q6kScales(g, ymm)
 	p := func(k, j int) string { return fmt.Sprintf("Y%d", 16+4*k+j) }
 	for j := 0; j < r; j++ {
 		g.p("VPXORD %s, %s, %s", isum(j), isum(j), isum(j))
