@@ -52,6 +52,9 @@ type homeRange struct {
 	_     [56]byte
 }
 
+// maxChunks bounds a job's chunks so that homeRange's halves hold them.
+const maxChunks = 1 << 31
+
 // take removes a chunk from the front (owner) or the back (thief), or
 // reports false when the range is empty.
 func (r *homeRange) take(front bool) (int64, bool) {
@@ -238,6 +241,9 @@ func (p *Pool) Run(n, grain int, fn func(lo, hi int)) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// A range packs its chunk bounds in 32 bits each: coarser chunks for
+	// a job (n) that would count more.
+	grain = max(grain, (n+maxChunks-1)/maxChunks)
 	chunks := (n + grain - 1) / grain
 	j := &poolJob{fn: fn, n: n, grain: grain, chunks: int64(chunks), ranges: make([]homeRange, p.threads)}
 	for t := range j.ranges {
