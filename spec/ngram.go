@@ -163,9 +163,23 @@ type tokCount struct {
 //
 // The per-request index lives in Seq.DraftState. Not safe for concurrent
 // use.
+//
+// Orders: a match's length says most about whether its continuation
+// comes next. Over the answers of the Qwen2.5-Coder 1.5B to the edit and
+// rewrite prompt sets (core/cpu/testdata), the newest occurrence of the
+// longest matching suffix predicted the next token 18–23% of the time
+// for one-token matches, 60% for two, 75–90% for three to seven and
+// 81–100% for eight or more. So the defaults look as far back as eight
+// tokens, which lets the calibration tell a copied stretch from a
+// coincidence, and never draft from a single token, whose continuation
+// is mostly a guess that a chain then compounds. Against orders 1–4,
+// on the 1.5B with 2 threads, this took the edit set from 1.13x plain
+// decoding to 1.28x, the rewrite set from 1.76x to 2.1x and chat from
+// 1.05x to 1.06x; on SmolLM2, grounded from 1.31x to 1.41x and chat from
+// 1.04x to 1.10x (BenchmarkSpeculation).
 type NGramDrafter struct {
-	MaxOrder   int     // longest suffix matched (default 4)
-	MinOrder   int     // shortest suffix matched (default 1)
+	MaxOrder   int     // longest suffix matched (default 8)
+	MinOrder   int     // shortest suffix matched (default 2)
 	MaxMatches int     // occurrences counted per look-up (default 16)
 	Discount   float64 // added to the total count (default 1; negative means 0)
 	Shared     *Index  // optional index of earlier outputs (AppendDocument)
@@ -178,10 +192,10 @@ type NGramDrafter struct {
 func (d *NGramDrafter) params() (maxOrder, minOrder, maxMatches int, discount float64) {
 	maxOrder, minOrder, maxMatches, discount = d.MaxOrder, d.MinOrder, d.MaxMatches, d.Discount
 	if maxOrder <= 0 {
-		maxOrder = 4
+		maxOrder = 8
 	}
 	if minOrder <= 0 {
-		minOrder = 1
+		minOrder = min(2, maxOrder)
 	}
 	if maxMatches <= 0 {
 		maxMatches = 16

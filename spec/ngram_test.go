@@ -26,7 +26,7 @@ func TestNGramProposesRepetition(t *testing.T) {
 	// All of it is prompt, so no emitted token calibrates the counts'
 	// estimates (TestNGramCalibrates does).
 	s := &Seq{Tokens: toks, Prompt: len(toks)}
-	var d NGramDrafter
+	d := NGramDrafter{MaxOrder: 4, MinOrder: 1}
 	tr := &Tree{}
 	require.NoError(t, d.Draft([]*Seq{s}, Shape{Depth: 6, Width: 1}, []*Tree{tr}))
 	require.Equal(t, []int32{14, 15, 16, 17, 18, 19}, firstPath(tr))
@@ -50,7 +50,7 @@ func TestNGramBranches(t *testing.T) {
 	// wants a second proposal, so the drafter backs off to "9 1 2", followed
 	// by 4 and 3: 3 gets the half the discount left, times 1/(2+1).
 	s := &Seq{Tokens: []int32{1, 2, 3, 9, 1, 2, 4, 9, 1, 2, 3, 9, 1, 2}, Prompt: 14}
-	var d NGramDrafter
+	d := NGramDrafter{MaxOrder: 4, MinOrder: 1}
 	tr := &Tree{}
 	require.NoError(t, d.Draft([]*Seq{s}, Shape{Depth: 2, Width: 2}, []*Tree{tr}))
 	require.Equal(t, int32(4), tr.Nodes[1].Token)
@@ -73,6 +73,33 @@ func TestNGramBranches(t *testing.T) {
 	d.Shared.AppendDocument([]int32{6, 7, 8, 31})
 	require.NoError(t, d.Draft([]*Seq{s2}, Shape{Depth: 2, Width: 1}, []*Tree{tr}))
 	require.Equal(t, []int32{8, 31}, firstPath(tr), "the most recent of two equal counts first, no match across documents")
+}
+
+// By default a match must be two tokens long (a single shared token
+// predicts little), and matches up to eight tokens are told apart: a
+// longer match ranks first even where a shorter suffix's continuation was
+// seen more often.
+func TestNGramDefaultOrders(t *testing.T) {
+	var d NGramDrafter
+	tr := &Tree{}
+	// Only the last token, 7, occurred before (followed by 8).
+	s := &Seq{Tokens: []int32{7, 8, 1, 2, 3, 7}, Prompt: 6}
+	require.NoError(t, d.Draft([]*Seq{s}, Shape{Depth: 3, Width: 1}, []*Tree{tr}))
+	require.Equal(t, 1, tr.Len(), "a one-token match drafts nothing")
+	require.Equal(t, 8, s.DraftState.(*ngramSeq).idx.order, "suffixes up to eight tokens are indexed")
+
+	// "0 1 2 3 4 5 6 7" was followed by 50 once; its last four tokens
+	// "4 5 6 7" by 60 three times. The eight-token match wins.
+	var toks []int32
+	for range 3 {
+		toks = append(toks, 4, 5, 6, 7, 60, 0)
+	}
+	toks = append(toks, 1, 2, 3, 4, 5, 6, 7, 50, 0, 1, 2, 3, 4, 5, 6, 7)
+	s = &Seq{Tokens: toks, Prompt: len(toks)}
+	d = NGramDrafter{}
+	require.NoError(t, d.Draft([]*Seq{s}, Shape{Depth: 1, Width: 1}, []*Tree{tr}))
+	require.Equal(t, []int32{50}, firstPath(tr))
+	require.InDelta(t, 0.5, tr.Nodes[1].Prob, 1e-12, "one sighting, discount 1")
 }
 
 // The drafter checks its own predictions against the tokens a sequence

@@ -209,13 +209,16 @@ func compareSet(tb testing.TB, config string, set []string, drafters []string, m
 // LMSTREAM_SPEC_DRAFTERS picks the drafters (default ngram,early_exit,draft_model),
 // LMSTREAM_SPEC_MODEL and LMSTREAM_SPEC_DRAFT the target and draft models
 // (default: the default model for both), LMSTREAM_SPEC_SETS the prompt sets
-// (default grounded,chat; also code and edit), LMSTREAM_SPEC_TOKENS the
+// (default grounded,chat; also code, edit — short snippets whose answers
+// are half explanation — and rewrite, whole files of 30–50 lines rewritten
+// with a small change, where most of the answer copies the prompt),
+// LMSTREAM_SPEC_TOKENS the
 // tokens per answer (128) and LMSTREAM_SPEC_REPS the runs per prompt, of
 // which the fastest counts (2). The Qwen pair:
 //
 //	LMSTREAM_SPEC_MODEL=$PWD/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
 //	LMSTREAM_SPEC_DRAFT=$PWD/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
-//	LMSTREAM_SPEC_SETS=code,edit LMSTREAM_SPEC_DRAFTERS=ngram,draft_model \
+//	LMSTREAM_SPEC_SETS=code,edit,rewrite LMSTREAM_SPEC_DRAFTERS=ngram,draft_model \
 //	go test -run '^$' -bench Speculation -benchtime 1x -timeout 0 ./core/cpu
 func BenchmarkSpeculation(b *testing.B) {
 	skipWithoutModel(b)
