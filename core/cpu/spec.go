@@ -242,16 +242,31 @@ func rounds(n int) int {
 	return 2
 }
 
+// curveContext is how many committed tokens the cost curve's passes run
+// behind: a pass's attention reads its sequence's whole cache, and
+// requests decode behind their prompt and output. Measured on an empty
+// cache, SmolLM2's pass over 8 tokens cost 5.4 ms while the engine's
+// decode steps at 8 busy slots took 11 ms (BenchmarkDecodeStreams: 10.8
+// ms at 256 cached tokens each), so the AdaServe simulator driven by that
+// curve put SmolLM2's capacity at twice what the engine served and its
+// attainment 10–21 points above the engine's. 128 tokens cost a prefill of
+// that many at start-up (about 0.1 s for SmolLM2, 0.8 s for the
+// Qwen2.5-Coder 1.5B on two cores).
+const curveContext = 128
+
 // measureCost measures the forward pass's cost curve up to maxN tokens on
-// a throwaway cache, the best of a few runs at each size (rounds) after a
-// warm-up pass: about a second for the default model on two idle cores,
-// often the longest part of creating a runtime. progress (may be nil) hears the
-// share of the measuring done, by tokens run. nil when a pass fails.
+// a throwaway cache holding curveContext committed tokens (fewer when the
+// model's context is shorter), the best of a few runs at each size
+// (rounds) after a warm-up pass: about a second for the default model on
+// two idle cores, often the longest part of creating a runtime. progress
+// (may be nil) hears the share of the measuring done, by tokens run. nil
+// when a pass fails.
 func measureCost(key string, m model.Runner, maxN int, progress func(float64)) *costCurve {
 	if c, ok := curves.Load(key); ok && c.(*costCurve).reaches(maxN) {
 		return c.(*costCurve)
 	}
-	c, err := m.NewCache(maxN + 1)
+	ctx := max(0, min(curveContext, m.Config().ContextTrain-maxN-1))
+	c, err := m.NewCache(ctx + maxN + 1)
 	if err != nil {
 		return nil
 	}
@@ -261,41 +276,62 @@ func measureCost(key string, m model.Runner, maxN int, progress func(float64)) *
 	var logits []float32
 	var ids []int32
 	if _, ok := m.(model.ArgmaxRunner); ok {
-		ids = make([]int32, maxN)
+		ids = make([]int32, max(maxN, 1))
 	} else {
 		logits = make([]float32, maxN*vocab)
 	}
 	sizes := spec.CalibrationSizes(maxN)
-	total, done := maxN, 0
+	total, done := ctx+maxN, 0
 	for _, n := range sizes {
 		total += rounds(n) * n
 	}
 	failed := false
-	cost := func(n int) time.Duration {
+	// pass runs n tokens as a chain at positions from, the logits of the
+	// last one only or of all.
+	pass := func(from, n int, all bool) error {
 		defer func() {
 			done += n
 			if progress != nil {
 				progress(min(1, float64(done)/float64(total)))
 			}
 		}()
-		c.Truncate(0)
 		bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
 		for i := range n {
-			bt.Tokens = append(bt.Tokens, int32((100+7*i)%vocab))
+			bt.Tokens = append(bt.Tokens, int32((100+7*(from+i))%vocab))
 			bt.Cache = append(bt.Cache, c)
-			bt.Pos = append(bt.Pos, i)
+			bt.Pos = append(bt.Pos, from+i)
 			bt.Parent = append(bt.Parent, i-1)
-			bt.Logits = append(bt.Logits, true)
+			bt.Logits = append(bt.Logits, all || i == n-1)
 		}
-		t := time.Now()
-		var err error
+		rows := n
+		if !all {
+			rows = 1
+		}
 		if ar, ok := m.(model.ArgmaxRunner); ok {
 			// As greedy decoding runs it there: the rows stay on the device.
-			err = ar.ForwardArgmax(&bt, ids[:n])
-		} else {
-			err = m.Forward(&bt, logits[:n*vocab])
+			return ar.ForwardArgmax(&bt, ids[:rows])
 		}
-		if err != nil {
+		return m.Forward(&bt, logits[:rows*vocab])
+	}
+	// The context, in chunks no longer than the passes measured (whose
+	// scratch the runner sized), committed.
+	for from := 0; from < ctx; from += maxN {
+		n := min(maxN, ctx-from)
+		if pass(from, n, false) != nil {
+			return nil
+		}
+		keep := make([]int, n)
+		for i := range keep {
+			keep[i] = i
+		}
+		if c.Commit(keep) != nil {
+			return nil
+		}
+	}
+	cost := func(n int) time.Duration {
+		c.Truncate(ctx)
+		t := time.Now()
+		if pass(ctx, n, true) != nil {
 			failed = true
 		}
 		return time.Since(t)

@@ -184,3 +184,34 @@ func BenchmarkAttentionLayer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeStreams is one decode step of S separate sequences, each
+// with 256 tokens cached, logits for all: the engine's pass at S busy
+// slots without speculation, next to BenchmarkForwardN's chain of S tokens
+// of one sequence (the cost curve the scheduler prices with), 2 threads.
+func BenchmarkDecodeStreams(b *testing.B) {
+	for _, n := range []int{1, 4, 8} {
+		b.Run(fmt.Sprintf("S=%d", n), func(b *testing.B) {
+			m, _ := realModel(b, 2)
+			toks := make([]int32, 256)
+			for i := range toks {
+				toks[i] = int32(100 + i%1000)
+			}
+			bt := new(Batch)
+			for range n {
+				c := m.NewCache(256 + 8)
+				run(b, m, new(Batch).chain(c, toks, false))
+				commitAll(b, c)
+				bt.chain(c, []int32{4649}, true)
+			}
+			logits := make([]float32, n*m.Config().Vocab)
+			b.ResetTimer()
+			for range b.N {
+				if err := m.Forward(bt, logits); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/pass")
+		})
+	}
+}
