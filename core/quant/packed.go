@@ -3,6 +3,7 @@ package quant
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"unsafe"
 )
@@ -113,12 +114,40 @@ func PrepackIn(a *Arena, wt Type, w []byte, rows, cols int) *Packed {
 			p.group = p8Rows
 			pack = func(g int, dst []byte) { pack8Go(wt, w, wrb, rows, cols, g, dst) }
 		}
-		for g := 0; g < groups; g++ {
-			pack(g, p.data[g*gb:(g+1)*gb])
-		}
+		packGroups(groups, func(g int) { pack(g, p.data[g*gb:(g+1)*gb]) })
 	}
 	return p
 }
+
+// packGroups runs pack over the groups [0, groups), on as many goroutines
+// as Go runs at once, each over a contiguous range. Packing is a copy
+// whose time goes to page faults — the file's pages read in, the arena's
+// fresh ones zeroed — which proceed in parallel: loading the
+// Qwen2.5-Coder 1.5B (file in the page cache) took 0.83–1.3 s packing on
+// one goroutine and 0.48–0.61 s on two (two cores).
+func packGroups(groups int, pack func(g int)) {
+	workers := min(runtime.GOMAXPROCS(0), groups/minGroupsPerPacker)
+	if workers <= 1 {
+		for g := range groups {
+			pack(g)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range workers {
+		lo, hi := groups*w/workers, groups*(w+1)/workers
+		wg.Go(func() {
+			for g := lo; g < hi; g++ {
+				pack(g)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// minGroupsPerPacker keeps small matrices on one goroutine, where starting
+// more costs more than it saves.
+const minGroupsPerPacker = 64
 
 // packedShape is the number of row groups and the bytes of one group in
 // wt's packed layout on this CPU (16-row groups where the VNNI kernels
