@@ -614,7 +614,7 @@ func (b *Backend) Release(s *runtime.Slot) {
 	if q, ok := s.State.(*sequence); ok && q.cache != nil {
 		b.caches = append(b.caches, q.cache)
 		q.cache = nil
-		delete(b.drafts.kind, &q.seq)
+		b.drafts.forget(&q.seq)
 		for _, d := range []*modelDrafter{b.drafts.model, b.drafts.early} {
 			if d != nil {
 				d.dm.release(&q.seq)
@@ -811,8 +811,12 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		res[i].Tokens = q.out
 		res[i].Logprobs = q.logprobsOf(q.res.Path, q.out)
 		if !q.seq.NoSpec && b.sched.Drafter != nil && b.spec.sched.Policy != spec.Incremental {
-			q.seq.Payoff.Observe(time.Since(t0), len(q.res.Tokens), q.tree.Len() > 1)
-			b.drafts.accept[q.kind].Observe(q.tree, q.res.Path)
+			took := time.Since(t0)
+			q.seq.Payoff.Observe(took, len(q.res.Tokens), q.tree.Len() > 1)
+			if q.tree.Len() > 1 {
+				b.drafts.observe(&q.seq, q.kind, took, len(q.res.Tokens))
+			}
+			b.drafts.accept[b.drafts.usedBy(&q.seq, q.kind)].Observe(q.tree, q.res.Path)
 			res[i].DraftProposed = q.tree.Len() - 1
 			res[i].DraftAccepted = q.res.Accepted()
 			res[i].VerifyPasses = 1

@@ -386,17 +386,122 @@ type drafters struct {
 	// calib holds a kind's factors for its drafter's stop rule.
 	accept [4]spec.Acceptance
 	calib  [4][spec.CalibDepths]float64
+	// used is the drafter whose tree each sequence verifies this
+	// iteration: a model-drafted request's tree may come from the n-gram
+	// index instead (see Draft).
+	used map[*spec.Seq]drafterKind
+	// modelPace is, per model-drafted sequence, the measured time per
+	// emitted token of its iterations that the model drafted (the draft
+	// steps, catching its cache up, and the verify pass), which the
+	// n-gram index's tree must beat to stand in.
+	modelPace map[*spec.Seq]*pace
+	// at is the target's forward cost curve (nil without one): it prices
+	// an n-gram tree's verify pass.
+	at func(int) time.Duration
+}
+
+// pace is a decayed average of seconds per emitted token.
+type pace struct {
+	sec float64
+	n   int
+}
+
+func (p *pace) add(d time.Duration, tokens int) {
+	x := d.Seconds() / float64(tokens)
+	if p.n == 0 {
+		p.sec = x
+	} else {
+		p.sec += 0.3 * (x - p.sec)
+	}
+	p.n++
+}
+
+// observe records one verified iteration of a speculating sequence: how
+// long it took and the tokens it emitted.
+func (d *drafters) observe(s *spec.Seq, requested drafterKind, took time.Duration, tokens int) {
+	if tokens <= 0 || requested == draftNGram || d.usedBy(s, requested) != requested {
+		return
+	}
+	if d.modelPace == nil {
+		d.modelPace = map[*spec.Seq]*pace{}
+	}
+	p := d.modelPace[s]
+	if p == nil {
+		// The first model-drafted iteration fed the draft model the
+		// whole prompt: a cost paid once, not the pace.
+		d.modelPace[s] = &pace{}
+		return
+	}
+	p.add(took, tokens)
+}
+
+// forget drops a finished sequence's state.
+func (d *drafters) forget(s *spec.Seq) {
+	delete(d.kind, s)
+	delete(d.modelPace, s)
+}
+
+// ngramStandsIn says whether the n-gram index's tree t, drafted for a
+// sequence that asked for a model drafter, is expected to emit tokens
+// faster than the model drafter has been: its verify pass (the curve
+// over the iteration's other roots and t's nodes) over one plus the
+// expected accepted nodes (the sum of their calibrated path
+// probabilities), against the sequence's measured model pace. Before the
+// model's pace is known the tree must expect a whole accepted token.
+func (d *drafters) ngramStandsIn(s *spec.Seq, t *spec.Tree, others int) bool {
+	if t.Len() < 2 {
+		return false
+	}
+	e := 0.0
+	for _, n := range t.Nodes[1:] {
+		e += n.Prob
+	}
+	p := d.modelPace[s]
+	if p == nil || p.n == 0 || d.at == nil {
+		return e >= 1
+	}
+	return d.at(others+t.Len()).Seconds()/(1+e) < p.sec
+}
+
+// usedBy is the drafter that drafted the sequence's tree this iteration
+// (its request's, unless the n-gram index stood in).
+func (d *drafters) usedBy(s *spec.Seq, requested drafterKind) drafterKind {
+	if k, ok := d.used[s]; ok {
+		return k
+	}
+	return requested
 }
 
 func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree) error {
 	for k := range d.seqs {
 		d.seqs[k], d.trees[k] = d.seqs[k][:0], d.trees[k][:0]
 	}
+	if d.used == nil {
+		d.used = map[*spec.Seq]drafterKind{}
+	}
+	clear(d.used)
 	for i, s := range seqs {
 		k := d.kind[s]
+		trees[i].Reset(s.Tokens[len(s.Tokens)-1])
+		if k == draftModel && d.model != nil || k == draftEarlyExit && d.early != nil {
+			// A model drafter's request asks the n-gram index first: it
+			// drafts in microseconds, and where the answer copies its
+			// prompt (a file rewritten with a small change) its tree
+			// often beats the model's, whose every step is a pass.
+			ks := shape
+			d.accept[draftNGram].Factors(d.calib[draftNGram][:])
+			ks.Calib = d.calib[draftNGram][:]
+			if d.ngram.Draft([]*spec.Seq{s}, ks, []*spec.Tree{trees[i]}) == nil {
+				d.accept[draftNGram].Scale(trees[i])
+				if d.ngramStandsIn(s, trees[i], len(seqs)-1) {
+					d.used[s] = draftNGram
+					continue
+				}
+			}
+			trees[i].Reset(s.Tokens[len(s.Tokens)-1])
+		}
 		d.seqs[k] = append(d.seqs[k], s)
 		d.trees[k] = append(d.trees[k], trees[i])
-		trees[i].Reset(s.Tokens[len(s.Tokens)-1])
 	}
 	for k, ss := range d.seqs {
 		if len(ss) == 0 {

@@ -232,6 +232,9 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		for _, s := range b.seqs {
 			s.Payoff.PlainPrior = plain
 		}
+		if b.curve != nil {
+			b.drafts.at = b.curve.at
+		}
 		for _, d := range []*modelDrafter{b.drafts.model, b.drafts.early} {
 			if d != nil {
 				d.plain, d.marginal = worth, marginal

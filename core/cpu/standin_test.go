@@ -1,0 +1,58 @@
+package cpu
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/spec"
+)
+
+// chainTree is a root and a chain below it with the given path
+// probabilities.
+func chainTree(probs ...float64) *spec.Tree {
+	t := &spec.Tree{}
+	t.Reset(1)
+	for i, p := range probs {
+		t.Add(i, int32(10+i), p)
+	}
+	return t
+}
+
+// A model-drafted request lets the n-gram index's tree stand in when it
+// expects to emit tokens faster than the model drafter has been measured
+// to: before any measurement, when it expects a whole accepted token.
+// Iterations the n-gram drafted never count toward the model's pace, and
+// the request's first model-drafted iteration (its prompt fed to the draft
+// model) does not either.
+func TestNGramStandsInForModel(t *testing.T) {
+	d := &drafters{kind: map[*spec.Seq]drafterKind{}}
+	s := &spec.Seq{}
+	d.kind[s] = draftModel
+	require.False(t, d.ngramStandsIn(s, chainTree(), 0), "no proposal")
+	require.False(t, d.ngramStandsIn(s, chainTree(0.5, 0.3), 0), "0.8 expected tokens, no pace yet")
+	require.True(t, d.ngramStandsIn(s, chainTree(0.9, 0.8, 0.7), 0), "2.4 expected tokens, no pace yet")
+
+	// A pass over n tokens costs 30 ms plus 5 ms a token.
+	d.at = func(n int) time.Duration { return 30*time.Millisecond + time.Duration(n)*5*time.Millisecond }
+	d.observe(s, draftModel, 200*time.Millisecond, 2) // the prompt's catch-up: not the pace
+	require.Zero(t, d.modelPace[s].n)
+	d.used = map[*spec.Seq]drafterKind{s: draftNGram}
+	d.observe(s, draftModel, time.Millisecond, 5) // the n-gram's iteration: not the model's pace
+	require.Zero(t, d.modelPace[s].n)
+	clear(d.used)
+	d.observe(s, draftModel, 100*time.Millisecond, 4) // 25 ms a token
+	require.Equal(t, 1, d.modelPace[s].n)
+
+	// A chain of 3 costs a 50 ms pass: it must expect more than 1 accepted
+	// node to beat 25 ms a token (50/(1+e) < 25).
+	require.False(t, d.ngramStandsIn(s, chainTree(0.5, 0.3, 0.1), 0))
+	require.True(t, d.ngramStandsIn(s, chainTree(0.7, 0.5, 0.3), 0))
+	// With three other roots in the pass (65 ms) it must expect more.
+	require.False(t, d.ngramStandsIn(s, chainTree(0.7, 0.5, 0.3), 3))
+
+	d.forget(s)
+	require.NotContains(t, d.modelPace, s)
+	require.NotContains(t, d.kind, s)
+}
