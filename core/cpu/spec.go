@@ -400,21 +400,26 @@ type drafters struct {
 	at func(int) time.Duration
 }
 
-// pace is a decayed average of seconds per emitted token.
+// pace is the time per emitted token over a drafter's recent iterations:
+// decayed sums of their durations and of their tokens, whose ratio (not
+// an average of per-iteration ratios, which one rejected draft, a whole
+// iteration for one token, swings) is the time a token took.
 type pace struct {
-	sec float64
-	n   int
+	sec, tokens float64
+	n           int
 }
 
+// paceDecay per iteration: a horizon of about ten iterations.
+const paceDecay = 0.9
+
 func (p *pace) add(d time.Duration, tokens int) {
-	x := d.Seconds() / float64(tokens)
-	if p.n == 0 {
-		p.sec = x
-	} else {
-		p.sec += 0.3 * (x - p.sec)
-	}
+	p.sec = paceDecay*p.sec + d.Seconds()
+	p.tokens = paceDecay*p.tokens + float64(tokens)
 	p.n++
 }
+
+// perToken is the measured seconds per token.
+func (p *pace) perToken() float64 { return p.sec / p.tokens }
 
 // observe records one verified iteration of a speculating sequence: how
 // long it took and the tokens it emitted.
@@ -460,7 +465,7 @@ func (d *drafters) ngramStandsIn(s *spec.Seq, t *spec.Tree, others int) bool {
 	if p == nil || p.n == 0 || d.at == nil {
 		return e >= 1
 	}
-	return d.at(others+t.Len()).Seconds()/(1+e) < p.sec
+	return d.at(others+t.Len()).Seconds()/(1+e) < p.perToken()
 }
 
 // usedBy is the drafter that drafted the sequence's tree this iteration
