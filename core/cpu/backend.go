@@ -17,6 +17,8 @@
 //	"chat_template":  Jinja text that renders "messages" instead of the
 //	                  model's tokenizer.chat_template (at most MaxChatTemplate bytes)
 //	"drafter":        default drafter: "ngram" (default), "draft_model", "early_exit", "none"
+//	                  (a model drafter's requests verify the n-gram index's tree
+//	                  instead on steps where it is expected to be faster)
 //	"draft_model_path": a GGUF (or a model's name) sharing the target's
 //	                  vocabulary (checked at load)
 //	"draft_vocab":    token ids the draft model proposes from, the lowest ones
