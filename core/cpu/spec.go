@@ -276,7 +276,7 @@ func measureCost(key string, m model.Runner, maxN int, progress func(float64)) *
 	var logits []float32
 	var ids []int32
 	if _, ok := m.(model.ArgmaxRunner); ok {
-		ids = make([]int32, max(maxN, 1))
+		ids = make([]int32, maxN)
 	} else {
 		logits = make([]float32, maxN*vocab)
 	}
@@ -390,6 +390,10 @@ type drafters struct {
 	// iteration: a model-drafted request's tree may come from the n-gram
 	// index instead (see Draft).
 	used map[*spec.Seq]drafterKind
+	// probeS and probeT are ngramFirst's scratch: the model drafters'
+	// sequences and trees.
+	probeS []*spec.Seq
+	probeT []*spec.Tree
 	// modelPace is, per model-drafted sequence, the measured time per
 	// emitted token of its iterations that the model drafted (the draft
 	// steps, catching its cache up, and the verify pass), which the
@@ -468,6 +472,52 @@ func (d *drafters) ngramStandsIn(s *spec.Seq, t *spec.Tree, others int) bool {
 	return d.at(others+t.Len()).Seconds()/(1+e) < p.perToken()
 }
 
+// ngramFirst lets the n-gram index draft, in one call, for every request
+// of a model drafter, and takes out of the model drafters' lists those
+// whose n-gram tree stands in (ngramStandsIn; the others' trees are reset
+// for their model). The index drafts in microseconds, and where an answer
+// copies its prompt (a file rewritten with a small change) its tree often
+// beats the model's, whose every step is a pass. n is the number of
+// sequences in the iteration.
+func (d *drafters) ngramFirst(shape spec.Shape, n int) {
+	modelKinds := [...]drafterKind{draftModel, draftEarlyExit}
+	d.probeS, d.probeT = d.probeS[:0], d.probeT[:0]
+	for _, k := range modelKinds {
+		if k == draftModel && d.model != nil || k == draftEarlyExit && d.early != nil {
+			d.probeS = append(d.probeS, d.seqs[k]...)
+			d.probeT = append(d.probeT, d.trees[k]...)
+		}
+	}
+	if len(d.probeS) == 0 {
+		return
+	}
+	ks := shape
+	d.accept[draftNGram].Factors(d.calib[draftNGram][:])
+	ks.Calib = d.calib[draftNGram][:]
+	if d.ngram.Draft(d.probeS, ks, d.probeT) != nil {
+		for i, t := range d.probeT {
+			t.Reset(d.probeS[i].Tokens[len(d.probeS[i].Tokens)-1])
+		}
+		return
+	}
+	for _, t := range d.probeT {
+		d.accept[draftNGram].Scale(t)
+	}
+	for _, k := range modelKinds {
+		ss, ts := d.seqs[k][:0], d.trees[k][:0]
+		for i, s := range d.seqs[k] {
+			t := d.trees[k][i]
+			if d.ngramStandsIn(s, t, n-1) {
+				d.used[s] = draftNGram
+				continue
+			}
+			t.Reset(s.Tokens[len(s.Tokens)-1])
+			ss, ts = append(ss, s), append(ts, t)
+		}
+		d.seqs[k], d.trees[k] = ss, ts
+	}
+}
+
 // usedBy is the drafter that drafted the sequence's tree this iteration
 // (its request's, unless the n-gram index stood in).
 func (d *drafters) usedBy(s *spec.Seq, requested drafterKind) drafterKind {
@@ -488,26 +538,10 @@ func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree)
 	for i, s := range seqs {
 		k := d.kind[s]
 		trees[i].Reset(s.Tokens[len(s.Tokens)-1])
-		if k == draftModel && d.model != nil || k == draftEarlyExit && d.early != nil {
-			// A model drafter's request asks the n-gram index first: it
-			// drafts in microseconds, and where the answer copies its
-			// prompt (a file rewritten with a small change) its tree
-			// often beats the model's, whose every step is a pass.
-			ks := shape
-			d.accept[draftNGram].Factors(d.calib[draftNGram][:])
-			ks.Calib = d.calib[draftNGram][:]
-			if d.ngram.Draft([]*spec.Seq{s}, ks, []*spec.Tree{trees[i]}) == nil {
-				d.accept[draftNGram].Scale(trees[i])
-				if d.ngramStandsIn(s, trees[i], len(seqs)-1) {
-					d.used[s] = draftNGram
-					continue
-				}
-			}
-			trees[i].Reset(s.Tokens[len(s.Tokens)-1])
-		}
 		d.seqs[k] = append(d.seqs[k], s)
 		d.trees[k] = append(d.trees[k], trees[i])
 	}
+	d.ngramFirst(shape, len(seqs))
 	for k, ss := range d.seqs {
 		if len(ss) == 0 {
 			continue
