@@ -250,8 +250,8 @@ func rounds(n int) int {
 // ms at 256 cached tokens each), so the AdaServe simulator driven by that
 // curve put SmolLM2's capacity at twice what the engine served and its
 // attainment 10–21 points above the engine's. 128 tokens cost a prefill of
-// that many at start-up (about 0.1 s for SmolLM2, 0.8 s for the
-// Qwen2.5-Coder 1.5B on two cores).
+// that many at start-up (on two cores, about 0.1 s for SmolLM2 and 0.75 s
+// for the Qwen2.5-Coder 1.5B at their measured pp512 rates).
 const curveContext = 128
 
 // measureCost measures the forward pass's cost curve up to maxN tokens on
