@@ -25,7 +25,7 @@ type Payoff struct {
 	// drafted for (the runtime config's "spec_adaptive": false).
 	Always bool
 
-	spec, plain ema  // seconds per emitted token
+	spec, plain rate // time per emitted token
 	off         int  // plain iterations left in the current back-off
 	backoff     int  // length of the next back-off
 	probe       int  // speculative iterations since the last back-off
@@ -44,18 +44,31 @@ const (
 	plainFirst = 2
 )
 
-type ema struct {
-	v float64
-	n int
+// rate is a time per emitted token over recent iterations: decayed sums
+// of their durations and of their tokens, whose ratio is the pace. An
+// average of per-iteration ratios would overweight the slow iterations: a
+// speculating request alternating 9 tokens in 215 ms with a rejected draft
+// (1 token in 100 ms) runs at 31.5 ms a token, but its ratios average 62.
+type rate struct {
+	sec, tokens float64
+	n           int
 }
 
-func (e *ema) add(x float64) {
-	if e.n == 0 {
-		e.v = x
-	} else {
-		e.v += 0.3 * (x - e.v)
+// rateDecay per iteration: a horizon of about three iterations.
+const rateDecay = 0.7
+
+func (r *rate) add(d time.Duration, tokens int) {
+	r.sec = rateDecay*r.sec + d.Seconds()
+	r.tokens = rateDecay*r.tokens + float64(tokens)
+	r.n++
+}
+
+// perToken is the seconds per token (0 before any iteration).
+func (r *rate) perToken() float64 {
+	if r.tokens == 0 {
+		return 0
 	}
-	e.n++
+	return r.sec / r.tokens
 }
 
 // Decide says whether the request speculates this iteration.
@@ -86,9 +99,8 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 	if tokens <= 0 || d <= 0 {
 		return
 	}
-	per := d.Seconds() / float64(tokens)
 	if !speculated {
-		p.plain.add(per)
+		p.plain.add(d, tokens)
 		p.probe = 0
 		return
 	}
@@ -101,7 +113,7 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 		p.caughtUp = true
 		return
 	}
-	p.spec.add(per)
+	p.spec.add(d, tokens)
 	if p.probe < probeLen {
 		return
 	}
@@ -109,7 +121,7 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 	// prior: the first plain iterations after a prefill can be slow (on
 	// the Qwen pair 99 ms a token against 59 later), which would make any
 	// speculation look like a win.
-	ref := p.plain.v
+	ref := p.plain.perToken()
 	if prior := p.PlainPrior.Seconds(); prior > 0 && (p.plain.n == 0 || prior < ref) {
 		ref = prior
 	}
@@ -119,12 +131,12 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 	if p.backoff == 0 {
 		p.backoff = BackoffMin
 	}
-	if p.spec.v > ref {
+	if p.spec.perToken() > ref {
 		// Losing: decode plainly for a while, longer each time in a row.
 		p.off = p.backoff
 		p.backoff = min(2*p.backoff, BackoffMax)
 		p.probe = 0
-		p.spec = ema{}
+		p.spec = rate{}
 	} else {
 		p.backoff = BackoffMin
 	}

@@ -42,6 +42,28 @@ func TestPayoffBacksOffLosingSpeculation(t *testing.T) {
 	require.Less(t, total/(1000*60), 1.03)
 }
 
+func TestPayoffJudgesThePaceNotTheAverageIteration(t *testing.T) {
+	// A draft model's iterations alternate: a copied stretch (9 tokens in
+	// 215 ms) and a rejected draft (1 token in 100 ms). That is 31.5 ms a
+	// token against 40 plain, so it pays, though the per-iteration ratios
+	// (23.9 and 100 ms) average 62.
+	p := Payoff{PlainPrior: 40 * time.Millisecond}
+	spec := 0
+	for i := range 400 {
+		if !p.Decide() {
+			p.Observe(40*time.Millisecond, 1, false)
+			continue
+		}
+		spec++
+		if i%2 == 0 {
+			p.Observe(215*time.Millisecond, 9, true)
+		} else {
+			p.Observe(100*time.Millisecond, 1, true)
+		}
+	}
+	require.Equal(t, 400-plainFirst, spec)
+}
+
 func TestPayoffNeedsAReference(t *testing.T) {
 	// No prior and no plain iteration yet: nothing to judge against.
 	var p Payoff
