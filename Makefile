@@ -74,7 +74,7 @@ FUZZ_TARGETS := ./streaming:FuzzSanitizer:250000 ./streaming:FuzzStopMatcher:250
                 ./core/gguf:FuzzParse:350000 ./core/tokenizer:FuzzRoundTrip:25000 \
                 ./core/grammar:FuzzGrammar:150000
 
-.PHONY: bench-adaserve all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
+.PHONY: bench-adaserve adaserve-plots all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
         test-models clean vet install uninstall test-install go-version test-readme serve test-serve
 
 all: lib check-header check-links serve
@@ -342,7 +342,7 @@ gpu-bundle: $(MODEL_PATH) $(LIB) $(BUILD)/stream
 # The AdaServe evaluation in the simulator (spec/sim): request-rate sweeps of
 # every policy on a GPU-like curve and on the curve the CPU engine measures
 # for MODEL_PATH, the §6.3 strategies and the §6.4 urgent-only study: CSV and
-# SVG plots in build/adaserve. CI runs its smoke version
+# SVG plots in build/adaserve (PNGs too: adaserve-plots). CI runs its smoke version
 # (core/cmd/lmsadaserve TestQuickRun) in test-go. Then the same workload on
 # the real engine (-engine): MODEL_PATH with the n-gram drafter, and the
 # Qwen2.5-Coder pair with its draft model on a shorter sweep (about 15
@@ -355,3 +355,10 @@ bench-adaserve: $(MODEL_PATH) $(ADASERVE_QWEN) $(ADASERVE_QWEN_DRAFT)
 	$(GO) run ./core/cmd/lmsadaserve -engine -out $(BUILD)/adaserve -model $(MODEL_PATH)
 	$(GO) run ./core/cmd/lmsadaserve -engine -out $(BUILD)/adaserve-qwen -model $(ADASERVE_QWEN) \
 	  -draft $(ADASERVE_QWEN_DRAFT) -requests 16 -max-tokens 64 -loads 0.5,1 -policies adaserve,specinfer,incremental,vllm
+	$(MAKE) adaserve-plots
+
+# PNG plots of every sweep CSV in the bench-adaserve folders (matplotlib,
+# from PyPI into .venv on first use; the test runs never need it).
+adaserve-plots: $(BUILD)/.deps
+	$(VENV_RUN) $(PYTHON) -c 'import matplotlib' 2>/dev/null || $(VENV_RUN) $(PYTHON) -m pip install -q matplotlib
+	$(VENV_RUN) $(PYTHON) core/cmd/lmsadaserve/plot.py $(BUILD)/adaserve $(wildcard $(BUILD)/adaserve-qwen)
