@@ -305,3 +305,17 @@ func TestGateSkipsStepsThatCannotPay(t *testing.T) {
 	require.Greater(t, cheap.Emitted, cheap.Decodes, "a cheap step pays: it drafts")
 	require.Less(t, cheap.End, incr.End)
 }
+
+// TestCapacityCountsPrompts: a request costs its output at the full
+// batch's per-token price and its prompt at the prefill rate. On a curve of
+// 1 ms a token, 10 output and 20 prompt tokens make 30 ms a request: 33
+// requests/s, not the 100 that counting the outputs alone gives.
+func TestCapacityCountsPrompts(t *testing.T) {
+	linear := Curve{Name: "linear", N: []int{1, 256}, T: []time.Duration{time.Millisecond, 256 * time.Millisecond}}
+	s := Setting{Machine: Machine{Curve: linear, Slots: 4},
+		Mix: []Category{{Name: "one", Share: 1, TPOTx: 1, Prompt: [2]int{10, 30}, Output: [2]int{5, 15}}}}
+	require.InDelta(t, 1000.0/30, s.Capacity(), 1e-9)
+	// On a flat curve prompts are nearly free: the decode batch decides.
+	s.Machine.Curve = Curve{Name: "flat", N: []int{1, 256}, T: []time.Duration{4 * time.Millisecond, 4 * time.Millisecond}}
+	require.InDelta(t, 1/(10*0.001+20*0.004/256), s.Capacity(), 1e-9)
+}

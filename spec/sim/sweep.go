@@ -23,17 +23,28 @@ type Setting struct {
 }
 
 // Capacity is a rough rate (requests/s) at which incremental decoding with
-// every slot busy keeps up with arrivals: Slots / (T(Slots) · mean output).
-// Sweeps are given relative to it so that one list of loads spans light
-// load to overload on any curve.
+// every slot busy keeps up with arrivals: each request costs its mean
+// output at T(Slots)/Slots a token plus its mean prompt at the prefill
+// rate of the curve's largest measured pass. Sweeps are given relative to
+// it so that one list of loads spans light load to overload on any curve.
+//
+// Why the prompts count: on a CPU a prompt token costs about what a
+// generated one does. The engine's sweep on SmolLM2 (prompts of about 80
+// tokens, outputs of 64) had a capacity counting outputs alone twice the
+// rate the machine could serve, so its "half load" was already overload.
 func (s Setting) Capacity() float64 {
-	total, mean := 0.0, 0.0
+	total, out, prompt := 0.0, 0.0, 0.0
 	for _, c := range s.Mix {
 		total += c.Share
-		mean += c.Share * float64(c.Output[0]+c.Output[1]) / 2
+		out += c.Share * float64(c.Output[0]+c.Output[1]) / 2
+		prompt += c.Share * float64(c.Prompt[0]+c.Prompt[1]) / 2
 	}
-	mean /= total
-	return float64(s.Machine.Slots) / (s.Machine.Curve.At(s.Machine.Slots).Seconds() * mean)
+	out, prompt = out/total, prompt/total
+	c := s.Machine.Curve
+	decode := c.At(s.Machine.Slots).Seconds() / float64(s.Machine.Slots)
+	big := c.N[len(c.N)-1]
+	prefill := c.At(big).Seconds() / float64(big)
+	return 1 / (out*decode + prompt*prefill)
 }
 
 // Row is one point of a sweep.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,7 +88,7 @@ func engineMix(maxTokens int) []sim.Category {
 // with: the curve MeasureCurve takes for the model (the one the engine
 // prices speculation with), the budget the engine calibrates from it, and
 // the engine's tree limits.
-func engineSetting(o engineOpts) (sim.Setting, error) {
+func engineSetting(o engineOpts, prompts [][]string) (sim.Setting, error) {
 	ns, ts, err := cpu.MeasureCurve(o.model, o.threads, 160)
 	if err != nil {
 		return sim.Setting{}, err
@@ -110,8 +111,50 @@ func engineSetting(o engineOpts) (sim.Setting, error) {
 		// engine declines, and the two part by tens of points).
 		m.DraftCurve, m.Gate = &dc, o.adaptive
 	}
-	return sim.Setting{Name: "engine", Machine: m, Mix: engineMix(o.maxTokens), Requests: o.requests,
+	mix := engineMix(o.maxTokens)
+	lens, err := promptTokens(o, prompts)
+	if err != nil {
+		return sim.Setting{}, err
+	}
+	for i := range mix {
+		// The engine serves the committed prompts, not the mix's drawn
+		// lengths; their mean is what the capacity (and so every load)
+		// must count. The replay takes each request's served length.
+		l := int(math.Round(lens[i]))
+		mix[i].Prompt = [2]int{l, l}
+	}
+	return sim.Setting{Name: "engine", Machine: m, Mix: mix, Requests: o.requests,
 		Loads: o.loads, Seed: o.seed}, nil
+}
+
+// promptTokens is the mean length in tokens of each category's prompts as
+// the engine prefills them: the user message in the model's chat template.
+func promptTokens(o engineOpts, prompts [][]string) ([]float64, error) {
+	cj, _ := json.Marshal(map[string]any{"model_path": o.model, "threads": o.threads})
+	rt, err := runtime.New(cj)
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close()
+	in, err := rt.Introspector()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]float64, len(prompts))
+	for c, ps := range prompts {
+		for _, p := range ps {
+			text, err := in.RenderChat([]runtime.Message{{Role: "user", Content: p}}, true)
+			if err != nil {
+				return nil, err
+			}
+			ids, err := in.Tokenize(text, true, true)
+			if err != nil {
+				return nil, err
+			}
+			out[c] += float64(len(ids)) / float64(len(ps))
+		}
+	}
+	return out, nil
 }
 
 // serve runs one workload through a fresh runtime under one policy: each
@@ -221,12 +264,16 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return nil, err
 	}
-	s, err := engineSetting(o)
+	s, err := engineSetting(o, prompts)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Printf("engine: %s, %s, baseline TPOT %v, B=%d, %d slots, capacity %.2f req/s\n",
-		s.Machine.Curve.Name, s.Machine.Accept.Name, s.Machine.Baseline(), s.Machine.Budget, s.Machine.Slots, s.Capacity())
+	var plens []int
+	for _, c := range s.Mix {
+		plens = append(plens, c.Prompt[0])
+	}
+	fmt.Printf("engine: %s, %s, baseline TPOT %v, B=%d, %d slots, mean prompt tokens %v, capacity %.2f req/s\n",
+		s.Machine.Curve.Name, s.Machine.Accept.Name, s.Machine.Baseline(), s.Machine.Budget, s.Machine.Slots, plens, s.Capacity())
 	var rows []engineRow
 	for li, load := range s.Loads {
 		rate := load * s.Capacity()

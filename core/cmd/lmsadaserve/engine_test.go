@@ -51,3 +51,22 @@ func TestEngineSmoke(t *testing.T) {
 		require.NoError(t, err)
 	}
 }
+
+// The capacity counts the prompts as the engine prefills them: each
+// category's committed prompts in the model's chat template. The grounded
+// set's passages are several times the chat set's questions.
+func TestPromptTokens(t *testing.T) {
+	if _, err := os.Stat(smokeModel); err != nil {
+		t.Skipf("model absent (make model): %v", err)
+	}
+	prompts, err := loadPromptSets("../../cpu/testdata")
+	require.NoError(t, err)
+	lens, err := promptTokens(engineOpts{model: smokeModel, threads: 2}, prompts)
+	require.NoError(t, err)
+	require.Len(t, lens, 3)
+	for c, l := range lens {
+		require.Greater(t, l, 10.0, "category %d: the template alone is more", c)
+		require.Less(t, l, 1000.0, "category %d", c)
+	}
+	require.Greater(t, lens[1], 2*lens[2], "grounded against chat")
+}
