@@ -25,7 +25,7 @@ type Payoff struct {
 	// drafted for (the runtime config's "spec_adaptive": false).
 	Always bool
 
-	spec, plain rate // time per emitted token
+	spec, plain Pace // time per emitted token
 	off         int  // plain iterations left in the current back-off
 	backoff     int  // length of the next back-off
 	probe       int  // speculative iterations since the last back-off
@@ -44,32 +44,44 @@ const (
 	plainFirst = 2
 )
 
-// rate is a time per emitted token over recent iterations: decayed sums
+// Pace is a time per emitted token over recent iterations: decayed sums
 // of their durations and of their tokens, whose ratio is the pace. An
 // average of per-iteration ratios would overweight the slow iterations: a
 // speculating request alternating 9 tokens in 215 ms with a rejected draft
 // (1 token in 100 ms) runs at 31.5 ms a token, but its ratios average 62.
-type rate struct {
+// The zero value is ready, with DefaultPaceDecay.
+type Pace struct {
+	// Decay is the weight the past keeps per iteration, in (0, 1); 0
+	// means DefaultPaceDecay.
+	Decay       float64
 	sec, tokens float64
 	n           int
 }
 
-// rateDecay per iteration: a horizon of about three iterations.
-const rateDecay = 0.7
+// DefaultPaceDecay per iteration: a horizon of about three iterations.
+const DefaultPaceDecay = 0.7
 
-func (r *rate) add(d time.Duration, tokens int) {
-	r.sec = rateDecay*r.sec + d.Seconds()
-	r.tokens = rateDecay*r.tokens + float64(tokens)
-	r.n++
+// Add records one iteration: it took d and emitted tokens.
+func (p *Pace) Add(d time.Duration, tokens int) {
+	decay := p.Decay
+	if decay <= 0 || decay >= 1 {
+		decay = DefaultPaceDecay
+	}
+	p.sec = decay*p.sec + d.Seconds()
+	p.tokens = decay*p.tokens + float64(tokens)
+	p.n++
 }
 
-// perToken is the seconds per token (0 before any iteration).
-func (r *rate) perToken() float64 {
-	if r.tokens == 0 {
+// PerToken is the seconds per token (0 before any token).
+func (p *Pace) PerToken() float64 {
+	if p.tokens == 0 {
 		return 0
 	}
-	return r.sec / r.tokens
+	return p.sec / p.tokens
 }
+
+// Iterations is how many iterations were added.
+func (p *Pace) Iterations() int { return p.n }
 
 // Decide says whether the request speculates this iteration.
 func (p *Payoff) Decide() bool {
@@ -100,7 +112,7 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 		return
 	}
 	if !speculated {
-		p.plain.add(d, tokens)
+		p.plain.Add(d, tokens)
 		p.probe = 0
 		return
 	}
@@ -113,7 +125,7 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 		p.caughtUp = true
 		return
 	}
-	p.spec.add(d, tokens)
+	p.spec.Add(d, tokens)
 	if p.probe < probeLen {
 		return
 	}
@@ -121,8 +133,8 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 	// prior: the first plain iterations after a prefill can be slow (on
 	// the Qwen pair 99 ms a token against 59 later), which would make any
 	// speculation look like a win.
-	ref := p.plain.perToken()
-	if prior := p.PlainPrior.Seconds(); prior > 0 && (p.plain.n == 0 || prior < ref) {
+	ref := p.plain.PerToken()
+	if prior := p.PlainPrior.Seconds(); prior > 0 && (p.plain.Iterations() == 0 || prior < ref) {
 		ref = prior
 	}
 	if ref <= 0 {
@@ -131,12 +143,12 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 	if p.backoff == 0 {
 		p.backoff = BackoffMin
 	}
-	if p.spec.perToken() > ref {
+	if p.spec.PerToken() > ref {
 		// Losing: decode plainly for a while, longer each time in a row.
 		p.off = p.backoff
 		p.backoff = min(2*p.backoff, BackoffMax)
 		p.probe = 0
-		p.spec = rate{}
+		p.spec = Pace{}
 	} else {
 		p.backoff = BackoffMin
 	}

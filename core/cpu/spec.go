@@ -398,32 +398,16 @@ type drafters struct {
 	// emitted token of its iterations that the model drafted (the draft
 	// steps, catching its cache up, and the verify pass), which the
 	// n-gram index's tree must beat to stand in.
-	modelPace map[*spec.Seq]*pace
+	modelPace map[*spec.Seq]*spec.Pace
 	// at is the target's forward cost curve (nil without one): it prices
 	// an n-gram tree's verify pass.
 	at func(int) time.Duration
 }
 
-// pace is the time per emitted token over a drafter's recent iterations:
-// decayed sums of their durations and of their tokens, whose ratio (not
-// an average of per-iteration ratios, which one rejected draft, a whole
-// iteration for one token, swings) is the time a token took.
-type pace struct {
-	sec, tokens float64
-	n           int
-}
-
-// paceDecay per iteration: a horizon of about ten iterations.
-const paceDecay = 0.9
-
-func (p *pace) add(d time.Duration, tokens int) {
-	p.sec = paceDecay*p.sec + d.Seconds()
-	p.tokens = paceDecay*p.tokens + float64(tokens)
-	p.n++
-}
-
-// perToken is the measured seconds per token.
-func (p *pace) perToken() float64 { return p.sec / p.tokens }
+// modelPaceDecay per iteration: a horizon of about ten iterations, longer
+// than the speculation gate's (spec.Payoff), since a model-drafted
+// iteration's tokens swing from one to a whole spine.
+const modelPaceDecay = 0.9
 
 // observe records one verified iteration of a speculating sequence: how
 // long it took and the tokens it emitted.
@@ -432,16 +416,16 @@ func (d *drafters) observe(s *spec.Seq, requested drafterKind, took time.Duratio
 		return
 	}
 	if d.modelPace == nil {
-		d.modelPace = map[*spec.Seq]*pace{}
+		d.modelPace = map[*spec.Seq]*spec.Pace{}
 	}
 	p := d.modelPace[s]
 	if p == nil {
 		// The first model-drafted iteration fed the draft model the
 		// whole prompt: a cost paid once, not the pace.
-		d.modelPace[s] = &pace{}
+		d.modelPace[s] = &spec.Pace{Decay: modelPaceDecay}
 		return
 	}
-	p.add(took, tokens)
+	p.Add(took, tokens)
 }
 
 // forget drops a finished sequence's state.
@@ -466,10 +450,10 @@ func (d *drafters) ngramStandsIn(s *spec.Seq, t *spec.Tree, others int) bool {
 		e += n.Prob
 	}
 	p := d.modelPace[s]
-	if p == nil || p.n == 0 || d.at == nil {
+	if p == nil || p.Iterations() == 0 || d.at == nil {
 		return e >= 1
 	}
-	return d.at(others+t.Len()).Seconds()/(1+e) < p.perToken()
+	return d.at(others+t.Len()).Seconds()/(1+e) < p.PerToken()
 }
 
 // ngramFirst lets the n-gram index draft, in one call, for every request

@@ -37,13 +37,13 @@ func TestNGramStandsInForModel(t *testing.T) {
 	// A pass over n tokens costs 30 ms plus 5 ms a token.
 	d.at = func(n int) time.Duration { return 30*time.Millisecond + time.Duration(n)*5*time.Millisecond }
 	d.observe(s, draftModel, 200*time.Millisecond, 2) // the prompt's catch-up: not the pace
-	require.Zero(t, d.modelPace[s].n)
+	require.Zero(t, d.modelPace[s].Iterations())
 	d.used = map[*spec.Seq]drafterKind{s: draftNGram}
 	d.observe(s, draftModel, time.Millisecond, 5) // the n-gram's iteration: not the model's pace
-	require.Zero(t, d.modelPace[s].n)
+	require.Zero(t, d.modelPace[s].Iterations())
 	clear(d.used)
 	d.observe(s, draftModel, 100*time.Millisecond, 4) // 25 ms a token
-	require.Equal(t, 1, d.modelPace[s].n)
+	require.Equal(t, 1, d.modelPace[s].Iterations())
 
 	// A chain of 3 costs a 50 ms pass: it must expect more than 1 accepted
 	// node to beat 25 ms a token (50/(1+e) < 25).
