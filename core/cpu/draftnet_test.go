@@ -170,3 +170,31 @@ func TestDraftSkipsStepsThatCannotPay(t *testing.T) {
 	m.plain, m.marginal, m.always = time.Nanosecond, time.Nanosecond, true
 	require.True(t, draft(), "spec_adaptive false: it drafts")
 }
+
+// TestDraftPassesArePricedByTheirTokens: with several streams a draft
+// call's pass usually carries a catch-up (what a sequence emitted since its
+// last draft) besides the step, and a spine stopped after one step has no
+// other call. Those passes are timed by their tokens, so such a load gets
+// priced; timing only the calls that fed one token a query left it
+// unpriced for good, and the drafter drafted where no step could pay.
+func TestDraftPassesArePricedByTheirTokens(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 40, 7, 4)
+	b := tinyBackend(t, path, path, `,"spec_adaptive":true`)
+	m := b.drafts.model
+	seq := &spec.Seq{Tokens: []int32{1, 5, 9, 13}, Prompt: 3}
+	for i := range 12 {
+		// Two tokens emitted since the last draft, then a one-step spine.
+		seq.Tokens = append(seq.Tokens, int32(3+i%30), int32(4+i%29))
+		var tr spec.Tree
+		tr.Reset(seq.Tokens[len(seq.Tokens)-1])
+		require.NoError(t, m.Draft([]*spec.Seq{seq}, spec.Shape{Depth: 1, Width: 1}, []*spec.Tree{&tr}))
+	}
+	priced := 0
+	for n := range m.dm.stepBy {
+		if _, ok := m.dm.stepAt(n); ok {
+			priced++
+			require.Greater(t, n, 1, "every call fed a catch-up")
+		}
+	}
+	require.Positive(t, priced, "passes with a catch-up price their size")
+}

@@ -578,8 +578,8 @@ func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree)
 // (the stop probability is 1 or more: with several sequences a draft step
 // costs a batched pass while a verified token is worth a share of one),
 // it skips the step and leaves the trees bare. The step is priced from
-// steps of the same batch size (draftNet.stepAt), once stepSamples of them
-// were measured. It does not probe again later: the prices it compares
+// measured draft passes of as many tokens as it has sequences
+// (draftNet.stepAt), once stepSamples of them were measured. It does not probe again later: the prices it compares
 // come from the start-up cost curve and barely move, and a probe would
 // first feed the draft model every token the skipped iterations emitted,
 // a stall of a prompt's prefill.
@@ -709,15 +709,16 @@ type draftNet struct {
 	sorted []int32 // scratch for top-k
 	owner  map[*spec.Seq]*draftState
 
-	// Step is the measured duration of one call (one draft step), for the
-	// cost model; stepBy the same by the number of sequences in the call,
-	// whose cost it grows with.
+	// Step is the measured duration of one call that fed one token a
+	// query (one draft step), for the cost model; stepBy the duration of
+	// a call by the tokens its pass ran, whose cost it grows with.
 	Step   spec.Timing
 	stepBy map[int]*spec.Timing
 }
 
-// stepAt is the measured draft step of a call over n sequences; ok is
-// false until stepSamples calls of that size were measured.
+// stepAt is the measured draft pass over n tokens, the price of a step
+// over n sequences; ok is false until stepSamples passes of that size
+// were measured.
 func (d *draftNet) stepAt(n int) (time.Duration, bool) {
 	if t := d.stepBy[n]; t != nil && t.Observations() >= stepSamples {
 		return t.Estimate(), true
@@ -725,9 +726,12 @@ func (d *draftNet) stepAt(n int) (time.Duration, bool) {
 	return 0, false
 }
 
-// observeStep records a draft step over n sequences that took took.
-func (d *draftNet) observeStep(n int, took time.Duration) {
-	d.Step.Observe(took)
+// observePass records a draft pass over n tokens that took took; step
+// says it fed one token a query (Step's sample).
+func (d *draftNet) observePass(n int, step bool, took time.Duration) {
+	if step {
+		d.Step.Observe(took)
+	}
 	t := d.stepBy[n]
 	if t == nil {
 		if d.stepBy == nil {
@@ -877,10 +881,16 @@ func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []float32) error {
 	start := time.Now()
 	defer func() {
-		// A step that fed one token per query is the cost model's draft
-		// step; catch-ups (new prompts, plain stretches) are not.
-		if !d.sideFed && len(d.batch.Tokens) > 0 && len(d.batch.Tokens) <= len(queries) {
-			d.observeStep(len(d.seqs), time.Since(start))
+		// Every call's pass is timed by its tokens: a step over n
+		// sequences feeds one token each, and the first step of an
+		// iteration also feeds what the sequences emitted since their
+		// last draft. Timing only the calls that fed one token a query
+		// left several streams unpriced for good: their first calls
+		// always carry a catch-up, and a spine stopped after one step
+		// has no other. A call that ran a separate catch-up pass
+		// (sideFed) is not a step's price.
+		if !d.sideFed && len(d.batch.Tokens) > 0 {
+			d.observePass(len(d.batch.Tokens), len(d.batch.Tokens) <= len(queries), time.Since(start))
 		}
 	}()
 	d.sideFed = false
