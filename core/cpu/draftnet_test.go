@@ -198,3 +198,39 @@ func TestDraftPassesArePricedByTheirTokens(t *testing.T) {
 	}
 	require.Positive(t, priced, "passes with a catch-up price their size")
 }
+
+// TestDraftSkipsCatchUpsThatCannotPay: a sequence whose draft cache lags
+// by more than drafting could still save (half the plain decoding of the
+// tokens it may still emit) is left to plain decoding; one that is nearly
+// caught up, or has room to earn the catch-up back, or no known end,
+// drafts.
+func TestDraftSkipsCatchUpsThatCannotPay(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 40, 7, 4)
+	b := tinyBackend(t, path, path, `,"spec_adaptive":true`)
+	m := b.drafts.model
+	// A draft pass costs 2 ms a token (the size-1 pass measured, scaled by
+	// a target curve of 1 ms a token); a plain token is worth 1 ms.
+	for range stepSamples {
+		m.dm.observePass(1, true, 2*time.Millisecond)
+	}
+	m.at = func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	m.plain = time.Millisecond
+	toks := make([]int32, 100)
+	for i := range toks {
+		toks[i] = int32(1 + i%30)
+	}
+	nearEnd := &spec.Seq{Tokens: toks, Prompt: 50, MaxDepth: 9}      // 200 ms of catch-up for 10 tokens
+	farFromEnd := &spec.Seq{Tokens: toks, Prompt: 50, MaxDepth: 999} // for 1000 tokens (500 ms at most saved)
+	unbounded := &spec.Seq{Tokens: toks, Prompt: 50}                 // no known end
+	caughtUp := &spec.Seq{Tokens: toks, Prompt: 50, MaxDepth: 9}     // 2 tokens behind: 4 ms against 5
+	lastToken := &spec.Seq{Tokens: toks, Prompt: 50, MaxNodes: 1}    // one token left
+	m.dm.owner[caughtUp] = &draftState{toks: toks[:98]}
+	seqs := []*spec.Seq{nearEnd, farFromEnd, unbounded, caughtUp, lastToken}
+	trees := make([]*spec.Tree, len(seqs))
+	for i := range trees {
+		trees[i] = &spec.Tree{}
+	}
+	keptS, keptT := m.payingCatchUps(seqs, trees)
+	require.Equal(t, []*spec.Seq{farFromEnd, unbounded, caughtUp}, keptS)
+	require.Equal(t, []*spec.Tree{trees[1], trees[2], trees[3]}, keptT)
+}
