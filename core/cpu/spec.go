@@ -579,10 +579,12 @@ func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree)
 // costs a batched pass while a verified token is worth a share of one),
 // it skips the step and leaves the trees bare. The step is priced from
 // measured draft passes of as many tokens as it has sequences
-// (draftNet.stepAt), once stepSamples of them were measured. It does not probe again later: the prices it compares
-// come from the start-up cost curve and barely move, and a probe would
-// first feed the draft model every token the skipped iterations emitted,
-// a stall of a prompt's prefill.
+// (draftNet.stepAt), once stepSamples of them were measured. It does not
+// probe again later: the prices it compares come from the start-up cost
+// curve and barely move, and a probe would first feed the draft model
+// every token the skipped iterations emitted, a stall of a prompt's
+// prefill. Nor does a sequence catch up where the catch-up cannot pay
+// (payingCatchUps).
 type modelDrafter struct {
 	beam spec.BeamDrafter
 	dm   *draftNet
@@ -641,20 +643,20 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 }
 
 // maxSaving is the largest share of a stream's remaining decode time
-// speculation is taken to save. The best measured on a real pair is 36%
-// (Qwen2.5-Coder 1.5B/0.5B, whole-file rewrites, 1.57x plain), so half is
-// generous.
+// speculation is taken to save. The best measured on a real pair is about
+// a third (Qwen2.5-Coder 1.5B/0.5B, whole-file rewrites, 1.5x plain), so
+// half is generous.
 const maxSaving = 0.5
 
 // payingCatchUps keeps the sequences (and their trees) whose draft cache
 // can catch up for less than what drafting could still save them: the
 // draft pass over the tokens the cache lacks, against maxSaving of the
 // plain decoding of the tokens max_tokens and the cache still allow
-// (Seq.MaxDepth; a sequence without that bound is kept). A request that drafted while it
-// was alone, stopped when other streams made a step too dear, and is
-// alone again near its end would otherwise feed the draft model its
-// whole answer so far (hundreds of milliseconds on the Qwen pair) to
-// draft its last few tokens.
+// (Seq.MaxDepth; a sequence without that bound is kept). A request that
+// drafted while it was alone, stopped when other streams made a step too
+// dear, and is alone again near its end would otherwise feed the draft
+// model its whole answer so far (hundreds of milliseconds on the Qwen
+// pair) to draft its last few tokens.
 func (m *modelDrafter) payingCatchUps(seqs []*spec.Seq, trees []*spec.Tree) ([]*spec.Seq, []*spec.Tree) {
 	if m.plain <= 0 {
 		return seqs, trees
