@@ -675,11 +675,7 @@ func (m *modelDrafter) payingCatchUps(seqs []*spec.Seq, trees []*spec.Tree) ([]*
 		if left > 0 {
 			lag := len(s.Tokens)
 			if st := m.dm.state(s); st != nil {
-				p := 0
-				for p < len(st.toks) && p < len(s.Tokens) && st.toks[p] == s.Tokens[p] {
-					p++
-				}
-				lag -= p
+				lag -= st.held(s.Tokens)
 			}
 			if cost, ok := m.passPrice(lag); ok && cost.Seconds() > maxSaving*float64(left)*m.plain.Seconds() {
 				continue
@@ -731,6 +727,16 @@ func abs(x int) int { return max(x, -x) }
 type draftState struct {
 	cache model.Cache
 	toks  []int32
+}
+
+// held is how many leading tokens of toks the cache already holds: the
+// common prefix that a sync keeps.
+func (st *draftState) held(toks []int32) int {
+	p := 0
+	for p < len(st.toks) && p < len(toks) && st.toks[p] == toks[p] {
+		p++
+	}
+	return p
 }
 
 // draftNet is spec.TopKDraftModel over a model.Runner (or its first
@@ -911,11 +917,7 @@ func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 	if len(full) == 0 || len(full) > c.Cap() {
 		return -1, 0
 	}
-	p := 0
-	for p < len(st.toks) && p < len(full) && st.toks[p] == full[p] {
-		p++
-	}
-	p = min(p, len(full)-1) // the last token is fed for its logits
+	p := min(st.held(full), len(full)-1) // the last token is fed for its logits
 	if p < c.Len() {
 		if err := c.Truncate(p); err != nil {
 			// A local layer no longer holds the window before p (it keeps
