@@ -48,6 +48,10 @@ type kernelSet struct {
 	// Optional pair kernels (VNNI): the same over two adjacent 8-row
 	// groups (gb bytes apart) at once, 16 floats per activation row.
 	p16 [Q8_K + 1]func(wp []byte, gb, nb int, x []byte, xs int, out []float32, os, na int)
+	// Optional tile-unit kernels (AMX): the pair kernels' work over pairs
+	// consecutive pairs, na ≤ amxMaxActs, for calls of amxMinActs or more
+	// activation rows.
+	amx [Q8_K + 1]func(wp []byte, gb, nb int, x []byte, xs int, out []float32, os, na, pairs int)
 	// Activation quantizers (whole blocks; bit-identical to the generic
 	// code whichever set is active).
 	quantQ80, quantQ81, quantQ8K func(src []float32, dst []byte)

@@ -235,9 +235,13 @@ func q4kBlock(g *gen, r int) {
 // pair's sixteen in a ZMM: w) into the frame: 0(SP) + s·w.bytes the
 // scales of sub-block s with pick ("pick": [sc, sc] as int16 pairs;
 // "pickd": sc as an int32), 8·w.bytes on the mins, always as int16 pairs.
-func q4kScales(g *gen, w width, pick string) {
+func q4kScales(g *gen, w width, pick string) { q4kScalesAt(g, w, pick, 0, 0, "SP") }
+
+// q4kScalesAt is q4kScales for the record rec bytes from SI, into the
+// frame at off(base) instead of 0(SP).
+func q4kScalesAt(g *gen, w width, pick string, rec, off int, base string) {
 	for i := 0; i < 3; i++ {
-		w.load(g, 1024+32*i, i)
+		w.load(g, rec+1024+32*i, i)
 	}
 	r := w.reg
 	g.p("%s p8_b3f<>(SB), %s0, %s3", w.and, r, r) // sc 0–3
@@ -257,9 +261,9 @@ func q4kScales(g *gen, w width, pick string) {
 			sc, m = "5", "6"
 		}
 		g.p("VPSHUFB %s_%s%d<>(SB), %s%s, %s7", w.tab, pick, s%4, r, sc, r)
-		g.p("%s %s7, %d(SP)", w.store, r, w.bytes*s)
+		g.p("%s %s7, %d(%s)", w.store, r, off+w.bytes*s, base)
 		g.p("VPSHUFB %s_pick%d<>(SB), %s%s, %s7", w.tab, s%4, r, m, r)
-		g.p("%s %s7, %d(SP)", w.store, r, 8*w.bytes+w.bytes*s)
+		g.p("%s %s7, %d(%s)", w.store, r, off+8*w.bytes+w.bytes*s, base)
 	}
 }
 
@@ -939,6 +943,11 @@ func main() {
 	// one (bits 4–7 to 0–3, zeros above); gf_qh<k> moves bits 2k, 2k+1 to
 	// bits 4, 5 (a Q6_K quarter's high bits), zeros elsewhere.
 	affine(&s, "gf_hi", map[int]int{0: 4, 1: 5, 2: 6, 3: 7})
+	// gf_lo8, gf_hi8: a byte's low (high) nibble q as the int8 q − 8:
+	// bits 0–2 are q's, bits 3–7 its top bit inverted (the affine
+	// constant 0xf8 does the inverting). For the AMX kernel (gen_amx.go).
+	affine(&s, "gf_lo8", map[int]int{0: 0, 1: 1, 2: 2, 3: 3, 4: 3, 5: 3, 6: 3, 7: 3})
+	affine(&s, "gf_hi8", map[int]int{0: 4, 1: 5, 2: 6, 3: 7, 4: 7, 5: 7, 6: 7, 7: 7})
 	for k := 0; k < 4; k++ {
 		affine(&s, fmt.Sprintf("gf_qh%d", k), map[int]int{4: 2 * k, 5: 2*k + 1})
 	}
@@ -1089,6 +1098,7 @@ func main() {
 	}
 	d.WriteString("}\n\n")
 	d.Write(bytes.TrimSuffix(d2.Bytes(), []byte("\n")))
+	amxKernels(&s, &d)
 	must(os.WriteFile("packed8_amd64.s", s.Bytes(), 0o644))
 	must(os.WriteFile("packed8_kernels_amd64.go", d.Bytes(), 0o644))
 }

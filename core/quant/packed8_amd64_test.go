@@ -150,3 +150,71 @@ func TestPacked16EqualsPacked8(t *testing.T) {
 	}
 	require.Equal(t, 2, tested, "pair kernels tested (Q4_K, Q6_K)")
 }
+
+// TestAMXEqualsPacked16: the AMX kernel gives, lane for lane, the bits of
+// the VNNI pair kernel, for every na up to a tile's 16 rows, runs of one
+// to three pairs with gaps between groups, random blocks and the extremes
+// of the int16 bound it relies on (every quant 0 or 15 against
+// activations of ±127).
+func TestAMXEqualsPacked16(t *testing.T) {
+	if !hasAMX() {
+		t.Skip("the CPU or OS offers no AMX tiles")
+	}
+	var k kernelSet
+	setupPacked8VNNI(&k)
+	setupAMX(&k)
+	require.NotNil(t, k.amx[Q4_K])
+	rng := rand.New(rand.NewPCG(45, 46))
+	const wt = Q4_K
+	for _, nb := range []int{1, 3, 8} {
+		cols := nb * wt.BlockElems()
+		wrb, _ := wt.RowBytes(cols)
+		xrb, _ := Q8_K.RowBytes(cols)
+		gb := nb * p8Record(wt)
+		for _, extreme := range []bool{false, true} {
+			for _, pairs := range []int{1, 3} {
+				for _, gap := range []int{0, 64} {
+					rows := 2 * p8Rows * pairs
+					w := randBlocks(rng, wt, rows*nb)
+					acts := randFloats(rng, amxMaxActs*cols, 1)
+					if extreme {
+						for i := 0; i < rows*nb; i++ {
+							q := byte(0x00)
+							if i%2 == 1 {
+								q = 0xff
+							}
+							for b := 16; b < 144; b++ { // the quants of every other block all 0 or all 15
+								w[i*144+b] = q
+							}
+						}
+						for i := range acts {
+							acts[i] = float32(1 - 2*(i/32%2)) // sub-blocks of +1 and −1: ±127
+						}
+					}
+					stride := gb + gap
+					wp := make([]byte, 2*pairs*stride)
+					for g := 0; g < 2*pairs; g++ {
+						pack8Go(wt, w, wrb, rows, cols, g, wp[g*stride:g*stride+gb])
+					}
+					xq := make([]byte, amxMaxActs*xrb)
+					QuantizeActs(Q8_K, acts, amxMaxActs, cols, xq)
+					for na := 1; na <= amxMaxActs; na++ {
+						want := make([]float32, na*rows)
+						for p := 0; p < pairs; p++ {
+							for j0 := 0; j0 < na; j0 += k.p8Acts[wt] {
+								n := min(k.p8Acts[wt], na-j0)
+								k.p16[wt](wp[2*p*stride:], stride, nb, xq[j0*xrb:], xrb, want[j0*rows+16*p:], rows, n)
+							}
+						}
+						got := make([]float32, na*rows)
+						k.amx[wt](wp, stride, nb, xq, xrb, got, rows, na, pairs)
+						for i := range got {
+							require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]),
+								fmt.Sprintf("nb=%d extreme=%v pairs=%d gap=%d na=%d out %d: %g vs %g", nb, extreme, pairs, gap, na, i, want[i], got[i]))
+						}
+					}
+				}
+			}
+		}
+	}
+}

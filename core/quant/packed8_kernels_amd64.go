@@ -256,3 +256,10 @@ func q6kP16Vx7(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
 
 //go:noescape
 func q6kP16Vx8(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+// q4kP16AMX is the AMX Q4_K kernel (gen_amx.go): na = 1…16 activation
+// rows over pairs consecutive pairs, os in bytes. Call it only where
+// hasAMX.
+//
+//go:noescape
+func q4kP16AMX(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int, na, pairs int)

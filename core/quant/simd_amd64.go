@@ -38,10 +38,11 @@ func hasVNNI512() bool {
 
 // KernelsEnv names the environment variable that caps the kernel set the
 // process uses: "generic" (the pure-Go code), "avx2" (the AVX2 kernels even
-// where AVX-512 VNNI is present) or empty for the best the CPU has. It is
-// read once, at start-up. Why: the AVX2 kernels serve every CPU without
-// AVX-512 VNNI (AMD Zen 1–3, Intel client cores), and a machine that has it
-// can only test and measure them this way.
+// where AVX-512 VNNI is present), "avx512vnni" (no AMX tiles where the CPU
+// has them) or empty for the best the CPU has. It is read once, at
+// start-up. Why: the AVX2 kernels serve every CPU without AVX-512 VNNI (AMD
+// Zen 1–3, Intel client cores), and a machine that has it can only test and
+// measure them this way; likewise the VNNI kernels on an AMX Xeon.
 const KernelsEnv = "LMSTREAM_CPU_KERNELS"
 
 func setupSIMD(k *kernelSet) {
@@ -98,6 +99,9 @@ func setupSIMD(k *kernelSet) {
 	}
 	setupPacked(k)
 	setupPacked8VNNI(k)
+	if os.Getenv(KernelsEnv) != "avx512vnni" && hasAMX() {
+		setupAMX(k)
+	}
 	k.q4_1x4 = legacyDot4(20, 36, dotQ4_1Q8_1x4VNNI, DotQ4_1Q8_1Generic)
 	k.q8_0x4 = legacyDot4(34, 34, dotQ8_0Q8_0x4VNNI, DotQ8_0Q8_0Generic)
 	k.q4_0x4 = legacyDot4(18, 34, dotQ4_0Q8_0x4VNNI, DotQ4_0Q8_0Generic)

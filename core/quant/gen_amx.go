@@ -1,0 +1,343 @@
+//go:build ignore
+
+// gen_amx.go is the part of gen_packed8 (run together: go run
+// gen_packed8.go gen_amx.go) that writes the AMX kernel: Q4_K against
+// Q8_K over a run of row-group pairs (the pair kernels' layout) for 1…16
+// activation rows a call, with Intel's tile unit doing the multiply-adds.
+//
+// Why the tile unit: a verify pass or a prefill chunk runs every weight
+// block against many tokens, and VPDPBUSD spends one instruction per 64
+// products; one TDPBSSD takes a sub-block (32 weights × 16 rows) against
+// 16 tokens, 8192 products. What kept two earlier attempts (NOTES.md)
+// slower than VNNI was the work around it, so this one is built to keep
+// that small:
+//
+//   - The sub-block scale. Each 32 weights of a row have their own 6-bit
+//     scale, so a tile product covers one sub-block (K = 32) and its sums
+//     go out to memory (TILESTORED) to be scaled. The weights go in as
+//     q − 8 (−8…7) rather than q, so a sub-block's sum C' = Σ x·(q − 8)
+//     stays within ±32·127·8 = ±32512: an int16 in its int32 lane. One
+//     VPDPWSSD against the pair (sc, 0) then scales and adds it, where
+//     VPMULLD and VPADDD took three µops. The −8 comes back exactly as
+//     8·sc times the sub-block's activation sum (the Q8_K block's bsums),
+//     so the super-block's integer Σ sc·Σ x·q is the VNNI kernel's to the
+//     bit, and everything after it is the VNNI kernel's sequence: a
+//     token's logits do not depend on whether its batch went through the
+//     tile unit (TestAMXEqualsPacked16). This needs activations within
+//     ±127, which QuantizeQ8_K guarantees.
+//   - The B tiles (the weights, split from their nibbles into bytes) are
+//     built one super-block ahead, and the C tiles are scaled one
+//     super-block behind, so no tile load waits on the vector stores that
+//     built it and no vector load on the tile store that wrote it: the
+//     earlier kernels loaded both straight after the stores, and the tile
+//     loads took 17 ns instead of 2.5.
+//   - The A tiles (the tokens' activations) load in place from the Q8_K
+//     rows, and one call covers a run of pairs, so the tile configuration
+//     (63 ns) is loaded once per call, not per row group.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+)
+
+// Frame of q4kP16AMX, off R12 (SP rounded up to 64 bytes, so that every
+// 64-byte store is one cache line).
+const (
+	axCfg    = 0    // the tile configuration (64 bytes)
+	axEnd    = 64   // the token loop's end (ACC + 64·na)
+	axNB     = 72   // nb
+	axPairWP = 80   // the current pair's first record
+	axOut    = 88   // the current pair's out
+	axPairs  = 96   // pairs left
+	axBP     = 128  // a token's sub-block activation sums in pairs (see amxFinish)
+	axScales = 192  // 64s: sub-block s's scales as int32 lanes; 512 + 64s: its mins as int16 pairs
+	axAcc    = 1216 // 64j: token j's float sums
+	axB      = 2240 // two slots of 4096: 512s sub-block s's B tile (8 rows of 64 bytes)
+	axC      = axB + 2*4096
+	axFrame  = axC + 2*8192 // two slots of 8192: 1024s + 64j token j's row of sub-block s's C tile
+	axMaxAct = 16
+)
+
+// Tile instructions, which the Go assembler does not know, as bytes (VEX
+// encodings from the Intel SDM).
+var regNum = map[string]int{"AX": 0, "CX": 1, "DX": 2, "BX": 3, "SP": 4, "BP": 5, "SI": 6, "DI": 7,
+	"R8": 8, "R9": 9, "R10": 10, "R11": 11, "R12": 12, "R13": 13}
+
+func (g *gen) bytes(note string, b ...int) {
+	var s []string
+	for _, v := range b {
+		s = append(s, fmt.Sprintf("BYTE $0x%02X", v&0xff))
+	}
+	g.p("%s // %s", strings.Join(s, "; "), note)
+}
+
+// tileMem writes a tile load or store (pp: 3 for TILELOADD, 2 for
+// TILESTORED) of tile t at disp(base)(index*1).
+func (g *gen) tileMem(note string, pp, t int, base, index string, disp int) {
+	b, x := regNum[base], regNum[index]
+	vex1 := 0x02 | 0x80 | (^x>>3&1)<<6 | (^b>>3&1)<<5
+	g.bytes(note, 0xC4, vex1, 0x78|pp, 0x4B, 0x84|t<<3, (x&7)<<3|b&7,
+		disp, disp>>8, disp>>16, disp>>24)
+}
+
+func (g *gen) tileloadd(t int, base, index string, disp int) {
+	g.tileMem(fmt.Sprintf("TILELOADD %d(%s)(%s*1), TMM%d", disp, base, index, t), 3, t, base, index, disp)
+}
+
+func (g *gen) tilestored(t int, base, index string, disp int) {
+	g.tileMem(fmt.Sprintf("TILESTORED TMM%d, %d(%s)(%s*1)", t, disp, base, index), 2, t, base, index, disp)
+}
+
+// ldtilecfgR12: LDTILECFG (R12).
+func (g *gen) ldtilecfgR12() { g.bytes("LDTILECFG (R12)", 0xC4, 0xC2, 0x78, 0x49, 0x04, 0x24) }
+func (g *gen) tilerelease()  { g.bytes("TILERELEASE", 0xC4, 0xE2, 0x78, 0x49, 0xC0) }
+func (g *gen) tilezero(t int) {
+	g.bytes(fmt.Sprintf("TILEZERO TMM%d", t), 0xC4, 0xE2, 0x7B, 0x49, 0xC0|t<<3)
+}
+
+// tdpbssd: C += A·B, both signed bytes.
+func (g *gen) tdpbssd(c, a, b int) {
+	g.bytes(fmt.Sprintf("TDPBSSD TMM%d, TMM%d, TMM%d", c, a, b), 0xC4, 0xE2, (^b&15)<<3|0x03, 0x5E, 0xC0|c<<3|a)
+}
+
+// amxBuildTiles multiplies the current super-block (activations at DI,
+// B tiles at slot R13) into the C tiles at slot R13, with A in tiles 0/1,
+// B in 2/3, C in 4–7 in turn. With build, it also splits the next
+// super-block's records (rec bytes from SI, both groups) into the B tiles
+// of the other slot: sub-block 2t's tile row k is part 8t + k's low
+// nibbles as q − 8, 2t + 1's its high ones; and prefetches the record
+// four ahead of the one it reads. The tile instructions go in between the
+// build's, one sub-block every four parts, so that the tile unit works
+// while the vector units build: issued together, the one waited on the
+// other.
+func amxBuildTiles(g *gen, rec int, build bool) {
+	g.p("LEAQ %d(R12)(R13*1), R9", axB)
+	g.p("LEAQ %d(R12)(R13*2), DX", axC)
+	g.p("MOVQ R13, AX")
+	g.p("XORQ $4096, AX")
+	g.p("LEAQ %d(R12)(AX*1), AX", axB)
+	tiles := func(s int) {
+		a, b, c := s%2, 2+s%2, 4+s%4
+		g.tileloadd(a, "DI", "R8", 4+32*s)
+		g.tileloadd(b, "R9", "R11", 512*s)
+		g.tilezero(c)
+		g.tdpbssd(c, a, b)
+		g.tilestored(c, "DX", "R11", 1024*s)
+	}
+	if !build {
+		for s := 0; s < 8; s++ {
+			tiles(s)
+		}
+		return
+	}
+	for t := 0; t < 4; t++ {
+		for line := 18 * t / 4; line < 18*(t+1)/4; line++ {
+			g.p("PREFETCHT0 %d(SI)", rec+3*1152+64*line)
+			g.p("PREFETCHT0 %d(SI)(BX*1)", rec+3*1152+64*line)
+		}
+		for k := 0; k < 8; k++ {
+			if k%4 == 0 {
+				tiles(2*t + k/4)
+			}
+			ld16(g, rec+32*(8*t+k), 0)
+			g.p("VGF2P8AFFINEQB.BCST $0xf8, gf_lo8<>(SB), Z0, Z1")
+			g.p("VGF2P8AFFINEQB.BCST $0xf8, gf_hi8<>(SB), Z0, Z2")
+			g.p("VMOVDQA64 Z1, %d(AX)", 512*(2*t)+64*k)
+			g.p("VMOVDQA64 Z2, %d(AX)", 512*(2*t+1)+64*k)
+		}
+	}
+}
+
+// amxBuild is amxBuildTiles' build alone, into slot R13 (the first
+// super-block of a pair).
+func amxBuild(g *gen, rec int) {
+	g.p("LEAQ %d(R12)(R13*1), AX", axB)
+	for t := 0; t < 4; t++ {
+		for k := 0; k < 8; k++ {
+			ld16(g, rec+32*(8*t+k), 0)
+			g.p("VGF2P8AFFINEQB.BCST $0xf8, gf_lo8<>(SB), Z0, Z1")
+			g.p("VGF2P8AFFINEQB.BCST $0xf8, gf_hi8<>(SB), Z0, Z2")
+			g.p("VMOVDQA64 Z1, %d(AX)", 512*(2*t)+64*k)
+			g.p("VMOVDQA64 Z2, %d(AX)", 512*(2*t+1)+64*k)
+		}
+	}
+}
+
+// amxFinish scales and sums the C tiles of slot R13, for the super-block
+// whose record is rec bytes from SI and whose activations are xb bytes
+// from DI, into the float sums: the VNNI pair kernel's q4kBlock16
+// sequence from its integer sums on.
+//
+// The −8 correction (8·sc_s·B_s, B_s the activations' sum over sub-block
+// s) and the mins (m_s·B_s) take two sub-blocks a VPDPWSSD: a token's
+// (B_2t, B_2t+1) pairs (B_s ≤ 32·127, and 8·sc·B fits an int32 lane's
+// two products) against the rows' (8·sc_2t, 8·sc_2t+1) and (m_2t,
+// m_2t+1). The sums are exact integers either way, so the bits are the
+// VNNI kernel's.
+//
+// Registers: Z8+s the scales (sc, 0) of sub-block s, Z16+t (8·sc_2t,
+// 8·sc_2t+1), Z20+t (m_2t, m_2t+1); Z2, Z3 the rows' d and dmin; Z4, Z5
+// a token's integer sums; Z0, Z1, Z6, Z7 partial sums, then temporaries.
+func amxFinish(g *gen, rec, xb int) {
+	q4kScalesAt(g, zmm, "pickd", rec, axScales, "R12")
+	for s := 0; s < 8; s++ {
+		g.p("VMOVDQA64 %d(R12), Z%d", axScales+64*s, 8+s)
+	}
+	for t := 0; t < 4; t++ {
+		g.p("VPSLLD $16, Z%d, Z0", 9+2*t)
+		g.p("VPORD Z0, Z%d, Z0", 8+2*t)
+		g.p("VPSLLW $3, Z0, Z%d", 16+t)
+		g.p("VMOVDQA64 %d(R12), Z%d", axScales+512+64*2*t, 20+t)
+		g.p("VMOVDQA64 %d(R12), Z1", axScales+512+64*(2*t+1))
+		g.p("VPTERNLOGD.BCST $0xe4, amx_lo16<>(SB), Z1, Z%d", 20+t)
+	}
+	g.p("VMOVDQU %d(SI), X2", rec+1120)
+	g.p("VINSERTI128 $1, %d(SI)(BX*1), Y2, Y2", rec+1120)
+	g.p("VCVTPH2PS Y2, Z2")
+	g.p("VMOVDQU %d(SI), X3", rec+1136)
+	g.p("VINSERTI128 $1, %d(SI)(BX*1), Y3, Y3", rec+1136)
+	g.p("VCVTPH2PS Y3, Z3")
+	g.p("LEAQ %d(R12)(R13*2), R9", axC)
+	g.p("LEAQ %d(DI), AX", xb)
+	g.p("LEAQ %d(R12), DX", axAcc)
+	l := fmt.Sprintf("q4kP16AMXtok%d", g.b.Len())
+	g.label(l)
+	// (B_0, B_1), (B_2, B_3) at axBP, (B_4, B_5), (B_6, B_7) at axBP + 16.
+	g.p("VPMADDWD 260(AX), Y31, Y0")
+	g.p("VPACKSSDW Y0, Y0, Y0")
+	g.p("VMOVDQU Y0, %d(R12)", axBP)
+	g.p("VPMADDWD 0(R9), Z8, Z4")
+	g.p("VPMADDWD %d(R9), Z12, Z0", 1024*4)
+	g.p("VPXORD Z1, Z1, Z1")
+	g.p("VPXORD Z5, Z5, Z5")
+	for s := 1; s < 4; s++ {
+		g.p("VPDPWSSD %d(R9), Z%d, Z4", 1024*s, 8+s)
+		g.p("VPDPWSSD %d(R9), Z%d, Z0", 1024*(s+4), 12+s)
+	}
+	for t := 0; t < 4; t++ {
+		off := axBP + 4*(t%2) + 16*(t/2)
+		g.p("VPDPWSSD.BCST %d(R12), Z%d, Z1", off, 16+t)
+		g.p("VPDPWSSD.BCST %d(R12), Z%d, Z5", off, 20+t)
+	}
+	g.p("VPADDD Z0, Z4, Z4")
+	g.p("VPADDD Z1, Z4, Z4")
+	g.p("VCVTDQ2PS Z4, Z4")
+	g.p("VCVTDQ2PS Z5, Z5")
+	g.p("VMULPS.BCST 0(AX), Z2, Z6")
+	g.p("VMULPS.BCST 0(AX), Z3, Z7")
+	g.p("VMOVAPS 0(DX), Z1")
+	g.p("VFMADD231PS Z4, Z6, Z1")
+	g.p("VFNMADD231PS Z5, Z7, Z1")
+	g.p("VMOVAPS Z1, 0(DX)")
+	g.p("ADDQ $64, R9")
+	g.p("ADDQ R8, AX")
+	g.p("ADDQ $64, DX")
+	g.p("CMPQ DX, %d(R12)", axEnd)
+	g.p("JNE %s", l)
+}
+
+// amxKernels writes q4kP16AMX:
+// func(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int, na, pairs int)
+// over pairs consecutive pairs (each 2·gb bytes; 16 floats out per
+// activation row and pair, os the row stride in bytes).
+func amxKernels(s, d *bytes.Buffer) {
+	const rec, xb = 1152, 292
+	g := &gen{}
+	fmt.Fprintf(s, "// func q4kP16AMX(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int, na, pairs int)\n// Q4_K × Q8_K, AMX, 1…%d activation rows, a run of pairs.\n", axMaxAct)
+	fmt.Fprintf(s, "TEXT ·q4kP16AMX(SB), 0, $%d-72\n", axFrame+64)
+	g.p("LEAQ 63(SP), R12")
+	g.p("ANDQ $~63, R12")
+	g.p("MOVQ wp+0(FP), SI")
+	g.p("MOVQ gb+8(FP), BX")
+	g.p("MOVQ nb+16(FP), CX")
+	g.p("MOVQ xs+32(FP), R8")
+	g.p("MOVQ na+56(FP), R10")
+	g.p("MOVQ SI, %d(R12)", axPairWP)
+	g.p("MOVQ CX, %d(R12)", axNB)
+	g.p("MOVQ out+40(FP), AX")
+	g.p("MOVQ AX, %d(R12)", axOut)
+	g.p("MOVQ pairs+64(FP), AX")
+	g.p("MOVQ AX, %d(R12)", axPairs)
+	g.p("MOVQ R10, AX")
+	g.p("SHLQ $6, AX")
+	g.p("LEAQ %d(R12)(AX*1), AX", axAcc)
+	g.p("MOVQ AX, %d(R12)", axEnd)
+	g.p("MOVQ $64, R11")
+	// The tile configuration: palette 1; A tiles 0, 1 (na rows of 32
+	// bytes), B tiles 2, 3 (8 rows of 64), C tiles 4–7 (na rows of 64).
+	g.p("VPXORD Z0, Z0, Z0")
+	g.p("VMOVDQA64 Z0, %d(R12)", axCfg)
+	g.p("MOVB $1, %d(R12)", axCfg)
+	for t := 0; t < 8; t++ {
+		cols, rows := 64, "R10B"
+		switch {
+		case t < 2:
+			cols = 32
+		case t < 4:
+			rows = "$8"
+		}
+		g.p("MOVW $%d, %d(R12)", cols, axCfg+16+2*t)
+		g.p("MOVB %s, %d(R12)", rows, axCfg+48+t)
+	}
+	g.ldtilecfgR12()
+	g.p("VPBROADCASTD amx_w1<>(SB), Y31")
+
+	g.label("q4kP16AMXpair")
+	g.p("MOVQ x+24(FP), DI")
+	g.p("MOVQ %d(R12), CX", axNB)
+	g.p("VPXORD Z0, Z0, Z0")
+	for j := 0; j < axMaxAct; j++ {
+		g.p("VMOVDQA64 Z0, %d(R12)", axAcc+64*j)
+	}
+	g.p("XORQ R13, R13")
+	amxBuild(g, 0)
+	g.label("q4kP16AMXloop")
+	g.p("CMPQ CX, $1")
+	g.p("JEQ q4kP16AMXlast")
+	amxBuildTiles(g, rec, true)
+	g.p("JMP q4kP16AMXbuilt")
+	g.label("q4kP16AMXlast")
+	amxBuildTiles(g, rec, false)
+	g.label("q4kP16AMXbuilt")
+	g.p("XORQ $4096, R13")
+	g.p("CMPQ CX, %d(R12)", axNB)
+	g.p("JEQ q4kP16AMXnofinish")
+	amxFinish(g, -rec, -xb)
+	g.label("q4kP16AMXnofinish")
+	g.p("ADDQ $%d, SI", rec)
+	g.p("ADDQ $%d, DI", xb)
+	g.p("DECQ CX")
+	g.p("JNZ q4kP16AMXloop")
+	g.p("XORQ $4096, R13")
+	amxFinish(g, -rec, -xb)
+
+	// Out: token j's 16 sums to out + j·os.
+	g.p("MOVQ %d(R12), AX", axOut)
+	g.p("MOVQ os+48(FP), R9")
+	g.p("LEAQ %d(R12), DX", axAcc)
+	g.label("q4kP16AMXout")
+	g.p("VMOVAPS 0(DX), Z0")
+	g.p("VMOVUPS Z0, 0(AX)")
+	g.p("ADDQ R9, AX")
+	g.p("ADDQ $64, DX")
+	g.p("CMPQ DX, %d(R12)", axEnd)
+	g.p("JNE q4kP16AMXout")
+	// The next pair.
+	g.p("MOVQ %d(R12), SI", axPairWP)
+	g.p("LEAQ (SI)(BX*2), SI")
+	g.p("MOVQ SI, %d(R12)", axPairWP)
+	g.p("ADDQ $64, %d(R12)", axOut)
+	g.p("DECQ %d(R12)", axPairs)
+	g.p("JNZ q4kP16AMXpair")
+	g.tilerelease()
+	g.p("VZEROUPPER")
+	g.p("RET")
+	s.Write(g.b.Bytes())
+	s.WriteString("\n")
+	// amx_w1: int16 ones (VPMADDWD sums pairs); amx_lo16: a dword's low half.
+	s.WriteString("DATA amx_w1<>+0(SB)/4, $0x00010001\nGLOBL amx_w1<>(SB), RODATA|NOPTR, $4\n\n")
+	s.WriteString("DATA amx_lo16<>+0(SB)/4, $0x0000ffff\nGLOBL amx_lo16<>(SB), RODATA|NOPTR, $4\n\n")
+	d.WriteString("\n// q4kP16AMX is the AMX Q4_K kernel (gen_amx.go): na = 1…16 activation\n// rows over pairs consecutive pairs, os in bytes. Call it only where\n// hasAMX.\n//\n//go:noescape\nfunc q4kP16AMX(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int, na, pairs int)\n")
+}
