@@ -28,13 +28,14 @@ func setupAMX(k *kernelSet) {
 	}
 	k.name = "avx512vnni+amx"
 	rec, xb := p8Record(Q4_K), Q8_K.BlockBytes()
-	k.amx[Q4_K] = func(wp []byte, gb, nb int, x []byte, xs int, out []float32, os, na, pairs int) {
+	k.amx[Q4_K] = func(wp []byte, gb, nb int, x, sums []byte, xs int, out []float32, os, na, pairs int) {
 		if na < 1 || na > amxMaxActs || nb < 1 || pairs < 1 || gb < nb*rec {
 			panic("quant: AMX kernel: bad call")
 		}
 		_ = wp[(2*pairs-1)*gb+nb*rec-1]
 		_ = x[(na-1)*xs+nb*xb-1]
+		_ = sums[(na-1)*xs+nb*32-1]
 		_ = out[(na-1)*os+2*p8Rows*pairs-1]
-		q4kP16AMX(unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), xs, unsafe.SliceData(out), 4*os, na, pairs)
+		q4kP16AMX(unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), unsafe.SliceData(sums), xs, unsafe.SliceData(out), 4*os, na, pairs)
 	}
 }

@@ -51,7 +51,7 @@ const (
 	axPairWP = 80   // the current pair's first record
 	axOut    = 88   // the current pair's out
 	axPairs  = 96   // pairs left
-	axBP     = 128  // a token's sub-block activation sums in pairs (see amxFinish)
+	axSums   = 128  // the current super-block's entry of sums (amxActSums)
 	axScales = 192  // 64s: sub-block s's scales as int32 lanes; 512 + 64s: its mins as int16 pairs
 	axAcc    = 1216 // 64j: token j's float sums
 	axB      = 2240 // two slots of 4096: 512s sub-block s's B tile (8 rows of 64 bytes)
@@ -166,9 +166,9 @@ func amxBuild(g *gen, rec int) {
 }
 
 // amxFinish scales and sums the C tiles of slot R13, for the super-block
-// whose record is rec bytes from SI and whose activations are xb bytes
-// from DI, into the float sums: the VNNI pair kernel's q4kBlock16
-// sequence from its integer sums on.
+// whose record is rec bytes from SI and whose activation sums (amxActSums)
+// are the entry before axSums, into the float sums: the VNNI pair
+// kernel's q4kBlock16 sequence from its integer sums on.
 //
 // The −8 correction (8·sc_s·B_s, B_s the activations' sum over sub-block
 // s) and the mins (m_s·B_s) take two sub-blocks a VPDPWSSD: a token's
@@ -180,7 +180,7 @@ func amxBuild(g *gen, rec int) {
 // Registers: Z8+s the scales (sc, 0) of sub-block s, Z16+t (8·sc_2t,
 // 8·sc_2t+1), Z20+t (m_2t, m_2t+1); Z2, Z3 the rows' d and dmin; Z4, Z5
 // a token's integer sums; Z0, Z1, Z6, Z7 partial sums, then temporaries.
-func amxFinish(g *gen, rec, xb int) {
+func amxFinish(g *gen, rec int) {
 	q4kScalesAt(g, zmm, "pickd", rec, axScales, "R12")
 	for s := 0; s < 8; s++ {
 		g.p("VMOVDQA64 %d(R12), Z%d", axScales+64*s, 8+s)
@@ -200,14 +200,11 @@ func amxFinish(g *gen, rec, xb int) {
 	g.p("VINSERTI128 $1, %d(SI)(BX*1), Y3, Y3", rec+1136)
 	g.p("VCVTPH2PS Y3, Z3")
 	g.p("LEAQ %d(R12)(R13*2), R9", axC)
-	g.p("LEAQ %d(DI), AX", xb)
+	g.p("MOVQ %d(R12), AX", axSums)
+	g.p("SUBQ $32, AX")
 	g.p("LEAQ %d(R12), DX", axAcc)
 	l := fmt.Sprintf("q4kP16AMXtok%d", g.b.Len())
 	g.label(l)
-	// (B_0, B_1), (B_2, B_3) at axBP, (B_4, B_5), (B_6, B_7) at axBP + 16.
-	g.p("VPMADDWD 260(AX), Y31, Y0")
-	g.p("VPACKSSDW Y0, Y0, Y0")
-	g.p("VMOVDQU Y0, %d(R12)", axBP)
 	g.p("VPMADDWD 0(R9), Z8, Z4")
 	g.p("VPMADDWD %d(R9), Z12, Z0", 1024*4)
 	g.p("VPXORD Z1, Z1, Z1")
@@ -217,16 +214,15 @@ func amxFinish(g *gen, rec, xb int) {
 		g.p("VPDPWSSD %d(R9), Z%d, Z0", 1024*(s+4), 12+s)
 	}
 	for t := 0; t < 4; t++ {
-		off := axBP + 4*(t%2) + 16*(t/2)
-		g.p("VPDPWSSD.BCST %d(R12), Z%d, Z1", off, 16+t)
-		g.p("VPDPWSSD.BCST %d(R12), Z%d, Z5", off, 20+t)
+		g.p("VPDPWSSD.BCST %d(AX), Z%d, Z1", 4*t, 16+t)
+		g.p("VPDPWSSD.BCST %d(AX), Z%d, Z5", 4*t, 20+t)
 	}
 	g.p("VPADDD Z0, Z4, Z4")
 	g.p("VPADDD Z1, Z4, Z4")
 	g.p("VCVTDQ2PS Z4, Z4")
 	g.p("VCVTDQ2PS Z5, Z5")
-	g.p("VMULPS.BCST 0(AX), Z2, Z6")
-	g.p("VMULPS.BCST 0(AX), Z3, Z7")
+	g.p("VMULPS.BCST 16(AX), Z2, Z6")
+	g.p("VMULPS.BCST 16(AX), Z3, Z7")
 	g.p("VMOVAPS 0(DX), Z1")
 	g.p("VFMADD231PS Z4, Z6, Z1")
 	g.p("VFNMADD231PS Z5, Z7, Z1")
@@ -245,20 +241,20 @@ func amxFinish(g *gen, rec, xb int) {
 func amxKernels(s, d *bytes.Buffer) {
 	const rec, xb = 1152, 292
 	g := &gen{}
-	fmt.Fprintf(s, "// func q4kP16AMX(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int, na, pairs int)\n// Q4_K × Q8_K, AMX, 1…%d activation rows, a run of pairs.\n", axMaxAct)
-	fmt.Fprintf(s, "TEXT ·q4kP16AMX(SB), 0, $%d-72\n", axFrame+64)
+	fmt.Fprintf(s, "// func q4kP16AMX(wp *byte, gb, nb int, x, sums *byte, xs int, out *float32, os int, na, pairs int)\n// Q4_K × Q8_K, AMX, 1…%d activation rows, a run of pairs.\n", axMaxAct)
+	fmt.Fprintf(s, "TEXT ·q4kP16AMX(SB), 0, $%d-80\n", axFrame+64)
 	g.p("LEAQ 63(SP), R12")
 	g.p("ANDQ $~63, R12")
 	g.p("MOVQ wp+0(FP), SI")
 	g.p("MOVQ gb+8(FP), BX")
 	g.p("MOVQ nb+16(FP), CX")
-	g.p("MOVQ xs+32(FP), R8")
-	g.p("MOVQ na+56(FP), R10")
+	g.p("MOVQ xs+40(FP), R8")
+	g.p("MOVQ na+64(FP), R10")
 	g.p("MOVQ SI, %d(R12)", axPairWP)
 	g.p("MOVQ CX, %d(R12)", axNB)
-	g.p("MOVQ out+40(FP), AX")
+	g.p("MOVQ out+48(FP), AX")
 	g.p("MOVQ AX, %d(R12)", axOut)
-	g.p("MOVQ pairs+64(FP), AX")
+	g.p("MOVQ pairs+72(FP), AX")
 	g.p("MOVQ AX, %d(R12)", axPairs)
 	g.p("MOVQ R10, AX")
 	g.p("SHLQ $6, AX")
@@ -282,10 +278,11 @@ func amxKernels(s, d *bytes.Buffer) {
 		g.p("MOVB %s, %d(R12)", rows, axCfg+48+t)
 	}
 	g.ldtilecfgR12()
-	g.p("VPBROADCASTD amx_w1<>(SB), Y31")
 
 	g.label("q4kP16AMXpair")
 	g.p("MOVQ x+24(FP), DI")
+	g.p("MOVQ sums+32(FP), AX")
+	g.p("MOVQ AX, %d(R12)", axSums)
 	g.p("MOVQ %d(R12), CX", axNB)
 	g.p("VPXORD Z0, Z0, Z0")
 	for j := 0; j < axMaxAct; j++ {
@@ -304,18 +301,19 @@ func amxKernels(s, d *bytes.Buffer) {
 	g.p("XORQ $4096, R13")
 	g.p("CMPQ CX, %d(R12)", axNB)
 	g.p("JEQ q4kP16AMXnofinish")
-	amxFinish(g, -rec, -xb)
+	amxFinish(g, -rec)
 	g.label("q4kP16AMXnofinish")
 	g.p("ADDQ $%d, SI", rec)
 	g.p("ADDQ $%d, DI", xb)
+	g.p("ADDQ $32, %d(R12)", axSums)
 	g.p("DECQ CX")
 	g.p("JNZ q4kP16AMXloop")
 	g.p("XORQ $4096, R13")
-	amxFinish(g, -rec, -xb)
+	amxFinish(g, -rec)
 
 	// Out: token j's 16 sums to out + j·os.
 	g.p("MOVQ %d(R12), AX", axOut)
-	g.p("MOVQ os+48(FP), R9")
+	g.p("MOVQ os+56(FP), R9")
 	g.p("LEAQ %d(R12), DX", axAcc)
 	g.label("q4kP16AMXout")
 	g.p("VMOVAPS 0(DX), Z0")
@@ -336,8 +334,7 @@ func amxKernels(s, d *bytes.Buffer) {
 	g.p("RET")
 	s.Write(g.b.Bytes())
 	s.WriteString("\n")
-	// amx_w1: int16 ones (VPMADDWD sums pairs); amx_lo16: a dword's low half.
-	s.WriteString("DATA amx_w1<>+0(SB)/4, $0x00010001\nGLOBL amx_w1<>(SB), RODATA|NOPTR, $4\n\n")
+	// amx_lo16: a dword's low half.
 	s.WriteString("DATA amx_lo16<>+0(SB)/4, $0x0000ffff\nGLOBL amx_lo16<>(SB), RODATA|NOPTR, $4\n\n")
-	d.WriteString("\n// q4kP16AMX is the AMX Q4_K kernel (gen_amx.go): na = 1…16 activation\n// rows over pairs consecutive pairs, os in bytes. Call it only where\n// hasAMX.\n//\n//go:noescape\nfunc q4kP16AMX(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int, na, pairs int)\n")
+	d.WriteString("\n// q4kP16AMX is the AMX Q4_K kernel (gen_amx.go): na = 1…16 activation\n// rows over pairs consecutive pairs, os in bytes. Call it only where\n// hasAMX.\n//\n//go:noescape\nfunc q4kP16AMX(wp *byte, gb, nb int, x, sums *byte, xs int, out *float32, os int, na, pairs int)\n")
 }

@@ -221,19 +221,6 @@ func p8RowScales(wt Type, xq []byte, xrb, n, nb int, scp *[]float32) []float32 {
 	return sc
 }
 
-// amxMinActs is the fewest activation rows a call hands to the tile unit:
-// below it the work per super-block that does not shrink with the rows
-// (splitting the nibbles into B tiles, unpacking the scales) costs more
-// than the tile unit saves. BenchmarkPackedQwen, 2 threads on a 2-core
-// AMX Xeon, µs VNNI → AMX: gate 8960×1536 N = 4 213 → 279, N = 8 349 →
-// 357, N = 12 558 → 466, N = 16 718 → 563; down 1536×8960 N = 16 695 →
-// 626.
-const amxMinActs = 10
-
-// amxMaxActs is the most activation rows one AMX call takes: a tile's 16
-// rows.
-const amxMaxActs = 16
-
 // matmulPacked8 runs the 8-row kernels of wt over all row groups of the
 // packed matrix wp.
 func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, n int, out []float32, pool *Pool) {
@@ -260,8 +247,11 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 	// activation rows a call, where the calls get amxMinActs rows or more.
 	amx := k.amx[wt]
 	var amxCalls int
+	var sums *[]byte
 	if c := (n + amxMaxActs - 1) / amxMaxActs; amx != nil && n/c >= amxMinActs {
 		amxCalls = c
+		sums = amxSumsPool.Get().(*[]byte)
+		*sums = amxActSums(xq, n, nb, xrb, *sums)
 	}
 	pool.Run(units, chunk, func(lo, hi int) {
 		var tail []float32 // the last group's 8 lanes, when rows%8 != 0
@@ -271,7 +261,7 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 				n0 := 0
 				for c := 0; c < amxCalls; c++ {
 					na := (n - n0) / (amxCalls - c)
-					amx(wp[2*lo*gb:2*full*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], xrb, out[n0*rows+2*lo*p8Rows:], rows, na, full-lo)
+					amx(wp[2*lo*gb:2*full*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], (*sums)[n0*xrb:(n0+na)*xrb], xrb, out[n0*rows+2*lo*p8Rows:], rows, na, full-lo)
 					n0 += na
 				}
 				lo = full
@@ -317,4 +307,7 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 		}
 	})
 	scalePool.Put(scp)
+	if sums != nil {
+		amxSumsPool.Put(sums)
+	}
 }

@@ -207,7 +207,7 @@ func TestAMXEqualsPacked16(t *testing.T) {
 							}
 						}
 						got := make([]float32, na*rows)
-						k.amx[wt](wp, stride, nb, xq, xrb, got, rows, na, pairs)
+						k.amx[wt](wp, stride, nb, xq, amxActSums(xq, amxMaxActs, nb, xrb, nil), xrb, got, rows, na, pairs)
 						for i := range got {
 							require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]),
 								fmt.Sprintf("nb=%d extreme=%v pairs=%d gap=%d na=%d out %d: %g vs %g", nb, extreme, pairs, gap, na, i, want[i], got[i]))

@@ -262,4 +262,4 @@ func q6kP16Vx8(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
 // hasAMX.
 //
 //go:noescape
-func q4kP16AMX(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int, na, pairs int)
+func q4kP16AMX(wp *byte, gb, nb int, x, sums *byte, xs int, out *float32, os int, na, pairs int)
