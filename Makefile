@@ -157,12 +157,16 @@ test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixi
 # NVRTC comes from the PyPI wheel (make deps), so the kernel compile tests
 # must find it, not skip.
 # KERNELS_AVX2 caps the CPU kernels at AVX2 (quant.KernelsEnv), so that
-# the kernels of CPUs without AVX-512 VNNI are tested on those with it too.
+# the kernels of CPUs without AVX-512 VNNI are tested on those with it too;
+# KERNELS_VNNI likewise keeps an AMX Xeon off its tiles, as CPUs with
+# AVX-512 VNNI but no AMX (AMD Zen 4, Ice Lake) run.
 KERNELS_AVX2 := LMSTREAM_CPU_KERNELS=avx2
+KERNELS_VNNI := LMSTREAM_CPU_KERNELS=avx512vnni
 test-go:
 	$(VENV_RUN) LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
 	$(GO) test -count=1 -timeout=45m ./core/model ./core/cpu ./tests/modelfile
 	$(KERNELS_AVX2) $(GO) test -count=1 ./core/quant
+	$(KERNELS_VNNI) $(GO) test -count=1 ./core/quant
 	$(GO) test -count=1 -run='^TestEngineSmoke$$' ./core/cmd/lmsadaserve
 
 fuzz-smoke:
