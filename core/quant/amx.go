@@ -8,10 +8,11 @@ import (
 // amxMinActs is the fewest activation rows a call hands to the tile unit:
 // below it the work per super-block that does not shrink with the rows
 // (splitting the nibbles into B tiles, unpacking the scales) costs more
-// than the tile unit saves. BenchmarkPackedQwen, 2 threads on a 2-core
-// AMX Xeon, µs VNNI → AMX: gate 8960×1536 N = 4 213 → 279, N = 8 349 →
-// 357, N = 12 558 → 466, N = 16 718 → 563; down 1536×8960 N = 16 695 →
-// 626.
+// than the tile unit saves. On a 2-core AMX Xeon, 2 threads, VNNI → AMX:
+// BenchmarkPackedQwen (a matrix hot in L3), gate 8960×1536 N = 4 213 →
+// 279 µs, N = 8 366–378 → 356–358, N = 12 563–569 → 455–475; but the
+// 1.5B model's forward pass (BenchmarkForwardN, weights from DRAM) at N
+// = 8 62.3–62.9 → 65.1–67.8 ms, against N = 16 117.5–118 → 102–103.
 const amxMinActs = 10
 
 // amxMaxActs is the most activation rows one AMX call takes: a tile's 16

@@ -58,6 +58,7 @@ const (
 	axC      = axB + 2*4096
 	axFrame  = axC + 2*8192 // two slots of 8192: 1024s + 64j token j's row of sub-block s's C tile
 	axMaxAct = 16
+	amxAhead = 4 // records prefetched ahead (see q4kP16AMXpair)
 )
 
 // Tile instructions, which the Go assembler does not know, as bytes (VEX
@@ -107,8 +108,8 @@ func (g *gen) tdpbssd(c, a, b int) {
 // B in 2/3, C in 4–7 in turn. With build, it also splits the next
 // super-block's records (rec bytes from SI, both groups) into the B tiles
 // of the other slot: sub-block 2t's tile row k is part 8t + k's low
-// nibbles as q − 8, 2t + 1's its high ones; and prefetches the record
-// four ahead of the one it reads. The tile instructions go in between the
+// nibbles as q − 8, 2t + 1's its high ones; and prefetches the records
+// at R10 (amxAhead on, in the order they are consumed). The tile instructions go in between the
 // build's, one sub-block every four parts, so that the tile unit works
 // while the vector units build: issued together, the one waited on the
 // other.
@@ -134,8 +135,8 @@ func amxBuildTiles(g *gen, rec int, build bool) {
 	}
 	for t := 0; t < 4; t++ {
 		for line := 18 * t / 4; line < 18*(t+1)/4; line++ {
-			g.p("PREFETCHT0 %d(SI)", rec+3*1152+64*line)
-			g.p("PREFETCHT0 %d(SI)(BX*1)", rec+3*1152+64*line)
+			g.p("PREFETCHT0 %d(R10)", 64*line)
+			g.p("PREFETCHT0 %d(R10)(BX*1)", 64*line)
 		}
 		for k := 0; k < 8; k++ {
 			if k%4 == 0 {
@@ -284,6 +285,16 @@ func amxKernels(s, d *bytes.Buffer) {
 	g.p("MOVQ sums+32(FP), AX")
 	g.p("MOVQ AX, %d(R12)", axSums)
 	g.p("MOVQ %d(R12), CX", axNB)
+	// R10: the records amxAhead super-blocks on in the order they are
+	// consumed, which past the end of the pair's are the next pair's (BX
+	// further on), as the pair kernels do: the model's matrices stream
+	// from DRAM, and a short row (6 super-blocks for a 1536-wide input)
+	// would otherwise wait on every pair's first records.
+	g.p("LEAQ %d(SI), R10", amxAhead*rec)
+	g.p("CMPQ CX, $%d", amxAhead)
+	g.p("JG q4kP16AMXfar")
+	g.p("ADDQ BX, R10")
+	g.label("q4kP16AMXfar")
 	g.p("VPXORD Z0, Z0, Z0")
 	for j := 0; j < axMaxAct; j++ {
 		g.p("VMOVDQA64 Z0, %d(R12)", axAcc+64*j)
@@ -306,6 +317,11 @@ func amxKernels(s, d *bytes.Buffer) {
 	g.p("ADDQ $%d, SI", rec)
 	g.p("ADDQ $%d, DI", xb)
 	g.p("ADDQ $32, %d(R12)", axSums)
+	g.p("ADDQ $%d, R10", rec)
+	g.p("CMPQ CX, $%d", amxAhead+1)
+	g.p("JNE q4kP16AMXnext")
+	g.p("ADDQ BX, R10")
+	g.label("q4kP16AMXnext")
 	g.p("DECQ CX")
 	g.p("JNZ q4kP16AMXloop")
 	g.p("XORQ $4096, R13")
