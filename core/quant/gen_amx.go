@@ -33,7 +33,16 @@
 //     loads took 17 ns instead of 2.5.
 //   - The A tiles (the tokens' activations) load in place from the Q8_K
 //     rows, and one call covers a run of pairs, so the tile configuration
-//     (63 ns) is loaded once per call, not per row group.
+//     (63 ns) is loaded once per call, not per row group. What the finish
+//     needs of the activations besides (sub-block sums, the block scale)
+//     comes laid out once per matmul (amxActSums).
+//   - The records are prefetched four ahead in the order they are
+//     consumed, into the next pair past a pair's end, as the pair kernels
+//     do: the model's matrices stream from DRAM.
+//
+// What is left, measured (NOTES.md): the tile instructions and the vector
+// work do not overlap, and the vector work per super-block that does not
+// shrink with the tokens keeps calls under 10 rows on the VNNI kernel.
 package main
 
 import (
