@@ -118,10 +118,8 @@ func (g *gen) tdpbssd(c, a, b int) {
 // super-block's records (rec bytes from SI, both groups) into the B tiles
 // of the other slot: sub-block 2t's tile row k is part 8t + k's low
 // nibbles as q − 8, 2t + 1's its high ones; and prefetches the records
-// at R10 (amxAhead on, in the order they are consumed). The tile instructions go in between the
-// build's, one sub-block every four parts, so that the tile unit works
-// while the vector units build: issued together, the one waited on the
-// other.
+// at R10 (amxAhead on, in the order they are consumed). The tile
+// instructions go in between the build's, one sub-block every four parts.
 func amxBuildTiles(g *gen, rec int, build bool) {
 	g.p("LEAQ %d(R12)(R13*1), R9", axB)
 	g.p("LEAQ %d(R12)(R13*2), DX", axC)
@@ -151,11 +149,7 @@ func amxBuildTiles(g *gen, rec int, build bool) {
 			if k%4 == 0 {
 				tiles(2*t + k/4)
 			}
-			ld16(g, rec+32*(8*t+k), 0)
-			g.p("VGF2P8AFFINEQB.BCST $0xf8, gf_lo8<>(SB), Z0, Z1")
-			g.p("VGF2P8AFFINEQB.BCST $0xf8, gf_hi8<>(SB), Z0, Z2")
-			g.p("VMOVDQA64 Z1, %d(AX)", 512*(2*t)+64*k)
-			g.p("VMOVDQA64 Z2, %d(AX)", 512*(2*t+1)+64*k)
+			amxSplitPart(g, rec, t, k)
 		}
 	}
 }
@@ -166,13 +160,20 @@ func amxBuild(g *gen, rec int) {
 	g.p("LEAQ %d(R12)(R13*1), AX", axB)
 	for t := 0; t < 4; t++ {
 		for k := 0; k < 8; k++ {
-			ld16(g, rec+32*(8*t+k), 0)
-			g.p("VGF2P8AFFINEQB.BCST $0xf8, gf_lo8<>(SB), Z0, Z1")
-			g.p("VGF2P8AFFINEQB.BCST $0xf8, gf_hi8<>(SB), Z0, Z2")
-			g.p("VMOVDQA64 Z1, %d(AX)", 512*(2*t)+64*k)
-			g.p("VMOVDQA64 Z2, %d(AX)", 512*(2*t+1)+64*k)
+			amxSplitPart(g, rec, t, k)
 		}
 	}
+}
+
+// amxSplitPart splits part 8t + k of the records rec bytes from SI (both
+// groups) into row k of the B tiles of sub-blocks 2t (low nibbles) and
+// 2t + 1 (high), as q − 8, at AX.
+func amxSplitPart(g *gen, rec, t, k int) {
+	ld16(g, rec+32*(8*t+k), 0)
+	g.p("VGF2P8AFFINEQB.BCST $0xf8, gf_lo8<>(SB), Z0, Z1")
+	g.p("VGF2P8AFFINEQB.BCST $0xf8, gf_hi8<>(SB), Z0, Z2")
+	g.p("VMOVDQA64 Z1, %d(AX)", 512*(2*t)+64*k)
+	g.p("VMOVDQA64 Z2, %d(AX)", 512*(2*t+1)+64*k)
 }
 
 // amxFinish scales and sums the C tiles of slot R13, for the super-block
