@@ -3,6 +3,7 @@ package quant
 import (
 	"encoding/binary"
 	"sync"
+	"unsafe"
 )
 
 // amxMinActs is the fewest activation rows a call hands to the tile unit:
@@ -19,33 +20,68 @@ const amxMinActs = 10
 // rows.
 const amxMaxActs = 16
 
-// amxActSums lays out, for the AMX kernel, what its finish reads of each
-// Q8_K block of the n activation rows in xq (row stride xs, nb blocks):
-// at j·xs + 32b, the sums of the block's eight 32-element sub-blocks as
-// four int16 pairs (B_0, B_1) … (B_6, B_7), then the block's f32 scale.
-// The layout keeps the activations' row stride, so the kernel steps
-// through both with one register. Each B_s is the exact sum of two of the
-// block's 16-element sums (|B_s| ≤ 32·127), computed once per matmul
-// instead of once per row group.
-func amxActSums(xq []byte, n, nb, xs int, buf []byte) []byte {
-	if cap(buf) < n*xs {
-		buf = make([]byte, n*xs)
-	}
-	buf = buf[:n*xs]
+// amxActs lays out, for the AMX kernels, the n Q8_K activation rows in
+// xq (row stride xs, nb blocks) so that every tile row the kernels load
+// is within one cache line: read in place, a Q8_K block's quants start 4
+// bytes into it, and half of Q4_K's 32-byte tile rows and all of Q6_K's
+// 64-byte ones straddled two lines (the tile loads then cost 8–12% more of
+// a call). The rows go in calls as matmulPacked8 splits them: call by
+// call from token n0 at n0·nb·stride, and within a call block b of its
+// token j at (b·na + j)·stride, stride (amxActStride) being
+//   - for Q6_K, 256: the block's quants;
+//   - for Q4_K, 320: the quants, then what the kernel's finish reads of
+//     the block: the sums of its eight 32-element sub-blocks as four int16
+//     pairs (B_0, B_1) … (B_6, B_7), then its f32 scale. Each B_s is the
+//     exact sum of two of the block's 16-element sums (|B_s| ≤ 32·127),
+//     computed once per matmul instead of once per row group.
+//
+// The buffer is 64-byte aligned.
+func amxActs(wt Type, xq []byte, n, nb, xs, calls int, buf []byte) []byte {
+	stride := amxActStride(wt)
+	buf = aligned64(buf, n*nb*stride)
 	bb := Q8_K.BlockBytes()
-	for j := 0; j < n; j++ {
+	n0 := 0
+	for c := 0; c < calls; c++ {
+		na := (n - n0) / (calls - c)
+		call := buf[n0*nb*stride:]
 		for b := 0; b < nb; b++ {
-			blk := xq[j*xs+b*bb : j*xs+(b+1)*bb]
-			dst := buf[j*xs+32*b : j*xs+32*b+32]
-			for s := 0; s < 8; s++ {
-				lo := int16(binary.LittleEndian.Uint16(blk[260+4*s:]))
-				hi := int16(binary.LittleEndian.Uint16(blk[262+4*s:]))
-				binary.LittleEndian.PutUint16(dst[2*s:], uint16(lo+hi))
+			for j := 0; j < na; j++ {
+				blk := xq[(n0+j)*xs+b*bb : (n0+j)*xs+(b+1)*bb]
+				dst := call[(b*na+j)*stride : (b*na+j+1)*stride]
+				copy(dst, blk[4:260])
+				if wt != Q4_K {
+					continue
+				}
+				for s := 0; s < 8; s++ {
+					lo := int16(binary.LittleEndian.Uint16(blk[260+4*s:]))
+					hi := int16(binary.LittleEndian.Uint16(blk[262+4*s:]))
+					binary.LittleEndian.PutUint16(dst[256+2*s:], uint16(lo+hi))
+				}
+				copy(dst[272:276], blk[0:4])
 			}
-			copy(dst[16:20], blk[0:4])
 		}
+		n0 += na
 	}
 	return buf
 }
 
-var amxSumsPool = sync.Pool{New: func() any { return new([]byte) }}
+// amxActStride is a token's bytes per block in amxActs' layout for wt.
+func amxActStride(wt Type) int {
+	if wt == Q4_K {
+		return 320
+	}
+	return 256
+}
+
+// aligned64 returns a 64-byte aligned slice of size bytes, buf's memory
+// where it is aligned and large enough.
+func aligned64(buf []byte, size int) []byte {
+	if cap(buf) >= size && uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%64 == 0 {
+		return buf[:size]
+	}
+	b := make([]byte, size+64)
+	off := int(-uintptr(unsafe.Pointer(unsafe.SliceData(b))) % 64)
+	return b[off : off+size]
+}
+
+var amxActsPool = sync.Pool{New: func() any { return new([]byte) }}

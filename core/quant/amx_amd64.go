@@ -8,11 +8,11 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// AMX: Intel's tile unit (Sapphire Rapids and later Xeons). The Q4_K
-// kernel (gen_amx.go) runs the pair kernels' work with TDPBSSD for calls
-// of several activation rows: a verify pass, a batch of streams, a
-// prefill chunk. Its sums are the VNNI pair kernel's exact integers, so
-// its results are the same bits (TestAMXEqualsPacked16).
+// AMX: Intel's tile unit (Sapphire Rapids and later Xeons). The Q4_K and
+// Q6_K kernels (gen_amx.go) run the pair kernels' work with tile products
+// for calls of several activation rows: a verify pass, a batch of
+// streams, a prefill chunk. Their sums are the VNNI pair kernels' exact
+// integers, so their results are the same bits (TestAMXEqualsPacked16).
 
 // hasAMX reports whether the CPU has the AMX tile and int8 instructions,
 // the pair kernels beside them (the AMX kernel reads their layout and
@@ -21,21 +21,33 @@ func hasAMX() bool {
 	return cpu.X86.HasAMXTile && cpu.X86.HasAMXInt8 && hasVNNI512() && cpu.X86.HasAVX512GFNI && amxPermit()
 }
 
-// setupAMX installs the AMX Q4_K kernel beside the pair kernels.
+// setupAMX installs the AMX Q4_K and Q6_K kernels beside the pair
+// kernels.
 func setupAMX(k *kernelSet) {
-	if k.p16[Q4_K] == nil {
+	if k.p16[Q4_K] == nil || k.p16[Q6_K] == nil {
 		return
 	}
 	k.name = "avx512vnni+amx"
 	rec, xb := p8Record(Q4_K), Q8_K.BlockBytes()
-	k.amx[Q4_K] = func(wp []byte, gb, nb int, x, sums []byte, xs int, out []float32, os, na, pairs int) {
+	k.amx[Q4_K] = func(wp []byte, gb, nb int, x, xa []byte, xs int, out []float32, os, na, pairs int) {
 		if na < 1 || na > amxMaxActs || nb < 1 || pairs < 1 || gb < nb*rec {
 			panic("quant: AMX kernel: bad call")
 		}
 		_ = wp[(2*pairs-1)*gb+nb*rec-1]
 		_ = x[(na-1)*xs+nb*xb-1]
-		_ = sums[(na-1)*xs+nb*32-1]
+		_ = xa[na*nb*amxActStride(Q4_K)-1]
 		_ = out[(na-1)*os+2*p8Rows*pairs-1]
-		q4kP16AMX(unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), unsafe.SliceData(sums), xs, unsafe.SliceData(out), 4*os, na, pairs)
+		q4kP16AMX(unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), unsafe.SliceData(xa), xs, unsafe.SliceData(out), 4*os, na, pairs)
+	}
+	rec6 := p8Record(Q6_K)
+	k.amx[Q6_K] = func(wp []byte, gb, nb int, x, xa []byte, xs int, out []float32, os, na, pairs int) {
+		if na < 1 || na > amxMaxActs || nb < 1 || pairs < 1 || gb < nb*rec6 {
+			panic("quant: AMX kernel: bad call")
+		}
+		_ = wp[(2*pairs-1)*gb+nb*rec6-1]
+		_ = x[(na-1)*xs+nb*xb-1]
+		_ = xa[na*nb*amxActStride(Q6_K)-1]
+		_ = out[(na-1)*os+2*p8Rows*pairs-1]
+		q6kP16AMX(unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), unsafe.SliceData(xa), xs, unsafe.SliceData(out), 4*os, na, pairs)
 	}
 }

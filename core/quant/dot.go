@@ -50,8 +50,8 @@ type kernelSet struct {
 	p16 [Q8_K + 1]func(wp []byte, gb, nb int, x []byte, xs int, out []float32, os, na int)
 	// Optional tile-unit kernels (AMX): the pair kernels' work over pairs
 	// consecutive pairs, na ≤ amxMaxActs, for calls of amxMinActs or more
-	// activation rows; sums is amxActSums of x.
-	amx [Q8_K + 1]func(wp []byte, gb, nb int, x, sums []byte, xs int, out []float32, os, na, pairs int)
+	// activation rows; xa is amxActs of x.
+	amx [Q8_K + 1]func(wp []byte, gb, nb int, x, xa []byte, xs int, out []float32, os, na, pairs int)
 	// Activation quantizers (whole blocks; bit-identical to the generic
 	// code whichever set is active).
 	quantQ80, quantQ81, quantQ8K func(src []float32, dst []byte)

@@ -1,9 +1,11 @@
 //go:build ignore
 
 // gen_amx.go is the part of gen_packed8 (run together: go run
-// gen_packed8.go gen_amx.go) that writes the AMX kernel: Q4_K against
-// Q8_K over a run of row-group pairs (the pair kernels' layout) for 1…16
-// activation rows a call, with Intel's tile unit doing the multiply-adds.
+// gen_packed8.go gen_amx.go) that writes the AMX kernels: Q4_K and Q6_K
+// against Q8_K over a run of row-group pairs (the pair kernels' layout)
+// for 1…16 activation rows a call, with Intel's tile unit doing the
+// multiply-adds. The Q4_K kernel comes first; the Q6_K one (further down)
+// shares its frame header, pipelining and activation layout.
 //
 // Why the tile unit: a verify pass or a prefill chunk runs every weight
 // block against many tokens, and VPDPBUSD spends one instruction per 64
@@ -31,11 +33,12 @@
 //     built it and no vector load on the tile store that wrote it: the
 //     earlier kernels loaded both straight after the stores, and the tile
 //     loads took 17 ns instead of 2.5.
-//   - The A tiles (the tokens' activations) load in place from the Q8_K
-//     rows, and one call covers a run of pairs, so the tile configuration
-//     (63 ns) is loaded once per call, not per row group. What the finish
-//     needs of the activations besides (sub-block sums, the block scale)
-//     comes laid out once per matmul (amxActSums).
+//   - The A tiles (the tokens' activations) load from a copy laid out
+//     once per matmul (amxActs) in which every tile row is within one
+//     cache line, next to what the finish needs of the activations
+//     besides (sub-block sums, the block scale). One call covers a run
+//     of pairs, so the tile configuration (63 ns) is loaded once per
+//     call, not per row group.
 //   - The records are prefetched four ahead in the order they are
 //     consumed, into the next pair past a pair's end, as the pair kernels
 //     do: the model's matrices stream from DRAM.
@@ -60,7 +63,7 @@ const (
 	axPairWP = 80   // the current pair's first record
 	axOut    = 88   // the current pair's out
 	axPairs  = 96   // pairs left
-	axSums   = 128  // the current super-block's entry of sums (amxActSums)
+	axStep   = 128  // 320·na: from one super-block's activations in xa to the next
 	axScales = 192  // 64s: sub-block s's scales as int32 lanes; 512 + 64s: its mins as int16 pairs
 	axAcc    = 1216 // 64j: token j's float sums
 	axB      = 2240 // two slots of 4096: 512s sub-block s's B tile (8 rows of 64 bytes)
@@ -128,7 +131,7 @@ func amxBuildTiles(g *gen, rec int, build bool) {
 	g.p("LEAQ %d(R12)(AX*1), AX", axB)
 	tiles := func(s int) {
 		a, b, c := s%2, 2+s%2, 4+s%4
-		g.tileloadd(a, "DI", "R8", 4+32*s)
+		g.tileloadd(a, "DI", "R8", 32*s)
 		g.tileloadd(b, "R9", "R11", 512*s)
 		g.tilezero(c)
 		g.tdpbssd(c, a, b)
@@ -177,9 +180,9 @@ func amxSplitPart(g *gen, rec, t, k int) {
 }
 
 // amxFinish scales and sums the C tiles of slot R13, for the super-block
-// whose record is rec bytes from SI and whose activation sums (amxActSums)
-// are the entry before axSums, into the float sums: the VNNI pair
-// kernel's q4kBlock16 sequence from its integer sums on.
+// whose record is rec bytes from SI and whose activations (amxActs) are
+// axStep before DI, into the float sums: the VNNI pair kernel's
+// q4kBlock16 sequence from its integer sums on.
 //
 // The −8 correction (8·sc_s·B_s, B_s the activations' sum over sub-block
 // s) and the mins (m_s·B_s) take two sub-blocks a VPDPWSSD: a token's
@@ -211,8 +214,8 @@ func amxFinish(g *gen, rec int) {
 	g.p("VINSERTI128 $1, %d(SI)(BX*1), Y3, Y3", rec+1136)
 	g.p("VCVTPH2PS Y3, Z3")
 	g.p("LEAQ %d(R12)(R13*2), R9", axC)
-	g.p("MOVQ %d(R12), AX", axSums)
-	g.p("SUBQ $32, AX")
+	g.p("LEAQ 256(DI), AX")
+	g.p("SUBQ %d(R12), AX", axStep)
 	g.p("LEAQ %d(R12), DX", axAcc)
 	l := fmt.Sprintf("q4kP16AMXtok%d", g.b.Len())
 	g.label(l)
@@ -246,21 +249,24 @@ func amxFinish(g *gen, rec int) {
 }
 
 // amxKernels writes q4kP16AMX:
-// func(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int, na, pairs int)
+// func(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)
 // over pairs consecutive pairs (each 2·gb bytes; 16 floats out per
-// activation row and pair, os the row stride in bytes).
+// activation row and pair, os the row stride in bytes), xa being amxActs
+// of the na Q8_K rows at x (stride xs); it reads x itself only through xa.
 func amxKernels(s, d *bytes.Buffer) {
-	const rec, xb = 1152, 292
+	const rec = 1152
 	g := &gen{}
-	fmt.Fprintf(s, "// func q4kP16AMX(wp *byte, gb, nb int, x, sums *byte, xs int, out *float32, os int, na, pairs int)\n// Q4_K × Q8_K, AMX, 1…%d activation rows, a run of pairs.\n", axMaxAct)
+	fmt.Fprintf(s, "// func q4kP16AMX(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)\n// Q4_K × Q8_K, AMX, 1…%d activation rows, a run of pairs.\n", axMaxAct)
 	fmt.Fprintf(s, "TEXT ·q4kP16AMX(SB), 0, $%d-80\n", axFrame+64)
 	g.p("LEAQ 63(SP), R12")
 	g.p("ANDQ $~63, R12")
 	g.p("MOVQ wp+0(FP), SI")
 	g.p("MOVQ gb+8(FP), BX")
 	g.p("MOVQ nb+16(FP), CX")
-	g.p("MOVQ xs+40(FP), R8")
+	g.p("MOVQ $320, R8")
 	g.p("MOVQ na+64(FP), R10")
+	g.p("IMUL3Q $320, R10, AX")
+	g.p("MOVQ AX, %d(R12)", axStep)
 	g.p("MOVQ SI, %d(R12)", axPairWP)
 	g.p("MOVQ CX, %d(R12)", axNB)
 	g.p("MOVQ out+48(FP), AX")
@@ -291,9 +297,7 @@ func amxKernels(s, d *bytes.Buffer) {
 	g.ldtilecfgR12()
 
 	g.label("q4kP16AMXpair")
-	g.p("MOVQ x+24(FP), DI")
-	g.p("MOVQ sums+32(FP), AX")
-	g.p("MOVQ AX, %d(R12)", axSums)
+	g.p("MOVQ xa+32(FP), DI")
 	g.p("MOVQ %d(R12), CX", axNB)
 	// R10: the records amxAhead super-blocks on in the order they are
 	// consumed, which past the end of the pair's are the next pair's (BX
@@ -325,8 +329,7 @@ func amxKernels(s, d *bytes.Buffer) {
 	amxFinish(g, -rec)
 	g.label("q4kP16AMXnofinish")
 	g.p("ADDQ $%d, SI", rec)
-	g.p("ADDQ $%d, DI", xb)
-	g.p("ADDQ $32, %d(R12)", axSums)
+	g.p("ADDQ %d(R12), DI", axStep)
 	g.p("ADDQ $%d, R10", rec)
 	g.p("CMPQ CX, $%d", amxAhead+1)
 	g.p("JNE q4kP16AMXnext")
@@ -362,5 +365,286 @@ func amxKernels(s, d *bytes.Buffer) {
 	s.WriteString("\n")
 	// amx_lo16: a dword's low half.
 	s.WriteString("DATA amx_lo16<>+0(SB)/4, $0x0000ffff\nGLOBL amx_lo16<>(SB), RODATA|NOPTR, $4\n\n")
-	d.WriteString("\n// q4kP16AMX is the AMX Q4_K kernel (gen_amx.go): na = 1…16 activation\n// rows over pairs consecutive pairs, os in bytes. Call it only where\n// hasAMX.\n//\n//go:noescape\nfunc q4kP16AMX(wp *byte, gb, nb int, x, sums *byte, xs int, out *float32, os int, na, pairs int)\n")
+	d.WriteString("\n// q4kP16AMX is the AMX Q4_K kernel (gen_amx.go): na = 1…16 activation\n// rows over pairs consecutive pairs, os in bytes. Call it only where\n// hasAMX.\n//\n//go:noescape\nfunc q4kP16AMX(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)\n")
+}
+
+// The Q6_K kernel, q6kP16AMX. Q6_K's sub-blocks are 16 weights, and a
+// sub-block's sum Σ x·(q − 32) reaches ±16·127·32, past an int16, so the
+// Q4_K kernel's trick (scale the tile sums with one VPDPWSSD) does not
+// carry over, and a tile product per 16-weight sub-block would be a
+// quarter of the tile unit. Instead the scale goes into the weights: w =
+// sc·q (q the unsigned 6-bit quant, |w| ≤ 128·63) is an int16, split into
+// its low byte (unsigned) and high byte (signed, −32…31), two B tiles. A
+// super-block is then four K = 64 tile products per byte, accumulated in
+// two C tiles for the whole super-block, and Σ x·w = C_lo + 256·C_hi
+// exactly (|C_lo| ≤ 256·127·255). The −32 comes back as −32·Σ sc·bsum from
+// the Q8_K block's 16-element sums, as the VNNI kernel does, so the
+// super-block's integer is the VNNI pair kernel's and so are the bits.
+//
+// Building the B tiles costs per weight, not per token: two VPMADDUBSW
+// (q against (sc, 0) and (0, sc): the even and odd elements' w as
+// int16s), then two shifts and two selects to gather the low and the
+// high bytes. The tile products and the finish are per token.
+
+// Frame of q6kP16AMX, off R12; the header words are the Q4_K kernel's.
+const (
+	a6X     = 104  // the current super-block's Q8_K blocks (token 0's)
+	a6Step  = 112  // 256·na: from one super-block's activations in xa to the next
+	a6Acc   = 128  // 64j: token j's float sums
+	a6B     = 2048 // two slots of 8192: chunk c's low-byte tile at 2048c, high-byte at 2048c + 1024
+	a6C     = a6B + 2*8192
+	a6Frame = a6C + 8192 + 2048 // C slots at a6C + slot: the low-byte C tile, then the high-byte one at +1024
+	q6Rec   = 1680
+	q6Lines = (q6Rec + 63) / 64
+)
+
+// tdpbsud: C += A·B, A signed bytes and B unsigned.
+func (g *gen) tdpbsud(c, a, b int) {
+	g.bytes(fmt.Sprintf("TDPBSUD TMM%d, TMM%d, TMM%d", c, a, b), 0xC4, 0xE2, (^b&15)<<3|0x02, 0x5E, 0xC0|c<<3|a)
+}
+
+// a6Tiles issues the tile work of chunk c (elements 64c…64c+63) of the
+// current super-block: activations at DI (amxActs: a token's 256 bytes
+// every R8 = 256), B tiles at R9, C tiles to DX.
+func a6Tiles(g *gen, c int) {
+	a, lo, hi := c%2, 2+2*(c%2), 3+2*(c%2)
+	g.tileloadd(a, "DI", "R8", 64*c)
+	g.tileloadd(lo, "R9", "R11", 2048*c)
+	g.tileloadd(hi, "R9", "R11", 2048*c+1024)
+	if c == 0 {
+		g.tilezero(6)
+		g.tilezero(7)
+	}
+	g.tdpbsud(6, a, lo)
+	g.tdpbssd(7, a, hi)
+	if c == 3 {
+		g.tilestored(6, "DX", "R11", 0)
+		g.tilestored(7, "DX", "R11", 1024)
+	}
+}
+
+// a6Build builds the B tiles of the super-block whose record is off bytes
+// from SI (both groups) at AX. With tiles, the current super-block's tile
+// work goes in between (a chunk every eight steps) and the records at R10
+// are prefetched. Step (n, half, kk, l) decodes quarters kk and kk + 2 at
+// elements 4l…4l+3 (see q6kBlockV), sub-blocks 8n + 2k + half.
+func a6Build(g *gen, off int, tiles bool) {
+	for i := 0; i < 4; i++ { // ld16, EVEX-encoded for Z20 on
+		g.p("VMOVDQU64 %d(SI), Y%d", off+1536+32*i, 20+i)
+		g.p("VINSERTI64X4 $1, %d(SI)(BX*1), Z%d, Z%d", off+1536+32*i, 20+i, 20+i)
+	}
+	step := 0
+	for n := 0; n < 2; n++ {
+		for half := 0; half < 2; half++ {
+			for kk := 0; kk < 2; kk++ {
+				for h, k := range []int{kk, kk + 2} {
+					sb := 8*n + 2*k + half
+					g.p("VPSHUFB p16_pick%d<>(SB), Z%d, Z%d", sb%4, 20+sb/4, 24+2*h)
+					g.p("VPSHUFB amx6_po%d<>(SB), Z%d, Z%d", sb%4, 20+sb/4, 25+2*h)
+				}
+				for l := 4 * half; l < 4*half+4; l++ {
+					if tiles {
+						if step%8 == 0 {
+							a6Tiles(g, step/8)
+						}
+						for line := q6Lines * step / 32; line < q6Lines*(step+1)/32; line++ {
+							g.p("PREFETCHT0 %d(R10)", 64*line)
+							g.p("PREFETCHT0 %d(R10)(BX*1)", 64*line)
+						}
+					}
+					step++
+					ld16(g, off+32*(16*n+l)+256*kk, 4)
+					ld16(g, off+1024+32*(8*n+l), 6)
+					g.p("VGF2P8AFFINEQB.BCST $0, gf_qh%d<>(SB), Z6, Z0", kk)
+					g.p("VGF2P8AFFINEQB.BCST $0, gf_qh%d<>(SB), Z6, Z1", kk+2)
+					g.p("VPTERNLOGD.BCST $0xf8, p8_nib<>(SB), Z4, Z0")
+					g.p("VPSRLW $4, Z4, Z4")
+					g.p("VPTERNLOGD.BCST $0xf8, p8_nib<>(SB), Z4, Z1")
+					for h, k := range []int{kk, kk + 2} {
+						c, row := 2*n+k/2, 8*(k%2)+l
+						g.p("VPMADDUBSW Z%d, Z%d, Z2", 24+2*h, h) // w of elements 0, 2 of each lane
+						g.p("VPMADDUBSW Z%d, Z%d, Z3", 25+2*h, h) // of elements 1, 3
+						g.p("VPSRLW $8, Z2, Z5")
+						g.p("VPTERNLOGD.BCST $0xe4, amx_w0<>(SB), Z3, Z5") // high bytes
+						g.p("VPSLLW $8, Z3, Z3")
+						g.p("VPTERNLOGD.BCST $0xe4, amx_w0<>(SB), Z3, Z2") // low bytes
+						g.p("VMOVDQA64 Z2, %d(AX)", 2048*c+64*row)
+						g.p("VMOVDQA64 Z5, %d(AX)", 2048*c+1024+64*row)
+					}
+				}
+			}
+		}
+	}
+}
+
+// a6Finish adds the super-block before the current one (record −q6Rec
+// from SI, Q8_K blocks −292 from a6X's, C tiles at slot R13) into the float
+// sums, as the VNNI pair kernel's q6kBlock16 does from its integer sums
+// on. Registers: Z8+t the rows' (−32·sc_2t, −32·sc_2t+1), Z2 their d.
+func a6Finish(g *gen) {
+	g.p("VPXORD Z7, Z7, Z7")
+	for i := 0; i < 4; i++ {
+		ld16(g, -q6Rec+1536+32*i, 4)
+		for h := 0; h < 2; h++ {
+			g.p("VPSHUFB p16_pickw%d<>(SB), Z4, Z5", h)
+			g.p("VPSRAW $3, Z5, Z5") // sc·32, the byte having been the high one
+			g.p("VPSUBW Z5, Z7, Z%d", 8+2*i+h)
+		}
+	}
+	g.p("VMOVDQU %d(SI), X2", -q6Rec+1664)
+	g.p("VINSERTI128 $1, %d(SI)(BX*1), Y2, Y2", -q6Rec+1664)
+	g.p("VCVTPH2PS Y2, Z2")
+	g.p("LEAQ %d(R12)(R13*1), R9", a6C)
+	g.p("MOVQ %d(R12), AX", a6X)
+	g.p("SUBQ $292, AX")
+	g.p("LEAQ %d(R12), DX", a6Acc)
+	l := fmt.Sprintf("q6kP16AMXtok%d", g.b.Len())
+	g.label(l)
+	g.p("VPSLLD $8, 1024(R9), Z4")
+	g.p("VPADDD 0(R9), Z4, Z4")
+	g.p("VPXORD Z1, Z1, Z1")
+	for t := 0; t < 8; t++ {
+		acc := 4
+		if t%2 == 1 {
+			acc = 1
+		}
+		g.p("VPDPWSSD.BCST %d(AX), Z%d, Z%d", 260+4*t, 8+t, acc)
+	}
+	g.p("VPADDD Z1, Z4, Z4")
+	g.p("VCVTDQ2PS Z4, Z4")
+	g.p("VMULPS.BCST 0(AX), Z2, Z6")
+	g.p("VMOVAPS 0(DX), Z1")
+	g.p("VFMADD231PS Z4, Z6, Z1")
+	g.p("VMOVAPS Z1, 0(DX)")
+	g.p("ADDQ $64, R9")
+	g.p("ADDQ xs+40(FP), AX")
+	g.p("ADDQ $64, DX")
+	g.p("CMPQ DX, %d(R12)", axEnd)
+	g.p("JNE %s", l)
+}
+
+// amx6Kernel writes q6kP16AMX:
+// func(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)
+// as q4kP16AMX; its xa (amxActs) has the quants alone, the finish reading
+// the Q8_K blocks' own bsums and scales from x.
+func amx6Kernel(s, d *bytes.Buffer) {
+	const xb = 292
+	g := &gen{}
+	fmt.Fprintf(s, "// func q6kP16AMX(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)\n// Q6_K × Q8_K, AMX, 1…%d activation rows, a run of pairs.\n", axMaxAct)
+	fmt.Fprintf(s, "TEXT ·q6kP16AMX(SB), 0, $%d-80\n", a6Frame+64)
+	g.p("LEAQ 63(SP), R12")
+	g.p("ANDQ $~63, R12")
+	g.p("MOVQ wp+0(FP), SI")
+	g.p("MOVQ gb+8(FP), BX")
+	g.p("MOVQ nb+16(FP), CX")
+	g.p("MOVQ $256, R8")
+	g.p("MOVQ na+64(FP), R10")
+	g.p("MOVQ SI, %d(R12)", axPairWP)
+	g.p("MOVQ CX, %d(R12)", axNB)
+	g.p("MOVQ out+48(FP), AX")
+	g.p("MOVQ AX, %d(R12)", axOut)
+	g.p("MOVQ pairs+72(FP), AX")
+	g.p("MOVQ AX, %d(R12)", axPairs)
+	g.p("MOVQ R10, AX")
+	g.p("SHLQ $8, AX")
+	g.p("MOVQ AX, %d(R12)", a6Step)
+	g.p("MOVQ R10, AX")
+	g.p("SHLQ $6, AX")
+	g.p("LEAQ %d(R12)(AX*1), AX", a6Acc)
+	g.p("MOVQ AX, %d(R12)", axEnd)
+	g.p("MOVQ $64, R11")
+	// Palette 1; A tiles 0, 1 and C tiles 6, 7: na rows of 64 bytes; B
+	// tiles 2–5: 16 rows of 64.
+	g.p("VPXORD Z0, Z0, Z0")
+	g.p("VMOVDQA64 Z0, %d(R12)", axCfg)
+	g.p("MOVB $1, %d(R12)", axCfg)
+	for t := 0; t < 8; t++ {
+		rows := "R10B"
+		if t >= 2 && t < 6 {
+			rows = "$16"
+		}
+		g.p("MOVW $64, %d(R12)", axCfg+16+2*t)
+		g.p("MOVB %s, %d(R12)", rows, axCfg+48+t)
+	}
+	g.ldtilecfgR12()
+
+	g.label("q6kP16AMXpair")
+	g.p("MOVQ x+24(FP), AX")
+	g.p("MOVQ AX, %d(R12)", a6X)
+	g.p("MOVQ xa+32(FP), DI")
+	g.p("MOVQ %d(R12), CX", axNB)
+	g.p("LEAQ %d(SI), R10", amxAhead*q6Rec)
+	g.p("CMPQ CX, $%d", amxAhead)
+	g.p("JG q6kP16AMXfar")
+	g.p("ADDQ BX, R10")
+	g.label("q6kP16AMXfar")
+	g.p("VPXORD Z0, Z0, Z0")
+	for j := 0; j < axMaxAct; j++ {
+		g.p("VMOVDQA64 Z0, %d(R12)", a6Acc+64*j)
+	}
+	g.p("XORQ R13, R13")
+	g.p("LEAQ %d(R12), AX", a6B)
+	a6Build(g, 0, false)
+	g.label("q6kP16AMXloop")
+	g.p("LEAQ %d(R12)(R13*1), R9", a6B)
+	g.p("LEAQ %d(R12)(R13*1), DX", a6C)
+	g.p("CMPQ CX, $1")
+	g.p("JEQ q6kP16AMXlast")
+	g.p("MOVQ R13, AX")
+	g.p("XORQ $8192, AX")
+	g.p("LEAQ %d(R12)(AX*1), AX", a6B)
+	a6Build(g, q6Rec, true)
+	g.p("JMP q6kP16AMXbuilt")
+	g.label("q6kP16AMXlast")
+	for c := 0; c < 4; c++ {
+		a6Tiles(g, c)
+	}
+	g.label("q6kP16AMXbuilt")
+	g.p("XORQ $8192, R13")
+	g.p("CMPQ CX, %d(R12)", axNB)
+	g.p("JEQ q6kP16AMXnofinish")
+	a6Finish(g)
+	g.label("q6kP16AMXnofinish")
+	g.p("ADDQ $%d, SI", q6Rec)
+	g.p("ADDQ $%d, %d(R12)", xb, a6X)
+	g.p("ADDQ %d(R12), DI", a6Step)
+	g.p("ADDQ $%d, R10", q6Rec)
+	g.p("CMPQ CX, $%d", amxAhead+1)
+	g.p("JNE q6kP16AMXnext")
+	g.p("ADDQ BX, R10")
+	g.label("q6kP16AMXnext")
+	g.p("DECQ CX")
+	g.p("JNZ q6kP16AMXloop")
+	g.p("XORQ $8192, R13")
+	a6Finish(g)
+
+	g.p("MOVQ %d(R12), AX", axOut)
+	g.p("MOVQ os+56(FP), R9")
+	g.p("LEAQ %d(R12), DX", a6Acc)
+	g.label("q6kP16AMXout")
+	g.p("VMOVAPS 0(DX), Z0")
+	g.p("VMOVUPS Z0, 0(AX)")
+	g.p("ADDQ R9, AX")
+	g.p("ADDQ $64, DX")
+	g.p("CMPQ DX, %d(R12)", axEnd)
+	g.p("JNE q6kP16AMXout")
+	g.p("MOVQ %d(R12), SI", axPairWP)
+	g.p("LEAQ (SI)(BX*2), SI")
+	g.p("MOVQ SI, %d(R12)", axPairWP)
+	g.p("ADDQ $64, %d(R12)", axOut)
+	g.p("DECQ %d(R12)", axPairs)
+	g.p("JNZ q6kP16AMXpair")
+	g.tilerelease()
+	g.p("VZEROUPPER")
+	g.p("RET")
+	s.Write(g.b.Bytes())
+	s.WriteString("\n")
+	// amx_w0: a word's low byte. amx6_po<j>: byte j of each row's 4-byte
+	// lane (its sub-block's scale) against the lane's odd bytes, zeros
+	// against the even ones, for VPMADDUBSW (p16_pick<j> is the even one).
+	s.WriteString("DATA amx_w0<>+0(SB)/4, $0x00ff00ff\nGLOBL amx_w0<>(SB), RODATA|NOPTR, $4\n\n")
+	for j := uint32(0); j < 4; j++ {
+		shuffle64(s, fmt.Sprintf("amx6_po%d", j), func(b uint32) uint32 { return 0x80 | (b+j)<<8 | 0x80<<16 | (b+j)<<24 })
+	}
+	d.WriteString("\n// q6kP16AMX is the AMX Q6_K kernel (gen_amx.go): na = 1…16 activation\n// rows over pairs consecutive pairs, os in bytes. Call it only where\n// hasAMX.\n//\n//go:noescape\nfunc q6kP16AMX(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)\n")
 }

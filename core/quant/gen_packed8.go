@@ -1099,6 +1099,7 @@ func main() {
 	d.WriteString("}\n\n")
 	d.Write(bytes.TrimSuffix(d2.Bytes(), []byte("\n")))
 	amxKernels(&s, &d)
+	amx6Kernel(&s, &d)
 	must(os.WriteFile("packed8_amd64.s", s.Bytes(), 0o644))
 	must(os.WriteFile("packed8_kernels_amd64.go", d.Bytes(), 0o644))
 }

@@ -163,57 +163,78 @@ func TestAMXEqualsPacked16(t *testing.T) {
 	var k kernelSet
 	setupPacked8VNNI(&k)
 	setupAMX(&k)
-	require.NotNil(t, k.amx[Q4_K])
 	rng := rand.New(rand.NewPCG(45, 46))
-	const wt = Q4_K
-	for _, nb := range []int{1, 3, 8} {
-		cols := nb * wt.BlockElems()
-		wrb, _ := wt.RowBytes(cols)
-		xrb, _ := Q8_K.RowBytes(cols)
-		gb := nb * p8Record(wt)
-		for _, extreme := range []bool{false, true} {
-			for _, pairs := range []int{1, 3} {
-				for _, gap := range []int{0, 64} {
-					rows := 2 * p8Rows * pairs
-					w := randBlocks(rng, wt, rows*nb)
-					acts := randFloats(rng, amxMaxActs*cols, 1)
-					if extreme {
-						for i := 0; i < rows*nb; i++ {
-							q := byte(0x00)
-							if i%2 == 1 {
-								q = 0xff
-							}
-							for b := 16; b < 144; b++ { // the quants of every other block all 0 or all 15
-								w[i*144+b] = q
+	for _, wt := range []Type{Q4_K, Q6_K} {
+		require.NotNil(t, k.amx[wt], wt)
+		for _, nb := range []int{1, 3, 8} {
+			cols := nb * wt.BlockElems()
+			wrb, _ := wt.RowBytes(cols)
+			xrb, _ := Q8_K.RowBytes(cols)
+			gb := nb * p8Record(wt)
+			for _, extreme := range []bool{false, true} {
+				for _, pairs := range []int{1, 3} {
+					for _, gap := range []int{0, 64} {
+						rows := 2 * p8Rows * pairs
+						w := randBlocks(rng, wt, rows*nb)
+						acts := randFloats(rng, amxMaxActs*cols, 1)
+						if extreme {
+							amxExtremes(wt, w, rows*nb)
+							for i := range acts {
+								acts[i] = float32(1 - 2*(i/16%2)) // sub-blocks of +1 and −1: ±127
 							}
 						}
-						for i := range acts {
-							acts[i] = float32(1 - 2*(i/32%2)) // sub-blocks of +1 and −1: ±127
+						stride := gb + gap
+						wp := make([]byte, 2*pairs*stride)
+						for g := 0; g < 2*pairs; g++ {
+							pack8Go(wt, w, wrb, rows, cols, g, wp[g*stride:g*stride+gb])
 						}
-					}
-					stride := gb + gap
-					wp := make([]byte, 2*pairs*stride)
-					for g := 0; g < 2*pairs; g++ {
-						pack8Go(wt, w, wrb, rows, cols, g, wp[g*stride:g*stride+gb])
-					}
-					xq := make([]byte, amxMaxActs*xrb)
-					QuantizeActs(Q8_K, acts, amxMaxActs, cols, xq)
-					for na := 1; na <= amxMaxActs; na++ {
-						want := make([]float32, na*rows)
-						for p := 0; p < pairs; p++ {
-							for j0 := 0; j0 < na; j0 += k.p8Acts[wt] {
-								n := min(k.p8Acts[wt], na-j0)
-								k.p16[wt](wp[2*p*stride:], stride, nb, xq[j0*xrb:], xrb, want[j0*rows+16*p:], rows, n)
+						xq := make([]byte, amxMaxActs*xrb)
+						QuantizeActs(Q8_K, acts, amxMaxActs, cols, xq)
+						for na := 1; na <= amxMaxActs; na++ {
+							aux := amxActs(wt, xq, na, nb, xrb, 1, nil)
+							want := make([]float32, na*rows)
+							for p := 0; p < pairs; p++ {
+								for j0 := 0; j0 < na; j0 += k.p8Acts[wt] {
+									n := min(k.p8Acts[wt], na-j0)
+									k.p16[wt](wp[2*p*stride:], stride, nb, xq[j0*xrb:], xrb, want[j0*rows+16*p:], rows, n)
+								}
 							}
-						}
-						got := make([]float32, na*rows)
-						k.amx[wt](wp, stride, nb, xq, amxActSums(xq, amxMaxActs, nb, xrb, nil), xrb, got, rows, na, pairs)
-						for i := range got {
-							require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]),
-								fmt.Sprintf("nb=%d extreme=%v pairs=%d gap=%d na=%d out %d: %g vs %g", nb, extreme, pairs, gap, na, i, want[i], got[i]))
+							got := make([]float32, na*rows)
+							k.amx[wt](wp, stride, nb, xq, aux, xrb, got, rows, na, pairs)
+							for i := range got {
+								require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]),
+									fmt.Sprintf("%v nb=%d extreme=%v pairs=%d gap=%d na=%d out %d: %g vs %g", wt, nb, extreme, pairs, gap, na, i, want[i], got[i]))
+							}
 						}
 					}
 				}
+			}
+		}
+	}
+}
+
+// amxExtremes sets the n blocks of w to the integer sums' extremes: the
+// quants of every other block all at their least, the others all at their
+// most, and for Q6_K the sub-block scales alternating −128 and 127.
+func amxExtremes(wt Type, w []byte, n int) {
+	bb := wt.BlockBytes()
+	for i := 0; i < n; i++ {
+		q := byte(0x00)
+		if i%2 == 1 {
+			q = 0xff
+		}
+		blk := w[i*bb : (i+1)*bb]
+		switch wt {
+		case Q4_K:
+			for b := 16; b < 144; b++ {
+				blk[b] = q
+			}
+		case Q6_K: // ql[128], qh[64], scales[16], d
+			for b := 0; b < 192; b++ {
+				blk[b] = q
+			}
+			for s := 0; s < 16; s++ {
+				blk[192+s] = byte(0x80 - s%2) // −128, 127, …
 			}
 		}
 	}

@@ -262,4 +262,11 @@ func q6kP16Vx8(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
 // hasAMX.
 //
 //go:noescape
-func q4kP16AMX(wp *byte, gb, nb int, x, sums *byte, xs int, out *float32, os int, na, pairs int)
+func q4kP16AMX(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)
+
+// q6kP16AMX is the AMX Q6_K kernel (gen_amx.go): na = 1…16 activation
+// rows over pairs consecutive pairs, os in bytes. Call it only where
+// hasAMX.
+//
+//go:noescape
+func q6kP16AMX(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)
