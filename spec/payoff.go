@@ -25,12 +25,13 @@ type Payoff struct {
 	// drafted for (the runtime config's "spec_adaptive": false).
 	Always bool
 
-	spec, plain Pace // time per emitted token
-	off         int  // plain iterations left in the current back-off
-	backoff     int  // length of the next back-off
-	probe       int  // speculative iterations since the last back-off
-	decided     bool // the last Decide's answer
-	caughtUp    bool // a speculative iteration has run (the drafter saw the prompt)
+	spec, plain Pace    // time per emitted token
+	off         int     // plain iterations left in the current back-off
+	backoff     int     // length of the next back-off
+	probe       int     // speculative iterations since the last back-off
+	decided     bool    // the last Decide's answer
+	caughtUp    bool    // a speculative iteration has run (the drafter saw the prompt)
+	lastSpec    float64 // spec's tokens per iteration when the last back-off reset it
 }
 
 // Back-off bounds, in iterations, and the margin speculation must beat.
@@ -53,9 +54,9 @@ const (
 type Pace struct {
 	// Decay is the weight the past keeps per iteration, in (0, 1); 0
 	// means DefaultPaceDecay.
-	Decay       float64
-	sec, tokens float64
-	n           int
+	Decay              float64
+	sec, tokens, iters float64
+	n                  int
 }
 
 // DefaultPaceDecay per iteration: a horizon of about three iterations.
@@ -69,7 +70,17 @@ func (p *Pace) Add(d time.Duration, tokens int) {
 	}
 	p.sec = decay*p.sec + d.Seconds()
 	p.tokens = decay*p.tokens + float64(tokens)
+	p.iters = decay*p.iters + 1
 	p.n++
+}
+
+// PerIteration is the tokens an iteration emitted, over the same decayed
+// window (0 before any iteration).
+func (p *Pace) PerIteration() float64 {
+	if p.iters == 0 {
+		return 0
+	}
+	return p.tokens / p.iters
 }
 
 // PerToken is the seconds per token (0 before any token).
@@ -148,10 +159,21 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 		p.off = p.backoff
 		p.backoff = min(2*p.backoff, BackoffMax)
 		p.probe = 0
+		p.lastSpec = p.spec.PerIteration()
 		p.spec = Pace{}
 	} else {
 		p.backoff = BackoffMin
 	}
+}
+
+// SpecTokens is what the request's recent speculative iterations emitted
+// each: since the last back-off, or before it while none has been
+// measured since (0 before any).
+func (p *Payoff) SpecTokens() float64 {
+	if t := p.spec.PerIteration(); t > 0 {
+		return t
+	}
+	return p.lastSpec
 }
 
 // Speculating reports whether the last Decide chose speculation.

@@ -42,6 +42,28 @@ func TestPayoffBacksOffLosingSpeculation(t *testing.T) {
 	require.Less(t, total/(1000*60), 1.03)
 }
 
+// SpecTokens, which spec.Guard judges a drafting request by, outlives a
+// back-off: the probe after it starts from what the request was emitting.
+func TestPayoffSpecTokens(t *testing.T) {
+	p := Payoff{PlainPrior: 60 * time.Millisecond}
+	require.Zero(t, p.SpecTokens())
+	for i := 0; p.off == 0; i++ { // until speculation, 1 token in 90 ms against 60 plain, loses
+		require.Less(t, i, 20)
+		if p.Decide() {
+			p.Observe(90*time.Millisecond, 1, true)
+		} else {
+			p.Observe(60*time.Millisecond, 1, false)
+		}
+	}
+	require.Zero(t, p.spec.PerIteration(), "the back-off resets the pace")
+	require.InDelta(t, 1, p.SpecTokens(), 1e-9)
+	for !p.Decide() {
+		p.Observe(60*time.Millisecond, 1, false)
+	}
+	p.Observe(90*time.Millisecond, 3, true)
+	require.InDelta(t, 3, p.SpecTokens(), 1e-9)
+}
+
 func TestPayoffJudgesThePaceNotTheAverageIteration(t *testing.T) {
 	// A draft model's iterations alternate: a copied stretch (9 tokens in
 	// 215 ms) and a rejected draft (1 token in 100 ms). That is 31.5 ms a

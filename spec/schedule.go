@@ -1,6 +1,9 @@
 package spec
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Scheduler ties one iteration's speculation together: it drafts candidate
 // trees for the requests that speculate, computes each request's A(r) from
@@ -15,11 +18,20 @@ import "time"
 //	spec.VerifyGreedy(trees[i], targets_i, &res)   // or VerifySample
 //	// commit res.Path in the KV cache, emit res.Tokens, append them to
 //	// seqs[i].Tokens (set seqs[i].Start at the first token)
-//	sch.Timing.Observe(time.Since(iterationStart))
+//	sch.Observe(time.Since(iterationStart))
 type Scheduler struct {
 	Config  Config
 	Drafter Drafter // nil: no speculation
 	Timing  Timing
+	// PlainCost, when set, prices a plain iteration of n sequences (the
+	// forward pass over their roots) and turns on the SLO guard of
+	// AdaServe's policy (Guard); SpecTiming is what an iteration that
+	// verified drafts took, as Timing is for every iteration.
+	PlainCost  func(n int) time.Duration
+	SpecTiming Timing
+
+	drafted  int  // sequences drafted for in the last Plan
+	verified bool // the last Plan's trees hold a drafted node
 
 	sel    Selector
 	prune  []int
@@ -51,6 +63,11 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 			s.actT = append(s.actT, c)
 		}
 	}
+	if len(s.active) > 0 && s.Config.Policy == AdaServe && s.PlainCost != nil &&
+		Guard(seqs, s.active, now, s.PlainCost(n), s.SpecTiming.Estimate()) {
+		s.active, s.actT = s.active[:0], s.actT[:0]
+	}
+	s.drafted = len(s.active)
 	if len(s.active) > 0 {
 		if err := s.Drafter.Draft(s.active, shape, s.actT); err != nil {
 			return nil, err
@@ -76,11 +93,71 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 	}
 	keep := s.sel.Select(&s.Config, shape.depth(), s.reqs)
 	s.outP = s.outP[:0]
+	s.verified = false
 	for i := range seqs {
 		s.cands[i].Subtree(keep[i], &s.out[i])
 		s.outP = append(s.outP, &s.out[i])
+		s.verified = s.verified || s.out[i].Len() > 1
 	}
 	return s.outP, nil
+}
+
+// Observe records how long the iteration of the last Plan took, in
+// Timing and, when its trees held drafted nodes, in SpecTiming.
+func (s *Scheduler) Observe(d time.Duration) {
+	s.Timing.Observe(d)
+	if s.verified {
+		s.SpecTiming.Observe(d)
+	}
+}
+
+// Drafted is how many sequences the last Plan drafted for.
+func (s *Scheduler) Drafted() int { return s.drafted }
+
+// Guard is AdaServe's selection made to hold where speculation lengthens
+// the iteration. The paper's setting is a GPU whose verify pass costs
+// about the same at 1 and at 64 tokens, so A(r) is computed with one
+// t_spec whatever is selected. On a CPU the draft model's steps and the
+// larger verify pass make a speculative iteration longer than a plain one,
+// and every request in it waits that long for its token. A request that does not
+// draft gains nothing from that time, and one near its SLO falls behind
+// it: on the engine it was the urgent requests that speculation made
+// miss (TPOT 67 ms against an SLO of 56 and 49 plain).
+//
+// So speculation is put off for this iteration when it would make a
+// request miss that plain decoding keeps within its SLO. A request with
+// an SLO whose first token is out, o tokens after it and l since it, that
+// gets g tokens from this iteration is within its SLO after it if the
+// iteration takes at most SLO·(o+g) − l (as PrefillChunk reasons); plain
+// decoding gives it g = 1, speculation g = 1 for one that does not draft
+// and, for one that drafts, what its speculative iterations have been
+// emitting (Payoff.SpecTokens; a drafter that keeps missing makes its own
+// request slower too). Guard reports whether, for any such request, plain
+// (the plain iteration's price) keeps it within and tspec (what
+// speculative iterations have taken) does not. tspec ≤ 0 (none measured
+// yet) never holds speculation back, nor does a drafting request whose
+// speculation was not measured yet.
+func Guard(seqs, drafting []*Seq, now time.Time, plain, tspec time.Duration) bool {
+	if tspec <= plain || plain <= 0 {
+		return false
+	}
+	for _, q := range seqs {
+		if q.SLO <= 0 || q.Start.IsZero() {
+			continue
+		}
+		g := 1.0
+		if slices.Contains(drafting, q) {
+			if g = q.Payoff.SpecTokens(); g <= 0 {
+				continue
+			}
+		}
+		o, l := float64(q.AfterFirst()), float64(now.Sub(q.Start))
+		slo := float64(q.SLO)
+		if float64(plain) <= slo*(o+1)-l && float64(tspec) > slo*(o+g)-l {
+			return true
+		}
+	}
+	return false
 }
 
 // limit prunes a candidate tree to the sequence's MaxDepth and MaxNodes.

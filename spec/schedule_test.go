@@ -343,3 +343,89 @@ func TestTargetCountsTokensLikeTPOT(t *testing.T) {
 	worst = run(func(q *Seq, at time.Time) float64 { return Target(at.Sub(q.Start), iter, q.SLO, q.Generated()) })
 	require.Greater(t, worst, 30*time.Millisecond)
 }
+
+// TestSchedulerGuard: AdaServe puts speculation off for an iteration when
+// its measured length would make a request miss that plain decoding keeps
+// within its SLO, and only then.
+func TestSchedulerGuard(t *testing.T) {
+	now := time.Unix(1000, 0)
+	seqs := newSeqs(2)
+	// seqs[0] does not draft: 10 tokens out, against a 50 ms SLO.
+	seqs[0].Tokens = append(seqs[0].Tokens, make([]int32, 9)...)
+	seqs[0].SLO = 50 * time.Millisecond
+	seqs[0].NoSpec = true
+	s := &Scheduler{Config: Config{Policy: AdaServe, Budget: 8, MaxDepth: 4, MaxWidth: 2},
+		Drafter: &BeamDrafter{Model: newToyDraft(16, 6)}, PlainCost: func(int) time.Duration { return 30 * time.Millisecond }}
+	plan := func(l, tspec time.Duration) []*Tree {
+		t.Helper()
+		seqs[0].Start = now.Add(-l)
+		s.SpecTiming = Timing{}
+		s.SpecTiming.Observe(tspec)
+		trees, err := s.Plan(seqs, now)
+		require.NoError(t, err)
+		require.Equal(t, 1, trees[0].Len())
+		return trees
+	}
+	// Room for this iteration: 50 ms × 10 − 440 ms = 60 ms. Plain (30 ms)
+	// fits, a speculative iteration (100 ms) does not: put off.
+	trees := plan(440*time.Millisecond, 100*time.Millisecond)
+	require.Equal(t, 1, trees[1].Len())
+	require.Equal(t, 0, s.Drafted())
+	// Speculation that fits the room goes ahead.
+	trees = plan(440*time.Millisecond, 50*time.Millisecond)
+	require.Greater(t, trees[1].Len(), 1)
+	require.Equal(t, 1, s.Drafted())
+	// A request that plain decoding cannot keep within its SLO either (room
+	// 20 ms) holds nothing back.
+	trees = plan(480*time.Millisecond, 100*time.Millisecond)
+	require.Greater(t, trees[1].Len(), 1)
+	// Nor one with slack (room 160 ms).
+	trees = plan(340*time.Millisecond, 100*time.Millisecond)
+	require.Greater(t, trees[1].Len(), 1)
+	// The baselines have no guard.
+	s.Config.Policy = GlobalGreedy
+	trees = plan(440*time.Millisecond, 100*time.Millisecond)
+	require.Greater(t, trees[1].Len(), 1)
+	// Nor without a price for plain decoding.
+	s.Config.Policy, s.PlainCost = AdaServe, nil
+	trees = plan(440*time.Millisecond, 100*time.Millisecond)
+	require.Greater(t, trees[1].Len(), 1)
+
+	// A drafting request is judged by what its speculation has emitted:
+	// unmeasured, it is not protected; at 1.5 tokens an iteration the room
+	// is 50 ms × 10.5 − 440 = 85 ms, short of 100; at 2.5, 135 ms.
+	seqs[0].NoSpec = false
+	seqs[0].Start = now.Add(-440 * time.Millisecond)
+	require.False(t, Guard(seqs, seqs, now, 30*time.Millisecond, 100*time.Millisecond))
+	seqs[0].Payoff.spec.Add(100*time.Millisecond, 1)
+	seqs[0].Payoff.spec.Add(100*time.Millisecond, 2)
+	require.InDelta(t, 1.0+1/1.7, seqs[0].Payoff.SpecTokens(), 1e-9) // decay 0.7: (0.7·1 + 2)/(0.7 + 1)
+	require.True(t, Guard(seqs, seqs, now, 30*time.Millisecond, 100*time.Millisecond))
+	seqs[0].Payoff.spec = Pace{}
+	seqs[0].Payoff.spec.Add(100*time.Millisecond, 3)
+	seqs[0].Payoff.spec.Add(100*time.Millisecond, 2)
+	require.False(t, Guard(seqs, seqs, now, 30*time.Millisecond, 100*time.Millisecond))
+	require.True(t, Guard(seqs, seqs[1:], now, 30*time.Millisecond, 100*time.Millisecond))
+	// Nor is one without an SLO, or before its first token.
+	seqs[0].SLO = 0
+	require.False(t, Guard(seqs, seqs[1:], now, 30*time.Millisecond, 100*time.Millisecond))
+	seqs[0].SLO, seqs[0].Start = 50*time.Millisecond, time.Time{}
+	require.False(t, Guard(seqs, seqs[1:], now, 30*time.Millisecond, 100*time.Millisecond))
+}
+
+// TestSchedulerObserve: SpecTiming takes only the iterations whose trees
+// held drafted nodes; Timing takes them all.
+func TestSchedulerObserve(t *testing.T) {
+	seqs := newSeqs(1)
+	s := &Scheduler{Config: Config{Policy: AdaServe, Budget: 8, MaxDepth: 4, MaxWidth: 2}, Drafter: &BeamDrafter{Model: newToyDraft(16, 6)}}
+	_, err := s.Plan(seqs, time.Unix(0, 0))
+	require.NoError(t, err)
+	s.Observe(80 * time.Millisecond)
+	seqs[0].NoSpec = true
+	_, err = s.Plan(seqs, time.Unix(0, 0))
+	require.NoError(t, err)
+	s.Observe(20 * time.Millisecond)
+	require.Equal(t, 2, s.Timing.Observations())
+	require.Equal(t, 1, s.SpecTiming.Observations())
+	require.Equal(t, 80*time.Millisecond, s.SpecTiming.Estimate())
+}

@@ -829,7 +829,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 	}
 	t3 := time.Now()
 	if len(b.seqs) > 0 {
-		b.sched.Timing.Observe(t3.Sub(t0))
+		b.sched.Observe(t3.Sub(t0))
 		b.timings.add(t1.Sub(t0), t2.Sub(t1), t3.Sub(t2))
 	}
 }

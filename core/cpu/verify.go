@@ -71,6 +71,11 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		if b.curve != nil && !sc.budgetGiven {
 			b.sched.Config.Budget = max(DefaultMinBudget, spec.Calibrate(b.curve.at, n))
 		}
+		if b.curve != nil {
+			// AdaServe's SLO guard (spec.Guard) prices a plain iteration
+			// with the curve.
+			b.sched.PlainCost = b.curve.at
+		}
 	}
 	return nil
 }

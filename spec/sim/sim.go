@@ -225,7 +225,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 	rng := rand.New(rand.NewPCG(seed, 0xacce))
 	sch := &spec.Scheduler{Config: spec.Config{
 		Policy: p.Spec, Budget: m.Budget, Branch: p.Branch, Order: p.Order, MaxDepth: m.MaxDepth, MaxWidth: m.MaxWidth,
-	}}
+	}, PlainCost: m.Curve.At}
 	var gated *gate
 	if p.Spec != spec.Incremental {
 		sch.Drafter = &spec.BeamDrafter{Model: model{m.Accept}}
@@ -336,6 +336,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				depth = max(depth, t.Depth())
 			}
 			switch {
+			case sch.Drafted() == 0: // nothing drafted (spec.Guard, or no request speculates)
 			case gated != nil:
 				dur += m.draftStep(len(seqs)) * time.Duration(gated.layers)
 			case sch.Drafter != nil:
@@ -348,7 +349,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		now += dur
 		run.Iterations++
 		if len(seqs) > 0 {
-			sch.Timing.Observe(dur)
+			sch.Observe(dur)
 		}
 
 		for l, c := range chunk {
