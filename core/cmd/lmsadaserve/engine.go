@@ -241,7 +241,8 @@ type engineRow struct {
 
 // runEngine sweeps the real engine over the setting's loads and the
 // policies, writes engine-rates.csv (the simulator's columns) with its
-// plots and, with check, engine-vs-sim.csv: each point replayed in the
+// plots, engine-requests.csv (every request: its TTFT, TPOT and SLO) and,
+// with check, engine-vs-sim.csv: each point replayed in the
 // simulator on the measured curve, the same requests, prompt lengths and
 // output lengths the engine served.
 func runEngine(o engineOpts) ([]engineRow, error) {
@@ -275,6 +276,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	fmt.Printf("engine: %s, %s, baseline TPOT %v, B=%d, %d slots, mean prompt tokens %v, capacity %.2f req/s\n",
 		s.Machine.Curve.Name, s.Machine.Accept.Name, s.Machine.Baseline(), s.Machine.Budget, s.Machine.Slots, plens, s.Capacity())
 	var rows []engineRow
+	var reqRows []string // engine-requests.csv
 	for li, load := range s.Loads {
 		rate := load * s.Capacity()
 		reqs, err := sim.Generate(sim.Workload{Rate: rate, Requests: s.Requests, Arrivals: sim.Poisson, Categories: s.Mix,
@@ -290,6 +292,11 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 			run, err := runOf(recs)
 			if err != nil {
 				return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
+			}
+			for i, r := range recs {
+				x := run.Results[i]
+				reqRows = append(reqRows, fmt.Sprintf("%s,%.4f,%d,%d,%.1f,%d,%d,%d,%.1f,%.2f,%.2f,%d,%d,%v\n", p.Name, load, r.Req.ID, r.Req.Category,
+					millis(r.Req.Arrival), r.PromptTokens, r.Req.Output, len(r.Tokens), millis(x.TTFT()), millis(x.TPOT()), millis(x.TPOTSLO), r.Proposed, r.Accepted, x.Attained()))
 			}
 			row := engineRow{Engine: sim.Row{Setting: "engine", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.Summarize(run, len(s.Mix))}}
 			for _, r := range recs {
@@ -317,6 +324,11 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 		eng = append(eng, r.Engine)
 	}
 	if err := emit(o.out, s, "rates", eng); err != nil {
+		return nil, err
+	}
+	// Every request of every point: which ones missed, and by how much.
+	reqCSV := "policy,load,id,category,arrival_ms,prompt_tokens,max_tokens,generated,ttft_ms,tpot_ms,tpot_slo_ms,proposed,accepted,attained\n" + strings.Join(reqRows, "")
+	if err := os.WriteFile(filepath.Join(o.out, "engine-requests.csv"), []byte(reqCSV), 0o644); err != nil {
 		return nil, err
 	}
 	if o.check {
@@ -362,3 +374,6 @@ func checkTable(rows []engineRow) {
 	}
 	w.Flush()
 }
+
+// millis is d in milliseconds.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

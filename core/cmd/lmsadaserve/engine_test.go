@@ -15,7 +15,8 @@ const smokeModel = "../../../models/SmolLM2-135M-Instruct.Q4_1.gguf"
 // one rate through the real engine on the default model, under AdaServe
 // and incremental decoding, each point replayed in the simulator. The
 // numbers depend on the machine; what must hold is that every request
-// was served within its max_tokens and both CSVs carry every point.
+// was served within its max_tokens and the CSVs carry every point and
+// every request.
 func TestEngineSmoke(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the real engine under -race is too slow for a timed workload; run without -race")
@@ -38,7 +39,7 @@ func TestEngineSmoke(t *testing.T) {
 		require.Positive(t, r.Engine.MeanTTFT)
 	}
 	require.Zero(t, rows[1].Proposed, "incremental decoding drafts nothing")
-	for name, n := range map[string]int{"engine-rates.csv": 1 + 2, "engine-vs-sim.csv": 1 + 2*2} {
+	for name, n := range map[string]int{"engine-rates.csv": 1 + 2, "engine-vs-sim.csv": 1 + 2*2, "engine-requests.csv": 1 + 2*3} {
 		f, err := os.Open(filepath.Join(out, name))
 		require.NoError(t, err)
 		recs, err := csv.NewReader(f).ReadAll()
