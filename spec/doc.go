@@ -81,6 +81,16 @@
 // ⌊B/n⌋)) — a request's share of the budget bounds how deep and wide its
 // useful tree can be.
 //
+// The paper's setting is a GPU, whose verify pass costs about the same
+// at 1 and 64 tokens, so t_spec does not depend on what is selected. On a
+// CPU a speculative iteration (draft steps, a larger pass) is longer than
+// a plain one and every request in the batch waits for it, so
+// Scheduler.Plan adds a guard (Guard): AdaServe's speculation is put off
+// for an iteration that would leave a request behind its SLO at a slower
+// pace than plain decoding, judging a drafting request by the tokens its
+// speculation has been emitting. The baselines keep the paper's
+// definitions, unguarded.
+//
 // The paper's worked example (its Figure 5: budget 8, two requests, w = 2,
 // d = 3, A_cap = 0.6 and 0.8) is reproduced in TestFigure5. The figure counts
 // only draft tokens toward A while the paper's Algorithm 2 counts the root's

@@ -124,19 +124,21 @@ func (s *Scheduler) Drafted() int { return s.drafted }
 // it: on the engine it was the urgent requests that speculation made
 // miss (TPOT 67 ms against an SLO of 56 and 49 plain).
 //
-// So speculation is put off for this iteration when it would make a
-// request miss that plain decoding keeps within its SLO. A request with
-// an SLO whose first token is out, o tokens after it and l since it, that
-// gets g tokens from this iteration is within its SLO after it if the
-// iteration takes at most SLO·(o+g) − l (as PrefillChunk reasons); plain
-// decoding gives it g = 1, speculation g = 1 for one that does not draft
-// and, for one that drafts, what its speculative iterations have been
-// emitting (Payoff.SpecTokens; a drafter that keeps missing makes its own
-// request slower too). Guard reports whether, for any such request, plain
-// (the plain iteration's price) keeps it within and tspec (what
-// speculative iterations have taken) does not. tspec ≤ 0 (none measured
-// yet) never holds speculation back, nor does a drafting request whose
-// speculation was not measured yet.
+// So speculation is put off for an iteration that would leave a request
+// behind its SLO and at a slower pace than plain decoding gives it. A
+// request with an SLO whose first token is out, o tokens after it and l
+// since it, that gets g tokens from an iteration of length t, is within
+// its SLO after it if t ≤ SLO·(o+g) − l (as PrefillChunk reasons), and its
+// pace is t/g against plain/1 when it decodes plainly. Under speculation
+// g is 1 for a request that does not draft and, for one that drafts, what
+// its speculative iterations have been emitting (Payoff.SpecTokens; a
+// drafter that keeps missing makes its own request slower too). Guard
+// reports whether tspec (what speculative iterations have taken) breaks
+// that bound for any such request while tspec/g > plain (the plain
+// iteration's price). A request already behind is protected as well: its
+// TPOT is an average, and plain decoding is its best way back. tspec ≤ 0
+// (none measured yet) never holds speculation back, nor does a drafting
+// request whose speculation was not measured yet.
 func Guard(seqs, drafting []*Seq, now time.Time, plain, tspec time.Duration) bool {
 	if tspec <= plain || plain <= 0 {
 		return false
@@ -152,8 +154,7 @@ func Guard(seqs, drafting []*Seq, now time.Time, plain, tspec time.Duration) boo
 			}
 		}
 		o, l := float64(q.AfterFirst()), float64(now.Sub(q.Start))
-		slo := float64(q.SLO)
-		if float64(plain) <= slo*(o+1)-l && float64(tspec) > slo*(o+g)-l {
+		if float64(tspec) > float64(q.SLO)*(o+g)-l && float64(tspec) > g*float64(plain) {
 			return true
 		}
 	}

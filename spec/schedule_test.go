@@ -375,10 +375,10 @@ func TestSchedulerGuard(t *testing.T) {
 	trees = plan(440*time.Millisecond, 50*time.Millisecond)
 	require.Greater(t, trees[1].Len(), 1)
 	require.Equal(t, 1, s.Drafted())
-	// A request that plain decoding cannot keep within its SLO either (room
-	// 20 ms) holds nothing back.
+	// One already behind (room 20 ms, less than plain's 30) is protected
+	// too: plain decoding is its best way back.
 	trees = plan(480*time.Millisecond, 100*time.Millisecond)
-	require.Greater(t, trees[1].Len(), 1)
+	require.Equal(t, 1, trees[1].Len())
 	// Nor one with slack (room 160 ms).
 	trees = plan(340*time.Millisecond, 100*time.Millisecond)
 	require.Greater(t, trees[1].Len(), 1)
@@ -406,6 +406,13 @@ func TestSchedulerGuard(t *testing.T) {
 	seqs[0].Payoff.spec.Add(100*time.Millisecond, 2)
 	require.False(t, Guard(seqs, seqs, now, 30*time.Millisecond, 100*time.Millisecond))
 	require.True(t, Guard(seqs, seqs[1:], now, 30*time.Millisecond, 100*time.Millisecond))
+	// Behind (room 50 ms × 13 − 600 = 50), but at 4 tokens an iteration its
+	// drafts are its faster way back (25 ms a token against 30).
+	seqs[0].Start = now.Add(-600 * time.Millisecond)
+	seqs[0].Payoff.spec = Pace{}
+	seqs[0].Payoff.spec.Add(100*time.Millisecond, 4)
+	require.False(t, Guard(seqs, seqs, now, 30*time.Millisecond, 100*time.Millisecond))
+	seqs[0].Start = now.Add(-440 * time.Millisecond)
 	// Nor is one without an SLO, or before its first token.
 	seqs[0].SLO = 0
 	require.False(t, Guard(seqs, seqs[1:], now, 30*time.Millisecond, 100*time.Millisecond))
