@@ -28,26 +28,22 @@ func setupAMX(k *kernelSet) {
 		return
 	}
 	k.name = "avx512vnni+amx"
-	rec, xb := p8Record(Q4_K), Q8_K.BlockBytes()
-	k.amx[Q4_K] = func(wp []byte, gb, nb int, x, xa []byte, xs int, out []float32, os, na, pairs int) {
+	k.amx[Q4_K] = amxChecked(Q4_K, q4kP16AMX)
+	k.amx[Q6_K] = amxChecked(Q6_K, q6kP16AMX)
+}
+
+// amxChecked wraps the AMX kernel of wt in the bounds checks of its
+// slices: the assembly reads what the arguments say without looking.
+func amxChecked(wt Type, kern func(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)) func(wp []byte, gb, nb int, x, xa []byte, xs int, out []float32, os, na, pairs int) {
+	rec, xb, stride := p8Record(wt), Q8_K.BlockBytes(), amxActStride(wt)
+	return func(wp []byte, gb, nb int, x, xa []byte, xs int, out []float32, os, na, pairs int) {
 		if na < 1 || na > amxMaxActs || nb < 1 || pairs < 1 || gb < nb*rec {
 			panic("quant: AMX kernel: bad call")
 		}
 		_ = wp[(2*pairs-1)*gb+nb*rec-1]
 		_ = x[(na-1)*xs+nb*xb-1]
-		_ = xa[na*nb*amxActStride(Q4_K)-1]
+		_ = xa[na*nb*stride-1]
 		_ = out[(na-1)*os+2*p8Rows*pairs-1]
-		q4kP16AMX(unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), unsafe.SliceData(xa), xs, unsafe.SliceData(out), 4*os, na, pairs)
-	}
-	rec6 := p8Record(Q6_K)
-	k.amx[Q6_K] = func(wp []byte, gb, nb int, x, xa []byte, xs int, out []float32, os, na, pairs int) {
-		if na < 1 || na > amxMaxActs || nb < 1 || pairs < 1 || gb < nb*rec6 {
-			panic("quant: AMX kernel: bad call")
-		}
-		_ = wp[(2*pairs-1)*gb+nb*rec6-1]
-		_ = x[(na-1)*xs+nb*xb-1]
-		_ = xa[na*nb*amxActStride(Q6_K)-1]
-		_ = out[(na-1)*os+2*p8Rows*pairs-1]
-		q6kP16AMX(unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), unsafe.SliceData(xa), xs, unsafe.SliceData(out), 4*os, na, pairs)
+		kern(unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), unsafe.SliceData(xa), xs, unsafe.SliceData(out), 4*os, na, pairs)
 	}
 }

@@ -258,61 +258,12 @@ func amxKernels(s, d *bytes.Buffer) {
 	g := &gen{}
 	fmt.Fprintf(s, "// func q4kP16AMX(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)\n// Q4_K × Q8_K, AMX, 1…%d activation rows, a run of pairs.\n", axMaxAct)
 	fmt.Fprintf(s, "TEXT ·q4kP16AMX(SB), 0, $%d-80\n", axFrame+64)
-	g.p("LEAQ 63(SP), R12")
-	g.p("ANDQ $~63, R12")
-	g.p("MOVQ wp+0(FP), SI")
-	g.p("MOVQ gb+8(FP), BX")
-	g.p("MOVQ nb+16(FP), CX")
-	g.p("MOVQ $320, R8")
-	g.p("MOVQ na+64(FP), R10")
-	g.p("IMUL3Q $320, R10, AX")
-	g.p("MOVQ AX, %d(R12)", axStep)
-	g.p("MOVQ SI, %d(R12)", axPairWP)
-	g.p("MOVQ CX, %d(R12)", axNB)
-	g.p("MOVQ out+48(FP), AX")
-	g.p("MOVQ AX, %d(R12)", axOut)
-	g.p("MOVQ pairs+72(FP), AX")
-	g.p("MOVQ AX, %d(R12)", axPairs)
-	g.p("MOVQ R10, AX")
-	g.p("SHLQ $6, AX")
-	g.p("LEAQ %d(R12)(AX*1), AX", axAcc)
-	g.p("MOVQ AX, %d(R12)", axEnd)
-	g.p("MOVQ $64, R11")
-	// The tile configuration: palette 1; A tiles 0, 1 (na rows of 32
-	// bytes), B tiles 2, 3 (8 rows of 64), C tiles 4–7 (na rows of 64).
-	g.p("VPXORD Z0, Z0, Z0")
-	g.p("VMOVDQA64 Z0, %d(R12)", axCfg)
-	g.p("MOVB $1, %d(R12)", axCfg)
-	for t := 0; t < 8; t++ {
-		cols, rows := 64, "R10B"
-		switch {
-		case t < 2:
-			cols = 32
-		case t < 4:
-			rows = "$8"
-		}
-		g.p("MOVW $%d, %d(R12)", cols, axCfg+16+2*t)
-		g.p("MOVB %s, %d(R12)", rows, axCfg+48+t)
-	}
-	g.ldtilecfgR12()
-
-	g.label("q4kP16AMXpair")
-	g.p("MOVQ xa+32(FP), DI")
-	g.p("MOVQ %d(R12), CX", axNB)
-	// R10: the records amxAhead super-blocks on in the order they are
-	// consumed, which past the end of the pair's are the next pair's (BX
-	// further on), as the pair kernels do: the model's matrices stream
-	// from DRAM, and a short row (6 super-blocks for a 1536-wide input)
-	// would otherwise wait on every pair's first records.
-	g.p("LEAQ %d(SI), R10", amxAhead*rec)
-	g.p("CMPQ CX, $%d", amxAhead)
-	g.p("JG q4kP16AMXfar")
-	g.p("ADDQ BX, R10")
-	g.label("q4kP16AMXfar")
-	g.p("VPXORD Z0, Z0, Z0")
-	for j := 0; j < axMaxAct; j++ {
-		g.p("VMOVDQA64 Z0, %d(R12)", axAcc+64*j)
-	}
+	k := amxFrame{name: "q4kP16AMX", rec: rec, actStride: 320, step: axStep, acc: axAcc}
+	// The tile configuration: A tiles 0, 1 (na rows of 32 bytes), B tiles
+	// 2, 3 (8 rows of 64), C tiles 4–7 (na rows of 64).
+	k.cols, k.rows = [8]int{32, 32, 64, 64, 64, 64, 64, 64}, [8]string{"R10B", "R10B", "$8", "$8", "R10B", "R10B", "R10B", "R10B"}
+	k.enter(g)
+	k.pairStart(g)
 	g.p("XORQ R13, R13")
 	amxBuild(g, 0)
 	g.label("q4kP16AMXloop")
@@ -328,39 +279,10 @@ func amxKernels(s, d *bytes.Buffer) {
 	g.p("JEQ q4kP16AMXnofinish")
 	amxFinish(g, -rec)
 	g.label("q4kP16AMXnofinish")
-	g.p("ADDQ $%d, SI", rec)
-	g.p("ADDQ %d(R12), DI", axStep)
-	g.p("ADDQ $%d, R10", rec)
-	g.p("CMPQ CX, $%d", amxAhead+1)
-	g.p("JNE q4kP16AMXnext")
-	g.p("ADDQ BX, R10")
-	g.label("q4kP16AMXnext")
-	g.p("DECQ CX")
-	g.p("JNZ q4kP16AMXloop")
+	k.next(g)
 	g.p("XORQ $4096, R13")
 	amxFinish(g, -rec)
-
-	// Out: token j's 16 sums to out + j·os.
-	g.p("MOVQ %d(R12), AX", axOut)
-	g.p("MOVQ os+56(FP), R9")
-	g.p("LEAQ %d(R12), DX", axAcc)
-	g.label("q4kP16AMXout")
-	g.p("VMOVAPS 0(DX), Z0")
-	g.p("VMOVUPS Z0, 0(AX)")
-	g.p("ADDQ R9, AX")
-	g.p("ADDQ $64, DX")
-	g.p("CMPQ DX, %d(R12)", axEnd)
-	g.p("JNE q4kP16AMXout")
-	// The next pair.
-	g.p("MOVQ %d(R12), SI", axPairWP)
-	g.p("LEAQ (SI)(BX*2), SI")
-	g.p("MOVQ SI, %d(R12)", axPairWP)
-	g.p("ADDQ $64, %d(R12)", axOut)
-	g.p("DECQ %d(R12)", axPairs)
-	g.p("JNZ q4kP16AMXpair")
-	g.tilerelease()
-	g.p("VZEROUPPER")
-	g.p("RET")
+	k.leave(g)
 	s.Write(g.b.Bytes())
 	s.WriteString("\n")
 	// amx_lo16: a dword's low half.
@@ -528,60 +450,15 @@ func a6Finish(g *gen) {
 // as q4kP16AMX; its xa (amxActs) has the quants alone, the finish reading
 // the Q8_K blocks' own bsums and scales from x.
 func amx6Kernel(s, d *bytes.Buffer) {
-	const xb = 292
 	g := &gen{}
 	fmt.Fprintf(s, "// func q6kP16AMX(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)\n// Q6_K × Q8_K, AMX, 1…%d activation rows, a run of pairs.\n", axMaxAct)
 	fmt.Fprintf(s, "TEXT ·q6kP16AMX(SB), 0, $%d-80\n", a6Frame+64)
-	g.p("LEAQ 63(SP), R12")
-	g.p("ANDQ $~63, R12")
-	g.p("MOVQ wp+0(FP), SI")
-	g.p("MOVQ gb+8(FP), BX")
-	g.p("MOVQ nb+16(FP), CX")
-	g.p("MOVQ $256, R8")
-	g.p("MOVQ na+64(FP), R10")
-	g.p("MOVQ SI, %d(R12)", axPairWP)
-	g.p("MOVQ CX, %d(R12)", axNB)
-	g.p("MOVQ out+48(FP), AX")
-	g.p("MOVQ AX, %d(R12)", axOut)
-	g.p("MOVQ pairs+72(FP), AX")
-	g.p("MOVQ AX, %d(R12)", axPairs)
-	g.p("MOVQ R10, AX")
-	g.p("SHLQ $8, AX")
-	g.p("MOVQ AX, %d(R12)", a6Step)
-	g.p("MOVQ R10, AX")
-	g.p("SHLQ $6, AX")
-	g.p("LEAQ %d(R12)(AX*1), AX", a6Acc)
-	g.p("MOVQ AX, %d(R12)", axEnd)
-	g.p("MOVQ $64, R11")
-	// Palette 1; A tiles 0, 1 and C tiles 6, 7: na rows of 64 bytes; B
-	// tiles 2–5: 16 rows of 64.
-	g.p("VPXORD Z0, Z0, Z0")
-	g.p("VMOVDQA64 Z0, %d(R12)", axCfg)
-	g.p("MOVB $1, %d(R12)", axCfg)
-	for t := 0; t < 8; t++ {
-		rows := "R10B"
-		if t >= 2 && t < 6 {
-			rows = "$16"
-		}
-		g.p("MOVW $64, %d(R12)", axCfg+16+2*t)
-		g.p("MOVB %s, %d(R12)", rows, axCfg+48+t)
-	}
-	g.ldtilecfgR12()
-
-	g.label("q6kP16AMXpair")
-	g.p("MOVQ x+24(FP), AX")
-	g.p("MOVQ AX, %d(R12)", a6X)
-	g.p("MOVQ xa+32(FP), DI")
-	g.p("MOVQ %d(R12), CX", axNB)
-	g.p("LEAQ %d(SI), R10", amxAhead*q6Rec)
-	g.p("CMPQ CX, $%d", amxAhead)
-	g.p("JG q6kP16AMXfar")
-	g.p("ADDQ BX, R10")
-	g.label("q6kP16AMXfar")
-	g.p("VPXORD Z0, Z0, Z0")
-	for j := 0; j < axMaxAct; j++ {
-		g.p("VMOVDQA64 Z0, %d(R12)", a6Acc+64*j)
-	}
+	// A tiles 0, 1 and C tiles 6, 7: na rows of 64 bytes; B tiles 2–5: 16
+	// rows of 64.
+	k := amxFrame{name: "q6kP16AMX", rec: q6Rec, actStride: 256, step: a6Step, acc: a6Acc, x: a6X}
+	k.cols, k.rows = [8]int{64, 64, 64, 64, 64, 64, 64, 64}, [8]string{"R10B", "R10B", "$16", "$16", "$16", "$16", "R10B", "R10B"}
+	k.enter(g)
+	k.pairStart(g)
 	g.p("XORQ R13, R13")
 	g.p("LEAQ %d(R12), AX", a6B)
 	a6Build(g, 0, false)
@@ -605,38 +482,10 @@ func amx6Kernel(s, d *bytes.Buffer) {
 	g.p("JEQ q6kP16AMXnofinish")
 	a6Finish(g)
 	g.label("q6kP16AMXnofinish")
-	g.p("ADDQ $%d, SI", q6Rec)
-	g.p("ADDQ $%d, %d(R12)", xb, a6X)
-	g.p("ADDQ %d(R12), DI", a6Step)
-	g.p("ADDQ $%d, R10", q6Rec)
-	g.p("CMPQ CX, $%d", amxAhead+1)
-	g.p("JNE q6kP16AMXnext")
-	g.p("ADDQ BX, R10")
-	g.label("q6kP16AMXnext")
-	g.p("DECQ CX")
-	g.p("JNZ q6kP16AMXloop")
+	k.next(g)
 	g.p("XORQ $8192, R13")
 	a6Finish(g)
-
-	g.p("MOVQ %d(R12), AX", axOut)
-	g.p("MOVQ os+56(FP), R9")
-	g.p("LEAQ %d(R12), DX", a6Acc)
-	g.label("q6kP16AMXout")
-	g.p("VMOVAPS 0(DX), Z0")
-	g.p("VMOVUPS Z0, 0(AX)")
-	g.p("ADDQ R9, AX")
-	g.p("ADDQ $64, DX")
-	g.p("CMPQ DX, %d(R12)", axEnd)
-	g.p("JNE q6kP16AMXout")
-	g.p("MOVQ %d(R12), SI", axPairWP)
-	g.p("LEAQ (SI)(BX*2), SI")
-	g.p("MOVQ SI, %d(R12)", axPairWP)
-	g.p("ADDQ $64, %d(R12)", axOut)
-	g.p("DECQ %d(R12)", axPairs)
-	g.p("JNZ q6kP16AMXpair")
-	g.tilerelease()
-	g.p("VZEROUPPER")
-	g.p("RET")
+	k.leave(g)
 	s.Write(g.b.Bytes())
 	s.WriteString("\n")
 	// amx_w0: a word's low byte. amx6_po<j>: byte j of each row's 4-byte
@@ -647,4 +496,118 @@ func amx6Kernel(s, d *bytes.Buffer) {
 		shuffle64(s, fmt.Sprintf("amx6_po%d", j), func(b uint32) uint32 { return 0x80 | (b+j)<<8 | 0x80<<16 | (b+j)<<24 })
 	}
 	d.WriteString("\n// q6kP16AMX is the AMX Q6_K kernel (gen_amx.go): na = 1…16 activation\n// rows over pairs consecutive pairs, os in bytes. Call it only where\n// hasAMX.\n//\n//go:noescape\nfunc q6kP16AMX(wp *byte, gb, nb int, x, xa *byte, xs int, out *float32, os int, na, pairs int)\n")
+}
+
+// amxFrame is what the two AMX kernels' shared scaffolding needs to know
+// of one: the prologue (arguments into the frame, the tile configuration),
+// the start of a pair, the step to the next super-block and the epilogue
+// (the sums out, the next pair). The kernels' super-block work goes in
+// between.
+type amxFrame struct {
+	name      string
+	rec       int       // a record's bytes
+	actStride int       // amxActStride
+	step, acc int       // frame offsets: actStride·na, the float sums
+	x         int       // frame offset of the current Q8_K blocks, 0 if the kernel reads xa alone
+	cols      [8]int    // the tiles' bytes a row
+	rows      [8]string // the tiles' rows: R10B (na) or a constant
+}
+
+// enter loads the arguments (R8 = actStride, R11 = 64), lays out the
+// frame's header and loads the tile configuration (palette 1).
+func (k *amxFrame) enter(g *gen) {
+	g.p("LEAQ 63(SP), R12")
+	g.p("ANDQ $~63, R12")
+	g.p("MOVQ wp+0(FP), SI")
+	g.p("MOVQ gb+8(FP), BX")
+	g.p("MOVQ nb+16(FP), CX")
+	g.p("MOVQ $%d, R8", k.actStride)
+	g.p("MOVQ na+64(FP), R10")
+	g.p("IMUL3Q $%d, R10, AX", k.actStride)
+	g.p("MOVQ AX, %d(R12)", k.step)
+	g.p("MOVQ SI, %d(R12)", axPairWP)
+	g.p("MOVQ CX, %d(R12)", axNB)
+	g.p("MOVQ out+48(FP), AX")
+	g.p("MOVQ AX, %d(R12)", axOut)
+	g.p("MOVQ pairs+72(FP), AX")
+	g.p("MOVQ AX, %d(R12)", axPairs)
+	g.p("MOVQ R10, AX")
+	g.p("SHLQ $6, AX")
+	g.p("LEAQ %d(R12)(AX*1), AX", k.acc)
+	g.p("MOVQ AX, %d(R12)", axEnd)
+	g.p("MOVQ $64, R11")
+	g.p("VPXORD Z0, Z0, Z0")
+	g.p("VMOVDQA64 Z0, %d(R12)", axCfg)
+	g.p("MOVB $1, %d(R12)", axCfg)
+	for t := 0; t < 8; t++ {
+		g.p("MOVW $%d, %d(R12)", k.cols[t], axCfg+16+2*t)
+		g.p("MOVB %s, %d(R12)", k.rows[t], axCfg+48+t)
+	}
+	g.ldtilecfgR12()
+}
+
+// pairStart begins a pair: DI at the activations (xa), CX the
+// super-blocks, R10 the records amxAhead super-blocks on in the order they
+// are consumed, which past the end of the pair's are the next pair's (BX
+// further on), as the pair kernels do: the model's matrices stream from
+// DRAM, and a short row (6 super-blocks for a 1536-wide input) would
+// otherwise wait on every pair's first records. The float sums start at 0.
+func (k *amxFrame) pairStart(g *gen) {
+	g.label(k.name + "pair")
+	if k.x != 0 {
+		g.p("MOVQ x+24(FP), AX")
+		g.p("MOVQ AX, %d(R12)", k.x)
+	}
+	g.p("MOVQ xa+32(FP), DI")
+	g.p("MOVQ %d(R12), CX", axNB)
+	g.p("LEAQ %d(SI), R10", amxAhead*k.rec)
+	g.p("CMPQ CX, $%d", amxAhead)
+	g.p("JG %sfar", k.name)
+	g.p("ADDQ BX, R10")
+	g.label(k.name + "far")
+	g.p("VPXORD Z0, Z0, Z0")
+	for j := 0; j < axMaxAct; j++ {
+		g.p("VMOVDQA64 Z0, %d(R12)", k.acc+64*j)
+	}
+}
+
+// next steps to the next super-block and loops back to the kernel's
+// loop label.
+func (k *amxFrame) next(g *gen) {
+	g.p("ADDQ $%d, SI", k.rec)
+	if k.x != 0 {
+		g.p("ADDQ $292, %d(R12)", k.x)
+	}
+	g.p("ADDQ %d(R12), DI", k.step)
+	g.p("ADDQ $%d, R10", k.rec)
+	g.p("CMPQ CX, $%d", amxAhead+1)
+	g.p("JNE %snext", k.name)
+	g.p("ADDQ BX, R10")
+	g.label(k.name + "next")
+	g.p("DECQ CX")
+	g.p("JNZ %sloop", k.name)
+}
+
+// leave writes token j's 16 sums to out + j·os, moves on to the next pair
+// and, after the last, releases the tiles and returns.
+func (k *amxFrame) leave(g *gen) {
+	g.p("MOVQ %d(R12), AX", axOut)
+	g.p("MOVQ os+56(FP), R9")
+	g.p("LEAQ %d(R12), DX", k.acc)
+	g.label(k.name + "out")
+	g.p("VMOVAPS 0(DX), Z0")
+	g.p("VMOVUPS Z0, 0(AX)")
+	g.p("ADDQ R9, AX")
+	g.p("ADDQ $64, DX")
+	g.p("CMPQ DX, %d(R12)", axEnd)
+	g.p("JNE %sout", k.name)
+	g.p("MOVQ %d(R12), SI", axPairWP)
+	g.p("LEAQ (SI)(BX*2), SI")
+	g.p("MOVQ SI, %d(R12)", axPairWP)
+	g.p("ADDQ $64, %d(R12)", axOut)
+	g.p("DECQ %d(R12)", axPairs)
+	g.p("JNZ %spair", k.name)
+	g.tilerelease()
+	g.p("VZEROUPPER")
+	g.p("RET")
 }
