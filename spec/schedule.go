@@ -30,9 +30,6 @@ type Scheduler struct {
 	PlainCost  func(n int) time.Duration
 	SpecTiming Timing
 
-	drafted  int  // sequences drafted for in the last Plan
-	verified bool // the last Plan's trees hold a drafted node
-
 	sel    Selector
 	prune  []int
 	pruned Tree
@@ -67,7 +64,6 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 		Guard(seqs, s.active, now, s.PlainCost(n), s.SpecTiming.Estimate()) {
 		s.active, s.actT = s.active[:0], s.actT[:0]
 	}
-	s.drafted = len(s.active)
 	if len(s.active) > 0 {
 		if err := s.Drafter.Draft(s.active, shape, s.actT); err != nil {
 			return nil, err
@@ -93,11 +89,9 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 	}
 	keep := s.sel.Select(&s.Config, shape.depth(), s.reqs)
 	s.outP = s.outP[:0]
-	s.verified = false
 	for i := range seqs {
 		s.cands[i].Subtree(keep[i], &s.out[i])
 		s.outP = append(s.outP, &s.out[i])
-		s.verified = s.verified || s.out[i].Len() > 1
 	}
 	return s.outP, nil
 }
@@ -106,13 +100,16 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 // Timing and, when its trees held drafted nodes, in SpecTiming.
 func (s *Scheduler) Observe(d time.Duration) {
 	s.Timing.Observe(d)
-	if s.verified {
-		s.SpecTiming.Observe(d)
+	for _, t := range s.outP {
+		if t.Len() > 1 {
+			s.SpecTiming.Observe(d)
+			return
+		}
 	}
 }
 
 // Drafted is how many sequences the last Plan drafted for.
-func (s *Scheduler) Drafted() int { return s.drafted }
+func (s *Scheduler) Drafted() int { return len(s.active) }
 
 // Guard is AdaServe's selection made to hold where speculation lengthens
 // the iteration. The paper's setting is a GPU whose verify pass costs

@@ -246,13 +246,13 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 	// The tile unit takes a chunk's whole pairs at once, up to 16
 	// activation rows a call, where the calls get amxMinActs rows or more.
 	amx := k.amx[wt]
-	var amxCalls, auxStride int
-	var aux *[]byte
+	var amxCalls, xaStride int
+	var xa *[]byte
 	if c := (n + amxMaxActs - 1) / amxMaxActs; amx != nil && n/c >= amxMinActs {
 		amxCalls = c
-		aux = amxActsPool.Get().(*[]byte)
-		*aux = amxActs(wt, xq, n, nb, xrb, c, *aux)
-		auxStride = nb * amxActStride(wt)
+		xa = amxActsPool.Get().(*[]byte)
+		*xa = amxActs(wt, xq, n, nb, xrb, c, *xa)
+		xaStride = nb * amxActStride(wt)
 	}
 	pool.Run(units, chunk, func(lo, hi int) {
 		var tail []float32 // the last group's 8 lanes, when rows%8 != 0
@@ -262,7 +262,7 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 				n0 := 0
 				for c := 0; c < amxCalls; c++ {
 					na := (n - n0) / (amxCalls - c)
-					amx(wp[2*lo*gb:2*full*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], (*aux)[n0*auxStride:(n0+na)*auxStride], xrb, out[n0*rows+2*lo*p8Rows:], rows, na, full-lo)
+					amx(wp[2*lo*gb:2*full*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], (*xa)[n0*xaStride:(n0+na)*xaStride], xrb, out[n0*rows+2*lo*p8Rows:], rows, na, full-lo)
 					n0 += na
 				}
 				lo = full
@@ -308,7 +308,7 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 		}
 	})
 	scalePool.Put(scp)
-	if aux != nil {
-		amxActsPool.Put(aux)
+	if xa != nil {
+		amxActsPool.Put(xa)
 	}
 }

@@ -191,7 +191,7 @@ func TestAMXEqualsPacked16(t *testing.T) {
 						xq := make([]byte, amxMaxActs*xrb)
 						QuantizeActs(Q8_K, acts, amxMaxActs, cols, xq)
 						for na := 1; na <= amxMaxActs; na++ {
-							aux := amxActs(wt, xq, na, nb, xrb, 1, nil)
+							xa := amxActs(wt, xq, na, nb, xrb, 1, nil)
 							want := make([]float32, na*rows)
 							for p := 0; p < pairs; p++ {
 								for j0 := 0; j0 < na; j0 += k.p8Acts[wt] {
@@ -200,7 +200,7 @@ func TestAMXEqualsPacked16(t *testing.T) {
 								}
 							}
 							got := make([]float32, na*rows)
-							k.amx[wt](wp, stride, nb, xq, aux, xrb, got, rows, na, pairs)
+							k.amx[wt](wp, stride, nb, xq, xa, xrb, got, rows, na, pairs)
 							for i := range got {
 								require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]),
 									fmt.Sprintf("%v nb=%d extreme=%v pairs=%d gap=%d na=%d out %d: %g vs %g", wt, nb, extreme, pairs, gap, na, i, want[i], got[i]))
