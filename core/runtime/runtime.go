@@ -244,12 +244,15 @@ type Stats struct {
 	Iterations      int64 `json:"iterations"`
 }
 
-// Stats reads the counters; safe from any goroutine.
+// Stats reads the counters; safe from any goroutine. Queued is read
+// before ActiveSlots: admission raises the active count before it lowers
+// the queued one, so a live request is counted in at least one of them.
 func (r *Runtime) Stats() Stats {
+	queued := r.stats.queued.Load()
 	return Stats{
 		MaxSlots:        r.maxSlots,
 		ActiveSlots:     r.stats.active.Load(),
-		Queued:          r.stats.queued.Load(),
+		Queued:          queued,
 		Submitted:       r.stats.submitted.Load(),
 		Finished:        r.stats.finished.Load(),
 		TokensGenerated: r.stats.tokens.Load(),
@@ -346,6 +349,10 @@ func (r *Runtime) admit() bool {
 	}
 	clear(r.queue[len(kept):])
 	r.queue = kept
+	// The admitted count as active before they leave the queue's count, so
+	// that a request is never in neither (Stats reads them in the other
+	// order): a pool routing by load saw a just-admitted request nowhere.
+	r.stats.active.Store(int64(len(r.active) + len(admitted)))
 	r.stats.queued.Store(int64(len(r.queue)))
 	r.mu.Unlock()
 
@@ -359,7 +366,6 @@ func (r *Runtime) admit() bool {
 		}
 		r.active = append(r.active, s)
 	}
-	r.stats.active.Store(int64(len(r.active)))
 	return true
 }
 

@@ -355,3 +355,21 @@ func TestTTFTDeadlineOrder(t *testing.T) {
 	require.Equal(t, 0, runtime.NextToAdmit(q, fcfs), "the earliest submitted first, whatever the SLOs")
 	require.Equal(t, 1, runtime.NextToAdmit(q, func(x item) int64 { return runtime.AdmissionDeadline(x.at, x.slo, false) }))
 }
+
+// TestStatsNeverLoseALiveRequest: from the moment Submit returns, a
+// request is queued or active in Stats, including while the engine admits
+// it (a load-balancing pool read 1 after two submissions).
+func TestStatsNeverLoseALiveRequest(t *testing.T) {
+	rt := byteRuntime(t, 4, "")
+	var chans []*streaming.Channel
+	for i := 1; i <= 8; i++ {
+		chans = append(chans, submit(t, rt, `{"prompt":"x","delay_ms":50,"script":`+scriptFor("a long answer that will not finish soon")+`}`))
+		for range 2000 {
+			st := rt.Stats()
+			require.GreaterOrEqual(t, st.ActiveSlots+st.Queued, int64(i), "after %d submissions", i)
+		}
+	}
+	for _, ch := range chans {
+		ch.Release()
+	}
+}
