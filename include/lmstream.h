@@ -196,6 +196,7 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 ** model's tokenizer.chat_template; one that can be neither compiled nor
 ** recognised is LMS_ERR_INVALID_REQUEST before the model loads), and the
 ** speculation fields ("drafter", "draft_model_path", "draft_vocab" >= 0,
+** "draft_window" >= 0,
 ** "spec_budget" 0..1024, "spec_max_depth" and "spec_max_width" 1..64,
 ** ...). A size
 ** outside its range is LMS_ERR_INVALID_REQUEST naming the field.

@@ -23,6 +23,9 @@
 //	                  vocabulary (checked at load)
 //	"draft_vocab":    token ids the draft model proposes from, the lowest ones
 //	                  (DefaultDraftVocab; 0: all): only those head rows are computed
+//	"draft_window":   tokens of context a draft model starts a request from: the
+//	                  first few and the latest draft_window (DefaultDraftWindow;
+//	                  0: the whole prompt, a draft prefill before the first draft)
 //	"early_exit_layers": layers of the early-exit self-draft (a third of the model's)
 //	"spec_budget":    tokens per verify pass, roots included (default: from the
 //	                  forward pass's cost measured at start-up, the largest pass

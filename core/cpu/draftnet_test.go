@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -19,11 +21,33 @@ import (
 // against a draft model that starts from an empty cache each time. A cache
 // that kept a stale entry, or truncated one too few, answers differently;
 // so does one whose catch-up passes (a long new context fed a few tokens a
-// pass) lost or repeated a token.
+// pass) lost or repeated a token. With a draft window, the reference is
+// asked the context the windowed cache holds: its first draftSink tokens
+// and what followed the skipped ones.
 func TestDraftCacheFollowsThePath(t *testing.T) {
+	for _, window := range []int{0, 5} {
+		t.Run(fmt.Sprintf("window=%d", window), func(t *testing.T) { draftCacheFollowsThePath(t, window) })
+	}
+	// A windowed draft changes what is proposed, never what is emitted.
 	path := tinyFile(t, t.TempDir(), 40, 7, 4)
-	b := tinyBackend(t, path, path, "")
+	b := tinyBackend(t, path, path, `,"draft_window":3`)
+	prompt := []int32{1, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27}
+	plainOut := generate(t, b, prompt, sample.Params{}, draftNone, 24)
+	specOut := generate(t, b, prompt, sample.Params{}, draftModel, 24)
+	require.Equal(t, plainOut, specOut)
+	require.Positive(t, b.drafts.model.dm.Step.Observations(), "the draft model drafted")
+
+	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + path + `","draft_window":-1}`))
+	require.NoError(t, err)
+	_, err = New(cfg)
+	require.ErrorContains(t, err, `"draft_window"`)
+}
+
+func draftCacheFollowsThePath(t *testing.T, window int) {
+	path := tinyFile(t, t.TempDir(), 40, 7, 4)
+	b := tinyBackend(t, path, path, fmt.Sprintf(`,"draft_window":%d`, window))
 	kept := b.drafts.model.dm
+	require.Equal(t, window, kept.window)
 	kept.catchUp = 3 // a new request catches up in passes of 3 tokens; fresh ones in one
 	r := rand.New(rand.NewPCG(3, 4))
 	seq := &spec.Seq{Tokens: []int32{1, 5, 9, 13}, Prompt: 3}
@@ -35,20 +59,48 @@ func TestDraftCacheFollowsThePath(t *testing.T) {
 		require.NoError(t, d.NextTopK([]spec.Query{q}, k, ids, probs))
 		return ids, probs
 	}
-	for iter := 0; iter < 40; iter++ {
+	skipped, restarted, belowWindow := 0, 0, 0
+	for iter := 0; iter < 60; iter++ {
 		// One iteration: the root's query, then a spine of 1–4 steps.
 		var spine []int32
 		for depth := 0; depth <= 1+r.IntN(4); depth++ {
 			q := spec.Query{Seq: 0, Depth: depth, Context: seq.Tokens, Path: spine}
+			lag := kept.lag(seq)
+			var had []int32 // what the cache held before
+			before := kept.state(seq)
+			fresh0 := before == nil || before.cache.Len() == 0 || len(seq.Tokens) < draftSink+before.skip
+			if before != nil && before.cache.Len() > 0 && len(seq.Tokens) < draftSink+before.skip {
+				belowWindow++
+			}
+			if !fresh0 {
+				had = slices.Clone(before.toks)
+			}
 			ids, probs := ask(kept, q)
+			st := kept.state(seq)
+			view, ok := st.view(nil, seq.Tokens)
+			require.True(t, ok)
+			if depth == 0 {
+				// lag prices the catch-up: the tokens of the held
+				// context the cache lacked, all of a new cache's.
+				kept := 0
+				for kept < len(had) && kept < len(view) && had[kept] == view[kept] {
+					kept++
+				}
+				require.Equal(t, len(view)-kept, lag, "iteration %d", iter)
+				if fresh0 {
+					require.Equal(t, max(0, len(seq.Tokens)-draftSink-window)*min(1, window), st.skip, "a new cache's window")
+				}
+			}
+			if st.skip > 0 {
+				skipped++
+			}
 			fresh := &draftNet{m: kept.m, owner: map[*spec.Seq]*draftState{}, newCache: kept.newCache}
-			wantIDs, wantProbs := ask(fresh, q)
+			wantIDs, wantProbs := ask(fresh, spec.Query{Seq: 0, Depth: depth, Context: view, Path: spine})
 			require.Equal(t, wantIDs, ids, "iteration %d depth %d", iter, depth)
 			require.InDeltaSlice(t, wantProbs, probs, 1e-5)
 			spine = append(spine, ids[0])
-			st := kept.state(seq)
-			require.Equal(t, len(seq.Tokens)+len(spine)-1, st.cache.Len(), "the cache holds the path but its last token")
-			require.Equal(t, st.toks, append(append([]int32(nil), seq.Tokens...), spine[:len(spine)-1]...))
+			require.Equal(t, len(view)+len(spine)-1, st.cache.Len(), "the cache holds the path but its last token")
+			require.Equal(t, st.toks, append(append([]int32(nil), view...), spine[:len(spine)-1]...))
 		}
 		// Verification keeps a prefix of the spine, maybe a side leaf
 		// instead of the next spine token, then the bonus token.
@@ -61,15 +113,29 @@ func TestDraftCacheFollowsThePath(t *testing.T) {
 		if len(seq.Tokens) > 40 {
 			// A new request in the same state: little in common, and
 			// a context that takes a few steps to catch up with.
+			// Half the time a new request with its own state, half the
+			// time the same state rewound to a few tokens (which may no
+			// longer reach past a windowed cache's skipped ones).
 			seq.Tokens = seq.Tokens[:1+r.IntN(3)]
-			for range 2 + r.IntN(20) {
+			n := 2 + r.IntN(3)
+			if r.IntN(2) == 0 {
+				kept.release(seq)
+				n = 2 + r.IntN(20)
+			}
+			for range n {
 				seq.Tokens = append(seq.Tokens, int32(3+r.IntN(37)))
 			}
 			seq.Prompt = len(seq.Tokens) - 1
+			restarted++
 		}
 	}
 	require.Positive(t, kept.Step.Observations(), "single-token steps are timed for the cost model")
 	require.NotEmpty(t, kept.side.Tokens, "a catch-up ran in passes of its own")
+	require.Positive(t, restarted)
+	if window > 0 {
+		require.Positive(t, skipped, "some caches started from a window")
+		require.Positive(t, belowWindow, "some rewound below their window")
+	}
 }
 
 // TestDraftVocab: "draft_vocab" limits the draft model's proposals to the
