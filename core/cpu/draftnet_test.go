@@ -117,7 +117,7 @@ func draftCacheFollowsThePath(t *testing.T, window int) {
 			// time the same state rewound to a few tokens (which may no
 			// longer reach past a windowed cache's skipped ones).
 			seq.Tokens = seq.Tokens[:1+r.IntN(3)]
-			n := 2 + r.IntN(3)
+			n := 2 + r.IntN(12)
 			if r.IntN(2) == 0 {
 				kept.release(seq)
 				n = 2 + r.IntN(20)

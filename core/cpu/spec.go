@@ -907,19 +907,17 @@ func (d *draftNet) feed(c model.Cache, toks []int32) error {
 // lag is how many tokens the sequence's draft cache lacks: what its next
 // sync feeds before drafting.
 func (d *draftNet) lag(s *spec.Seq) int {
-	st := d.state(s)
-	if st == nil || len(st.toks) == 0 {
-		if d.window > 0 {
-			return min(len(s.Tokens), draftSink+d.window)
+	if st := d.state(s); st != nil && len(st.toks) > 0 {
+		if v, ok := st.view(d.full[:0], s.Tokens); ok {
+			d.full = v
+			return len(v) - st.held(v)
 		}
-		return len(s.Tokens)
 	}
-	v, ok := st.view(d.full[:0], s.Tokens)
-	d.full = v
-	if !ok {
-		return len(s.Tokens)
+	// A new cache, or one that starts again (see sync).
+	if d.window > 0 {
+		return min(len(s.Tokens), draftSink+d.window)
 	}
-	return len(v) - st.held(v)
+	return len(s.Tokens)
 }
 
 // state returns the sequence's draft state (see ensureStates).
@@ -977,23 +975,21 @@ func (d *draftNet) NextDistributions(queries []spec.Query, out []float32) error 
 // fed (-1, 0 when the cache cannot hold the path).
 func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 	c := st.cache
-	if c.Len() == 0 {
-		// A fresh cache (or one emptied below) chooses its window.
-		st.toks, st.skip = st.toks[:0], 0
-		if d.window > 0 {
-			st.skip = max(0, len(q.Context)-draftSink-d.window)
-		}
-	}
-	full, ok := st.view(d.full[:0], q.Context)
-	if !ok {
+	if c.Len() > 0 && len(q.Context) < draftSink+st.skip {
 		// The sequence no longer reaches past the skipped tokens: start
 		// the cache again.
 		if c.Truncate(0) != nil {
 			return -1, 0
 		}
-		st.toks, st.skip = st.toks[:0], 0
-		full, _ = st.view(d.full[:0], q.Context)
 	}
+	if c.Len() == 0 {
+		// A new (or emptied) cache chooses its window.
+		st.toks, st.skip = st.toks[:0], 0
+		if d.window > 0 {
+			st.skip = max(0, len(q.Context)-draftSink-d.window)
+		}
+	}
+	full, _ := st.view(d.full[:0], q.Context) // reaches past skip: checked above
 	full = append(full, q.Path...)
 	d.full = full
 	if len(full) == 0 || len(full) > c.Cap() {
