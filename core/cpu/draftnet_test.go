@@ -37,6 +37,11 @@ func TestDraftCacheFollowsThePath(t *testing.T) {
 	require.Equal(t, plainOut, specOut)
 	require.Positive(t, b.drafts.model.dm.Step.Observations(), "the draft model drafted")
 
+	// An absurd window is the whole context, and prices no overflowed lag.
+	huge := tinyBackend(t, path, path, `,"draft_window":9223372036854775807`).drafts.model.dm
+	require.LessOrEqual(t, huge.window, 64)
+	require.Equal(t, len(prompt), huge.lag(&spec.Seq{Tokens: prompt, Prompt: len(prompt)}))
+
 	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + path + `","draft_window":-1}`))
 	require.NoError(t, err)
 	_, err = New(cfg)

@@ -125,7 +125,7 @@ func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNe
 		b.draftFile = f
 	}
 	ctx := b.context
-	d := &draftNet{m: m, catchUp: b.prefillChunk, window: b.spec.draftWindow, owner: map[*spec.Seq]*draftState{},
+	d := &draftNet{m: m, catchUp: b.prefillChunk, window: min(b.spec.draftWindow, ctx), owner: map[*spec.Seq]*draftState{},
 		newCache: func() (model.Cache, error) { return m.NewCache(ctx) }}
 	if _, ok := m.(model.HeadRunner); ok && b.spec.draftVocab > 0 && b.spec.draftVocab < m.Config().Vocab {
 		d.headRows = max(16, b.spec.draftVocab/16*16)
