@@ -30,7 +30,8 @@
 //	"spec_budget":    tokens per verify pass, roots included (default: from the
 //	                  forward pass's cost measured at start-up, the largest pass
 //	                  whose next token still costs less than a token is worth)
-//	"spec_max_depth", "spec_max_width": candidate tree shape limits (8, 2)
+//	"spec_max_depth", "spec_max_width": candidate tree shape limits (8, 2; the
+//	                  n-gram index drafts to depth 12 unless spec_max_depth is given)
 //	"spec_min_prob":  least path probability worth verifying for one stream, scaled
 //	                  for n streams (default: priced from the measured cost, the
 //	                  marginal token's cost over a token's worth)

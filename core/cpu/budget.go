@@ -55,10 +55,14 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 	if !sc.budgetGiven {
 		b = MaxSpecBudget
 	}
-	verify := min(slots*(1+sc.sched.MaxDepth*sc.sched.MaxWidth), slots+b)
+	depth := sc.sched.MaxDepth
+	if !sc.depthGiven {
+		depth = max(depth, ngramMaxDepth) // the n-gram index's (ngramShape)
+	}
+	verify := min(slots*(1+depth*sc.sched.MaxWidth), slots+b)
 	// One slot's pass: a prompt chunk, or its tree (its root and at most
 	// every drafted node).
-	tree := min(1+sc.sched.MaxDepth*sc.sched.MaxWidth, 1+b)
+	tree := min(1+depth*sc.sched.MaxWidth, 1+b)
 	pass := min(ctx, max(chunk, tree))
 	// A draft's pass: a catch-up of at most a chunk (draftNet.catchUp),
 	// and the union of the tree's paths.

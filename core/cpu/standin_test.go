@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/spec"
 )
 
@@ -55,4 +56,40 @@ func TestNGramStandsInForModel(t *testing.T) {
 	d.forget(s)
 	require.NotContains(t, d.modelPace, s)
 	require.NotContains(t, d.kind, s)
+}
+
+// The n-gram index drafts deeper than the scheduler's shape (ngramShape)
+// unless the config bounds the depth: a prompt that repeats itself gives
+// a chain of ngramMaxDepth where the shape says spec.DefaultMaxDepth.
+func TestNGramDraftsDeeper(t *testing.T) {
+	var toks []int32
+	for range 3 {
+		for i := range 20 {
+			toks = append(toks, int32(100+i))
+		}
+	}
+	depth := func(deeper bool) int {
+		d := &drafters{kind: map[*spec.Seq]drafterKind{}, ngramDeeper: deeper}
+		s := &spec.Seq{Tokens: toks[:45], Prompt: 45}
+		d.kind[s] = draftNGram
+		tr := &spec.Tree{}
+		require.NoError(t, d.Draft([]*spec.Seq{s}, spec.Shape{Depth: spec.DefaultMaxDepth, Width: 1}, []*spec.Tree{tr}))
+		deepest := 0
+		for _, n := range tr.Nodes {
+			deepest = max(deepest, int(n.Depth))
+		}
+		return deepest
+	}
+	require.Equal(t, ngramMaxDepth, depth(true))
+	require.Equal(t, spec.DefaultMaxDepth, depth(false), `"spec_max_depth" given`)
+
+	path := tinyFile(t, t.TempDir(), 40, 7, 4)
+	for cfg, deeper := range map[string]bool{``: true, `,"spec_max_depth":8`: false} {
+		c, err := runtime.ParseConfig([]byte(`{"model_path":"` + path + `","threads":1,"context_length":64` + cfg + `}`))
+		require.NoError(t, err)
+		be, err := New(c)
+		require.NoError(t, err)
+		require.Equal(t, deeper, be.(*Backend).drafts.ngramDeeper, cfg)
+		be.Close()
+	}
 }

@@ -36,6 +36,7 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 	b.sched.Config = sc.sched
 	b.sched.Drafter = &b.drafts
 	b.drafts.kind = map[*spec.Seq]drafterKind{}
+	b.drafts.ngramDeeper = !sc.depthGiven
 	cfg := b.model.Config()
 	if sc.draftModelPath != "" {
 		dm, err := b.loadDraftModel(sc.draftModelPath, path, threads)
