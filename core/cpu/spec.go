@@ -947,10 +947,16 @@ func (d *draftNet) lag(s *spec.Seq) int {
 		}
 	}
 	// A new cache, or one that starts again (see sync).
-	if d.window > 0 {
-		return min(len(s.Tokens), draftSink+d.window)
+	return len(s.Tokens) - d.newSkip(len(s.Tokens))
+}
+
+// newSkip is how many of a sequence's n tokens a new cache leaves out
+// after the first draftSink: all but the last window (none without one).
+func (d *draftNet) newSkip(n int) int {
+	if d.window <= 0 {
+		return 0
 	}
-	return len(s.Tokens)
+	return max(0, n-draftSink-d.window)
 }
 
 // state returns the sequence's draft state (see ensureStates).
@@ -1017,10 +1023,7 @@ func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 	}
 	if c.Len() == 0 {
 		// A new (or emptied) cache chooses its window.
-		st.toks, st.skip = st.toks[:0], 0
-		if d.window > 0 {
-			st.skip = max(0, len(q.Context)-draftSink-d.window)
-		}
+		st.toks, st.skip = st.toks[:0], d.newSkip(len(q.Context))
 	}
 	full, _ := st.view(d.full[:0], q.Context) // reaches past skip: checked above
 	full = append(full, q.Path...)
