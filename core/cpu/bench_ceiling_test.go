@@ -12,23 +12,29 @@ import (
 	"github.com/lmstream/lmstream/streaming"
 )
 
-// BenchmarkNGramCeiling asks how fast any n-gram drafter could make a
+// BenchmarkNGramCeiling asks how fast an n-gram drafter could make a
 // prompt set on this machine. It decodes each prompt greedily and plainly,
 // then replays the answers against the engine's own cost curve (measured
-// as at start-up) with two drafters that know the future:
+// as at start-up) with three drafters:
 //
-//   - "newest": the rule the n-gram index drafts by (the newest occurrence
-//     of the longest matching suffix, orders 2 to 32, matched again at
-//     every drafted token), drafting exactly the tokens that will be
-//     accepted. No rejected token is ever verified.
-//   - "any": at every drafted token, any earlier occurrence of any suffix
-//     of order 2 to 32 that is followed by the right token: a tree with
-//     every n-gram continuation in it, pruned to the accepted path for free.
+//   - "foresight, newest": the rule the n-gram index drafts by (the newest
+//     occurrence of the longest matching suffix, orders 1 to 32, matched
+//     again at every drafted token), drafting exactly the tokens that will
+//     be accepted. No rejected token is ever verified.
+//   - "foresight, any": at every drafted token, any earlier occurrence of
+//     any suffix that is followed by the right token: a tree with every
+//     n-gram continuation in it, pruned to the accepted path for free.
+//   - "order rates": no foresight. The newest-longest rule (orders 1 to 8,
+//     as the index) knows in advance how often a match of each order was
+//     right over the whole set, and drafts while the path's probability
+//     pays for the next token's share of the pass (the engine's stop
+//     rule, on the curve's slope at that depth).
 //
 // A pass drafting d tokens costs T(d+1), plain decoding T(1) a token, and
-// nothing else is charged (sampling, verification, the index), so each
-// figure is a ceiling: the engine's measured speedup (BenchmarkSpeculation)
-// can only come below it. Drafts are capped at 15 tokens, a 16-token pass.
+// nothing else is charged (sampling, verification, the index), so the
+// foresight figures are ceilings and the last is about the best a drafter
+// that knows only match lengths can do; the engine's measured speedup is
+// BenchmarkSpeculation's. Drafts are capped at 15 tokens, a 16-token pass.
 //
 //	LMSTREAM_SPEC_MODEL=$PWD/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
 //	LMSTREAM_SPEC_DRAFT=$PWD/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
@@ -49,12 +55,13 @@ func BenchmarkNGramCeiling(b *testing.B) {
 		curve := sim.Curve{Name: "measured", N: ns, T: ts}
 		fmt.Fprintf(&out, "\ncurve: T(1) %.1f ms, T(2)/T(1) %.3f, T(4) %.3f, T(8) %.3f, T(16) %.3f\n",
 			ms(curve.At(1)), ratio(curve, 2), ratio(curve, 4), ratio(curve, 8), ratio(curve, 16))
-		fmt.Fprintf(&out, "%-9s %8s %16s %16s\n", "set", "answers", "newest ceiling", "any ceiling")
+		fmt.Fprintf(&out, "%-9s %8s %18s %16s %12s\n", "set", "answers", "foresight, newest", "foresight, any", "order rates")
 		for _, set := range strings.Split(envOr("LMSTREAM_SPEC_SETS", "grounded,chat"), ",") {
 			answers := greedyAnswers(b, loadPrompts(b, set+".jsonl"), tokens)
-			fmt.Fprintf(&out, "%-9s %8d %15.2fx %15.2fx\n", set, len(answers),
+			fmt.Fprintf(&out, "%-9s %8d %17.2fx %15.2fx %11.2fx\n", set, len(answers),
 				replayCeiling(answers, curve, maxDraft, newestContinues),
-				replayCeiling(answers, curve, maxDraft, anyContinues))
+				replayCeiling(answers, curve, maxDraft, anyContinues),
+				replayOrderRates(answers, curve, maxDraft))
 		}
 	}
 	printTable(out.String())
@@ -116,7 +123,7 @@ func greedyAnswers(b *testing.B, prompts []string, maxTokens int) []answer {
 type continues func(ctx []int32, want int32) bool
 
 const (
-	ceilingMinOrder = 2
+	ceilingMinOrder = 1
 	ceilingMaxOrder = 32
 )
 
@@ -146,12 +153,22 @@ func replayCeiling(answers []answer, curve sim.Curve, maxDraft int, proposes con
 // newestContinues: the newest earlier occurrence of the longest suffix of
 // ctx (orders ceilingMinOrder to ceilingMaxOrder) is followed by want.
 func newestContinues(ctx []int32, want int32) bool {
-	ok := false
-	eachOccurrence(ctx, func(next int32) bool {
-		ok = next == want
-		return false
-	})
-	return ok
+	next, order := newestLongest(ctx, ceilingMaxOrder)
+	return order > 0 && next == want
+}
+
+// newestLongest is the token after the newest earlier occurrence of the
+// longest suffix of ctx of order ceilingMinOrder to maxOrder, and that
+// order (0 when none occurs).
+func newestLongest(ctx []int32, maxOrder int) (next int32, order int) {
+	for k := min(maxOrder, len(ctx)-1); k >= ceilingMinOrder; k-- {
+		for end := len(ctx) - 1; end >= k; end-- {
+			if equalTokens(ctx[end-k:end], ctx[len(ctx)-k:]) {
+				return ctx[end], k
+			}
+		}
+	}
+	return 0, 0
 }
 
 // anyContinues: some earlier occurrence of some suffix of ctx is followed
@@ -179,6 +196,60 @@ func eachOccurrence(ctx []int32, f func(next int32) bool) {
 	}
 }
 
+// rateMaxOrder is the longest match the "order rates" drafter looks for,
+// the index's default.
+const rateMaxOrder = 8
+
+// replayOrderRates is plain decoding's time over that of a drafter without
+// foresight: it chains newestLongest's proposals, each taken as right with
+// its order's hit rate over all the answers, while the path's probability
+// times T(1) exceeds what the next drafted token adds to the pass.
+func replayOrderRates(answers []answer, curve sim.Curve, maxDraft int) float64 {
+	var hits, seen [rateMaxOrder + 1]float64
+	for _, a := range answers {
+		ctx := append([]int32(nil), a.prompt...)
+		for _, t := range a.out {
+			if next, k := newestLongest(ctx, rateMaxOrder); k > 0 {
+				seen[k]++
+				if next == t {
+					hits[k]++
+				}
+			}
+			ctx = append(ctx, t)
+		}
+	}
+	var plain, spec time.Duration
+	for _, a := range answers {
+		ctx := append([]int32(nil), a.prompt...)
+		for i := 0; i < len(a.out); {
+			d, p := 0, 1.0
+			path := append([]int32(nil), ctx...)
+			for d < maxDraft {
+				next, k := newestLongest(path, rateMaxOrder)
+				if k == 0 || seen[k] == 0 {
+					break
+				}
+				p *= hits[k] / seen[k]
+				if p*float64(curve.At(1)) <= float64(curve.At(d+2)-curve.At(d+1)) {
+					break
+				}
+				path = append(path, next)
+				d++
+			}
+			acc := 0
+			for acc < d && i+acc < len(a.out) && path[len(ctx)+acc] == a.out[i+acc] {
+				acc++
+			}
+			spec += curve.At(d + 1)
+			emit := min(acc+1, len(a.out)-i)
+			ctx = append(ctx, a.out[i:i+emit]...)
+			i += emit
+		}
+		plain += time.Duration(len(a.out)) * curve.At(1)
+	}
+	return float64(plain) / float64(spec)
+}
+
 func equalTokens(a, b []int32) bool {
 	for i := range a {
 		if a[i] != b[i] {
@@ -189,21 +260,28 @@ func equalTokens(a, b []int32) bool {
 }
 
 // TestReplayCeiling: the foreseeing drafters draft what was copyable and
-// nothing else, and the newest-occurrence rule misses what only an older
-// occurrence continues.
+// nothing else, the newest-occurrence rule misses what only an older
+// occurrence continues, and the order-rates drafter drafts as far as its
+// rates pay.
 func TestReplayCeiling(t *testing.T) {
 	flat := sim.Flat(time.Millisecond)
-	// 1 and 2 have no earlier two-token context; then "1 2" copies 3 4 5.
+	// 1 has no earlier context; then "1" is followed by 2, "1 2" by 3, ...
 	copyable := []answer{{prompt: []int32{1, 2, 3, 4, 5, 6, 7, 8, 9}, out: []int32{1, 2, 3, 4, 5}}}
 	for name, p := range map[string]continues{"newest": newestContinues, "any": anyContinues} {
-		if got := replayCeiling(copyable, flat, 15, p); got != 5.0/3 {
-			t.Errorf("%s: copy after two plain tokens: %v, want 5/3", name, got)
+		if got := replayCeiling(copyable, flat, 15, p); got != 5.0/2 {
+			t.Errorf("%s: copy after a plain token: %v, want 5/2", name, got)
 		}
-		if got := replayCeiling(copyable, flat, 1, p); got != 5.0/4 {
-			t.Errorf("%s: one token a draft: %v, want 5/4", name, got)
+		if got := replayCeiling(copyable, flat, 1, p); got != 5.0/3 {
+			t.Errorf("%s: one token a draft: %v, want 5/3", name, got)
 		}
 	}
-	// "7 8" was last followed by 3, before that by 4: only "any" drafts 4.
+	// Every match of the copy was right, so the rates are 1 and it drafts
+	// the whole copy; an order never seen is not drafted from.
+	if got := replayOrderRates(copyable, flat, 15); got != 5.0/2 {
+		t.Errorf("order rates, copy: %v, want 5/2", got)
+	}
+	// "7 8" was last followed by 3 ("9 7 8", the longest match, too),
+	// before that by 4: only "any" drafts 4.
 	older := []answer{{prompt: []int32{7, 8, 4, 9, 7, 8, 3, 9, 7, 8}, out: []int32{4, 5}}}
 	if got := replayCeiling(older, flat, 15, newestContinues); got != 1 {
 		t.Errorf("newest: %v, want 1 (nothing drafted)", got)
@@ -211,8 +289,14 @@ func TestReplayCeiling(t *testing.T) {
 	if got := replayCeiling(older, flat, 15, anyContinues); got != 2 {
 		t.Errorf("any: %v, want 2 (4 drafted)", got)
 	}
-	// A pass of d+1 tokens costs T(d+1): here 1 + 1 + 4 ms against 5 ms
-	// plain, as the last pass verifies 3 drafts and the answer then ends.
+	// Both of its matches were wrong (rate 0): the order-rates drafter
+	// drafts nothing, where a drafted token costs a tenth of a pass.
+	gentle := sim.Curve{Name: "gentle", N: []int{1, 2}, T: []time.Duration{time.Millisecond, 1100 * time.Microsecond}}
+	if got := replayOrderRates(older, gentle, 15); got != 1 {
+		t.Errorf("order rates, wrong matches: %v, want 1", got)
+	}
+	// A pass of d+1 tokens costs T(d+1): here 1 + 5 ms against 5 ms
+	// plain, as the last pass verifies 4 drafts and the answer then ends.
 	linear := sim.Curve{Name: "linear", N: []int{1, 2}, T: []time.Duration{time.Millisecond, 2 * time.Millisecond}}
 	if got := replayCeiling(copyable, linear, 15, anyContinues); got != 5.0/6 {
 		t.Errorf("linear curve: %v, want 5/6", got)
