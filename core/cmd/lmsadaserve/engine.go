@@ -33,6 +33,10 @@ type engineOpts struct {
 	// measured not to pay, which the simulator does not model; false
 	// makes the engine speculate as the simulator does.
 	adaptive bool
+	// curves, when set, is an earlier run's output directory whose cost
+	// curves this run takes instead of measuring its own (see
+	// engineCurve).
+	curves string
 }
 
 // promptSets are the committed prompt sets (core/cpu/testdata) each
@@ -89,7 +93,7 @@ func engineMix(maxTokens int) []sim.Category {
 // prices speculation with), the budget the engine calibrates from it, and
 // the engine's tree limits.
 func engineSetting(o engineOpts, prompts [][]string) (sim.Setting, error) {
-	ns, ts, err := cpu.MeasureCurve(o.model, o.threads, 160)
+	ns, ts, err := engineCurve(o, o.model, 160, targetCurveFile)
 	if err != nil {
 		return sim.Setting{}, err
 	}
@@ -99,7 +103,7 @@ func engineSetting(o engineOpts, prompts [][]string) (sim.Setting, error) {
 	if o.draft != "" {
 		// One batched draft layer: the draft model's pass over a batch's
 		// beams, priced at 8 tokens.
-		dns, dts, err := cpu.MeasureCurve(o.draft, o.threads, 16)
+		dns, dts, err := engineCurve(o, o.draft, 16, draftCurveFile)
 		if err != nil {
 			return sim.Setting{}, err
 		}
@@ -125,6 +129,70 @@ func engineSetting(o engineOpts, prompts [][]string) (sim.Setting, error) {
 	}
 	return sim.Setting{Name: "engine", Machine: m, Mix: mix, Requests: o.requests,
 		Loads: o.loads, Seed: o.seed}, nil
+}
+
+// The files an -engine run keeps its cost curves in (CSV: tokens a pass,
+// nanoseconds), for a later run's -curves.
+const (
+	targetCurveFile = "curve.csv"
+	draftCurveFile  = "draft-curve.csv"
+)
+
+// engineCurve is a model's cost curve up to maxN tokens: measured as the
+// engine measures it, or read from the file name in o.curves when that is
+// set, and written to o.out either way. The curve sets the SLOs (the
+// baseline is T(8)) and the arrival rates (the capacity), and a two-core
+// VM measures T(8) up to 20% apart from one run to the next; two builds
+// compared on one shared curve serve the same workload.
+func engineCurve(o engineOpts, model string, maxN int, name string) ([]int, []time.Duration, error) {
+	var ns []int
+	var ts []time.Duration
+	var err error
+	if o.curves != "" {
+		ns, ts, err = readCurve(filepath.Join(o.curves, name))
+	} else {
+		ns, ts, err = cpu.MeasureCurve(model, o.threads, maxN)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return ns, ts, writeCurve(filepath.Join(o.out, name), ns, ts)
+}
+
+func writeCurve(path string, ns []int, ts []time.Duration) error {
+	var b strings.Builder
+	b.WriteString("tokens,ns\n")
+	for i := range ns {
+		fmt.Fprintf(&b, "%d,%d\n", ns[i], ts[i].Nanoseconds())
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// readCurve reads what writeCurve wrote, refusing a curve sim.Curve would
+// not take (no points, sizes not ascending from 1, costs that fall).
+func readCurve(path string) ([]int, []time.Duration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("curve: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if lines[0] != "tokens,ns" {
+		return nil, nil, fmt.Errorf("curve %s: header %q, want \"tokens,ns\"", path, lines[0])
+	}
+	var c sim.Curve
+	for i, l := range lines[1:] {
+		var n int
+		var t int64
+		if _, err := fmt.Sscanf(l, "%d,%d", &n, &t); err != nil {
+			return nil, nil, fmt.Errorf("curve %s line %d: %q: %v", path, i+2, l, err)
+		}
+		c.N, c.T = append(c.N, n), append(c.T, time.Duration(t))
+	}
+	c.Name = path
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	return c.N, c.T, nil
 }
 
 // promptTokens is the mean length in tokens of each category's prompts as

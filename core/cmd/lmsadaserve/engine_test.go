@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -70,4 +71,41 @@ func TestPromptTokens(t *testing.T) {
 		require.Less(t, l, 1000.0, "category %d", c)
 	}
 	require.Greater(t, lens[1], 2*lens[2], "grounded against chat")
+}
+
+// TestCurvesAreReused: a run keeps the curve it used, and a run given
+// -curves takes that curve, measuring nothing (its model path need not
+// even exist), and keeps it in its own output too. Curves the simulator
+// would not take are refused with the file named.
+func TestCurvesAreReused(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	ns := []int{1, 2, 8}
+	ts := []time.Duration{36 * time.Millisecond, 38 * time.Millisecond, 53 * time.Millisecond}
+	require.NoError(t, writeCurve(filepath.Join(first, targetCurveFile), ns, ts))
+
+	gotN, gotT, err := engineCurve(engineOpts{out: second, curves: first}, "no-such-model.gguf", 160, targetCurveFile)
+	require.NoError(t, err)
+	require.Equal(t, ns, gotN)
+	require.Equal(t, ts, gotT)
+	kept, err := os.ReadFile(filepath.Join(second, targetCurveFile))
+	require.NoError(t, err)
+	require.Equal(t, "tokens,ns\n1,36000000\n2,38000000\n8,53000000\n", string(kept))
+
+	_, _, err = engineCurve(engineOpts{out: second, curves: first}, "", 16, draftCurveFile)
+	require.ErrorContains(t, err, draftCurveFile, "an earlier run without a draft model kept no draft curve")
+
+	for body, want := range map[string]string{
+		"":                        "header",
+		"n,t\n1,5\n":              "header",
+		"tokens,ns\n1,5\n2,x\n":   "line 3",
+		"tokens,ns\n1,50\n2,40\n": "falls",
+		"tokens,ns\n2,50\n1,60\n": "ascending",
+		"tokens,ns\n1,-5\n":       "not positive",
+	} {
+		path := filepath.Join(first, "bad.csv")
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+		_, _, err := readCurve(path)
+		require.ErrorContains(t, err, want, "%q", body)
+		require.ErrorContains(t, err, path)
+	}
 }
