@@ -127,27 +127,38 @@ const (
 	ceilingMaxOrder = 32
 )
 
-// replayCeiling is plain decoding's time over a foreseeing drafter's, on
-// the curve: each pass drafts the longest run of answer tokens that
-// proposes accepts (at most maxDraft) and emits them plus the target's own
-// next token.
-func replayCeiling(answers []answer, curve sim.Curve, maxDraft int, proposes continues) float64 {
+// replay is plain decoding's time over a drafter's, on the curve. For
+// each pass, pass(ctx, rest) says how many tokens the drafter drafts after
+// ctx and how many of them the rest of the answer accepts; the pass costs
+// T(drafted+1) and emits the accepted tokens and the target's own next
+// one. pass must not keep ctx.
+func replay(answers []answer, curve sim.Curve, pass func(ctx, rest []int32) (drafted, accepted int)) float64 {
 	var plain, spec time.Duration
 	for _, a := range answers {
 		ctx := append([]int32(nil), a.prompt...)
 		for i := 0; i < len(a.out); {
-			d := 0
-			for d < maxDraft && i+d < len(a.out) && proposes(append(ctx, a.out[i:i+d]...), a.out[i+d]) {
-				d++
-			}
+			d, acc := pass(ctx, a.out[i:])
 			spec += curve.At(d + 1)
-			emit := min(d+1, len(a.out)-i)
+			emit := min(acc+1, len(a.out)-i)
 			ctx = append(ctx, a.out[i:i+emit]...)
 			i += emit
 		}
 		plain += time.Duration(len(a.out)) * curve.At(1)
 	}
 	return float64(plain) / float64(spec)
+}
+
+// replayCeiling replays a foreseeing drafter: each pass drafts the longest
+// run of answer tokens that proposes accepts (at most maxDraft), all of
+// them accepted.
+func replayCeiling(answers []answer, curve sim.Curve, maxDraft int, proposes continues) float64 {
+	return replay(answers, curve, func(ctx, rest []int32) (int, int) {
+		d := 0
+		for d < maxDraft && d < len(rest) && proposes(append(ctx, rest[:d]...), rest[d]) {
+			d++
+		}
+		return d, d
+	})
 }
 
 // newestContinues: the newest earlier occurrence of the longest suffix of
@@ -218,36 +229,27 @@ func replayOrderRates(answers []answer, curve sim.Curve, maxDraft int) float64 {
 			ctx = append(ctx, t)
 		}
 	}
-	var plain, spec time.Duration
-	for _, a := range answers {
-		ctx := append([]int32(nil), a.prompt...)
-		for i := 0; i < len(a.out); {
-			d, p := 0, 1.0
-			path := append([]int32(nil), ctx...)
-			for d < maxDraft {
-				next, k := newestLongest(path, rateMaxOrder)
-				if k == 0 || seen[k] == 0 {
-					break
-				}
-				p *= hits[k] / seen[k]
-				if p*float64(curve.At(1)) <= float64(curve.At(d+2)-curve.At(d+1)) {
-					break
-				}
-				path = append(path, next)
-				d++
+	return replay(answers, curve, func(ctx, rest []int32) (int, int) {
+		d, p := 0, 1.0
+		path := append([]int32(nil), ctx...)
+		for d < maxDraft {
+			next, k := newestLongest(path, rateMaxOrder)
+			if k == 0 || seen[k] == 0 {
+				break
 			}
-			acc := 0
-			for acc < d && i+acc < len(a.out) && path[len(ctx)+acc] == a.out[i+acc] {
-				acc++
+			p *= hits[k] / seen[k]
+			if p*float64(curve.At(1)) <= float64(curve.At(d+2)-curve.At(d+1)) {
+				break
 			}
-			spec += curve.At(d + 1)
-			emit := min(acc+1, len(a.out)-i)
-			ctx = append(ctx, a.out[i:i+emit]...)
-			i += emit
+			path = append(path, next)
+			d++
 		}
-		plain += time.Duration(len(a.out)) * curve.At(1)
-	}
-	return float64(plain) / float64(spec)
+		acc := 0
+		for acc < d && acc < len(rest) && path[len(ctx)+acc] == rest[acc] {
+			acc++
+		}
+		return d, acc
+	})
 }
 
 func equalTokens(a, b []int32) bool {
