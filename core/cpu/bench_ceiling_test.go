@@ -77,16 +77,7 @@ type answer struct{ prompt, out []int32 }
 
 // greedyAnswers decodes each prompt plainly and greedily, one at a time.
 func greedyAnswers(b *testing.B, prompts []string, maxTokens int) []answer {
-	cfg, err := runtime.ParseConfig([]byte(benchConfig("")))
-	if err != nil {
-		b.Fatal(err)
-	}
-	be, err := New(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	bk := be.(*Backend)
-	rt := runtime.Start(bk, cfg.MaxSlots, cfg.MaxQueue)
+	bk, rt := startBench(b, benchConfig(""))
 	defer rt.Close()
 	var answers []answer
 	for _, p := range prompts {

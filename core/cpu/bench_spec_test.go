@@ -54,16 +54,7 @@ func (r specRun) msPerToken() float64 {
 // config, `streams` at a time, and sums what happened. extra adds request
 // fields; slo, when given, sets tpot_slo_ms per request index.
 func runSet(tb testing.TB, config string, set []string, maxTokens, streams int, extra map[string]any, slo func(i int) float64) specRun {
-	cfg, err := runtime.ParseConfig([]byte(config))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	be, err := New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b := be.(*Backend)
-	rt := runtime.Start(b, cfg.MaxSlots, cfg.MaxQueue)
+	b, rt := startBench(tb, config)
 	defer rt.Close()
 	// Warm up (scratch buffers, page cache).
 	rt.Complete([]byte(`{"prompt":"Hello","max_tokens":4}`))
@@ -125,6 +116,21 @@ func runSet(tb testing.TB, config string, set []string, maxTokens, streams int, 
 	return run
 }
 
+// startBench starts a runtime on a CPU backend built from config; the
+// caller closes it.
+func startBench(tb testing.TB, config string) (*Backend, *runtime.Runtime) {
+	cfg, err := runtime.ParseConfig([]byte(config))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	be, err := New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b := be.(*Backend)
+	return b, runtime.Start(b, cfg.MaxSlots, cfg.MaxQueue)
+}
+
 func benchConfig(extra string) string {
 	return MergeConfig(`{"model_path":"`+specBenchModel()+`","max_slots":8,"context_length":1024,"threads":2}`, extra)
 }
@@ -147,16 +153,7 @@ func skipWithoutModel(tb testing.TB) {
 // drafters prompt by prompt and keeping each prompt's fastest of reps runs,
 // so that load from other processes hits every drafter alike.
 func compareSet(tb testing.TB, config string, set []string, drafters []string, maxTokens, reps int) map[string]*specRun {
-	cfg, err := runtime.ParseConfig([]byte(config))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	be, err := New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	b := be.(*Backend)
-	rt := runtime.Start(b, cfg.MaxSlots, cfg.MaxQueue)
+	b, rt := startBench(tb, config)
 	defer rt.Close()
 	rt.Complete([]byte(`{"prompt":"Hello","max_tokens":4}`))
 	out := map[string]*specRun{}
