@@ -23,37 +23,51 @@ type Metrics struct {
 }
 
 // Summarize computes the metrics of a run over ncat categories.
-func Summarize(r *Run, ncat int) Metrics {
-	m := Metrics{Requests: len(r.Results), PerCategory: make([]float64, ncat)}
-	if len(r.Results) == 0 || r.End <= 0 {
-		return m
-	}
+func Summarize(r *Run, ncat int) Metrics { return SummarizeRuns([]*Run{r}, ncat) }
+
+// SummarizeRuns computes the metrics of several runs of one policy at one
+// load (replicas: independent workloads of the same rate) pooled as one:
+// attainment and the TPOT and TTFT figures over all their requests,
+// goodput and throughput as their tokens over the sum of their spans.
+func SummarizeRuns(runs []*Run, ncat int) Metrics {
+	m := Metrics{PerCategory: make([]float64, ncat)}
 	count := make([]int, ncat)
 	var tpots, ttfts []time.Duration
-	var good, all int
-	for _, x := range r.Results {
-		count[x.Category]++
-		all += x.Generated
-		if x.Attained() {
-			m.Attainment++
-			m.PerCategory[x.Category]++
-			good += x.Generated
+	var good, all, emitted, decodes int
+	var span time.Duration
+	for _, r := range runs {
+		if len(r.Results) == 0 || r.End <= 0 {
+			continue
 		}
-		tpots, ttfts = append(tpots, x.TPOT()), append(ttfts, x.TTFT())
+		m.Requests += len(r.Results)
+		span += r.End - r.Results[0].Arrival
+		emitted, decodes = emitted+r.Emitted, decodes+r.Decodes
+		for _, x := range r.Results {
+			count[x.Category]++
+			all += x.Generated
+			if x.Attained() {
+				m.Attainment++
+				m.PerCategory[x.Category]++
+				good += x.Generated
+			}
+			tpots, ttfts = append(tpots, x.TPOT()), append(ttfts, x.TTFT())
+		}
+	}
+	if m.Requests == 0 {
+		return m
 	}
 	for c := range ncat {
 		if count[c] > 0 {
 			m.PerCategory[c] /= float64(count[c])
 		}
 	}
-	m.Attainment /= float64(len(r.Results))
-	span := r.End - r.Results[0].Arrival
+	m.Attainment /= float64(m.Requests)
 	m.Goodput = float64(good) / span.Seconds()
 	m.Throughput = float64(all) / span.Seconds()
 	m.MeanTPOT, m.P99TPOT = meanP99(tpots)
 	m.MeanTTFT, m.P99TTFT = meanP99(ttfts)
-	if r.Decodes > 0 {
-		m.TokensPerDec = float64(r.Emitted) / float64(r.Decodes)
+	if decodes > 0 {
+		m.TokensPerDec = float64(emitted) / float64(decodes)
 	}
 	return m
 }

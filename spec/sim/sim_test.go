@@ -319,3 +319,42 @@ func TestCapacityCountsPrompts(t *testing.T) {
 	s.Machine.Curve = Curve{Name: "flat", N: []int{1, 256}, T: []time.Duration{4 * time.Millisecond, 4 * time.Millisecond}}
 	require.InDelta(t, 1/(10*0.001+20*0.004/256), s.Capacity(), 1e-9)
 }
+
+// Replicas pool independent workloads of one rate into a row: the first is
+// the workload a sweep without replicas serves, the others are new draws,
+// and the row counts every request of them all, its goodput their good
+// tokens over the sum of their spans.
+func TestReplicasPoolWorkloads(t *testing.T) {
+	s := Setting{
+		Name:    "gpu-like",
+		Machine: Machine{Curve: GPULike, DraftStep: 300 * time.Microsecond, Accept: DraftModelAcceptance, Slots: 8, Budget: 16},
+		Mix:     PaperMix, Requests: 40, Loads: []float64{0.5, 1.5}, Seed: 3,
+	}
+	ps := []Policy{Policies[0]}
+	one, err := Sweep(s, ps)
+	require.NoError(t, err)
+	s.Replicas = 2
+	two, err := Sweep(s, ps)
+	require.NoError(t, err)
+	require.Len(t, two, len(one))
+	for li := range s.Loads {
+		first, _, err := s.workload(li, 0, one[li].Rate)
+		require.NoError(t, err)
+		second, seed, err := s.workload(li, 1, one[li].Rate)
+		require.NoError(t, err)
+		require.NotEqual(t, first, second, "replica 1 is a new draw")
+		r0, err := Simulate(s.Machine, ps[0], first, s.Seed+uint64(li))
+		require.NoError(t, err)
+		r1, err := Simulate(s.Machine, ps[0], second, seed)
+		require.NoError(t, err)
+
+		require.Equal(t, Summarize(r0, len(s.Mix)), one[li].Metrics, "replica 0 is the sweep without replicas")
+		require.Equal(t, 2*s.Requests, two[li].Requests)
+		m0, m1 := Summarize(r0, len(s.Mix)), Summarize(r1, len(s.Mix))
+		require.InDelta(t, (m0.Attainment+m1.Attainment)/2, two[li].Attainment, 1e-12)
+		span := func(r *Run) float64 { return (r.End - r.Results[0].Arrival).Seconds() }
+		good := m0.Goodput*span(r0) + m1.Goodput*span(r1)
+		require.InDelta(t, good/(span(r0)+span(r1)), two[li].Goodput, 1e-9)
+		require.Equal(t, float64(r0.Emitted+r1.Emitted)/float64(r0.Decodes+r1.Decodes), two[li].TokensPerDec)
+	}
+}

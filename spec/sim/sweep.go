@@ -20,6 +20,20 @@ type Setting struct {
 	// Loads are request rates as fractions of Capacity.
 	Loads []float64
 	Seed  uint64
+	// Replicas is how many independent workloads (at least 1) each load
+	// is served, pooled into one row (SummarizeRuns). One workload of a
+	// few hundred requests is a single draw of the arrival process: on
+	// the CPU's measured curve, where the policies differ by a point or
+	// two, the order of two policies flips from one seed to the next.
+	Replicas int
+}
+
+// workload is the requests of replica k at load index li: replica 0 is the
+// workload a sweep without replicas generates.
+func (s Setting) workload(li, k int, rate float64) ([]Request, uint64, error) {
+	seed := s.Seed + uint64(li) + uint64(k)<<32
+	reqs, err := Generate(Workload{Rate: rate, Requests: s.Requests, Arrivals: s.Arrivals, Categories: s.Mix, Seed: seed}, s.Machine.Baseline())
+	return reqs, seed, err
 }
 
 // Capacity is a rough rate (requests/s) at which incremental decoding with
@@ -62,16 +76,22 @@ func Sweep(s Setting, policies []Policy) ([]Row, error) {
 	var rows []Row
 	for li, load := range s.Loads {
 		rate := load * s.Capacity()
-		reqs, err := Generate(Workload{Rate: rate, Requests: s.Requests, Arrivals: s.Arrivals, Categories: s.Mix, Seed: s.Seed + uint64(li)}, s.Machine.Baseline())
-		if err != nil {
-			return nil, err
-		}
-		for _, p := range policies {
-			run, err := Simulate(s.Machine, p, reqs, s.Seed+uint64(li))
+		runs := make([][]*Run, len(policies))
+		for k := range max(1, s.Replicas) {
+			reqs, seed, err := s.workload(li, k, rate)
 			if err != nil {
-				return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
+				return nil, err
 			}
-			rows = append(rows, Row{Setting: s.Name, Policy: p.Name, Load: load, Rate: rate, Metrics: Summarize(run, len(s.Mix))})
+			for pi, p := range policies {
+				run, err := Simulate(s.Machine, p, reqs, seed)
+				if err != nil {
+					return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
+				}
+				runs[pi] = append(runs[pi], run)
+			}
+		}
+		for pi, p := range policies {
+			rows = append(rows, Row{Setting: s.Name, Policy: p.Name, Load: load, Rate: rate, Metrics: SummarizeRuns(runs[pi], len(s.Mix))})
 		}
 	}
 	return rows, nil
@@ -85,34 +105,36 @@ func SepPipe(s Setting) ([]Row, error) {
 	var rows []Row
 	for li, load := range s.Loads {
 		rate := load * s.Capacity()
-		reqs, err := Generate(Workload{Rate: rate, Requests: s.Requests, Arrivals: s.Arrivals, Categories: s.Mix, Seed: s.Seed + uint64(li)}, s.Machine.Baseline())
-		if err != nil {
-			return nil, err
-		}
-		row := Row{Setting: s.Name, Policy: "seppipe", Load: load, Rate: rate, Metrics: Metrics{Requests: len(reqs), PerCategory: make([]float64, len(s.Mix))}}
-		var all Run
-		for c := range s.Mix {
-			var part []Request
-			for _, r := range reqs {
-				if r.Category == c {
-					part = append(part, r)
-				}
-			}
-			if len(part) == 0 {
-				continue
-			}
-			run, err := Simulate(s.Machine, Policy{Name: "seppipe", Spec: spec.Incremental}, part, s.Seed+uint64(li))
+		var runs []*Run
+		for k := range max(1, s.Replicas) {
+			reqs, seed, err := s.workload(li, k, rate)
 			if err != nil {
 				return nil, err
 			}
-			all.Results = append(all.Results, run.Results...)
-			all.End = max(all.End, run.End)
-			all.Emitted, all.Decodes = all.Emitted+run.Emitted, all.Decodes+run.Decodes
+			all := &Run{}
+			for c := range s.Mix {
+				var part []Request
+				for _, r := range reqs {
+					if r.Category == c {
+						part = append(part, r)
+					}
+				}
+				if len(part) == 0 {
+					continue
+				}
+				run, err := Simulate(s.Machine, Policy{Name: "seppipe", Spec: spec.Incremental}, part, seed)
+				if err != nil {
+					return nil, err
+				}
+				all.Results = append(all.Results, run.Results...)
+				all.End = max(all.End, run.End)
+				all.Emitted, all.Decodes = all.Emitted+run.Emitted, all.Decodes+run.Decodes
+			}
+			// Results back in arrival order for the span.
+			slicesSortByArrival(all.Results)
+			runs = append(runs, all)
 		}
-		// Results back in arrival order for the span.
-		slicesSortByArrival(all.Results)
-		row.Metrics = Summarize(&all, len(s.Mix))
-		rows = append(rows, row)
+		rows = append(rows, Row{Setting: s.Name, Policy: "seppipe", Load: load, Rate: rate, Metrics: SummarizeRuns(runs, len(s.Mix))})
 	}
 	return rows, nil
 }

@@ -16,7 +16,7 @@ import (
 // CSV and plots, every policy present at every load.
 func TestQuickRun(t *testing.T) {
 	out := t.TempDir()
-	require.NoError(t, run(out, "", 1, true, 0, 1))
+	require.NoError(t, run(simOpts{out: out, threads: 1, quick: true, seed: 1}))
 	for _, f := range []string{"gpu-like-rates", "gpu-like-strategies"} {
 		for _, ext := range []string{".csv", "-attainment.svg", "-goodput.svg"} {
 			st, err := os.Stat(filepath.Join(out, f+ext))
