@@ -340,7 +340,8 @@ func BenchmarkSpeculationStreams(b *testing.B) {
 	skipWithoutModel(b)
 	extra, drafters, tokens, reps := specBenchEnv("ngram,draft_model")
 	var out strings.Builder
-	fmt.Fprintf(&out, "\n%-9s %7s %-12s %9s %8s %12s %7s\n", "set", "streams", "drafter", "tokens/s", "speedup", "tokens/pass", "accept")
+	fmt.Fprintf(&out, "\n%-9s %7s %-12s %9s %8s %12s %7s %9s %7s %7s %7s\n", "set", "streams", "drafter", "tokens/s", "speedup", "tokens/pass", "accept",
+		"ms/iter", "plan", "forward", "verify")
 	for b.Loop() {
 		for _, set := range strings.Split(envOr("LMSTREAM_SPEC_SETS", "code"), ",") {
 			prompts := loadPrompts(b, set+".jsonl")
@@ -361,8 +362,11 @@ func BenchmarkSpeculationStreams(b *testing.B) {
 					if d == "none" {
 						tpp = 1
 					}
-					fmt.Fprintf(&out, "%-9s %7d %-12s %9.2f %7.2fx %12.2f %6.0f%%\n", set, streams, d, r.tokensPerSec(),
-						r.tokensPerSec()/best["none"].tokensPerSec(), tpp, 100*float64(r.accepted)/float64(max(1, r.proposed)))
+					tm := r.timings
+					perIter := func(d time.Duration) float64 { return ms(d) / float64(max(1, tm.Iterations)) }
+					fmt.Fprintf(&out, "%-9s %7d %-12s %9.2f %7.2fx %12.2f %6.0f%% %9.1f %7.1f %7.1f %7.1f\n", set, streams, d, r.tokensPerSec(),
+						r.tokensPerSec()/best["none"].tokensPerSec(), tpp, 100*float64(r.accepted)/float64(max(1, r.proposed)),
+						perIter(tm.Plan+tm.Forward+tm.Verify), perIter(tm.Plan), perIter(tm.Forward), perIter(tm.Verify))
 				}
 			}
 		}
