@@ -338,9 +338,9 @@ func TestReplicasPoolWorkloads(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, two, len(one))
 	for li := range s.Loads {
-		first, _, err := s.workload(li, 0, one[li].Rate)
+		first, _, err := s.Replica(li, 0)
 		require.NoError(t, err)
-		second, seed, err := s.workload(li, 1, one[li].Rate)
+		second, seed, err := s.Replica(li, 1)
 		require.NoError(t, err)
 		require.NotEqual(t, first, second, "replica 1 is a new draw")
 		r0, err := Simulate(s.Machine, ps[0], first, s.Seed+uint64(li))

@@ -28,11 +28,12 @@ type Setting struct {
 	Replicas int
 }
 
-// workload is the requests of replica k at load index li: replica 0 is the
-// workload a sweep without replicas generates.
-func (s Setting) workload(li, k int, rate float64) ([]Request, uint64, error) {
+// Replica is the workload of replica k at load index li, and the seed it
+// was drawn with (a simulation of it takes the same): replica 0 is the
+// workload a sweep without replicas serves.
+func (s Setting) Replica(li, k int) ([]Request, uint64, error) {
 	seed := s.Seed + uint64(li) + uint64(k)<<32
-	reqs, err := Generate(Workload{Rate: rate, Requests: s.Requests, Arrivals: s.Arrivals, Categories: s.Mix, Seed: seed}, s.Machine.Baseline())
+	reqs, err := Generate(Workload{Rate: s.Loads[li] * s.Capacity(), Requests: s.Requests, Arrivals: s.Arrivals, Categories: s.Mix, Seed: seed}, s.Machine.Baseline())
 	return reqs, seed, err
 }
 
@@ -78,7 +79,7 @@ func Sweep(s Setting, policies []Policy) ([]Row, error) {
 		rate := load * s.Capacity()
 		runs := make([][]*Run, len(policies))
 		for k := range max(1, s.Replicas) {
-			reqs, seed, err := s.workload(li, k, rate)
+			reqs, seed, err := s.Replica(li, k)
 			if err != nil {
 				return nil, err
 			}
@@ -107,7 +108,7 @@ func SepPipe(s Setting) ([]Row, error) {
 		rate := load * s.Capacity()
 		var runs []*Run
 		for k := range max(1, s.Replicas) {
-			reqs, seed, err := s.workload(li, k, rate)
+			reqs, seed, err := s.Replica(li, k)
 			if err != nil {
 				return nil, err
 			}

@@ -27,7 +27,10 @@ type engineOpts struct {
 	policies                   []string
 	loads                      []float64
 	seed                       uint64
-	check                      bool // replay each point in the simulator
+	// replicas is how many workloads (sim.Setting.Replicas) every policy
+	// serves at each load, pooled into its point.
+	replicas int
+	check    bool // replay each point in the simulator
 	// adaptive is the engine's "spec_adaptive": true (its default) lets
 	// spec.Payoff make a request decode plainly while speculation is
 	// measured not to pay, which the simulator does not model; false
@@ -128,7 +131,7 @@ func engineSetting(o engineOpts, prompts [][]string) (sim.Setting, error) {
 		mix[i].Prompt = [2]int{l, l}
 	}
 	return sim.Setting{Name: "engine", Machine: m, Mix: mix, Requests: o.requests,
-		Loads: o.loads, Seed: o.seed}, nil
+		Loads: o.loads, Seed: o.seed, Replicas: o.replicas}, nil
 }
 
 // The files an -engine run keeps its cost curves in (CSV: tokens a pass,
@@ -347,42 +350,58 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	var reqRows []string // engine-requests.csv
 	for li, load := range s.Loads {
 		rate := load * s.Capacity()
-		reqs, err := sim.Generate(sim.Workload{Rate: rate, Requests: s.Requests, Arrivals: sim.Poisson, Categories: s.Mix,
-			Seed: s.Seed + uint64(li)}, s.Machine.Baseline())
-		if err != nil {
-			return nil, err
+		eruns := make([][]*sim.Run, len(pols)) // per policy, one run per replica
+		sruns := make([][]*sim.Run, len(pols))
+		points := make([]engineRow, len(pols))
+		// Replica by replica, every policy in turn: the machine's pace
+		// drifts over a long sweep, and interleaving spreads the drift
+		// over the policies instead of handing it to the last.
+		for k := range max(1, s.Replicas) {
+			reqs, seed, err := s.Replica(li, k)
+			if err != nil {
+				return nil, err
+			}
+			for pi, p := range pols {
+				recs, err := serve(o, p.Name, reqs, prompts)
+				if err != nil {
+					return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
+				}
+				run, err := runOf(recs)
+				if err != nil {
+					return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
+				}
+				for i, r := range recs {
+					x := run.Results[i]
+					reqRows = append(reqRows, fmt.Sprintf("%s,%.4f,%d,%d,%d,%.1f,%d,%d,%d,%.1f,%.2f,%.2f,%d,%d,%v\n", p.Name, load, k, r.Req.ID, r.Req.Category,
+						millis(r.Req.Arrival), r.PromptTokens, r.Req.Output, len(r.Tokens), millis(x.TTFT()), millis(x.TPOT()), millis(x.TPOTSLO), r.Proposed, r.Accepted, x.Attained()))
+					points[pi].Proposed += r.Proposed
+					points[pi].Accepted += r.Accepted
+				}
+				eruns[pi] = append(eruns[pi], run)
+				if o.check {
+					sr, err := sim.Simulate(s.Machine, p, asWorkload(run), seed)
+					if err != nil {
+						return nil, err
+					}
+					sruns[pi] = append(sruns[pi], sr)
+				}
+			}
 		}
-		for _, p := range pols {
-			recs, err := serve(o, p.Name, reqs, prompts)
-			if err != nil {
-				return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
-			}
-			run, err := runOf(recs)
-			if err != nil {
-				return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
-			}
-			for i, r := range recs {
-				x := run.Results[i]
-				reqRows = append(reqRows, fmt.Sprintf("%s,%.4f,%d,%d,%.1f,%d,%d,%d,%.1f,%.2f,%.2f,%d,%d,%v\n", p.Name, load, r.Req.ID, r.Req.Category,
-					millis(r.Req.Arrival), r.PromptTokens, r.Req.Output, len(r.Tokens), millis(x.TTFT()), millis(x.TPOT()), millis(x.TPOTSLO), r.Proposed, r.Accepted, x.Attained()))
-			}
-			row := engineRow{Engine: sim.Row{Setting: "engine", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.Summarize(run, len(s.Mix))}}
-			for _, r := range recs {
-				row.Proposed += r.Proposed
-				row.Accepted += r.Accepted
-			}
-			if run.Decodes > 0 {
-				row.EngineNodes = float64(run.Decodes+row.Proposed) / float64(run.Decodes)
+		for pi, p := range pols {
+			row := points[pi]
+			row.Engine = sim.Row{Setting: "engine", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(eruns[pi], len(s.Mix))}
+			if d := decodes(eruns[pi]); d > 0 {
+				row.EngineNodes = float64(d+row.Proposed) / float64(d)
 			}
 			if o.check {
-				sr, err := sim.Simulate(s.Machine, p, asWorkload(run), s.Seed+uint64(li))
-				if err != nil {
-					return nil, err
+				if d := decodes(sruns[pi]); d > 0 {
+					verified := 0
+					for _, r := range sruns[pi] {
+						verified += r.Verified
+					}
+					row.SimNodes = float64(verified) / float64(d)
 				}
-				if sr.Decodes > 0 {
-					row.SimNodes = float64(sr.Verified) / float64(sr.Decodes)
-				}
-				row.Sim = sim.Row{Setting: "sim-replay", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.Summarize(sr, len(s.Mix))}
+				row.Sim = sim.Row{Setting: "sim-replay", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(sruns[pi], len(s.Mix))}
 			}
 			rows = append(rows, row)
 		}
@@ -395,7 +414,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 		return nil, err
 	}
 	// Every request of every point: which ones missed, and by how much.
-	reqCSV := "policy,load,id,category,arrival_ms,prompt_tokens,max_tokens,generated,ttft_ms,tpot_ms,tpot_slo_ms,proposed,accepted,attained\n" + strings.Join(reqRows, "")
+	reqCSV := "policy,load,replica,id,category,arrival_ms,prompt_tokens,max_tokens,generated,ttft_ms,tpot_ms,tpot_slo_ms,proposed,accepted,attained\n" + strings.Join(reqRows, "")
 	if err := os.WriteFile(filepath.Join(o.out, "engine-requests.csv"), []byte(reqCSV), 0o644); err != nil {
 		return nil, err
 	}
@@ -441,6 +460,15 @@ func checkTable(rows []engineRow) {
 			r.Engine.Goodput, r.Sim.Goodput, acc, r.EngineNodes, r.SimNodes)
 	}
 	w.Flush()
+}
+
+// decodes is the request-iterations that decoded, over runs.
+func decodes(runs []*sim.Run) int {
+	n := 0
+	for _, r := range runs {
+		n += r.Decodes
+	}
+	return n
 }
 
 // millis is d in milliseconds.

@@ -27,12 +27,12 @@ func TestEngineSmoke(t *testing.T) {
 	}
 	out := t.TempDir()
 	rows, err := runEngine(engineOpts{out: out, model: smokeModel, prompts: "../../cpu/testdata", threads: 2, slots: 4,
-		requests: 3, maxTokens: 12, policies: []string{"adaserve", "incremental"}, loads: []float64{0.5}, seed: 1, check: true, adaptive: true})
+		requests: 3, replicas: 2, maxTokens: 12, policies: []string{"adaserve", "incremental"}, loads: []float64{0.5}, seed: 1, check: true, adaptive: true})
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 	for _, r := range rows {
-		require.Equal(t, 3, r.Engine.Requests)
-		require.Equal(t, 3, r.Sim.Requests)
+		require.Equal(t, 2*3, r.Engine.Requests, "both replicas pooled")
+		require.Equal(t, 2*3, r.Sim.Requests)
 		require.Positive(t, r.Engine.Throughput)
 		require.LessOrEqual(t, r.Engine.Goodput, r.Engine.Throughput)
 		require.GreaterOrEqual(t, r.Engine.Attainment, 0.0)
@@ -40,13 +40,23 @@ func TestEngineSmoke(t *testing.T) {
 		require.Positive(t, r.Engine.MeanTTFT)
 	}
 	require.Zero(t, rows[1].Proposed, "incremental decoding drafts nothing")
-	for name, n := range map[string]int{"engine-rates.csv": 1 + 2, "engine-vs-sim.csv": 1 + 2*2, "engine-requests.csv": 1 + 2*3} {
+	for name, n := range map[string]int{"engine-rates.csv": 1 + 2, "engine-vs-sim.csv": 1 + 2*2, "engine-requests.csv": 1 + 2*2*3} {
 		f, err := os.Open(filepath.Join(out, name))
 		require.NoError(t, err)
 		recs, err := csv.NewReader(f).ReadAll()
 		f.Close()
 		require.NoError(t, err)
 		require.Len(t, recs, n, name)
+		if name == "engine-requests.csv" {
+			// Replica by replica, each policy in turn.
+			var order []string
+			for _, r := range recs[1:] {
+				if r[3] == "0" { // a workload's first request
+					order = append(order, r[0]+" "+r[2])
+				}
+			}
+			require.Equal(t, []string{"adaserve 0", "incremental 0", "adaserve 1", "incremental 1"}, order)
+		}
 	}
 	for _, ext := range []string{"-attainment.svg", "-goodput.svg"} {
 		_, err := os.Stat(filepath.Join(out, "engine-rates"+ext))

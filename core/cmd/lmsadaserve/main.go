@@ -25,6 +25,13 @@
 // attainment by 5–10 points. To compare two builds, run
 // the second with -curves set to the first's -out: both then serve the
 // same requests against the same SLOs.
+//
+// Within one run the machine drifts too: the same policy's attainment
+// moved by ±7 points between runs of 40 requests on the Qwen pair, more
+// than the policies differ. -replicas N (the simulator's default 8; the
+// engine's 1) pools N independent workloads into each point, and the
+// engine serves them replica by replica with the policies in turn, so
+// that a slow stretch falls on every policy alike.
 package main
 
 import (
@@ -51,7 +58,7 @@ func main() {
 	quick := flag.Bool("quick", false, "a small sweep (few requests, few loads)")
 	requests := flag.Int("requests", 400, "requests per workload (the measured setting: half as many)")
 	seed := flag.Uint64("seed", 1, "workload and acceptance seed")
-	replicas := flag.Int("replicas", 8, "simulator: independent workloads pooled into each sweep point (-quick: 1)")
+	replicas := flag.Int("replicas", 8, "independent workloads pooled into each sweep point (-quick: 1; -engine: 1 unless given)")
 	engine := flag.Bool("engine", false, "run the workload through the real engine (needs -model) and check the simulator against it")
 	draft := flag.String("draft", "", "with -engine: draft model (drafter draft_model; default the n-gram drafter)")
 	prompts := flag.String("prompts", "core/cpu/testdata", "with -engine: directory of the committed prompt sets")
@@ -69,14 +76,18 @@ func main() {
 			err = fmt.Errorf("-engine needs -model")
 		}
 		n := 40 // a two-core CPU serves a point of 40 requests in about a minute
+		reps := 1
 		flag.Visit(func(f *flag.Flag) {
-			if f.Name == "requests" {
+			switch f.Name {
+			case "requests":
 				n = *requests
+			case "replicas":
+				reps = *replicas
 			}
 		})
 		if err == nil {
 			_, err = runEngine(engineOpts{out: *out, model: *modelPath, draft: *draft, prompts: *prompts, threads: *threads,
-				slots: *slots, requests: n, maxTokens: *maxTokens, policies: strings.Split(*policies, ","),
+				slots: *slots, requests: n, replicas: reps, maxTokens: *maxTokens, policies: strings.Split(*policies, ","),
 				loads: ls, seed: *seed, check: *check, adaptive: *adaptive, curves: *curves})
 		}
 		if err != nil {
