@@ -223,6 +223,9 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		pb = 128
 	}
 	rng := rand.New(rand.NewPCG(seed, 0xacce))
+	// Whether a request has drafts, drawn apart from what the target
+	// accepts so that a drafter that always drafts sees the same draws.
+	draws := rand.New(rand.NewPCG(seed, 0xd7af))
 	sch := &spec.Scheduler{Config: spec.Config{
 		Policy: p.Spec, Budget: m.Budget, Branch: p.Branch, Order: p.Order, MaxDepth: m.MaxDepth, MaxWidth: m.MaxWidth,
 	}, PlainCost: m.Curve.At}
@@ -311,7 +314,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			dec = m.batch(p, dec, tokens, sch.Timing.Estimate(), epoch.Add(now))
 			for _, l := range dec {
 				left := l.req.Output - l.res.Generated
-				l.seq.NoSpec = left <= 1
+				l.seq.NoSpec = left <= 1 || !m.Accept.drafts(draws)
 				l.seq.MaxDepth = max(1, left-1)
 				seqs = append(seqs, &l.seq)
 			}

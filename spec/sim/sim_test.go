@@ -358,3 +358,28 @@ func TestReplicasPoolWorkloads(t *testing.T) {
 		require.Equal(t, float64(r0.Emitted+r1.Emitted)/float64(r0.Decodes+r1.Decodes), two[li].TokensPerDec)
 	}
 }
+
+// A drafter with nothing to propose in most iterations (Drafts) leaves
+// those requests decoding plainly: verified nodes and tokens per decode
+// fall towards 1, in proportion.
+func TestDraftsShare(t *testing.T) {
+	reqs, err := Generate(Workload{Rate: 2, Requests: 60, Categories: PaperMix, Seed: 5}, 10*time.Millisecond)
+	require.NoError(t, err)
+	m := Machine{Curve: Flat(10 * time.Millisecond), Accept: perfect, Slots: 4, Budget: 16, MaxDepth: 3, MaxWidth: 1}
+	p, err := PolicyByName("global-greedy")
+	require.NoError(t, err)
+	perDecode := func(drafts float64) (nodes, tokens float64) {
+		m.Accept.Drafts = drafts
+		run, err := Simulate(m, p, reqs, 1)
+		require.NoError(t, err)
+		return float64(run.Verified) / float64(run.Decodes), float64(run.Emitted) / float64(run.Decodes)
+	}
+	allNodes, allTokens := perDecode(1)
+	require.Greater(t, allTokens, 3.0, "a perfect drafter of depth 3 gains nearly 4 tokens a decode")
+	nodes, tokens := perDecode(0.25)
+	require.InDelta(t, 1+0.25*(allNodes-1), nodes, 0.15)
+	require.InDelta(t, 1+0.25*(allTokens-1), tokens, 0.15)
+	m.Accept.Drafts = 1.5
+	_, err = Simulate(m, p, reqs, 1)
+	require.ErrorContains(t, err, "drafts")
+}

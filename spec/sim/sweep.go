@@ -20,8 +20,8 @@ type Setting struct {
 	// Loads are request rates as fractions of Capacity.
 	Loads []float64
 	Seed  uint64
-	// Replicas is how many independent workloads (at least 1) each load
-	// is served, pooled into one row (SummarizeRuns). One workload of a
+	// Replicas is how many independent workloads (at least 1) are served
+	// at each load, pooled into one row (SummarizeRuns). One workload of a
 	// few hundred requests is a single draw of the arrival process: on
 	// the CPU's measured curve, where the policies differ by a point or
 	// two, the order of two policies flips from one seed to the next.
