@@ -348,6 +348,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 		s.Machine.Curve.Name, s.Machine.Accept.Name, s.Machine.Baseline(), s.Machine.Budget, s.Machine.Slots, plens, s.Capacity())
 	var rows []engineRow
 	var reqRows []string // engine-requests.csv
+	var paired []string  // the first policy against each other one, per load
 	for li, load := range s.Loads {
 		rate := load * s.Capacity()
 		eruns := make([][]*sim.Run, len(pols)) // per policy, one run per replica
@@ -405,6 +406,10 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 			}
 			rows = append(rows, row)
 		}
+		for pi := 1; pi < len(pols) && s.Replicas > 1; pi++ {
+			mean, se := pairedDiff(eruns[0], eruns[pi], len(s.Mix))
+			paired = append(paired, fmt.Sprintf("%s\t%.2f\t%s\t%+.1f\t%.1f\t", pols[0].Name, load, pols[pi].Name, 100*mean, 100*se))
+		}
 	}
 	var eng []sim.Row
 	for _, r := range rows {
@@ -417,6 +422,17 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	reqCSV := "policy,load,replica,id,category,arrival_ms,prompt_tokens,max_tokens,generated,ttft_ms,tpot_ms,tpot_slo_ms,proposed,accepted,attained\n" + strings.Join(reqRows, "")
 	if err := os.WriteFile(filepath.Join(o.out, "engine-requests.csv"), []byte(reqCSV), 0o644); err != nil {
 		return nil, err
+	}
+	if len(paired) > 0 {
+		// Whole points move by several points from one workload to the
+		// next; the same workload served by two policies differs far less.
+		fmt.Printf("\n## %s minus each policy, replica by replica (%d replicas; points of attainment)\n", pols[0].Name, s.Replicas)
+		w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "policy\tload\tagainst\tmean\tstd error\t")
+		for _, l := range paired {
+			fmt.Fprintln(w, l)
+		}
+		w.Flush()
 	}
 	if o.check {
 		if err := writeCheck(filepath.Join(o.out, "engine-vs-sim.csv"), rows, s.Mix); err != nil {
@@ -460,6 +476,27 @@ func checkTable(rows []engineRow) {
 			r.Engine.Goodput, r.Sim.Goodput, acc, r.EngineNodes, r.SimNodes)
 	}
 	w.Flush()
+}
+
+// pairedDiff is the mean over replicas of a's attainment minus b's, where
+// a[k] and b[k] served the same requests, and the mean's standard error
+// (0 with one replica).
+func pairedDiff(a, b []*sim.Run, ncat int) (mean, se float64) {
+	d := make([]float64, len(a))
+	for k := range a {
+		d[k] = sim.Summarize(a[k], ncat).Attainment - sim.Summarize(b[k], ncat).Attainment
+		mean += d[k]
+	}
+	n := float64(len(d))
+	mean /= n
+	if len(d) < 2 {
+		return mean, 0
+	}
+	ss := 0.0
+	for _, x := range d {
+		ss += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(ss / (n - 1) / n)
 }
 
 // decodes is the request-iterations that decoded, over runs.

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/spec/sim"
 )
 
 const smokeModel = "../../../models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -118,4 +120,29 @@ func TestCurvesAreReused(t *testing.T) {
 		require.ErrorContains(t, err, want, "%q", body)
 		require.ErrorContains(t, err, path)
 	}
+}
+
+// pairedDiff compares two policies replica by replica: with attainments
+// of 1/2 and 1/4 on the first workload and 1 and 1/2 on the second, the
+// differences are 1/4 and 1/2, their mean 3/8 and its standard error 1/8.
+func TestPairedDiff(t *testing.T) {
+	run := func(attained ...bool) *sim.Run {
+		r := &sim.Run{End: time.Second}
+		for i, ok := range attained {
+			x := sim.Result{Request: sim.Request{ID: i, TPOTSLO: 10 * time.Millisecond}, First: 0, Last: 20 * time.Millisecond, Generated: 2}
+			if ok {
+				x.Last = 5 * time.Millisecond
+			}
+			r.Results = append(r.Results, x)
+		}
+		return r
+	}
+	a := []*sim.Run{run(true, true, false, false), run(true, true, true, true)}
+	b := []*sim.Run{run(true, false, false, false), run(true, true, false, false)}
+	mean, se := pairedDiff(a, b, 1)
+	require.InDelta(t, 3.0/8, mean, 1e-12)
+	require.InDelta(t, 1.0/8, se, 1e-12)
+	mean, se = pairedDiff(a[:1], b[:1], 1)
+	require.InDelta(t, 1.0/4, mean, 1e-12)
+	require.Zero(t, se, "one replica has no spread to judge")
 }
