@@ -391,16 +391,13 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 		for pi, p := range pols {
 			row := points[pi]
 			row.Engine = sim.Row{Setting: "engine", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(eruns[pi], len(s.Mix))}
-			if d := decodes(eruns[pi]); d > 0 {
+			decodes := func(r *sim.Run) int { return r.Decodes }
+			if d := total(eruns[pi], decodes); d > 0 {
 				row.EngineNodes = float64(d+row.Proposed) / float64(d)
 			}
 			if o.check {
-				if d := decodes(sruns[pi]); d > 0 {
-					verified := 0
-					for _, r := range sruns[pi] {
-						verified += r.Verified
-					}
-					row.SimNodes = float64(verified) / float64(d)
+				if d := total(sruns[pi], decodes); d > 0 {
+					row.SimNodes = float64(total(sruns[pi], func(r *sim.Run) int { return r.Verified })) / float64(d)
 				}
 				row.Sim = sim.Row{Setting: "sim-replay", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(sruns[pi], len(s.Mix))}
 			}
@@ -499,11 +496,12 @@ func pairedDiff(a, b []*sim.Run, ncat int) (mean, se float64) {
 	return mean, math.Sqrt(ss / (n - 1) / n)
 }
 
-// decodes is the request-iterations that decoded, over runs.
-func decodes(runs []*sim.Run) int {
+// total sums a count of each run (its decodes, its verified nodes) over
+// the replicas of a point.
+func total(runs []*sim.Run, count func(*sim.Run) int) int {
 	n := 0
 	for _, r := range runs {
-		n += r.Decodes
+		n += count(r)
 	}
 	return n
 }
