@@ -30,13 +30,13 @@ func (a Acceptance) Validate() error {
 	if len(a.Cond) == 0 {
 		return fmt.Errorf("sim: acceptance %q has no rows", a.Name)
 	}
-	if a.Drafts < 0 || a.Drafts > 1 {
+	if !(a.Drafts >= 0 && a.Drafts <= 1) { // NaN too
 		return fmt.Errorf("sim: acceptance %q: drafts %v is not a share in [0,1]", a.Name, a.Drafts)
 	}
 	for d, row := range a.Cond {
 		s := 0.0
 		for k, p := range row {
-			if p < 0 || p > 1 || k > 0 && p > row[k-1] {
+			if !(p >= 0 && p <= 1) || k > 0 && p > row[k-1] { // NaN too
 				return fmt.Errorf("sim: acceptance %q: depth %d: probabilities must be in [0,1] and descending", a.Name, d)
 			}
 			s += p

@@ -379,7 +379,12 @@ func TestDraftsShare(t *testing.T) {
 	nodes, tokens := perDecode(0.25)
 	require.InDelta(t, 1+0.25*(allNodes-1), nodes, 0.15)
 	require.InDelta(t, 1+0.25*(allTokens-1), tokens, 0.15)
-	m.Accept.Drafts = 1.5
+	for _, bad := range []float64{1.5, -0.1, math.NaN()} {
+		m.Accept.Drafts = bad
+		_, err = Simulate(m, p, reqs, 1)
+		require.ErrorContains(t, err, "drafts", "%v", bad)
+	}
+	m.Accept = Acceptance{Name: "nan", Cond: [][]float64{{math.NaN()}}}
 	_, err = Simulate(m, p, reqs, 1)
-	require.ErrorContains(t, err, "drafts")
+	require.ErrorContains(t, err, "probabilities")
 }
