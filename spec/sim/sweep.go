@@ -32,10 +32,14 @@ type Setting struct {
 // was drawn with (a simulation of it takes the same): replica 0 is the
 // workload a sweep without replicas serves.
 func (s Setting) Replica(li, k int) ([]Request, uint64, error) {
-	seed := s.Seed + uint64(li) + uint64(k)<<32
+	seed := s.ReplicaSeed(li, k)
 	reqs, err := Generate(Workload{Rate: s.Loads[li] * s.Capacity(), Requests: s.Requests, Arrivals: s.Arrivals, Categories: s.Mix, Seed: seed}, s.Machine.Baseline())
 	return reqs, seed, err
 }
+
+// ReplicaSeed is the seed of replica k at load index li: its workload's
+// and its simulation's.
+func (s Setting) ReplicaSeed(li, k int) uint64 { return s.Seed + uint64(li) + uint64(k)<<32 }
 
 // Capacity is a rough rate (requests/s) at which incremental decoding with
 // every slot busy keeps up with arrivals: each request costs its mean

@@ -101,23 +101,15 @@ func engineSetting(o engineOpts, prompts [][]string) (sim.Setting, error) {
 		return sim.Setting{}, err
 	}
 	c := sim.Curve{Name: fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(o.model), o.threads), N: ns, T: ts}
-	m := sim.Machine{Curve: c, Accept: sim.NGramAcceptance, Slots: o.slots,
-		Budget: max(cpu.DefaultMinBudget, spec.Calibrate(c.At, 48)), MaxDepth: 8, MaxWidth: 2}
+	var dc *sim.Curve
 	if o.draft != "" {
-		// One batched draft layer: the draft model's pass over a batch's
-		// beams, priced at 8 tokens.
 		dns, dts, err := engineCurve(o, o.draft, 16, draftCurveFile)
 		if err != nil {
 			return sim.Setting{}, err
 		}
-		dc := sim.Curve{N: dns, T: dts}
-		m.Accept, m.DraftStep = sim.DraftModelAcceptance, dc.At(8)
-		// The engine prices each draft step at its batch size and, with
-		// "spec_adaptive", skips the steps that cannot pay: the replay
-		// does the same (without it the simulator speculates where the
-		// engine declines, and the two part by tens of points).
-		m.DraftCurve, m.Gate = &dc, o.adaptive
+		dc = &sim.Curve{N: dns, T: dts}
 	}
+	m := engineMachine(o, c, dc)
 	mix := engineMix(o.maxTokens)
 	lens, err := promptTokens(o, prompts)
 	if err != nil {
@@ -132,6 +124,25 @@ func engineSetting(o engineOpts, prompts [][]string) (sim.Setting, error) {
 	}
 	return sim.Setting{Name: "engine", Machine: m, Mix: mix, Requests: o.requests,
 		Loads: o.loads, Seed: o.seed, Replicas: o.replicas}, nil
+}
+
+// engineMachine is the simulated engine on the target's cost curve c and,
+// with a draft model, the draft model's curve dc (nil: the n-gram
+// drafter): the budget the engine calibrates from c and its tree limits.
+func engineMachine(o engineOpts, c sim.Curve, dc *sim.Curve) sim.Machine {
+	m := sim.Machine{Curve: c, Accept: sim.NGramAcceptance, Slots: o.slots,
+		Budget: max(cpu.DefaultMinBudget, spec.Calibrate(c.At, 48)), MaxDepth: 8, MaxWidth: 2}
+	if dc != nil {
+		// One batched draft layer: the draft model's pass over a batch's
+		// beams, priced at 8 tokens.
+		m.Accept, m.DraftStep = sim.DraftModelAcceptance, dc.At(8)
+		// The engine prices each draft step at its batch size and, with
+		// "spec_adaptive", skips the steps that cannot pay: the replay
+		// does the same (without it the simulator speculates where the
+		// engine declines, and the two part by tens of points).
+		m.DraftCurve, m.Gate = dc, o.adaptive
+	}
+	return m
 }
 
 // The files an -engine run keeps its cost curves in (CSV: tokens a pass,
@@ -308,6 +319,9 @@ type engineRow struct {
 	// synthetic one always has candidates; the n-gram drafter only where
 	// the text repeats).
 	EngineNodes, SimNodes float64
+	// SimAccept is the share of the simulator's drafted nodes accepted,
+	// beside the engine's Accepted/Proposed.
+	SimAccept float64
 }
 
 // runEngine sweeps the real engine over the setting's loads and the
@@ -353,7 +367,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 		rate := load * s.Capacity()
 		eruns := make([][]*sim.Run, len(pols)) // per policy, one run per replica
 		sruns := make([][]*sim.Run, len(pols))
-		points := make([]engineRow, len(pols))
+		proposed, accepted := make([]int, len(pols)), make([]int, len(pols)) // draft tokens
 		// Replica by replica, every policy in turn: the machine's pace
 		// drifts over a long sweep, and interleaving spreads the drift
 		// over the policies instead of handing it to the last.
@@ -372,11 +386,9 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 					return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
 				}
 				for i, r := range recs {
-					x := run.Results[i]
-					reqRows = append(reqRows, fmt.Sprintf("%s,%.4f,%d,%d,%d,%.1f,%d,%d,%d,%.1f,%.2f,%.2f,%d,%d,%v\n", p.Name, load, k, r.Req.ID, r.Req.Category,
-						millis(r.Req.Arrival), r.PromptTokens, r.Req.Output, len(r.Tokens), millis(x.TTFT()), millis(x.TPOT()), millis(x.TPOTSLO), r.Proposed, r.Accepted, x.Attained()))
-					points[pi].Proposed += r.Proposed
-					points[pi].Accepted += r.Accepted
+					reqRows = append(reqRows, requestRow(p.Name, load, k, r, run.Results[i]))
+					proposed[pi] += r.Proposed
+					accepted[pi] += r.Accepted
 				}
 				eruns[pi] = append(eruns[pi], run)
 				if o.check {
@@ -389,19 +401,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 			}
 		}
 		for pi, p := range pols {
-			row := points[pi]
-			row.Engine = sim.Row{Setting: "engine", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(eruns[pi], len(s.Mix))}
-			decodes := func(r *sim.Run) int { return r.Decodes }
-			if d := total(eruns[pi], decodes); d > 0 {
-				row.EngineNodes = float64(d+row.Proposed) / float64(d)
-			}
-			if o.check {
-				if d := total(sruns[pi], decodes); d > 0 {
-					row.SimNodes = float64(total(sruns[pi], func(r *sim.Run) int { return r.Verified })) / float64(d)
-				}
-				row.Sim = sim.Row{Setting: "sim-replay", Policy: p.Name, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(sruns[pi], len(s.Mix))}
-			}
-			rows = append(rows, row)
+			rows = append(rows, pointRow(len(s.Mix), p.Name, load, rate, eruns[pi], sruns[pi], proposed[pi], accepted[pi], true))
 		}
 		for pi := 1; pi < len(pols) && s.Replicas > 1; pi++ {
 			mean, se := pairedDiff(eruns[0], eruns[pi], len(s.Mix))
@@ -416,7 +416,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 		return nil, err
 	}
 	// Every request of every point: which ones missed, and by how much.
-	reqCSV := "policy,load,replica,id,category,arrival_ms,prompt_tokens,max_tokens,generated,ttft_ms,tpot_ms,tpot_slo_ms,proposed,accepted,attained\n" + strings.Join(reqRows, "")
+	reqCSV := requestHeader + strings.Join(reqRows, "")
 	if err := os.WriteFile(filepath.Join(o.out, "engine-requests.csv"), []byte(reqCSV), 0o644); err != nil {
 		return nil, err
 	}
@@ -438,6 +438,42 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 		checkTable(rows)
 	}
 	return rows, nil
+}
+
+// requestHeader heads engine-requests.csv: a line per request served
+// (requestRow), which -replay reads back (readEngineRequests).
+const requestHeader = "policy,load,replica,id,category,arrival_ms,prompt_tokens,max_tokens,generated,ttft_ms,tpot_ms,tpot_slo_ms,proposed,accepted,attained,decodes\n"
+
+// requestRow is engine-requests.csv's line for the request r of replica
+// k, which the engine served under policy at load as x.
+func requestRow(policy string, load float64, k int, r record, x sim.Result) string {
+	return fmt.Sprintf("%s,%.4f,%d,%d,%d,%.1f,%d,%d,%d,%.1f,%.2f,%.2f,%d,%d,%v,%d\n", policy, load, k, r.Req.ID, r.Req.Category,
+		millis(r.Req.Arrival), r.PromptTokens, r.Req.Output, len(r.Tokens), millis(x.TTFT()), millis(x.TPOT()), millis(x.TPOTSLO),
+		r.Proposed, r.Accepted, x.Attained(), r.Chunks)
+}
+
+// pointRow is one point of the check: the engine's runs of its replicas
+// and, when the point was replayed, the simulator's (nil otherwise),
+// with the draft tokens the engine proposed and accepted. Nodes per
+// decode need the engine's decode count (knownDecodes).
+func pointRow(ncat int, policy string, load, rate float64, eruns, sruns []*sim.Run, proposed, accepted int, knownDecodes bool) engineRow {
+	row := engineRow{Proposed: proposed, Accepted: accepted}
+	row.Engine = sim.Row{Setting: "engine", Policy: policy, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(eruns, ncat)}
+	decodes := func(r *sim.Run) int { return r.Decodes }
+	if d := total(eruns, decodes); d > 0 && knownDecodes {
+		row.EngineNodes = float64(d+proposed) / float64(d)
+	}
+	if sruns != nil {
+		if d := total(sruns, decodes); d > 0 {
+			verified := total(sruns, func(r *sim.Run) int { return r.Verified })
+			row.SimNodes = float64(verified) / float64(d)
+			if verified > d {
+				row.SimAccept = float64(total(sruns, func(r *sim.Run) int { return r.Emitted })-d) / float64(verified-d)
+			}
+		}
+		row.Sim = sim.Row{Setting: "sim-replay", Policy: policy, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(sruns, ncat)}
+	}
+	return row
 }
 
 // writeCheck writes the engine's and the simulator's rows of each point,
@@ -462,15 +498,19 @@ func writeCheck(path string, rows []engineRow, mix []sim.Category) error {
 func checkTable(rows []engineRow) {
 	fmt.Printf("\n## engine vs simulator (measured curve, same requests)\n")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\tengine accept %\tnodes/decode engine\tsim\t")
+	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\t")
 	for _, r := range rows {
 		acc := 0.0
 		if r.Proposed > 0 {
 			acc = 100 * float64(r.Accepted) / float64(r.Proposed)
 		}
-		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.2f\t%.2f\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
+		nodes := "–" // a file without the engine's decodes
+		if r.EngineNodes > 0 {
+			nodes = fmt.Sprintf("%.2f", r.EngineNodes)
+		}
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%.2f\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
 			100*r.Engine.Attainment, 100*r.Sim.Attainment, 100*(r.Engine.Attainment-r.Sim.Attainment),
-			r.Engine.Goodput, r.Sim.Goodput, acc, r.EngineNodes, r.SimNodes)
+			r.Engine.Goodput, r.Sim.Goodput, acc, 100*r.SimAccept, nodes, r.SimNodes)
 	}
 	w.Flush()
 }

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/lmstream/lmstream/spec/sim"
+)
+
+// replayPoint is one policy at one load of an earlier -engine run, read
+// back from its engine-requests.csv: the engine's run of each replica.
+type replayPoint struct {
+	Policy    string
+	Load      float64
+	LoadIndex int        // the load's place in the run's -loads (its seeds)
+	Runs      []*sim.Run // by replica
+	// Proposed and Accepted are the draft tokens of the point's requests;
+	// Decodes is known only from files that have the column.
+	Proposed, Accepted int
+	HasDecodes         bool
+	// Mismatched counts requests whose TPOT, as the file rounds it, judges
+	// them otherwise than the engine did (its "attained" column): each
+	// moves the engine's attainment by one request.
+	Mismatched int
+}
+
+// requestColumns are the columns replay needs from engine-requests.csv,
+// the policy first and attained last. Files of runs before replicas lack
+// "replica" (all are replica 0), and before the decodes, "decodes".
+var requestColumns = []string{"policy", "load", "id", "category", "arrival_ms",
+	"prompt_tokens", "generated", "ttft_ms", "tpot_ms", "proposed", "accepted", "attained"}
+
+// readEngineRequests reads an -engine run's engine-requests.csv back into
+// its points, in the order the run served them. The SLOs are recomputed
+// from the mix and the baseline as the workload generator drew them (the
+// file rounds them to 10 µs), so each request is judged against the exact
+// SLO it was served with.
+func readEngineRequests(path string, mix []sim.Category, baseline time.Duration) ([]*replayPoint, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(recs) < 2 {
+		return nil, fmt.Errorf("%s: no requests", path)
+	}
+	col := map[string]int{}
+	for i, name := range recs[0] {
+		col[name] = i
+	}
+	for _, name := range requestColumns {
+		if _, ok := col[name]; !ok {
+			return nil, fmt.Errorf("%s: no %q column", path, name)
+		}
+	}
+	_, hasDecodes := col["decodes"]
+	_, hasReplica := col["replica"]
+	type key struct {
+		policy string
+		load   float64
+	}
+	byKey := map[key]*replayPoint{}
+	var points []*replayPoint
+	var loads []float64
+	for line, r := range recs[1:] {
+		bad := func(name string, err error) error {
+			return fmt.Errorf("%s line %d: %s %q: %v", path, line+2, name, r[col[name]], err)
+		}
+		num := func(name string) (float64, error) {
+			x, err := strconv.ParseFloat(r[col[name]], 64)
+			if err == nil && (math.IsNaN(x) || math.IsInf(x, 0) || x < 0) {
+				err = errors.New("not a finite number ≥ 0")
+			}
+			if err != nil {
+				return 0, bad(name, err)
+			}
+			return x, nil
+		}
+		vals := map[string]float64{}
+		for _, name := range requestColumns[1 : len(requestColumns)-1] {
+			x, err := num(name)
+			if err != nil {
+				return nil, err
+			}
+			vals[name] = x
+		}
+		for name, has := range map[string]bool{"decodes": hasDecodes, "replica": hasReplica} {
+			if has {
+				if vals[name], err = num(name); err != nil {
+					return nil, err
+				}
+			}
+		}
+		attained, err := strconv.ParseBool(r[col["attained"]])
+		if err != nil {
+			return nil, bad("attained", err)
+		}
+		cat, gen, replica := int(vals["category"]), int(vals["generated"]), int(vals["replica"])
+		switch {
+		case cat >= len(mix):
+			return nil, bad("category", fmt.Errorf("the mix has %d categories", len(mix)))
+		case gen < 1:
+			return nil, bad("generated", errors.New("a served request has a token"))
+		case replica > 1<<16:
+			return nil, bad("replica", errors.New("too large"))
+		}
+		k := key{r[col["policy"]], vals["load"]}
+		p := byKey[k]
+		if p == nil {
+			li := len(loads)
+			for i, l := range loads {
+				if l == k.load {
+					li = i
+				}
+			}
+			if li == len(loads) {
+				loads = append(loads, k.load)
+			}
+			p = &replayPoint{Policy: k.policy, Load: k.load, LoadIndex: li, HasDecodes: hasDecodes}
+			byKey[k] = p
+			points = append(points, p)
+		}
+		for len(p.Runs) <= replica {
+			p.Runs = append(p.Runs, &sim.Run{})
+		}
+		run := p.Runs[replica]
+		ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+		c := mix[cat]
+		req := sim.Request{ID: int(vals["id"]), Category: cat, Arrival: ms(vals["arrival_ms"]),
+			Prompt: int(vals["prompt_tokens"]), Output: gen,
+			TPOTSLO: time.Duration(c.TPOTx * float64(baseline)), TTFTSLO: time.Duration(c.TTFTx * float64(baseline))}
+		if n := len(run.Results); n > 0 && req.Arrival < run.Results[n-1].Arrival {
+			return nil, bad("arrival_ms", errors.New("requests of a replica out of arrival order"))
+		}
+		first := req.Arrival + ms(vals["ttft_ms"])
+		res := sim.Result{Request: req, First: first, Last: first + time.Duration(gen-1)*ms(vals["tpot_ms"]), Generated: gen}
+		if res.Attained() != attained {
+			p.Mismatched++
+		}
+		run.Results = append(run.Results, res)
+		run.End = max(run.End, res.Last)
+		run.Emitted += gen - 1
+		run.Decodes += int(vals["decodes"])
+		p.Proposed += int(vals["proposed"])
+		p.Accepted += int(vals["accepted"])
+	}
+	for _, p := range points {
+		for k, run := range p.Runs {
+			if len(run.Results) == 0 {
+				return nil, fmt.Errorf("%s: %s at load %v has no requests in replica %d", path, p.Policy, p.Load, k)
+			}
+		}
+	}
+	return points, nil
+}
+
+// runReplay checks the simulator as it is now against an earlier -engine
+// run kept in dir, without the engine: every point's requests, read back
+// from engine-requests.csv, replayed on the run's cost curves (curve.csv,
+// and draft-curve.csv where the run had a draft model) with the seeds the
+// run drew them with. It prints the check table and writes
+// engine-vs-sim.csv into o.out. o's seed, slots, max tokens and adaptive
+// must be the run's; its model and loads are not needed.
+func runReplay(o engineOpts, dir string) ([]engineRow, error) {
+	ns, ts, err := readCurve(filepath.Join(dir, targetCurveFile))
+	if err != nil {
+		return nil, err
+	}
+	c := sim.Curve{Name: "cpu measured (" + dir + ")", N: ns, T: ts}
+	var dc *sim.Curve
+	draftCurve := filepath.Join(dir, draftCurveFile)
+	if _, err := os.Stat(draftCurve); err == nil {
+		dns, dts, err := readCurve(draftCurve)
+		if err != nil {
+			return nil, err
+		}
+		dc = &sim.Curve{N: dns, T: dts}
+	}
+	m := engineMachine(o, c, dc)
+	mix := engineMix(o.maxTokens)
+	points, err := readEngineRequests(filepath.Join(dir, "engine-requests.csv"), mix, m.Baseline())
+	if err != nil {
+		return nil, err
+	}
+	s := sim.Setting{Machine: m, Mix: mix, Seed: o.seed}
+	fmt.Printf("replay of %s: %s, %s, baseline TPOT %v, B=%d, %d slots\n", dir, c.Name, m.Accept.Name, m.Baseline(), m.Budget, m.Slots)
+	var rows []engineRow
+	for _, p := range points {
+		pol, err := sim.PolicyByName(p.Policy)
+		if err != nil {
+			return nil, err
+		}
+		var sruns []*sim.Run
+		for k, run := range p.Runs {
+			sr, err := sim.Simulate(m, pol, asWorkload(run), s.ReplicaSeed(p.LoadIndex, k))
+			if err != nil {
+				return nil, fmt.Errorf("%s at load %v: %w", p.Policy, p.Load, err)
+			}
+			sruns = append(sruns, sr)
+		}
+		if p.Mismatched > 0 {
+			fmt.Printf("%s at load %v: %d requests judged otherwise at the file's rounding\n", p.Policy, p.Load, p.Mismatched)
+		}
+		rows = append(rows, pointRow(len(mix), p.Policy, p.Load, arrivalRate(p.Runs), p.Runs, sruns, p.Proposed, p.Accepted, p.HasDecodes))
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeCheck(filepath.Join(o.out, "engine-vs-sim.csv"), rows, mix); err != nil {
+		return nil, err
+	}
+	checkTable(rows)
+	return rows, nil
+}
+
+// arrivalRate is the requests per second that arrived over a point's
+// replicas (the file keeps the loads, not the capacity they scaled).
+func arrivalRate(runs []*sim.Run) float64 {
+	n, span := 0, time.Duration(0)
+	for _, r := range runs {
+		n += len(r.Results)
+		span += r.Results[len(r.Results)-1].Arrival
+	}
+	if span <= 0 {
+		return 0
+	}
+	return float64(n) / span.Seconds()
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/spec/sim"
+)
+
+// replayRun is an engine run as the harness keeps it, made up: two
+// policies at two loads, two replicas each, every request's tokens
+// paced so that requests 0, 2 and 4 of a replica meet their SLO and 1
+// and 3 miss it.
+type replayRun struct {
+	dir   string
+	opts  engineOpts
+	recs  map[string][][]record // "policy load" → by replica
+	order []string
+}
+
+func makeReplayRun(t *testing.T) replayRun {
+	t.Helper()
+	o := engineOpts{slots: 4, maxTokens: 64, seed: 3, adaptive: true}
+	c := sim.Curve{N: []int{1, 2, 4, 8, 16, 64}, T: []time.Duration{6 * time.Millisecond, 6200 * time.Microsecond,
+		6500 * time.Microsecond, 7 * time.Millisecond, 9 * time.Millisecond, 30 * time.Millisecond}}
+	m := engineMachine(o, c, nil)
+	s := sim.Setting{Machine: m, Mix: engineMix(o.maxTokens), Requests: 5, Loads: []float64{0.5, 1}, Seed: o.seed, Replicas: 2}
+	r := replayRun{dir: t.TempDir(), opts: o, recs: map[string][][]record{}}
+	require.NoError(t, writeCurve(filepath.Join(r.dir, targetCurveFile), c.N, c.T))
+	var b strings.Builder
+	b.WriteString(requestHeader)
+	for li, load := range s.Loads {
+		for k := range s.Replicas {
+			reqs, _, err := s.Replica(li, k)
+			require.NoError(t, err)
+			for pi, policy := range []string{"adaserve", "incremental"} {
+				key := policy + " " + []string{"0.5", "1"}[li]
+				if k == 0 {
+					r.order = append(r.order, key)
+				}
+				var recs []record
+				for i, q := range reqs {
+					tpot := q.TPOTSLO / 2
+					if i%2 == 1 {
+						tpot = q.TPOTSLO * 3 / 2
+					}
+					rec := record{Req: q, PromptTokens: 40 + i, Chunks: 3 + i}
+					if pi == 0 {
+						rec.Proposed, rec.Accepted = 6, 2
+					}
+					first := q.Arrival + time.Duration(20+i)*time.Millisecond
+					for j := range 4 + i {
+						rec.Tokens = append(rec.Tokens, first+time.Duration(j)*tpot)
+					}
+					recs = append(recs, rec)
+				}
+				run, err := runOf(recs)
+				require.NoError(t, err)
+				for i, rec := range recs {
+					b.WriteString(requestRow(policy, load, k, rec, run.Results[i]))
+				}
+				r.recs[key] = append(r.recs[key], recs)
+			}
+		}
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "engine-requests.csv"), []byte(b.String()), 0o644))
+	return r
+}
+
+// engine-requests.csv reads back into the runs the engine served: the
+// same points in the same order, each replica's requests with the
+// attainment, TTFT and TPOT the engine measured (to the file's rounding),
+// the load's index for the seeds, and the draft tokens and decodes.
+func TestReplayReadsBackTheEngine(t *testing.T) {
+	r := makeReplayRun(t)
+	m := engineMachine(r.opts, sim.Curve{N: []int{1, 8}, T: []time.Duration{6 * time.Millisecond, 7 * time.Millisecond}}, nil)
+	points, err := readEngineRequests(filepath.Join(r.dir, "engine-requests.csv"), engineMix(r.opts.maxTokens), m.Baseline())
+	require.NoError(t, err)
+	require.Len(t, points, len(r.order))
+	for i, p := range points {
+		require.Equal(t, r.order[i], p.Policy+" "+map[float64]string{0.5: "0.5", 1: "1"}[p.Load])
+		require.Equal(t, i/2, p.LoadIndex)
+		require.True(t, p.HasDecodes)
+		require.Zero(t, p.Mismatched)
+		require.Len(t, p.Runs, 2)
+		for k, got := range p.Runs {
+			require.InDelta(t, 0.6, sim.Summarize(got, 3).Attainment, 1e-9)
+			want, err := runOf(r.recs[r.order[i]][k])
+			require.NoError(t, err)
+			require.Len(t, got.Results, len(want.Results))
+			require.Equal(t, want.Decodes, got.Decodes)
+			require.Equal(t, want.Emitted, got.Emitted)
+			for j, x := range got.Results {
+				w := want.Results[j]
+				require.Equal(t, w.Attained(), x.Attained(), "request %d", j)
+				require.Equal(t, w.TPOTSLO, x.TPOTSLO, "the SLO as drawn, not as rounded")
+				require.Equal(t, w.TTFTSLO, x.TTFTSLO)
+				require.Equal(t, w.Prompt, x.Prompt)
+				require.InDelta(t, float64(w.TTFT()), float64(x.TTFT()), float64(100*time.Microsecond))
+				require.InDelta(t, float64(w.TPOT()), float64(x.TPOT()), float64(10*time.Microsecond))
+			}
+		}
+		if p.Policy == "adaserve" {
+			require.Equal(t, 2*5*6, p.Proposed)
+			require.Equal(t, 2*5*2, p.Accepted)
+		}
+	}
+}
+
+// -replay replays every point in the simulator on the run's curve with
+// the run's seeds: the engine's side of each row is what the engine
+// measured, and the simulator's is sim.Simulate of the same requests.
+func TestReplayChecksEveryPoint(t *testing.T) {
+	r := makeReplayRun(t)
+	r.opts.out = t.TempDir()
+	rows, err := runReplay(r.opts, r.dir)
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+	for i, row := range rows {
+		decodes := 0
+		for _, recs := range r.recs[r.order[i]] {
+			run, err := runOf(recs)
+			require.NoError(t, err)
+			decodes += run.Decodes
+		}
+		require.Equal(t, 10, row.Engine.Requests)
+		require.Equal(t, 10, row.Sim.Requests)
+		require.InDelta(t, 0.6, row.Engine.Attainment, 1e-9, "requests 0, 2 and 4 of each replica attain, 1 and 3 miss")
+		require.InDelta(t, float64(decodes+row.Proposed)/float64(decodes), row.EngineNodes, 1e-9)
+		require.Positive(t, row.SimNodes)
+	}
+	require.Equal(t, 1.0, rows[1].SimNodes, "incremental decoding verifies its roots alone")
+	_, err = os.Stat(filepath.Join(r.opts.out, "engine-vs-sim.csv"))
+	require.NoError(t, err)
+
+	// The replay of a point is the simulation of its requests with the
+	// seed the run drew them with (the file rounds the arrivals to 0.1
+	// ms, which moves the span, and so the goodput, a little).
+	m := engineMachine(r.opts, sim.Curve{N: []int{1, 2, 4, 8, 16, 64}, T: []time.Duration{6 * time.Millisecond, 6200 * time.Microsecond,
+		6500 * time.Microsecond, 7 * time.Millisecond, 9 * time.Millisecond, 30 * time.Millisecond}}, nil)
+	s := sim.Setting{Seed: r.opts.seed}
+	pol, err := sim.PolicyByName("adaserve")
+	require.NoError(t, err)
+	var sruns []*sim.Run
+	for k := range 2 {
+		run, err := runOf(r.recs["adaserve 1"][k])
+		require.NoError(t, err)
+		sr, err := sim.Simulate(m, pol, asWorkload(run), s.ReplicaSeed(1, k))
+		require.NoError(t, err)
+		sruns = append(sruns, sr)
+	}
+	require.Equal(t, sim.SummarizeRuns(sruns, 3).Attainment, rows[2].Sim.Attainment)
+	require.InEpsilon(t, sim.SummarizeRuns(sruns, 3).Goodput, rows[2].Sim.Goodput, 1e-3, "arrivals as the file rounds them")
+}
+
+// A request the file rounds across its SLO is counted, and a file the
+// replay cannot read says which line and column.
+func TestReplayRefusesBadFiles(t *testing.T) {
+	mix := engineMix(64)
+	base := 7152905 * time.Nanosecond
+	dir := t.TempDir()
+	path := filepath.Join(dir, "engine-requests.csv")
+	// Category 0's SLO is 7.152905 ms: 7.153 ms misses it, and rounds to
+	// 7.15, which meets it.
+	good := "adaserve,0.5000,0,0,0,10.0,50,64,3,20.0,7.15,7.15,0,0,false,2\n"
+	require.NoError(t, os.WriteFile(path, []byte(requestHeader+good), 0o644))
+	points, err := readEngineRequests(path, mix, base)
+	require.NoError(t, err)
+	require.Equal(t, 1, points[0].Mismatched)
+
+	for line, want := range map[string]string{
+		"adaserve,0.5000,0,0,7,10.0,50,64,3,20.0,7.15,7.15,0,0,false,2\n":  "category",
+		"adaserve,0.5000,0,0,0,x,50,64,3,20.0,7.15,7.15,0,0,false,2\n":     "arrival_ms",
+		"adaserve,0.5000,0,0,0,10.0,50,64,3,NaN,7.15,7.15,0,0,false,2\n":   "ttft_ms",
+		"adaserve,0.5000,0,0,0,10.0,50,64,-3,20.0,7.15,7.15,0,0,false,2\n": "generated",
+		"adaserve,0.5000,0,0,0,10.0,50,64,0,20.0,7.15,7.15,0,0,false,2\n":  "generated",
+		"adaserve,0.5000,0,0,0,10.0,50,64,3,20.0,7.15,7.15,0,0,maybe,2\n":  "attained",
+		"adaserve,0.5000,0,0,0,1.0,50,64,3,20.0,7.15,7.15,0,0,false,2\n":   "arrival order",
+	} {
+		require.NoError(t, os.WriteFile(path, []byte(requestHeader+good+line), 0o644))
+		_, err := readEngineRequests(path, mix, base)
+		require.ErrorContains(t, err, want, "%q", line)
+		require.ErrorContains(t, err, "line 3")
+	}
+	require.NoError(t, os.WriteFile(path, []byte("policy,load,id\nadaserve,0.5,0\n"), 0o644))
+	_, err = readEngineRequests(path, mix, base)
+	require.ErrorContains(t, err, `no "category" column`)
+	require.NoError(t, os.WriteFile(path, []byte(requestHeader), 0o644))
+	_, err = readEngineRequests(path, mix, base)
+	require.ErrorContains(t, err, "no requests")
+}
