@@ -231,7 +231,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 	}, PlainCost: m.Curve.At}
 	var gated *gate
 	if p.Spec != spec.Incremental {
-		sch.Drafter = &spec.BeamDrafter{Model: model{m.Accept}}
+		sch.Drafter = &spec.BeamDrafter{Model: model{a: m.Accept, draws: rand.New(rand.NewPCG(seed, 0xc047))}}
 		if m.Gate {
 			gated = &gate{inner: sch.Drafter, m: &m}
 			sch.Drafter = gated

@@ -388,3 +388,34 @@ func TestDraftsShare(t *testing.T) {
 	_, err = Simulate(m, p, reqs, 1)
 	require.ErrorContains(t, err, "probabilities")
 }
+
+// Continues shortens what a fixed tree verifies to the chains the drafter
+// has: with a perfect single-candidate drafter and SpecInfer's chain of
+// depth 4, every layer below the first is there with probability c, so a
+// tree holds 1 + (1 + c + c² + c³) nodes on average, and the accepted
+// path is the whole chain drafted.
+func TestContinuesShortensChains(t *testing.T) {
+	reqs, err := Generate(Workload{Rate: 2, Requests: 60, Categories: PaperMix, Seed: 5}, 10*time.Millisecond)
+	require.NoError(t, err)
+	m := Machine{Curve: Flat(10 * time.Millisecond), Accept: perfect, Slots: 4, Budget: 16}
+	p := Policy{Name: "chain", Spec: spec.SpecInfer, Branch: []int{1, 1, 1, 1}}
+	perDecode := func(c float64) (nodes, tokens float64) {
+		m.Accept.Continues = c
+		run, err := Simulate(m, p, reqs, 1)
+		require.NoError(t, err)
+		return float64(run.Verified) / float64(run.Decodes), float64(run.Emitted) / float64(run.Decodes)
+	}
+	nodes, tokens := perDecode(0)
+	require.InDelta(t, 5, nodes, 0.2, "0 means always: the whole chain")
+	require.InDelta(t, 5, tokens, 0.2)
+	const c = 0.5
+	want := 1 + (1 + c + c*c + c*c*c)
+	nodes, tokens = perDecode(c)
+	require.InDelta(t, want, nodes, 0.15)
+	require.InDelta(t, want, tokens, 0.15, "a perfect drafter's every node is accepted")
+	for _, bad := range []float64{1.5, -0.1, math.NaN()} {
+		m.Accept.Continues = bad
+		_, err = Simulate(m, p, reqs, 1)
+		require.ErrorContains(t, err, "continues", "%v", bad)
+	}
+}
