@@ -111,6 +111,10 @@ func (s *Scheduler) Observe(d time.Duration) {
 // Drafted is how many sequences the last Plan drafted for.
 func (s *Scheduler) Drafted() int { return len(s.active) }
 
+// Bound is whether the last Plan's selection was bound by the budget
+// (Selector.Bound).
+func (s *Scheduler) Bound() bool { return s.sel.Bound() }
+
 // Guard is AdaServe's selection made to hold where speculation lengthens
 // the iteration. The paper's setting is a GPU whose verify pass costs
 // about the same at 1 and at 64 tokens, so A(r) is computed with one

@@ -231,7 +231,15 @@ type Selector struct {
 	left  heap
 	order []int
 	acc   []float64
+	bound bool
 }
+
+// Bound reports whether the last Select left out, for want of budget (or
+// of EqualGreedy's quota), a node it would otherwise have verified: one at
+// or above MinProb. In a selection that was not bound, AdaServe, EqualGreedy
+// and GlobalGreedy all verify every candidate worth it, so the policies
+// differ only in the iterations the budget binds (and in AdaServe's Guard).
+func (s *Selector) Bound() bool { return s.bound }
 
 // Select picks, for every candidate, the nodes to verify: ascending node
 // indices starting with the root, ancestor-closed (a node is only selected
@@ -270,6 +278,7 @@ func (s *Selector) Select(cfg *Config, depth int, reqs []Candidate) [][]int {
 	for i := range keep {
 		keep[i] = append(keep[i][:0], 0)
 	}
+	s.bound = false
 	if n == 0 {
 		return keep
 	}
@@ -292,6 +301,7 @@ func (s *Selector) Select(cfg *Config, depth int, reqs []Candidate) [][]int {
 			for q := 0; q < quota && len(s.h) > 0 && s.h[0].prob >= cfg.MinProb; q++ {
 				s.take(reqs, keep, s.h.pop())
 			}
+			s.bound = s.bound || s.worth(cfg.MinProb)
 		}
 		return s.sorted(keep)
 	case GlobalGreedy:
@@ -392,7 +402,11 @@ func (s *Selector) fill(reqs []Candidate, keep [][]int, budget int, minProb floa
 	for ; budget > 0 && len(s.h) > 0 && s.h[0].prob >= minProb; budget-- {
 		s.take(reqs, keep, s.h.pop())
 	}
+	s.bound = s.worth(minProb)
 }
+
+// worth says whether the frontier still holds a node worth verifying.
+func (s *Selector) worth(minProb float64) bool { return len(s.h) > 0 && s.h[0].prob >= minProb }
 
 func (s *Selector) sorted(keep [][]int) [][]int {
 	for _, k := range keep {

@@ -140,6 +140,35 @@ func TestSLOPhaseHonoursMinProb(t *testing.T) {
 	require.Len(t, keep[0], r0.Len(), "without a floor the SLO phase takes every node toward its target")
 }
 
+// Bound says whether the budget (EqualGreedy: the quota) left a node worth
+// verifying out. Figure 5's trees have 12 nodes besides their 2 roots: a
+// budget of 8 leaves 6 out, 14 takes them all. With MinProb 0.3 five
+// nodes are worth it (0.7, 0.42; 0.5, 0.4, 0.35): a budget of 5 (3 after
+// the roots) is bound, one of 7 is not, as what it leaves out (0.294 and
+// less) is below the floor. The policies that do not select never are.
+func TestSelectorBound(t *testing.T) {
+	r0, r1, _, _ := figure5()
+	reqs := []Candidate{{Tree: r0, Target: 1.6}, {Tree: r1, Target: 1.8}}
+	var s Selector
+	for _, tc := range []struct {
+		policy  Policy
+		budget  int
+		minProb float64
+		bound   bool
+	}{
+		{AdaServe, 8, 0, true}, {AdaServe, 14, 0, false}, {AdaServe, 64, 0, false},
+		{GlobalGreedy, 8, 0, true}, {GlobalGreedy, 14, 0, false},
+		{EqualGreedy, 8, 0, true}, {EqualGreedy, 14, 0, false}, // quota 14/2 − 1 = 6 nodes each
+		{GlobalGreedy, 5, 0.3, true}, {GlobalGreedy, 7, 0.3, false},
+		{AdaServe, 5, 0.3, true}, {AdaServe, 7, 0.3, false},
+		{SpecInfer, 2, 0, false}, {Incremental, 2, 0, false},
+	} {
+		cfg := Config{Policy: tc.policy, Budget: tc.budget, MinProb: tc.minProb}
+		s.Select(&cfg, 3, reqs)
+		require.Equal(t, tc.bound, s.Bound(), "%v, budget %d, floor %v", tc.policy, tc.budget, tc.minProb)
+	}
+}
+
 // randomTree builds a random canonical tree with random (not necessarily
 // monotone) path probabilities.
 func randomTree(rng *SplitMix, maxDepth, maxWidth int, monotone bool) *Tree {

@@ -19,7 +19,10 @@ type Metrics struct {
 	MeanTTFT     time.Duration
 	P99TTFT      time.Duration
 	TokensPerDec float64 // tokens a decoding request gained per iteration
-	PerCategory  []float64
+	// Bound is the share of the iterations that planned trees in which
+	// the budget bound the selection (Run.Bound).
+	Bound       float64
+	PerCategory []float64
 }
 
 // Summarize computes the metrics of a run over ncat categories.
@@ -33,7 +36,7 @@ func SummarizeRuns(runs []*Run, ncat int) Metrics {
 	m := Metrics{PerCategory: make([]float64, ncat)}
 	count := make([]int, ncat)
 	var tpots, ttfts []time.Duration
-	var good, all, emitted, decodes int
+	var good, all, emitted, decodes, planned, bound int
 	var span time.Duration
 	for _, r := range runs {
 		if len(r.Results) == 0 || r.End <= 0 {
@@ -42,6 +45,7 @@ func SummarizeRuns(runs []*Run, ncat int) Metrics {
 		m.Requests += len(r.Results)
 		span += r.End - r.Results[0].Arrival
 		emitted, decodes = emitted+r.Emitted, decodes+r.Decodes
+		planned, bound = planned+r.Planned, bound+r.Bound
 		for _, x := range r.Results {
 			count[x.Category]++
 			all += x.Generated
@@ -68,6 +72,9 @@ func SummarizeRuns(runs []*Run, ncat int) Metrics {
 	m.MeanTTFT, m.P99TTFT = meanP99(ttfts)
 	if decodes > 0 {
 		m.TokensPerDec = float64(emitted) / float64(decodes)
+	}
+	if planned > 0 {
+		m.Bound = float64(bound) / float64(planned)
 	}
 	return m
 }

@@ -192,7 +192,12 @@ type Run struct {
 	Verified   int // tree nodes verified (roots included)
 	Emitted    int // decode tokens emitted by verification
 	Decodes    int // request-iterations that decoded
-	End        time.Duration
+	// Planned counts the iterations that planned trees for decoding
+	// requests, and Bound those of them whose selection the budget bound
+	// (spec.Selector.Bound): the only ones in which the policies that
+	// select by probability can differ.
+	Planned, Bound int
+	End            time.Duration
 }
 
 type live struct {
@@ -331,6 +336,10 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			}
 			if trees, err = sch.Plan(seqs, epoch.Add(now)); err != nil {
 				return nil, err
+			}
+			run.Planned++
+			if sch.Bound() {
+				run.Bound++
 			}
 			depth := 0
 			for _, t := range trees {

@@ -419,3 +419,27 @@ func TestContinuesShortensChains(t *testing.T) {
 		require.ErrorContains(t, err, "continues", "%v", bad)
 	}
 }
+
+// A run counts the iterations whose selection the budget bound: with four
+// requests drafting depth-3 chains on a flat curve (every node worth
+// verifying), a budget of 8 (4 roots, 4 nodes) binds whenever more than
+// one request decodes, and a budget of 64 never does; incremental
+// decoding selects nothing.
+func TestRunCountsBoundSelections(t *testing.T) {
+	reqs, err := Generate(Workload{Rate: 50, Requests: 40, Categories: PaperMix, Seed: 2}, 10*time.Millisecond)
+	require.NoError(t, err)
+	m := Machine{Curve: Flat(10 * time.Millisecond), Accept: perfect, Slots: 4, MaxDepth: 3, MaxWidth: 1}
+	share := func(policy string, budget int) float64 {
+		p, err := PolicyByName(policy)
+		require.NoError(t, err)
+		m.Budget = budget
+		run, err := Simulate(m, p, reqs, 1)
+		require.NoError(t, err)
+		require.Positive(t, run.Planned)
+		return SummarizeRuns([]*Run{run}, len(PaperMix)).Bound
+	}
+	require.Greater(t, share("global-greedy", 8), 0.5)
+	require.Greater(t, share("adaserve", 8), 0.5)
+	require.Zero(t, share("global-greedy", 64))
+	require.Zero(t, share("incremental", 8))
+}

@@ -152,6 +152,7 @@ func WriteCSV(w io.Writer, rows []Row, mix []Category) error {
 	for _, c := range mix {
 		head = append(head, "attain_"+c.Name)
 	}
+	head = append(head, "budget_bound")
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -163,6 +164,7 @@ func WriteCSV(w io.Writer, rows []Row, mix []Category) error {
 		for _, a := range r.PerCategory {
 			rec = append(rec, f(a))
 		}
+		rec = append(rec, f(r.Bound))
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

@@ -498,7 +498,7 @@ func writeCheck(path string, rows []engineRow, mix []sim.Category) error {
 func checkTable(rows []engineRow) {
 	fmt.Printf("\n## engine vs simulator (measured curve, same requests)\n")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\t")
+	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\tsim budget bound %\t")
 	for _, r := range rows {
 		acc := 0.0
 		if r.Proposed > 0 {
@@ -508,9 +508,9 @@ func checkTable(rows []engineRow) {
 		if r.EngineNodes > 0 {
 			nodes = fmt.Sprintf("%.2f", r.EngineNodes)
 		}
-		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%.2f\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%.2f\t%.1f\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
 			100*r.Engine.Attainment, 100*r.Sim.Attainment, 100*(r.Engine.Attainment-r.Sim.Attainment),
-			r.Engine.Goodput, r.Sim.Goodput, acc, 100*r.SimAccept, nodes, r.SimNodes)
+			r.Engine.Goodput, r.Sim.Goodput, acc, 100*r.SimAccept, nodes, r.SimNodes, 100*r.Sim.Bound)
 	}
 	w.Flush()
 }
