@@ -351,7 +351,9 @@ gpu-bundle: $(MODEL_PATH) $(LIB) $(BUILD)/stream
 # the real engine (-engine): MODEL_PATH with the n-gram drafter, and the
 # Qwen2.5-Coder pair with its draft model on a shorter sweep (about 15
 # minutes on two cores), each point replayed in the simulator on the
-# measured curve (engine-vs-sim.csv); CI's smoke is TestEngineSmoke.
+# measured curve (engine-vs-sim.csv); CI's smoke is TestEngineSmoke. A kept
+# run checks a changed simulator in a second, without the engine:
+# go run ./core/cmd/lmsadaserve -replay build/adaserve -out build/replay.
 ADASERVE_QWEN := $(shell $(FETCH) --path qwen2.5-coder-1.5b)
 ADASERVE_QWEN_DRAFT := $(shell $(FETCH) --path qwen2.5-coder-0.5b)
 bench-adaserve: $(MODEL_PATH) $(ADASERVE_QWEN) $(ADASERVE_QWEN_DRAFT)

@@ -21,7 +21,7 @@
 // -replay DIR checks the simulator as it is now against such a run kept
 // in DIR (its engine-requests.csv and curves), without the engine:
 //
-//	lmsadaserve -replay build/adaserve -max-tokens 64 -out build/replay
+//	lmsadaserve -replay build/adaserve -out build/replay
 //
 // Each run keeps the cost curves it used (curve.csv, draft-curve.csv in
 // -out). The curve sets the SLOs and the request rates, and a two-core VM
@@ -74,10 +74,10 @@ func main() {
 	check := flag.Bool("check", true, "with -engine: replay every point in the simulator on the measured curve")
 	curves := flag.String("curves", "", "with -engine: an earlier run's -out directory whose measured cost curves (curve.csv, draft-curve.csv) to use instead of measuring, so that two builds serve the same SLOs and rates")
 	adaptive := flag.Bool("adaptive", true, "with -engine: the engine's spec_adaptive (false: speculate as the simulator does, even where it does not pay)")
-	replay := flag.String("replay", "", "an earlier -engine run's -out directory: check the simulator against its requests without the engine (give that run's -seed, -slots, -max-tokens and -adaptive)")
+	replay := flag.String("replay", "", "an earlier -engine run's -out directory: check the simulator against its requests without the engine (give that run's -seed, -slots and -adaptive)")
 	flag.Parse()
 	if *replay != "" {
-		if _, err := runReplay(engineOpts{out: *out, slots: *slots, maxTokens: *maxTokens, seed: *seed, adaptive: *adaptive}, *replay); err != nil {
+		if _, err := runReplay(engineOpts{out: *out, slots: *slots, seed: *seed, adaptive: *adaptive}, *replay); err != nil {
 			fmt.Fprintln(os.Stderr, "lmsadaserve:", err)
 			os.Exit(1)
 		}

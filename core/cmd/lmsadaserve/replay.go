@@ -169,8 +169,8 @@ func readEngineRequests(path string, mix []sim.Category, baseline time.Duration)
 // from engine-requests.csv, replayed on the run's cost curves (curve.csv,
 // and draft-curve.csv where the run had a draft model) with the seeds the
 // run drew them with. It prints the check table and writes
-// engine-vs-sim.csv into o.out. o's seed, slots, max tokens and adaptive
-// must be the run's; its model and loads are not needed.
+// engine-vs-sim.csv into o.out. o's seed, slots and adaptive must be the
+// run's; nothing else is needed.
 func runReplay(o engineOpts, dir string) ([]engineRow, error) {
 	ns, ts, err := readCurve(filepath.Join(dir, targetCurveFile))
 	if err != nil {
@@ -187,7 +187,7 @@ func runReplay(o engineOpts, dir string) ([]engineRow, error) {
 		dc = &sim.Curve{N: dns, T: dts}
 	}
 	m := engineMachine(o, c, dc)
-	mix := engineMix(o.maxTokens)
+	mix := sim.PaperMix // the SLOs and the names: the lengths are the file's
 	points, err := readEngineRequests(filepath.Join(dir, "engine-requests.csv"), mix, m.Baseline())
 	if err != nil {
 		return nil, err
