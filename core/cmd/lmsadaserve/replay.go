@@ -4,7 +4,6 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +28,10 @@ type replayPoint struct {
 	// moves the engine's attainment by one request.
 	Mismatched int
 }
+
+// maxField bounds every number of engine-requests.csv: 10⁹ (ms: 11 days;
+// tokens, ids), so that no time overflows a time.Duration.
+const maxField = 1e9
 
 // requestColumns are the columns replay needs from engine-requests.csv,
 // the policy first and attained last. Files of runs before replicas lack
@@ -78,8 +81,8 @@ func readEngineRequests(path string, mix []sim.Category, baseline time.Duration)
 		}
 		num := func(name string) (float64, error) {
 			x, err := strconv.ParseFloat(r[col[name]], 64)
-			if err == nil && (math.IsNaN(x) || math.IsInf(x, 0) || x < 0) {
-				err = errors.New("not a finite number ≥ 0")
+			if err == nil && !(x >= 0 && x <= maxField) { // NaN too
+				err = fmt.Errorf("not a number in [0, %g]", maxField)
 			}
 			if err != nil {
 				return 0, bad(name, err)

@@ -177,6 +177,7 @@ func TestReplayRefusesBadFiles(t *testing.T) {
 		"adaserve,0.5000,0,0,7,10.0,50,64,3,20.0,7.15,7.15,0,0,false,2\n":  "category",
 		"adaserve,0.5000,0,0,0,x,50,64,3,20.0,7.15,7.15,0,0,false,2\n":     "arrival_ms",
 		"adaserve,0.5000,0,0,0,10.0,50,64,3,NaN,7.15,7.15,0,0,false,2\n":   "ttft_ms",
+		"adaserve,0.5000,0,0,0,1e300,50,64,3,20.0,7.15,7.15,0,0,false,2\n": "arrival_ms",
 		"adaserve,0.5000,0,0,0,10.0,50,64,-3,20.0,7.15,7.15,0,0,false,2\n": "generated",
 		"adaserve,0.5000,0,0,0,10.0,50,64,0,20.0,7.15,7.15,0,0,false,2\n":  "generated",
 		"adaserve,0.5000,0,0,0,10.0,50,64,3,20.0,7.15,7.15,0,0,maybe,2\n":  "attained",
