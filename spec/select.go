@@ -237,8 +237,9 @@ type Selector struct {
 // Bound reports whether the last Select left out, for want of budget (or
 // of EqualGreedy's quota), a node it would otherwise have verified: one at
 // or above MinProb. In a selection that was not bound, AdaServe, EqualGreedy
-// and GlobalGreedy all verify every candidate worth it, so the policies
-// differ only in the iterations the budget binds (and in AdaServe's Guard).
+// and GlobalGreedy all verify every candidate worth it, so their trees
+// differ only in the iterations the budget binds (AdaServe's Guard and its
+// SLO-sized prefill chunk act around the selection, not in it).
 func (s *Selector) Bound() bool { return s.bound }
 
 // Select picks, for every candidate, the nodes to verify: ascending node

@@ -359,6 +359,15 @@ func TestReplicasPoolWorkloads(t *testing.T) {
 	}
 }
 
+// verifiedAndEmitted simulates the requests and returns the tree nodes
+// verified and the tokens emitted per request-iteration that decoded.
+func verifiedAndEmitted(t *testing.T, m Machine, p Policy, reqs []Request) (nodes, tokens float64) {
+	t.Helper()
+	run, err := Simulate(m, p, reqs, 1)
+	require.NoError(t, err)
+	return float64(run.Verified) / float64(run.Decodes), float64(run.Emitted) / float64(run.Decodes)
+}
+
 // A drafter with nothing to propose in most iterations (Drafts) leaves
 // those requests decoding plainly: verified nodes and tokens per decode
 // fall towards 1, in proportion.
@@ -370,9 +379,7 @@ func TestDraftsShare(t *testing.T) {
 	require.NoError(t, err)
 	perDecode := func(drafts float64) (nodes, tokens float64) {
 		m.Accept.Drafts = drafts
-		run, err := Simulate(m, p, reqs, 1)
-		require.NoError(t, err)
-		return float64(run.Verified) / float64(run.Decodes), float64(run.Emitted) / float64(run.Decodes)
+		return verifiedAndEmitted(t, m, p, reqs)
 	}
 	allNodes, allTokens := perDecode(1)
 	require.Greater(t, allTokens, 3.0, "a perfect drafter of depth 3 gains nearly 4 tokens a decode")
@@ -401,9 +408,7 @@ func TestContinuesShortensChains(t *testing.T) {
 	p := Policy{Name: "chain", Spec: spec.SpecInfer, Branch: []int{1, 1, 1, 1}}
 	perDecode := func(c float64) (nodes, tokens float64) {
 		m.Accept.Continues = c
-		run, err := Simulate(m, p, reqs, 1)
-		require.NoError(t, err)
-		return float64(run.Verified) / float64(run.Decodes), float64(run.Emitted) / float64(run.Decodes)
+		return verifiedAndEmitted(t, m, p, reqs)
 	}
 	nodes, tokens := perDecode(0)
 	require.InDelta(t, 5, nodes, 0.2, "0 means always: the whole chain")
