@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -20,7 +21,8 @@ type Metrics struct {
 	P99TTFT      time.Duration
 	TokensPerDec float64 // tokens a decoding request gained per iteration
 	// Bound is the share of the iterations that planned trees in which
-	// the budget bound the selection (Run.Bound).
+	// the budget bound the selection (Run.Bound); NaN where no iteration
+	// was counted (the engine's runs, which the harness sees from outside).
 	Bound       float64
 	PerCategory []float64
 }
@@ -73,6 +75,7 @@ func SummarizeRuns(runs []*Run, ncat int) Metrics {
 	if decodes > 0 {
 		m.TokensPerDec = float64(emitted) / float64(decodes)
 	}
+	m.Bound = math.NaN()
 	if planned > 0 {
 		m.Bound = float64(bound) / float64(planned)
 	}

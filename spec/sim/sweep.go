@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"time"
 
@@ -164,7 +165,11 @@ func WriteCSV(w io.Writer, rows []Row, mix []Category) error {
 		for _, a := range r.PerCategory {
 			rec = append(rec, f(a))
 		}
-		rec = append(rec, f(r.Bound))
+		bound := "" // not counted
+		if !math.IsNaN(r.Bound) {
+			bound = f(r.Bound)
+		}
+		rec = append(rec, bound)
 		if err := cw.Write(rec); err != nil {
 			return err
 		}

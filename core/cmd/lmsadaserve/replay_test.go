@@ -1,8 +1,12 @@
 package main
 
 import (
+	"encoding/csv"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -135,8 +139,26 @@ func TestReplayChecksEveryPoint(t *testing.T) {
 		require.Positive(t, row.SimNodes)
 	}
 	require.Equal(t, 1.0, rows[1].SimNodes, "incremental decoding verifies its roots alone")
-	_, err = os.Stat(filepath.Join(r.opts.out, "engine-vs-sim.csv"))
+	// The simulator counts the iterations the budget bound; the engine's
+	// runs, seen from outside, have no such count: its column is empty.
+	f, err := os.Open(filepath.Join(r.opts.out, "engine-vs-sim.csv"))
 	require.NoError(t, err)
+	recs, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	require.NoError(t, err)
+	require.Len(t, recs, 1+2*4)
+	col := slices.Index(recs[0], "budget_bound")
+	require.Positive(t, col)
+	for _, rec := range recs[1:] {
+		if rec[0] == "engine" {
+			require.Empty(t, rec[col])
+			continue
+		}
+		x, err := strconv.ParseFloat(rec[col], 64)
+		require.NoError(t, err, rec[0])
+		require.True(t, x >= 0 && x <= 1)
+	}
+	require.True(t, math.IsNaN(rows[0].Engine.Bound))
 
 	// The replay of a point is the simulation of its requests with the
 	// seed the run drew them with (the file rounds the arrivals to 0.1
