@@ -23,6 +23,7 @@ import (
 type replayRun struct {
 	dir   string
 	opts  engineOpts
+	curve sim.Curve             // the run's, kept in dir
 	recs  map[string][][]record // "policy load" → by replica
 	order []string
 }
@@ -34,7 +35,7 @@ func makeReplayRun(t *testing.T) replayRun {
 		6500 * time.Microsecond, 7 * time.Millisecond, 9 * time.Millisecond, 30 * time.Millisecond}}
 	m := engineMachine(o, c, nil)
 	s := sim.Setting{Machine: m, Mix: engineMix(o.maxTokens), Requests: 5, Loads: []float64{0.5, 1}, Seed: o.seed, Replicas: 2}
-	r := replayRun{dir: t.TempDir(), opts: o, recs: map[string][][]record{}}
+	r := replayRun{dir: t.TempDir(), opts: o, curve: c, recs: map[string][][]record{}}
 	require.NoError(t, writeCurve(filepath.Join(r.dir, targetCurveFile), c.N, c.T))
 	var b strings.Builder
 	b.WriteString(requestHeader)
@@ -82,7 +83,7 @@ func makeReplayRun(t *testing.T) replayRun {
 // the load's index for the seeds, and the draft tokens and decodes.
 func TestReplayReadsBackTheEngine(t *testing.T) {
 	r := makeReplayRun(t)
-	m := engineMachine(r.opts, sim.Curve{N: []int{1, 8}, T: []time.Duration{6 * time.Millisecond, 7 * time.Millisecond}}, nil)
+	m := engineMachine(r.opts, r.curve, nil)
 	points, err := readEngineRequests(filepath.Join(r.dir, "engine-requests.csv"), engineMix(r.opts.maxTokens), m.Baseline())
 	require.NoError(t, err)
 	require.Len(t, points, len(r.order))
@@ -163,8 +164,7 @@ func TestReplayChecksEveryPoint(t *testing.T) {
 	// The replay of a point is the simulation of its requests with the
 	// seed the run drew them with (the file rounds the arrivals to 0.1
 	// ms, which moves the span, and so the goodput, a little).
-	m := engineMachine(r.opts, sim.Curve{N: []int{1, 2, 4, 8, 16, 64}, T: []time.Duration{6 * time.Millisecond, 6200 * time.Microsecond,
-		6500 * time.Microsecond, 7 * time.Millisecond, 9 * time.Millisecond, 30 * time.Millisecond}}, nil)
+	m := engineMachine(r.opts, r.curve, nil)
 	s := sim.Setting{Seed: r.opts.seed}
 	pol, err := sim.PolicyByName("adaserve")
 	require.NoError(t, err)
