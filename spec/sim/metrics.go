@@ -35,7 +35,7 @@ func Summarize(r *Run, ncat int) Metrics { return SummarizeRuns([]*Run{r}, ncat)
 // attainment and the TPOT and TTFT figures over all their requests,
 // goodput and throughput as their tokens over the sum of their spans.
 func SummarizeRuns(runs []*Run, ncat int) Metrics {
-	m := Metrics{PerCategory: make([]float64, ncat)}
+	m := Metrics{PerCategory: make([]float64, ncat), Bound: math.NaN()}
 	count := make([]int, ncat)
 	var tpots, ttfts []time.Duration
 	var good, all, emitted, decodes, planned, bound int
@@ -75,7 +75,6 @@ func SummarizeRuns(runs []*Run, ncat int) Metrics {
 	if decodes > 0 {
 		m.TokensPerDec = float64(emitted) / float64(decodes)
 	}
-	m.Bound = math.NaN()
 	if planned > 0 {
 		m.Bound = float64(bound) / float64(planned)
 	}
