@@ -7,6 +7,7 @@ import (
 	"github.com/lmstream/lmstream/core/cuda/cu"
 	"github.com/lmstream/lmstream/core/cuda/kernels"
 	"github.com/lmstream/lmstream/core/cuda/nvrtc"
+	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/quant"
 )
 
@@ -33,7 +34,10 @@ type device struct {
 }
 
 type kernelSet struct {
-	embed, rmsnormQuant, quant, ropeStore, attention, kvCommit, argmax *cu.Function
+	embed, rmsnormQuant, quant, ropeStore, kvCommit, argmax *cu.Function
+	// attention holds each instance of the attention kernel, by the head
+	// dimension it is written for and the query heads a block takes.
+	attention map[attentionShape]*cu.Function
 	// matvec holds the mat-vec kernel of each weight type (kernels.MatVec),
 	// matmul its tensor-core twin for larger passes (kernels.MatMul).
 	matvec, matmul, matmul1 map[quant.Type]*cu.Function
@@ -52,6 +56,43 @@ func (k *kernelSet) mul(typ quant.Type, rows, nt int) (f *cu.Function, grid, blo
 		return k.matmul1[typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, 8), 1}, block
 	}
 	return k.matmul[typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, kernels.MatMulTokens), 1}, block
+}
+
+// attentionShape picks an attention kernel: the head dimension it is
+// written for (one of kernels.AttentionHeadDims) and the query heads of
+// one kv head each block takes.
+type attentionShape struct{ hd, group int }
+
+// attentionFor is the attention kernel for a pass of n tokens of model c
+// and its grid: a block per (token, query head) for passes of fewer than
+// groupFrom tokens, else a block per (token, the largest share of a kv
+// head's query heads an instance takes). A token's output is the same bits
+// either way (kernels.cu, attention_t).
+func (k *kernelSet) attentionFor(c *model.Config, n, groupFrom int) (*cu.Function, [3]uint32) {
+	hd := kernels.AttentionHeadDims[len(kernels.AttentionHeadDims)-1]
+	for _, d := range kernels.AttentionHeadDims {
+		if c.HeadDim <= d {
+			hd = d
+			break
+		}
+	}
+	g := 1
+	if n >= groupFrom {
+		g = attentionGroup(c.Heads / c.KVHeads)
+	}
+	return k.attention[attentionShape{hd, g}], [3]uint32{uint32(n), uint32(c.Heads / g), 1}
+}
+
+// attentionGroup is the most query heads of a kv head's share (of
+// share heads) that one attention block can take: the largest divisor
+// of share up to kernels.AttentionMaxGroup.
+func attentionGroup(share int) int {
+	for g := min(share, kernels.AttentionMaxGroup); g > 1; g-- {
+		if share%g == 0 {
+			return g
+		}
+	}
+	return 1
 }
 
 // openDevice opens the driver and NVRTC, compiles the kernels for the
@@ -91,11 +132,19 @@ func openDevice(o Options) (*device, error) {
 	}
 	for name, f := range map[string]**cu.Function{
 		"embed": &dev.k.embed, "rmsnorm_quant": &dev.k.rmsnormQuant, "quant": &dev.k.quant,
-		"rope_store": &dev.k.ropeStore, "attention": &dev.k.attention,
-		"kv_commit": &dev.k.kvCommit, "argmax": &dev.k.argmax,
+		"rope_store": &dev.k.ropeStore,
+		"kv_commit":  &dev.k.kvCommit, "argmax": &dev.k.argmax,
 	} {
 		if *f, err = dev.mod.Function(name); err != nil {
 			return fail(err)
+		}
+	}
+	dev.k.attention = map[attentionShape]*cu.Function{}
+	for _, hd := range kernels.AttentionHeadDims {
+		for g := 1; g <= kernels.AttentionMaxGroup; g++ {
+			if dev.k.attention[attentionShape{hd, g}], err = dev.mod.Function(kernels.Attention(hd, g)); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	dev.k.matvec, dev.k.matmul, dev.k.matmul1 = map[quant.Type]*cu.Function{}, map[quant.Type]*cu.Function{}, map[quant.Type]*cu.Function{}

@@ -456,11 +456,19 @@ func TestGPUBench(t *testing.T) {
 	fmt.Printf("forward at ctx 256: N=1 %.3f ms with the logits, %.3f ms with the argmax\n", t1.Seconds()*1000, a1.Seconds()*1000)
 	for _, n := range []int{2, 4, 8, 12, 16, 24, 32, 48, 64, 128, 256} {
 		tn, an := timeIt(n, 256, true, false), timeIt(n, 256, true, true)
-		fmt.Printf("  N=%-3d logits %.3f ms  T(N)/T(1) %.2f   argmax %.3f ms  T(N)/T(1) %.2f\n",
-			n, tn.Seconds()*1000, tn.Seconds()/t1.Seconds(), an.Seconds()*1000, an.Seconds()/a1.Seconds())
+		// The argmax pass again with attention a block per query head,
+		// and a block per kv head's share, whichever the pass size.
+		p.gpu.SetAttentionGroupFrom(1 << 30)
+		ah := timeIt(n, 256, true, true)
+		p.gpu.SetAttentionGroupFrom(1)
+		ag := timeIt(n, 256, true, true)
+		p.gpu.SetAttentionGroupFrom(0)
+		fmt.Printf("  N=%-3d logits %.3f ms  T(N)/T(1) %.2f   argmax %.3f ms  T(N)/T(1) %.2f   (attention a block per head %.3f, grouped %.3f)\n",
+			n, tn.Seconds()*1000, tn.Seconds()/t1.Seconds(), an.Seconds()*1000, an.Seconds()/a1.Seconds(),
+			ah.Seconds()*1000, ag.Seconds()*1000)
 	}
 	// Where a verify pass's GPU time goes, kernel by kernel (eager).
-	for _, n := range []int{16, 64} {
+	for _, n := range []int{1, 16, 64, 256} {
 		c.Truncate(0)
 		var b model.Batch
 		chain(&b, c, make([]int32, 256), false)

@@ -23,7 +23,13 @@ import (
 // mixes Q5_0, Q8_0 and Q4_1 (gate·up as two pieces). untied adds a Q6_K
 // output head beside a Q4_K token_embd; tied, token_embd is Q8_0.
 func mixedQwen(t testing.TB, untied bool, seed int64) *gguf.File {
-	const layers, embd, heads, kvHeads, ff, vocab = 3, 256, 4, 2, 768, 333
+	return mixedQwenShaped(t, untied, seed, 256, 4, 2)
+}
+
+// mixedQwenShaped is mixedQwen with another width (a multiple of 256, for
+// the K-quants' rows) and heads.
+func mixedQwenShaped(t testing.TB, untied bool, seed int64, embd, heads, kvHeads int) *gguf.File {
+	const layers, ff, vocab = 3, 768, 333
 	hd := embd / heads
 	types := map[string]quant.Type{
 		"blk.0.attn_q": quant.Q4_K, "blk.0.attn_k": quant.Q4_K, "blk.0.attn_v": quant.Q6_K, "blk.0.attn_output": quant.Q4_K,
@@ -73,24 +79,25 @@ func mixedQwen(t testing.TB, untied bool, seed int64) *gguf.File {
 		require.NoError(t, w.AddTensor(name, typ, dims, data))
 	}
 	qd, kvd := heads*hd, kvHeads*hd
+	sq := math.Sqrt(float64(embd))
 	add("token_embd.weight", []int{embd, vocab}, 1, 0)
 	add("output_norm.weight", []int{embd}, 0.2, 1)
 	if untied {
-		add("output.weight", []int{embd, vocab}, 4/math.Sqrt(embd), 0)
+		add("output.weight", []int{embd, vocab}, 4/sq, 0)
 	}
 	for l := 0; l < layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		add(p+"attn_norm.weight", []int{embd}, 0.2, 1)
-		add(p+"attn_q.weight", []int{embd, qd}, 1/math.Sqrt(embd), 0)
-		add(p+"attn_k.weight", []int{embd, kvd}, 1/math.Sqrt(embd), 0)
-		add(p+"attn_v.weight", []int{embd, kvd}, 1/math.Sqrt(embd), 0)
+		add(p+"attn_q.weight", []int{embd, qd}, 1/sq, 0)
+		add(p+"attn_k.weight", []int{embd, kvd}, 1/sq, 0)
+		add(p+"attn_v.weight", []int{embd, kvd}, 1/sq, 0)
 		add(p+"attn_q.bias", []int{qd}, 0.3, 0)
 		add(p+"attn_k.bias", []int{kvd}, 0.3, 0)
 		add(p+"attn_v.bias", []int{kvd}, 0.3, 0)
 		add(p+"attn_output.weight", []int{qd, embd}, 1/math.Sqrt(float64(qd)), 0)
 		add(p+"ffn_norm.weight", []int{embd}, 0.2, 1)
-		add(p+"ffn_gate.weight", []int{embd, ff}, 1/math.Sqrt(embd), 0)
-		add(p+"ffn_up.weight", []int{embd, ff}, 1/math.Sqrt(embd), 0)
+		add(p+"ffn_gate.weight", []int{embd, ff}, 1/sq, 0)
+		add(p+"ffn_up.weight", []int{embd, ff}, 1/sq, 0)
 		add(p+"ffn_down.weight", []int{ff, embd}, 1/math.Sqrt(ff), 0)
 	}
 	var buf bytes.Buffer
@@ -188,6 +195,80 @@ func TestMixedKQuantModelMatchesCPU(t *testing.T) {
 				step(fmt.Sprintf("decode %d", i), toks(1), false)
 			}
 			t.Logf("max |Δlogit| / max |logit|: %.3g (tolerance %.2g)", worst, mixedTol)
+		})
+	}
+}
+
+// TestAttentionGroupsMatch runs mixedQwen widened to other heads — 8 of 64
+// dimensions on one kv head, and 6 of 128 (Qwen2.5-Coder-1.5B's head
+// dimension, on the other attention instances) — so that verify-sized
+// passes run attention blocks taking several query heads. A 40-token
+// prefill must match the CPU within mixedTol, and give exactly the logits
+// of the same tokens run one at a time (a block per head) and of the pass
+// with a block per head.
+func TestAttentionGroupsMatch(t *testing.T) {
+	for _, sh := range []struct{ embd, heads, kvHeads int }{{512, 8, 1}, {768, 6, 1}} {
+		t.Run(fmt.Sprintf("%d heads of %d", sh.heads, sh.embd/sh.heads), func(t *testing.T) {
+			f := mixedQwenShaped(t, false, 23, sh.embd, sh.heads, sh.kvHeads)
+			g, err := Load(f, Options{})
+			if err != nil {
+				skipOrFail(t, err)
+			}
+			defer g.Close()
+			m, err := model.Load(f, 0)
+			require.NoError(t, err)
+			defer m.Close()
+			v := m.Config().Vocab
+			rng := rand.New(rand.NewSource(24))
+			toks := make([]int32, 40)
+			for i := range toks {
+				toks[i] = int32(rng.Intn(v))
+			}
+			// pass runs toks in passes of chunk tokens on the GPU.
+			pass := func(chunk, groupFrom int) []float32 {
+				g.SetAttentionGroupFrom(groupFrom)
+				out := make([]float32, len(toks)*v)
+				c, err := g.NewCache(64)
+				require.NoError(t, err)
+				for at := 0; at < len(toks); at += chunk {
+					end := min(at+chunk, len(toks))
+					var b model.Batch
+					chain(&b, c, toks[at:end], true)
+					require.NoError(t, g.Forward(&b, out[at*v:end*v]))
+					commitAll(t, c, end-at)
+				}
+				return out
+			}
+			grouped := pass(len(toks), 1)
+			for _, other := range []struct {
+				what             string
+				chunk, groupFrom int
+			}{{"one token a pass", 1, 1}, {"a block per head", len(toks), 1 << 30}} {
+				got := pass(other.chunk, other.groupFrom)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(grouped[i]) {
+						t.Fatalf("%s: token %d logit %d is %v, %v with grouped attention", other.what, i/v, i%v, got[i], grouped[i])
+					}
+				}
+			}
+			g.SetAttentionGroupFrom(0)
+			var cb model.Batch
+			cc := m.NewCache(64)
+			chain(&cb, cc, toks, true)
+			cl := make([]float32, len(toks)*v)
+			require.NoError(t, m.Forward(&cb, cl))
+			worst := 0.0
+			for r := range toks {
+				gr, cr := grouped[r*v:(r+1)*v], cl[r*v:(r+1)*v]
+				d, s := 0.0, 0.0
+				for i := range cr {
+					require.False(t, math.IsNaN(float64(gr[i])), "row %d: NaN", r)
+					d, s = max(d, math.Abs(float64(gr[i]-cr[i]))), max(s, math.Abs(float64(cr[i])))
+				}
+				worst = max(worst, d/s)
+				require.LessOrEqual(t, d/s, mixedTol, "row %d: max |Δlogit| %.4f of max |logit| %.4f", r, d, s)
+			}
+			t.Logf("max |Δlogit| / max |logit| against the CPU: %.3g (tolerance %.2g)", worst, mixedTol)
 		})
 	}
 }

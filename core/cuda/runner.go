@@ -47,8 +47,10 @@ type Runner struct {
 	plan   model.Plan
 	bufs   buffers
 	graphs map[graphKey]*cu.GraphExec
-	eager  bool                  // launch kernel by kernel instead of replaying graphs
-	allocs map[cu.DevicePtr]bool // every device allocation, freed by Close
+	eager  bool // launch kernel by kernel instead of replaying graphs
+	// groupFrom overrides kernels.AttentionGroupFrom when not 0.
+	groupFrom int
+	allocs    map[cu.DevicePtr]bool // every device allocation, freed by Close
 }
 
 // buffers are the pass's activations, sized for capTok tokens, capRows
@@ -151,6 +153,24 @@ func (r *Runner) SetDependentLaunch(on bool) {
 		r.dropGraphs()
 		r.dev.dependent = on
 	}
+}
+
+// SetAttentionGroupFrom sets the fewest tokens of a pass whose attention
+// blocks take all of a kv head's query heads (for benchmarks; 0 restores
+// kernels.AttentionGroupFrom). The same logits either way.
+func (r *Runner) SetAttentionGroupFrom(n int) {
+	if n != r.groupFrom {
+		r.dev.stream.Sync()
+		r.dropGraphs()
+		r.groupFrom = n
+	}
+}
+
+func (r *Runner) attentionGroupFrom() int {
+	if r.groupFrom > 0 {
+		return r.groupFrom
+	}
+	return kernels.AttentionGroupFrom
 }
 
 // Device says which GPU runs the model and where its libraries came from.

@@ -1004,33 +1004,86 @@ struct AttnArgs {
   int neox, pad;
 };
 
-// attention: one block per (token, query head). Warp w scores keys w·32+lane,
-// (w+ATT_WARPS)·32+lane, ... — a lane per key — with an online softmax, and
-// accumulates the values with each lane holding hd/32 output dimensions;
-// the warps' partial results are merged at the end.
-extern "C" __global__ void attention(const AttnArgs a) {
-  DEP_ENTER();
+// cp.async: a 16-byte copy from global to shared memory that needs no
+// register and does not stall the thread; cp_async_wait makes this
+// thread's copies visible to it (a __syncwarp then to its warp).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  u32 s = (u32)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+
+// attention_t<R, HD>: one block per (token, R query heads of one kv head),
+// for head dimensions up to HD. Warp w scores keys w·32+lane,
+// (w+ATT_WARPS)·32+lane, ... — a lane per key — with an online softmax per
+// head, and accumulates the values with each lane holding hd/32 output
+// dimensions of each head; the warps' partial results are merged at the end.
+//
+// A head's output is the same bits whatever R is, and whatever else is in
+// the pass (TestPassesAreBatchInvariant): every step of a head's arithmetic
+// is an explicitly rounded operation, in an order that depends only on its
+// own keys — a q·k product is four interleaved sums (elements ≡ c mod 4)
+// added ((s0 + s1) + s2) + s3; the keys split between the warps by index.
+// R > 1 shares each key's and value's loads and conversions between the
+// heads of a kv head (a verify pass: many tokens, blocks to spare); R = 1
+// has three times the blocks for a one-token pass, which is short of them.
+//
+// Loads are pipelined: a warp's next key rows are in flight while it works
+// on the current chunk, and the value rows go straight to shared memory
+// (cp.async) while it scores the keys. The first chunk's committed keys
+// (entries below len, final before the pass began) load before dep_wait,
+// while the kernel before this one finishes.
+template <int R, int HD>
+__device__ __forceinline__ void attention_t(const AttnArgs& a) {
+  constexpr int W8 = HD / 8, DPL = HD / 32;
+  // The pass header and the committed cache entries were written before
+  // this pass's first kernel, which every kernel of the pass follows:
+  // they may be read before dep_wait (the K/V of this pass's own tokens
+  // may not).
   const Pass* p = (const Pass*)a.pass;
-  int t = blockIdx.x, h = blockIdx.y;
-  if (t >= p->n) return;
+  int t = blockIdx.x, h0 = blockIdx.y * R;
+  if (t >= p->n) {
+    DEP_ENTER();
+    return;
+  }
   Tok tk = ((const Tok*)a.toks)[t];
-  int hd = a.hd, dpl = hd / 32;  // dimensions per lane
-  int g = h / (a.heads / a.kvheads);
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = ATT_WARPS;
-  __shared__ float qs[ATT_MAX_HD];
-  __shared__ float wm[ATT_WARPS], wl[ATT_WARPS];
-  __shared__ float wacc[ATT_WARPS][ATT_MAX_HD];
-  __shared__ __align__(16) u16 vs[ATT_WARPS][32][ATT_MAX_HD];  // a chunk's value rows
-  __shared__ float ps[ATT_WARPS][32];                           // and their weights
-  const float* q = (const float*)a.q + (u64)t * (a.heads + 2 * a.kvheads) * hd + h * hd;
+  const int hd = a.hd, dpl = hd / 32;
+  int g = h0 / (a.heads / a.kvheads);
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ __align__(16) float qs[R][HD];
+  __shared__ float wm[ATT_WARPS][R], wl[ATT_WARPS][R];
+  // Each warp's chunk of value rows; after the keys, its partial outputs.
+  __shared__ __align__(16) u16 vs[ATT_WARPS][32][HD];
+  __shared__ float ps[ATT_WARPS][R][32];  // the chunk's weights, per head
   u64 blk = ((u64)a.layer * a.kvheads + g) * tk.cap * hd;
   const u16* K = (const u16*)tk.k + blk;
   const u16* V = (const u16*)tk.v + blk;
+  const int* extra = (const int*)a.extra;
+  const int run = tk.len + tk.span, nv = run + (tk.xhi - tk.xlo);
+  // load(j, kw): key j's row into kw, its value row on its way to vs.
+  auto load = [&](int j, uint4(&kw)[W8]) {
+    int e = j < run ? j : tk.len + extra[tk.xlo + j - run];
+    const uint4* kr = (const uint4*)(K + (u64)e * hd);
+    const uint4* vr = (const uint4*)(V + (u64)e * hd);
+#pragma unroll
+    for (int d = 0; d < W8; d++)
+      if (d < hd / 8) kw[d] = kr[d];
+#pragma unroll
+    for (int d = 0; d < W8; d++)
+      if (d < hd / 8) cp_async16(&vs[warp][lane][8 * d], vr + d);
+    cp_async_commit();
+  };
+  uint4 kw[W8];
+  const int j0 = warp * 32 + lane;
+  if (j0 < tk.len) load(j0, kw);
+  DEP_ENTER();
+  const float* qrow = (const float*)a.q + (u64)t * (a.heads + 2 * a.kvheads) * hd;
   if (a.rope) {
-    // rope_store's work for this head, fused: the pass has this one token,
-    // so no other block needs its K and V before this one. Each block of
-    // the kv head's group stores the same K and V (identical bits).
-    const float* k = (const float*)a.q + (u64)t * (a.heads + 2 * a.kvheads) * hd + (a.heads + g) * hd;
+    // rope_store's work for these heads, fused: the pass has this one
+    // token, so no other block needs its K and V before this one. Each
+    // block of the kv head's group stores the same K and V (identical bits).
+    const float* k = qrow + (a.heads + g) * hd;
     const float* v = k + a.kvheads * hd;
     const float* rot = (const float*)a.rot + (u64)t * hd;
     u64 at = (u64)(tk.len + tk.slot) * hd;
@@ -1038,7 +1091,11 @@ extern "C" __global__ void attention(const AttnArgs a) {
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
       float c = rot[2 * i], sn = rot[2 * i + 1];
       int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
-      rotate(q[ia], q[ib], c, sn, qs[ia], qs[ib]);
+#pragma unroll
+      for (int r = 0; r < R; r++) {
+        const float* q = qrow + (h0 + r) * hd;
+        rotate(q[ia], q[ib], c, sn, qs[r][ia], qs[r][ib]);
+      }
       float k0, k1;
       rotate(k[ia], k[ib], c, sn, k0, k1);
       ((u16*)K)[at + ia] = f2h(k0);
@@ -1046,94 +1103,156 @@ extern "C" __global__ void attention(const AttnArgs a) {
     }
     for (int d = threadIdx.x; d < hd; d += blockDim.x) ((u16*)V)[at + d] = f2h(v[d]);
   } else {
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[d];
+    for (int i = threadIdx.x; i < R * hd; i += blockDim.x) qs[i / hd][i % hd] = qrow[h0 * hd + i];
   }
   __syncthreads();
-  const int* extra = (const int*)a.extra;
-  int run = tk.len + tk.span;
-  int nv = run + (tk.xhi - tk.xlo);
-  float m = NEG_INF, l = 0.0f;
-  float acc[ATT_MAX_HD / 32];
+  if (j0 >= tk.len && j0 < nv) load(j0, kw);
+  float m[R], l[R], acc[R][DPL];
 #pragma unroll
-  for (int d = 0; d < ATT_MAX_HD / 32; d++) acc[d] = 0.0f;
-  for (int base = warp * 32; base < nv; base += warps * 32) {
-    int j = base + lane;
-    int e = -1;
-    float s = NEG_INF;
-    if (j < nv) {
-      e = j < run ? j : tk.len + extra[tk.xlo + j - run];
-      // The key's row in 16-byte loads, all in flight at once.
+  for (int r = 0; r < R; r++) {
+    m[r] = NEG_INF;
+    l[r] = 0.0f;
+#pragma unroll
+    for (int d = 0; d < DPL; d++) acc[r][d] = 0.0f;
+  }
+  for (int base = warp * 32; base < nv; base += ATT_WARPS * 32) {
+    const int j = base + lane, jn = j + ATT_WARPS * 32;
+    uint4 kn[W8];
+    if (jn < nv) {  // the next chunk's key row, in flight meanwhile
+      int e = jn < run ? jn : tk.len + extra[tk.xlo + jn - run];
       const uint4* kr = (const uint4*)(K + (u64)e * hd);
-      uint4 kw[ATT_MAX_HD / 8];
 #pragma unroll
-      for (int d = 0; d < ATT_MAX_HD / 8; d++)
-        if (d < hd / 8) kw[d] = kr[d];
-      float dot = 0.0f;
+      for (int d = 0; d < W8; d++)
+        if (d < hd / 8) kn[d] = kr[d];
+    }
+    float s[R];
+    {
+      float s4[R][4];
 #pragma unroll
-      for (int d = 0; d < ATT_MAX_HD / 8; d++) {
-        if (d < hd / 8) {
-          const u32 w[4] = {kw[d].x, kw[d].y, kw[d].z, kw[d].w};
+      for (int r = 0; r < R; r++)
 #pragma unroll
-          for (int i = 0; i < 4; i++)
-            dot += qs[8 * d + 2 * i] * h2f((u16)(w[i] & 0xffff)) + qs[8 * d + 2 * i + 1] * h2f((u16)(w[i] >> 16));
+        for (int c = 0; c < 4; c++) s4[r][c] = 0.0f;
+      if (j < nv) {
+#pragma unroll
+        for (int d = 0; d < W8; d++) {
+          if (d < hd / 8) {
+            const u32 w[4] = {kw[d].x, kw[d].y, kw[d].z, kw[d].w};
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+              float k0 = h2f((u16)(w[i] & 0xffff)), k1 = h2f((u16)(w[i] >> 16));
+              // elements 8d+2i (≡ 2i mod 4) and 8d+2i+1
+              int c0 = (2 * i) & 3;
+#pragma unroll
+              for (int r = 0; r < R; r++) {
+                s4[r][c0] = __fmaf_rn(qs[r][8 * d + 2 * i], k0, s4[r][c0]);
+                s4[r][c0 + 1] = __fmaf_rn(qs[r][8 * d + 2 * i + 1], k1, s4[r][c0 + 1]);
+              }
+            }
+          }
         }
       }
-      s = dot * a.scale;
-    }
-    float mn = fmaxf(m, warp_max(s));
-    float corr = expf(m - mn);  // m = -inf at first: corr = 0, l and acc are 0
-    float pr = j < nv ? expf(s - mn) : 0.0f;
-    l = l * corr + warp_sum(pr);
 #pragma unroll
-    for (int d = 0; d < ATT_MAX_HD / 32; d++) acc[d] *= corr;
-    m = mn;
-    // The chunk's value rows through shared memory: each lane loads its
-    // key's row in 16-byte words (all in flight at once), then every lane
-    // adds its dimensions of the 32 rows in key order.
-    if (j < nv) {
-      const uint4* vr = (const uint4*)(V + (u64)e * hd);
-      uint4* dst = (uint4*)vs[warp][lane];
-#pragma unroll
-      for (int d = 0; d < ATT_MAX_HD / 8; d++)
-        if (d < hd / 8) dst[d] = vr[d];
+      for (int r = 0; r < R; r++) {
+        float dot = __fadd_rn(__fadd_rn(__fadd_rn(s4[r][0], s4[r][1]), s4[r][2]), s4[r][3]);
+        s[r] = j < nv ? __fmul_rn(dot, a.scale) : NEG_INF;
+      }
     }
-    ps[warp][lane] = pr;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      float mn = fmaxf(m[r], warp_max(s[r]));
+      float corr = expf(__fsub_rn(m[r], mn));  // m = -inf at first: corr = 0, l and acc are 0
+      float pr = j < nv ? expf(__fsub_rn(s[r], mn)) : 0.0f;
+      l[r] = __fmaf_rn(l[r], corr, warp_sum(pr));
+#pragma unroll
+      for (int d = 0; d < DPL; d++) acc[r][d] = __fmul_rn(acc[r][d], corr);
+      m[r] = mn;
+      ps[warp][r][lane] = pr;
+    }
+    // The chunk's value rows, copied in while the keys were scored: every
+    // lane adds its dimensions of the rows in key order.
+    cp_async_wait();
     __syncwarp();
-    int cnt = min(32, nv - base);
-#pragma unroll 8
+    const int cnt = min(32, nv - base);
+#pragma unroll 4
     for (int u = 0; u < cnt; u++) {
-      float pu = ps[warp][u];
 #pragma unroll
-      for (int d = 0; d < ATT_MAX_HD / 32; d++)
-        if (d < dpl) acc[d] = __fmaf_rn(pu, h2f(vs[warp][u][d * 32 + lane]), acc[d]);
+      for (int d = 0; d < DPL; d++) {
+        if (d < dpl) {
+          float v = h2f(vs[warp][u][d * 32 + lane]);
+#pragma unroll
+          for (int r = 0; r < R; r++) acc[r][d] = __fmaf_rn(ps[warp][r][u], v, acc[r][d]);
+        }
+      }
     }
     __syncwarp();
+    if (jn < nv) {
+      int e = jn < run ? jn : tk.len + extra[tk.xlo + jn - run];
+      const uint4* vr = (const uint4*)(V + (u64)e * hd);
+#pragma unroll
+      for (int d = 0; d < W8; d++)
+        if (d < hd / 8) cp_async16(&vs[warp][lane][8 * d], vr + d);
+      cp_async_commit();
+#pragma unroll
+      for (int d = 0; d < W8; d++) kw[d] = kn[d];
+    }
   }
+  // The warp's partial outputs go where its value rows were.
+  float* wacc = (float*)&vs[warp][0][0];  // [R][HD]: R·HD floats fit in 32·HD halves
   if (lane == 0) {
-    wm[warp] = m;
-    wl[warp] = l;
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+      wm[warp][r] = m[r];
+      wl[warp][r] = l[r];
+    }
   }
 #pragma unroll
-  for (int d = 0; d < ATT_MAX_HD / 32; d++)
-    if (d < dpl) wacc[warp][d * 32 + lane] = acc[d];
+  for (int r = 0; r < R; r++)
+#pragma unroll
+    for (int d = 0; d < DPL; d++)
+      if (d < dpl) wacc[r * HD + d * 32 + lane] = acc[r][d];
   __syncthreads();
-  float M = NEG_INF;
-  for (int w = 0; w < warps; w++) M = fmaxf(M, wm[w]);
-  float L = 0.0f;
-  for (int w = 0; w < warps; w++)
-    if (wm[w] != NEG_INF) L += wl[w] * expf(wm[w] - M);
-  // Quantize the head's output (hd/32 blocks, a warp each) for the output
-  // projection: the attention output is only ever its input.
+  // Merge the warps in order and quantize each head's output (hd/32
+  // blocks, a warp each) for the output projection: the attention output
+  // is only ever its input.
   int qdim = a.heads * hd;
-  for (int b = warp; b < dpl; b += warps) {
-    int d = b * 32 + lane;
-    float o = 0.0f;
-    for (int w = 0; w < warps; w++)
-      if (wm[w] != NEG_INF) o += wacc[w][d] * expf(wm[w] - M);
-    quant_block(o / L, (i8*)a.qs + (u64)t * qdim + h * hd + b * 32,
+  for (int i = warp; i < R * dpl; i += ATT_WARPS) {
+    int r = i / dpl, b = i % dpl, d = b * 32 + lane;
+    float M = NEG_INF;
+    for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, wm[w][r]);
+    float L = 0.0f, o = 0.0f;
+    for (int w = 0; w < ATT_WARPS; w++) {
+      if (wm[w][r] != NEG_INF) {
+        float f = expf(__fsub_rn(wm[w][r], M));
+        L = __fmaf_rn(wl[w][r], f, L);
+        o = __fmaf_rn(((const float*)&vs[w][0][0])[r * HD + d], f, o);
+      }
+    }
+    int h = h0 + r;
+    quant_block(__fdiv_rn(o, L), (i8*)a.qs + (u64)t * qdim + h * hd + b * 32,
                 (u16*)a.ds + ((u64)t * (qdim / 32) + h * dpl + b) * 2, lane);
   }
 }
+
+// attention_d<HD>_r<R>: the instances; the host picks HD (64 or 128) from
+// the head dimension and R from the pass (kernels.Attention).
+#define ATTENTION(HD, R) \
+  extern "C" __global__ void attention_d##HD##_r##R(const AttnArgs a) { attention_t<R, HD>(a); }
+ATTENTION(64, 1)
+ATTENTION(64, 2)
+ATTENTION(64, 3)
+ATTENTION(64, 4)
+ATTENTION(64, 5)
+ATTENTION(64, 6)
+ATTENTION(64, 7)
+ATTENTION(64, 8)
+ATTENTION(128, 1)
+ATTENTION(128, 2)
+ATTENTION(128, 3)
+ATTENTION(128, 4)
+ATTENTION(128, 5)
+ATTENTION(128, 6)
+ATTENTION(128, 7)
+ATTENTION(128, 8)
 
 // ------------------------------------------------------------- KV commit
 
