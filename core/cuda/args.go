@@ -216,8 +216,8 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 		// Always the same warps: how the keys split between them fixes the
 		// order the softmax merges in, and a token's output must not depend
 		// on its pass (8 warps for a one-token pass were 2% faster).
-		attn, grid := d.k.attentionFor(c, n, r.attentionGroupFrom())
-		run(attn, grid, [3]uint32{32 * kernels.AttentionWarps, 1, 1}, 0, att)
+		attn, grid, smem := d.k.attentionFor(c, n, r.attentionGroupFrom())
+		run(attn, grid, [3]uint32{32 * kernels.AttentionWarps, 1, 1}, smem, att)
 		matvec(b.x, b.x, 0, &l.wo, c.Embd, n, false, input{})
 		// FFN block: x += Wdown · (silu(Wgate·xn) ⊙ Wup·xn)
 		fused(b.gu, 0, l.gateUp, 2*c.FF, normed(l.ffnNorm))

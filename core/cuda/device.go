@@ -64,11 +64,11 @@ func (k *kernelSet) mul(typ quant.Type, rows, nt int) (f *cu.Function, grid, blo
 type attentionShape struct{ hd, group int }
 
 // attentionFor is the attention kernel for a pass of n tokens of model c
-// and its grid: a block per (token, query head) for passes of fewer than
+// and its grid and dynamic shared memory: a block per (token, query head) for passes of fewer than
 // groupFrom tokens, else a block per (token, the largest share of a kv
 // head's query heads an instance takes). A token's output is the same bits
 // either way (kernels.cu, attention_t).
-func (k *kernelSet) attentionFor(c *model.Config, n, groupFrom int) (*cu.Function, [3]uint32) {
+func (k *kernelSet) attentionFor(c *model.Config, n, groupFrom int) (f *cu.Function, grid [3]uint32, smem int) {
 	hd := kernels.AttentionHeadDims[len(kernels.AttentionHeadDims)-1]
 	for _, d := range kernels.AttentionHeadDims {
 		if c.HeadDim <= d {
@@ -80,7 +80,7 @@ func (k *kernelSet) attentionFor(c *model.Config, n, groupFrom int) (*cu.Functio
 	if n >= groupFrom {
 		g = attentionGroup(c.Heads / c.KVHeads)
 	}
-	return k.attention[attentionShape{hd, g}], [3]uint32{uint32(n), uint32(c.Heads / g), 1}
+	return k.attention[attentionShape{hd, g}], [3]uint32{uint32(n), uint32(c.Heads / g), 1}, kernels.AttentionSharedBytes(hd)
 }
 
 // attentionGroup is the most query heads of a kv head's share (of
@@ -142,9 +142,14 @@ func openDevice(o Options) (*device, error) {
 	dev.k.attention = map[attentionShape]*cu.Function{}
 	for _, hd := range kernels.AttentionHeadDims {
 		for g := 1; g <= kernels.AttentionMaxGroup; g++ {
-			if dev.k.attention[attentionShape{hd, g}], err = dev.mod.Function(kernels.Attention(hd, g)); err != nil {
+			f, err := dev.mod.Function(kernels.Attention(hd, g))
+			if err == nil {
+				err = f.SetMaxDynamicShared(kernels.AttentionSharedBytes(hd))
+			}
+			if err != nil {
 				return fail(err)
 			}
+			dev.k.attention[attentionShape{hd, g}] = f
 		}
 	}
 	dev.k.matvec, dev.k.matmul, dev.k.matmul1 = map[quant.Type]*cu.Function{}, map[quant.Type]*cu.Function{}, map[quant.Type]*cu.Function{}

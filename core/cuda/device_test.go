@@ -51,8 +51,9 @@ func TestAttentionFor(t *testing.T) {
 		{8, 1, 96, 64, attentionShape{128, 8}, [3]uint32{64, 1, 1}},
 	} {
 		cfg := &model.Config{Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd}
-		f, grid := k.attentionFor(cfg, c.n, from)
+		f, grid, smem := k.attentionFor(cfg, c.n, from)
 		require.Equal(t, c.shape, shapeOf(f), "%+v", c)
 		require.Equal(t, c.grid, grid, "%+v", c)
+		require.Equal(t, kernels.AttentionWarps*32*c.shape.hd*2, smem, "%+v", c)
 	}
 }

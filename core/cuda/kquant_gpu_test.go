@@ -202,7 +202,7 @@ func TestMixedKQuantModelMatchesCPU(t *testing.T) {
 // TestAttentionGroupsMatch runs mixedQwen widened to other heads — 8 of 64
 // dimensions on one kv head, and 6 of 128 (Qwen2.5-Coder-1.5B's head
 // dimension, on the other attention instances) — so that verify-sized
-// passes run attention blocks taking several query heads. A 40-token
+// passes run attention blocks taking several query heads. A 250-token
 // prefill must match the CPU within mixedTol, and give exactly the logits
 // of the same tokens run one at a time (a block per head) and of the pass
 // with a block per head.
@@ -220,7 +220,7 @@ func TestAttentionGroupsMatch(t *testing.T) {
 			defer m.Close()
 			v := m.Config().Vocab
 			rng := rand.New(rand.NewSource(24))
-			toks := make([]int32, 40)
+			toks := make([]int32, 250) // every attention warp has keys
 			for i := range toks {
 				toks[i] = int32(rng.Intn(v))
 			}
@@ -228,7 +228,7 @@ func TestAttentionGroupsMatch(t *testing.T) {
 			pass := func(chunk, groupFrom int) []float32 {
 				g.SetAttentionGroupFrom(groupFrom)
 				out := make([]float32, len(toks)*v)
-				c, err := g.NewCache(64)
+				c, err := g.NewCache(256)
 				require.NoError(t, err)
 				for at := 0; at < len(toks); at += chunk {
 					end := min(at+chunk, len(toks))
@@ -253,7 +253,7 @@ func TestAttentionGroupsMatch(t *testing.T) {
 			}
 			g.SetAttentionGroupFrom(0)
 			var cb model.Batch
-			cc := m.NewCache(64)
+			cc := m.NewCache(256)
 			chain(&cb, cc, toks, true)
 			cl := make([]float32, len(toks)*v)
 			require.NoError(t, m.Forward(&cb, cl))

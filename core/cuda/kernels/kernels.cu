@@ -987,7 +987,7 @@ extern "C" __global__ void rope_store(const RopeArgs a) {
 
 // ------------------------------------------------------------- attention
 
-#define ATT_WARPS 4  // the warps of a block (kernels.AttentionWarps)
+#define ATT_WARPS 8  // the warps of a block (kernels.AttentionWarps)
 #define ATT_MAX_HD 128
 
 struct AttnArgs {
@@ -1054,7 +1054,9 @@ __device__ __forceinline__ void attention_t(const AttnArgs& a) {
   __shared__ __align__(16) float qs[R][HD];
   __shared__ float wm[ATT_WARPS][R], wl[ATT_WARPS][R];
   // Each warp's chunk of value rows; after the keys, its partial outputs.
-  __shared__ __align__(16) u16 vs[ATT_WARPS][32][HD];
+  // Dynamic (kernels.AttentionSharedBytes): 64 KiB at HD 128.
+  extern __shared__ __align__(16) u16 att_smem[];
+  u16(*vs)[32][HD] = reinterpret_cast<u16(*)[32][HD]>(att_smem);
   __shared__ float ps[ATT_WARPS][R][32];  // the chunk's weights, per head
   u64 blk = ((u64)a.layer * a.kvheads + g) * tk.cap * hd;
   const u16* K = (const u16*)tk.k + blk;

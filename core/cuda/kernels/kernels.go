@@ -40,6 +40,10 @@ var AttentionHeadDims = []int{64, MaxHeadDim}
 // to AttentionMaxGroup).
 func Attention(hd, r int) string { return fmt.Sprintf("attention_d%d_r%d", hd, r) }
 
+// AttentionSharedBytes is the dynamic shared memory of the attention
+// instance for head dimensions up to hd: each warp's chunk of value rows.
+func AttentionSharedBytes(hd int) int { return AttentionWarps * 32 * hd * 2 }
+
 // MatVec names the mat-vec entry point of each weight type that has one,
 // by GGML type number (core/quant's Type): one kernel per type, so each
 // takes only the registers its own loop needs.
@@ -77,14 +81,18 @@ const (
 	// the tensor cores (mma1_<type>) are faster on an H100: at 8 tokens a
 	// 30-layer SmolLM2 pass took 2.22 ms on the mat-vecs, 1.63 ms at 12 on
 	// the tensor cores.
-	MatVecMax      = 4
-	MatVecWarps    = 4   // MV_WARPS: rows (a warp each) per matvec block
-	MatMulTokens   = 32  // 8·NT of mma_<type>: tokens one block covers
-	MatMul1Max     = 64  // the most tokens mma1_<type> (8 a block) is used for
-	MatMulRows     = 16  // rows one mma block covers
-	MatMulWarps    = 4   // MM_KSPLIT: warps an mma block splits the row's blocks between
-	MaxHeadDim     = 128 // ATT_MAX_HD
-	AttentionWarps = 4   // warps an attention block splits the keys between
+	MatVecMax    = 4
+	MatVecWarps  = 4   // MV_WARPS: rows (a warp each) per matvec block
+	MatMulTokens = 32  // 8·NT of mma_<type>: tokens one block covers
+	MatMul1Max   = 64  // the most tokens mma1_<type> (8 a block) is used for
+	MatMulRows   = 16  // rows one mma block covers
+	MatMulWarps  = 4   // MM_KSPLIT: warps an mma block splits the row's blocks between
+	MaxHeadDim   = 128 // ATT_MAX_HD
+	// AttentionWarps is the warps an attention block splits the keys
+	// between, a chunk of 32 each in turn: 8, so that a one-token pass at
+	// ctx 256 has one chunk a warp (its 9 blocks are latency-bound; at 4
+	// warps an H200 took 14 µs a layer there).
+	AttentionWarps = 8
 	// AttentionMaxGroup is the most query heads of one kv head an
 	// attention block takes (its instances' R).
 	AttentionMaxGroup = 8
