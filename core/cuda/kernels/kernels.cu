@@ -201,18 +201,22 @@ __device__ __forceinline__ void quant_block(float y, i8* qs, u16* ds, int lane) 
   }
 }
 
-// quant_block1 is quant_block by one thread over y[0..31]: the same bits,
-// since the maximum and the integer sum are exact in any order.
-__device__ __forceinline__ void quant_block1(const float (&y)[32], i8* qs, u16* ds) {
+// quant_block4 is quant_block by a group of four consecutive lanes (sub =
+// lane % 4, gmask their mask), each holding y = elements 8·sub .. 8·sub+7:
+// the same bits, since the maximum and the integer sum are exact in any
+// order. (One thread a block, as this was, waited on a chain of 32.)
+__device__ __forceinline__ void quant_block4(const float (&y)[8], int sub, u32 gmask, i8* qs, u16* ds) {
   float amax = fabsf(y[0]);
 #pragma unroll
-  for (int i = 1; i < 32; i++) amax = fmaxf(amax, fabsf(y[i]));
+  for (int i = 1; i < 8; i++) amax = fmaxf(amax, fabsf(y[i]));
+  amax = fmaxf(amax, __shfl_xor_sync(gmask, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(gmask, amax, 2));
   float d = h2f(f2h(amax / 127.0f));
   float id = d != 0.0f ? 1.0f / d : 0.0f;
   int sum = 0;
-  u32 w[8];
+  u32 w[2];
 #pragma unroll
-  for (int k = 0; k < 8; k++) {
+  for (int k = 0; k < 2; k++) {
     u32 word = 0;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -222,10 +226,13 @@ __device__ __forceinline__ void quant_block1(const float (&y)[32], i8* qs, u16* 
     }
     w[k] = word;
   }
-  ((uint4*)qs)[0] = make_uint4(w[0], w[1], w[2], w[3]);
-  ((uint4*)qs)[1] = make_uint4(w[4], w[5], w[6], w[7]);
-  ds[0] = f2h(amax / 127.0f);
-  ds[1] = f2h(d * (float)sum);
+  ((uint2*)qs)[sub] = make_uint2(w[0], w[1]);
+  sum += __shfl_xor_sync(gmask, sum, 1);
+  sum += __shfl_xor_sync(gmask, sum, 2);
+  if (sub == 0) {
+    ds[0] = f2h(amax / 127.0f);
+    ds[1] = f2h(d * (float)sum);
+  }
 }
 
 struct NormArgs {
@@ -525,7 +532,7 @@ struct WBlock<T_Q6_K> {
 // activations of tokens t0 .. t0+nt-1 in dynamic shared memory (cap tokens
 // of int8s, then their half2s) and points xq, xds there. The RMSNorm of src
 // rows (pro 1: rms_scale, one warp a token) or silu(gate)·up of them (pro
-// 2), a thread a block of 32 (quant_block1): the bits rmsnorm_quant and
+// 2), four lanes a block of 32 (quant_block4): the bits rmsnorm_quant and
 // quant write. Every thread of the block calls it (it has barriers).
 __device__ __forceinline__ void make_acts(const MatVecArgs& a, int t0, int nt, int cap, const i8*& xq, const u16*& xds) {
   extern __shared__ __align__(16) u8 pro_smem[];
@@ -541,15 +548,18 @@ __device__ __forceinline__ void make_acts(const MatVecArgs& a, int t0, int nt, i
     }
     __syncthreads();
   }
-  for (int i = threadIdx.x; i < nt * nb; i += blockDim.x) {
-    int t = i / nb, b = i % nb;
-    float y[32];
+  // Four lanes a block of 32 (quant_block4), eight elements each.
+  int sub = threadIdx.x & 3;
+  u32 gmask = 0xfu << (lane & ~3);
+  for (int i = threadIdx.x >> 2; i < nt * nb; i += blockDim.x >> 2) {
+    int t = i / nb, b = i % nb, e = b * 32 + 8 * sub;
+    float y[8];
     if (a.pro == 1) {
-      const float4* x = (const float4*)((const float*)a.src + (u64)(t0 + t) * a.cols + b * 32);
-      const float4* w = (const float4*)((const float*)a.nw + b * 32);
+      const float4* x = (const float4*)((const float*)a.src + (u64)(t0 + t) * a.cols + e);
+      const float4* w = (const float4*)((const float*)a.nw + e);
       float sc = scale[t];
 #pragma unroll
-      for (int k = 0; k < 8; k++) {
+      for (int k = 0; k < 2; k++) {
         float4 xv = x[k], wv = w[k];
         y[4 * k] = __fmul_rn(__fmul_rn(xv.x, sc), wv.x);
         y[4 * k + 1] = __fmul_rn(__fmul_rn(xv.y, sc), wv.y);
@@ -557,11 +567,11 @@ __device__ __forceinline__ void make_acts(const MatVecArgs& a, int t0, int nt, i
         y[4 * k + 3] = __fmul_rn(__fmul_rn(xv.w, sc), wv.w);
       }
     } else {
-      const float* row = (const float*)a.src + (u64)(t0 + t) * 2 * a.cols + b * 32;
+      const float* row = (const float*)a.src + (u64)(t0 + t) * 2 * a.cols + e;
       const float4* g = (const float4*)row;
       const float4* u = (const float4*)(row + a.cols);
 #pragma unroll
-      for (int k = 0; k < 8; k++) {
+      for (int k = 0; k < 2; k++) {
         float4 gv = g[k], uv = u[k];
         y[4 * k] = silu_mul(gv.x, uv.x);
         y[4 * k + 1] = silu_mul(gv.y, uv.y);
@@ -569,7 +579,7 @@ __device__ __forceinline__ void make_acts(const MatVecArgs& a, int t0, int nt, i
         y[4 * k + 3] = silu_mul(gv.w, uv.w);
       }
     }
-    quant_block1(y, sq + t * a.cols + b * 32, sds + (t * nb + b) * 2);
+    quant_block4(y, sub, gmask, sq + t * a.cols + b * 32, sds + (t * nb + b) * 2);
   }
   __syncthreads();
   xq = sq, xds = sds;
