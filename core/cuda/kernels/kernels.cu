@@ -85,8 +85,16 @@ __device__ __forceinline__ float warp_max(float v) {
 // kernel while the one before it in the stream still runs; then the kernel
 // first does what needs nothing that kernel writes (a mat-vec loads its
 // weights), waits for it with dep_wait, and lets the next kernel launch
-// with dep_release. Launched the ordinary way, both are no-ops. Every
-// kernel calls dep_wait before it reads or writes a pass buffer.
+// with dep_release. Launched the ordinary way, both are no-ops.
+//
+// PASS_EARLY: the pass header, its tokens, rows and extra entries, and the
+// committed cache entries may be read before dep_wait. The host copies the
+// header before the pass's first kernel (embed), which is launched the
+// ordinary way, and every later kernel starts after it has: nothing in the
+// pass writes them. Whatever a kernel of the pass writes is read only after
+// dep_wait. Every block calls dep_wait, early exits too: a kernel's
+// completion then implies the completion of every kernel before it, which
+// the next kernel's dep_wait relies on.
 __device__ __forceinline__ void dep_wait() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -295,12 +303,15 @@ __device__ __forceinline__ void swiglu_block(const float* gate, const float* up,
 // of 4 warps per output row: warp 0 finds the scale, then the warps
 // quantize the row's blocks of 32 between them.
 extern "C" __global__ void rmsnorm_quant(const NormArgs a) {
-  DEP_ENTER();
-  const Pass* p = (const Pass*)a.pass;
+  const Pass* p = (const Pass*)a.pass;  // pass buffers: before dep_wait (PASS_EARLY)
   int r = blockIdx.x;
   int n = a.rows ? p->nrows : p->n;
-  if (r >= n) return;
+  if (r >= n) {
+    DEP_ENTER();
+    return;
+  }
   int src = a.rows ? ((const int*)a.rows)[r] : r;
+  DEP_ENTER();
   const float* x = (const float*)a.x + (u64)src * a.dim;
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   __shared__ float scale;
@@ -326,10 +337,11 @@ struct QuantArgs {
 // product). One warp per block of 32, 8 warps per thread block, grid
 // (blocks/8, n).
 extern "C" __global__ void quant(const QuantArgs a) {
-  DEP_ENTER();
-  const Pass* p = (const Pass*)a.pass;
+  const Pass* p = (const Pass*)a.pass;  // before dep_wait (PASS_EARLY)
   int r = blockIdx.y;
-  if (r >= p->n) return;
+  bool live = r < p->n;
+  DEP_ENTER();
+  if (!live) return;
   int lane = threadIdx.x & 31;
   int b = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   int nb = a.dim / 32;
@@ -607,10 +619,10 @@ __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
   // before (see dep_wait): its latency overlaps that kernel's tail.
   WBlock<T> first;
   if (row < a.rows && lane < nb) first = WBlock<T>(a, (u64)row, nb, lane);
-  DEP_ENTER();
-  const Pass* p = (const Pass*)a.pass;
+  const Pass* p = (const Pass*)a.pass;  // before dep_wait (PASS_EARLY)
   int n = a.head ? p->nrows : p->n;
   int t0 = blockIdx.y * MV_TOKENS;
+  DEP_ENTER();
   if (t0 >= n) return;
   int nt = min(MV_TOKENS, n - t0);
   const i8* xq = (const i8*)a.xq + (u64)t0 * a.cols;
@@ -863,11 +875,11 @@ struct MFrag<T_Q6_K> {
 // MM_KSPLIT warps a block.
 template <int T, int NT>
 __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
-  DEP_ENTER();
-  const Pass* p = (const Pass*)a.pass;
+  const Pass* p = (const Pass*)a.pass;  // before dep_wait (PASS_EARLY)
   int n = a.head ? p->nrows : p->n;
   int t0 = blockIdx.y * 8 * NT;
   int r0 = blockIdx.x * 16;
+  DEP_ENTER();
   if (t0 >= n || r0 >= a.rows) return;  // the whole block
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
   u64 rA = min(r0 + g, a.rows - 1), rB = min(r0 + g + 8, a.rows - 1);
@@ -961,11 +973,14 @@ __device__ __forceinline__ void rotate(float x0, float x1, float c, float s, flo
 // cos and sin are the CPU's (float64 angles rounded to float32), computed
 // by the host with the pass: a float64 sincos here would take its slow path.
 extern "C" __global__ void rope_store(const RopeArgs a) {
-  DEP_ENTER();
-  const Pass* p = (const Pass*)a.pass;
+  const Pass* p = (const Pass*)a.pass;  // pass buffers: before dep_wait (PASS_EARLY)
   int t = blockIdx.x;
-  if (t >= p->n) return;
+  if (t >= p->n) {
+    DEP_ENTER();
+    return;
+  }
   Tok tk = ((const Tok*)a.toks)[t];
+  DEP_ENTER();
   int half = a.hd / 2;
   float* q = (float*)a.qkv + (u64)t * (a.heads + 2 * a.kvheads) * a.hd;
   float* k = q + a.heads * a.hd;
@@ -1047,10 +1062,8 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 template <int R, int HD>
 __device__ __forceinline__ void attention_t(const AttnArgs& a) {
   constexpr int W8 = HD / 8, DPL = HD / 32;
-  // The pass header and the committed cache entries were written before
-  // this pass's first kernel, which every kernel of the pass follows:
-  // they may be read before dep_wait (the K/V of this pass's own tokens
-  // may not).
+  // The pass header and the committed cache entries may be read before
+  // dep_wait (PASS_EARLY); the K/V of this pass's own tokens may not.
   const Pass* p = (const Pass*)a.pass;
   int t = blockIdx.x, h0 = blockIdx.y * R;
   if (t >= p->n) {
@@ -1306,10 +1319,11 @@ struct ArgmaxArgs {
 // argmax: one block per logits row; the lowest index wins ties, as on the
 // CPU's greedy sampler.
 extern "C" __global__ void argmax(const ArgmaxArgs a) {
-  DEP_ENTER();
-  const Pass* p = (const Pass*)a.pass;
+  const Pass* p = (const Pass*)a.pass;  // before dep_wait (PASS_EARLY)
   int r = blockIdx.x;
-  if (r >= p->nrows) return;
+  bool live = r < p->nrows;
+  DEP_ENTER();
+  if (!live) return;
   const float* x = (const float*)a.logits + (u64)r * a.vocab;
   float best = NEG_INF;
   int bi = 0x7fffffff;
