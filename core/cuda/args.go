@@ -213,9 +213,9 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 				&ropeArgs{qkv: b.qkv, rot: rot, pass: pass, toks: toks,
 					heads: int32(c.Heads), kvheads: int32(c.KVHeads), hd: int32(c.HeadDim), neox: neox, layer: int32(li)})
 		}
-		// Always the same warps: how the keys split between them fixes the
-		// order the softmax merges in, and a token's output must not depend
-		// on its pass (8 warps for a one-token pass were 2% faster).
+		// Always the same warps (kernels.AttentionWarps): how the keys split
+		// between them fixes the order the softmax merges in, and a token's
+		// output must not depend on its pass.
 		attn, grid, smem := d.k.attentionFor(c, n, r.attentionGroupFrom())
 		run(attn, grid, [3]uint32{32 * kernels.AttentionWarps, 1, 1}, smem, att)
 		matvec(b.x, b.x, 0, &l.wo, c.Embd, n, false, input{})

@@ -63,11 +63,11 @@ func (k *kernelSet) mul(typ quant.Type, rows, nt int) (f *cu.Function, grid, blo
 // one kv head each block takes.
 type attentionShape struct{ hd, group int }
 
-// attentionFor is the attention kernel for a pass of n tokens of model c
-// and its grid and dynamic shared memory: a block per (token, query head) for passes of fewer than
-// groupFrom tokens, else a block per (token, the largest share of a kv
-// head's query heads an instance takes). A token's output is the same bits
-// either way (kernels.cu, attention_t).
+// attentionFor is the attention kernel for a pass of n tokens of model c,
+// its grid and its dynamic shared memory: a block per (token, query head)
+// for passes of fewer than groupFrom tokens, else a block per (token, the
+// largest share of a kv head's query heads an instance takes). A token's
+// output is the same bits either way (kernels.cu, attention_t).
 func (k *kernelSet) attentionFor(c *model.Config, n, groupFrom int) (f *cu.Function, grid [3]uint32, smem int) {
 	hd := kernels.AttentionHeadDims[len(kernels.AttentionHeadDims)-1]
 	for _, d := range kernels.AttentionHeadDims {
@@ -132,8 +132,7 @@ func openDevice(o Options) (*device, error) {
 	}
 	for name, f := range map[string]**cu.Function{
 		"embed": &dev.k.embed, "rmsnorm_quant": &dev.k.rmsnormQuant, "quant": &dev.k.quant,
-		"rope_store": &dev.k.ropeStore,
-		"kv_commit":  &dev.k.kvCommit, "argmax": &dev.k.argmax,
+		"rope_store": &dev.k.ropeStore, "kv_commit": &dev.k.kvCommit, "argmax": &dev.k.argmax,
 	} {
 		if *f, err = dev.mod.Function(name); err != nil {
 			return fail(err)
