@@ -120,6 +120,16 @@ func mixedQwenShaped(t testing.TB, untied bool, seed int64, embd, heads, kvHeads
 // order of magnitude.
 const mixedTol = 0.1
 
+// logitsDiff is max |g − c| and max |c| over a row of GPU logits g and
+// CPU logits c; a NaN in g fails the test (what names the row).
+func logitsDiff(t testing.TB, what string, g, c []float32) (d, s float64) {
+	for i := range c {
+		require.False(t, math.IsNaN(float64(g[i])), "%s: NaN", what)
+		d, s = max(d, math.Abs(float64(g[i]-c[i]))), max(s, math.Abs(float64(c[i])))
+	}
+	return d, s
+}
+
 // TestMixedKQuantModelMatchesCPU loads mixedQwen, tied and untied, on the
 // GPU and the CPU and compares the logits of a 20-token prefill (tiles of
 // 8, 8 and 4 tokens), a 5-token chain and three single-token steps; the
@@ -169,11 +179,7 @@ func TestMixedKQuantModelMatchesCPU(t *testing.T) {
 				commitAll(t, cc, len(toks))
 				for r := 0; r < rows; r++ {
 					gr, cr := gl[r*v:(r+1)*v], cl[r*v:(r+1)*v]
-					d, s := 0.0, 0.0
-					for i := range cr {
-						require.False(t, math.IsNaN(float64(gr[i])), "%s row %d: NaN", what, r)
-						d, s = max(d, math.Abs(float64(gr[i]-cr[i]))), max(s, math.Abs(float64(cr[i])))
-					}
+					d, s := logitsDiff(t, fmt.Sprintf("%s row %d", what, r), gr, cr)
 					worst = max(worst, d/s)
 					require.LessOrEqual(t, d/s, mixedTol, "%s row %d: max |Δlogit| %.4f of max |logit| %.4f", what, r, d, s)
 					ag, ac := argmax(gr), argmax(cr)
@@ -259,12 +265,7 @@ func TestAttentionGroupsMatch(t *testing.T) {
 			require.NoError(t, m.Forward(&cb, cl))
 			worst := 0.0
 			for r := range toks {
-				gr, cr := grouped[r*v:(r+1)*v], cl[r*v:(r+1)*v]
-				d, s := 0.0, 0.0
-				for i := range cr {
-					require.False(t, math.IsNaN(float64(gr[i])), "row %d: NaN", r)
-					d, s = max(d, math.Abs(float64(gr[i]-cr[i]))), max(s, math.Abs(float64(cr[i])))
-				}
+				d, s := logitsDiff(t, fmt.Sprintf("row %d", r), grouped[r*v:(r+1)*v], cl[r*v:(r+1)*v])
 				worst = max(worst, d/s)
 				require.LessOrEqual(t, d/s, mixedTol, "row %d: max |Δlogit| %.4f of max |logit| %.4f", r, d, s)
 			}
