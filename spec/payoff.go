@@ -124,7 +124,15 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 	}
 	if !speculated {
 		p.plain.Add(d, tokens)
-		p.probe = 0
+		if !p.decided {
+			// A back-off's plain stretch: the next probe starts afresh.
+			// An iteration whose drafter proposed nothing, though the
+			// request speculates, does not: a drafter that proposes every
+			// other iteration (an n-gram index in new code, whose misses
+			// alternate with 20-node trees) would otherwise never reach
+			// probeLen and never be judged.
+			p.probe = 0
+		}
 		return
 	}
 	p.probe++

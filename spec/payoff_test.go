@@ -42,6 +42,29 @@ func TestPayoffBacksOffLosingSpeculation(t *testing.T) {
 	require.Less(t, total/(1000*60), 1.03)
 }
 
+// TestPayoffJudgesADrafterThatProposesNowAndThen: a drafter that proposes
+// only every other iteration (the others decode plainly, the request still
+// speculating) is judged on its drafting iterations all the same. On the
+// Qwen pair with two streams an n-gram index in new code alternated
+// 20-node trees that yielded a token or two in 130 ms with empty ones, and
+// ran at 0.76× plain because its request was never judged.
+func TestPayoffJudgesADrafterThatProposesNowAndThen(t *testing.T) {
+	p := Payoff{PlainPrior: 25 * time.Millisecond}
+	spec := 0
+	for i := range 1000 {
+		switch {
+		case !p.Decide():
+			p.Observe(25*time.Millisecond, 1, false)
+		case i%2 == 0:
+			spec++
+			p.Observe(130*time.Millisecond, 2, true)
+		default:
+			p.Observe(25*time.Millisecond, 1, false) // nothing proposed
+		}
+	}
+	require.Less(t, spec, 50, "drafted %d times of 1000 iterations", spec)
+}
+
 // SpecTokens, which spec.Guard judges a drafting request by, outlives a
 // back-off: the probe after it starts from what the request was emitting.
 func TestPayoffSpecTokens(t *testing.T) {
