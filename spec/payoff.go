@@ -232,6 +232,30 @@ func MinProb(worth, marginal time.Duration) float64 {
 	return min(0.99, max(0, float64(marginal)/float64(worth)))
 }
 
+// Floors fills dst with Config.Floor for n decoding sequences whose
+// tokens are each worth worth of pass time, for passes of up to upTo
+// tokens: the node that makes the pass b tokens pays when its path
+// probability times a token's worth covers what that token adds to the
+// pass, priced as the curve's slope over the marginalSpan tokens before it
+// (so that one noisy size of the curve does not price a token alone).
+// Entries up to n (the roots) are 0; none is above 1, which no node
+// exceeds.
+func Floors(at func(int) time.Duration, n int, worth time.Duration, upTo int, dst []float64) []float64 {
+	dst = dst[:0]
+	if worth <= 0 {
+		return dst
+	}
+	for b := 0; b <= upTo; b++ {
+		f := 0.0
+		if b > n {
+			from := max(n, b-marginalSpan)
+			f = min(1, max(0, float64(at(b)-at(from))/float64(b-from)/float64(worth)))
+		}
+		dst = append(dst, f)
+	}
+	return dst
+}
+
 // PrefillChunk is how many prompt tokens an iteration may prefill beside
 // the decoding sequences dec so that it keeps them on their TPOT SLO, at
 // most whole and at least max(1, whole/16) (prompts keep moving). A sequence o tokens

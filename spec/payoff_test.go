@@ -127,6 +127,30 @@ func TestPayoffRecoversWhenSpeculationStartsPaying(t *testing.T) {
 	require.Equal(t, BackoffMin, p.backoff)
 }
 
+// TestFloors prices each slot of a pass on the curve's slope over the four
+// tokens before it: flat to 8 tokens, then 3 ms a token, with a token worth
+// 20 ms, the slots up to 8 are free, the 9th pays 3 ms over 4 tokens and
+// from the 12th on a node must be 15% likely; the roots' slots are 0 and
+// nothing exceeds 1.
+func TestFloors(t *testing.T) {
+	at := func(n int) time.Duration {
+		return 20*time.Millisecond + time.Duration(max(0, n-8))*3*time.Millisecond
+	}
+	f := Floors(at, 1, 20*time.Millisecond, 16, nil)
+	require.Len(t, f, 17)
+	for b := 0; b <= 8; b++ {
+		require.Zero(t, f[b], "slot %d", b)
+	}
+	require.InDelta(t, 0.0375, f[9], 1e-12)
+	for b := 12; b <= 16; b++ {
+		require.InDelta(t, 0.15, f[b], 1e-12, "slot %d", b)
+	}
+	// Two sequences: the slots of their roots are 0 whatever the curve.
+	f = Floors(func(n int) time.Duration { return time.Duration(n) * time.Second }, 2, time.Millisecond, 4, f)
+	require.Equal(t, []float64{0, 0, 0, 1, 1}, f)
+	require.Empty(t, Floors(at, 1, 0, 16, f), "no worth, no floors")
+}
+
 func TestStopProb(t *testing.T) {
 	require.InDelta(t, 0.75, StopProb(30*time.Millisecond, 15*time.Millisecond, 60*time.Millisecond), 1e-12)
 	require.Zero(t, StopProb(time.Millisecond, time.Millisecond, 0))

@@ -140,6 +140,27 @@ func TestSLOPhaseHonoursMinProb(t *testing.T) {
 	require.Len(t, keep[0], r0.Len(), "without a floor the SLO phase takes every node toward its target")
 }
 
+// TestSelectHonoursFloorsByPosition: Config.Floor prices each slot of the
+// pass on its own. Figure 5's r0 alone (root, then 0.7, 0.42, 0.294,
+// 0.21, 0.2, 0.126): with no floor below 0.25 up to a pass of 3 tokens and
+// 0.25 past it, every policy that selects takes the root, 0.7 and 0.42 and
+// then stops at 0.294, worth a 3-token pass but not a 4th token; AdaServe's
+// SLO phase included. Bound stays false: what was left is below its slot's
+// floor, not out of budget.
+func TestSelectHonoursFloorsByPosition(t *testing.T) {
+	r0, _, n0, _ := figure5()
+	var s Selector
+	for _, policy := range []Policy{AdaServe, GlobalGreedy, EqualGreedy} {
+		cfg := Config{Policy: policy, Budget: 16, MinProb: 0.1, Floor: []float64{0, 0, 0, 0, 0.3}}
+		keep := s.Select(&cfg, 3, []Candidate{{Tree: r0, Target: 4}})
+		require.Equal(t, []string{"t0", "t1", "t3"}, names(keep[0], n0), "%v", policy)
+		require.False(t, s.Bound(), "%v", policy)
+		cfg.Floor = nil
+		keep = s.Select(&cfg, 3, []Candidate{{Tree: r0, Target: 4}})
+		require.Len(t, keep[0], r0.Len(), "%v: without the floors every node, all above MinProb", policy)
+	}
+}
+
 // Bound says whether the budget (EqualGreedy: the quota) left a node worth
 // verifying out. Figure 5's trees have 12 nodes besides their 2 roots: a
 // budget of 8 leaves 6 out, 14 takes them all. With MinProb 0.3 five

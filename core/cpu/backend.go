@@ -153,6 +153,7 @@ type Backend struct {
 	dist    spec.Dist // the target distribution handed to verification
 	timings Timings
 	curve   *costCurve // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
+	floors  []float64  // the scheduler's per-position floors (spec.Floors)
 
 	trieOnce sync.Once
 	trie     *grammar.Trie // the vocabulary's token trie, for constrained requests

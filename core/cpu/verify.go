@@ -235,6 +235,16 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 			// pay off: the cut's complement shrinks as 1/n.
 			b.sched.Config.MinProb = 1 - (1-m)/float64(n)
 		}
+		b.sched.Config.Floor = nil
+		if !b.spec.minProbGiven && b.curve != nil && len(b.curve.ns) > 0 && worth > 0 {
+			// Past the first few extra tokens a CPU's pass grows dearer
+			// per token: each position is priced on its own slope.
+			// Past the curve's last size its slope is extrapolated, one
+			// price: the last entry serves every larger pass.
+			upTo := min(b.sched.Config.Budget, b.curve.ns[len(b.curve.ns)-1]+8)
+			b.floors = spec.Floors(b.curve.at, n, worth, upTo, b.floors)
+			b.sched.Config.Floor = b.floors
+		}
 		for _, s := range b.seqs {
 			s.Payoff.PlainPrior = plain
 		}

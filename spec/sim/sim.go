@@ -161,6 +161,13 @@ func (m Machine) minProb(n int) float64 {
 	return spec.MinProb(worth, marginal)
 }
 
+// floors are the per-position floors (spec.Floors) the engine prices
+// from its curve with n decoding requests, for passes up to the budget.
+func (m Machine) floors(n int, dst []float64) []float64 {
+	_, worth, _ := spec.Prices(m.Curve.At, n)
+	return spec.Floors(m.Curve.At, n, worth, m.Budget, dst)
+}
+
 // Baseline is the paper's baseline latency: incremental decoding at batch 8.
 func (m Machine) Baseline() time.Duration { return m.Curve.At(8) }
 
@@ -234,6 +241,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 	sch := &spec.Scheduler{Config: spec.Config{
 		Policy: p.Spec, Budget: m.Budget, Branch: p.Branch, Order: p.Order, MaxDepth: m.MaxDepth, MaxWidth: m.MaxWidth,
 	}, PlainCost: m.Curve.At}
+	var floors []float64 // sch.Config.Floor's storage
 	var gated *gate
 	if p.Spec != spec.Incremental {
 		sch.Drafter = &spec.BeamDrafter{Model: model{a: m.Accept, draws: rand.New(rand.NewPCG(seed, 0xc047))}}
@@ -329,6 +337,8 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		if len(seqs) > 0 {
 			if p.Spec != spec.Incremental {
 				sch.Config.MinProb = m.minProb(len(seqs))
+				floors = m.floors(len(seqs), floors)
+				sch.Config.Floor = floors
 			}
 			var err error
 			if gated != nil {
