@@ -153,7 +153,10 @@ type Backend struct {
 	dist    spec.Dist // the target distribution handed to verification
 	timings Timings
 	curve   *costCurve // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
-	floors  []float64  // the scheduler's per-position floors (spec.Floors)
+	// plainPass[n] is the recent forward pass over n decoding roots alone
+	// (passCharge's base when it has one).
+	plainPass []time.Duration
+	floors    []float64 // the scheduler's per-position floors (spec.Floors)
 
 	trieOnce sync.Once
 	trie     *grammar.Trie // the vocabulary's token trie, for constrained requests
@@ -740,6 +743,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		return
 	}
 	t2 := time.Now()
+	charge := b.speculationCharge(slots, len(bt.Tokens), t0, t1, t2)
 	// Nothing above changed a sequence: the forward pass wrote only cache
 	// scratch, the drafters only their own state. From here on, state
 	// moves (a panic above is retry-safe).
@@ -818,7 +822,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		res[i].Tokens = q.out
 		res[i].Logprobs = q.logprobsOf(q.res.Path, q.out)
 		if !q.seq.NoSpec && b.sched.Drafter != nil && b.spec.sched.Policy != spec.Incremental {
-			took := time.Since(t0)
+			took := charge.of(q, time.Since(t0))
 			q.seq.Payoff.Observe(took, len(q.res.Tokens), q.tree.Len() > 1)
 			if q.tree.Len() > 1 {
 				b.drafts.observe(&q.seq, q.kind, took, len(q.res.Tokens))
