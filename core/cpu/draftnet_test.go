@@ -271,8 +271,9 @@ func TestDraftPassesArePricedByTheirTokens(t *testing.T) {
 }
 
 // TestDraftSkipsCatchUpsThatCannotPay: a sequence whose draft cache lags
-// by more than drafting could still save (half the plain decoding of the
-// tokens it may still emit) is left to plain decoding; one that is nearly
+// by more than drafting could still save (at most half the plain decoding
+// of the tokens it may still emit, less where a drafted node costs more
+// than half a token's worth) is left to plain decoding; one that is nearly
 // caught up, or has room to earn the catch-up back, or no known end,
 // drafts.
 func TestDraftSkipsCatchUpsThatCannotPay(t *testing.T) {
@@ -301,7 +302,26 @@ func TestDraftSkipsCatchUpsThatCannotPay(t *testing.T) {
 	for i := range trees {
 		trees[i] = &spec.Tree{}
 	}
-	keptS, keptT := m.payingCatchUps(seqs, trees)
+	keptS, keptT := m.payingCatchUps(seqs, trees, 0)
 	require.Equal(t, []*spec.Seq{farFromEnd, unbounded, caughtUp}, keptS)
 	require.Equal(t, []*spec.Tree{trees[1], trees[2], trees[3]}, keptT)
+
+	// Where a drafted node costs 0.7 of a token's worth, drafting saves at
+	// most 0.3 of the plain time left: 300 ms still earns farFromEnd's
+	// catch-up back, 3 ms no longer caughtUp's 4.
+	keptS, _ = m.payingCatchUps(seqs, trees, 0.7)
+	require.Equal(t, []*spec.Seq{farFromEnd, unbounded}, keptS)
+	// At 0.9, 100 ms is short of farFromEnd's 200.
+	keptS, _ = m.payingCatchUps(seqs, trees, 0.9)
+	require.Equal(t, []*spec.Seq{unbounded}, keptS)
+}
+
+// TestSavingShare: the share of the plain time left that drafting can save
+// is what a node's cost leaves of its token's worth, capped at maxSaving.
+func TestSavingShare(t *testing.T) {
+	require.Equal(t, maxSaving, savingShare(0))
+	require.Equal(t, maxSaving, savingShare(0.4))
+	require.InDelta(t, 0.25, savingShare(0.75), 1e-12)
+	require.Zero(t, savingShare(1))
+	require.Zero(t, savingShare(1.3))
 }

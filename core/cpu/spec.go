@@ -660,7 +660,11 @@ const stepSamples = 3
 
 func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree) error {
 	if shape.Branch == nil && !m.always {
-		seqs, trees = m.payingCatchUps(seqs, trees)
+		stop, _ := m.stopProb(len(seqs))
+		if stop >= 1 {
+			return nil
+		}
+		seqs, trees = m.payingCatchUps(seqs, trees, stop)
 		if len(seqs) == 0 {
 			return nil
 		}
@@ -669,21 +673,17 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 	defer func() { m.dm.seqs = nil }()
 	if shape.Branch == nil {
 		shape.Spine = true
-		step, ok := m.dm.stepAt(len(seqs))
-		if !ok {
-			step, ok = m.priorStep(len(seqs))
-		}
-		if ok {
-			// Every node is charged the whole step over all len(seqs)
-			// sequences, though the step serves them all. Charging each
-			// layer's step to the spines still drafting it instead (and
-			// keeping the most probable spines whose sum pays) was tried:
-			// on the Qwen pair with 4 streams it drafted 1.43–1.62 tokens
-			// a pass and ran at 0.85× plain, against 0.97× here, most likely
-			// because what drafting costs beyond the steps (each draft cache
-			// catching up on what the target emitted) is not priced.
-			shape.StopProb = spec.StopProb(step, m.marginal, m.plain)
-			if shape.StopProb >= 1 && !m.always {
+		// Every node is charged the whole step over all len(seqs)
+		// sequences, though the step serves them all. Charging each
+		// layer's step to the spines still drafting it instead (and
+		// keeping the most probable spines whose sum pays) was tried: on
+		// the Qwen pair with 4 streams it drafted 1.43–1.62 tokens a pass
+		// and ran at 0.85× plain, against 0.97× here, most likely because
+		// what drafting costs beyond the steps (each draft cache catching
+		// up on what the target emitted) is not priced.
+		if stop, priced := m.stopProb(len(seqs)); priced {
+			shape.StopProb = stop
+			if stop >= 1 && !m.always {
 				return nil
 			}
 		} else if m.dm.Step.Observations() > 0 {
@@ -695,25 +695,52 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 	return m.beam.Draft(seqs, shape, trees)
 }
 
+// stopProb is the path probability below which a draft step over n
+// sequences does not pay (spec.StopProb): priced is false while no step of
+// that batch size was measured and none can be estimated (priorStep), and
+// stop is then 0.
+func (m *modelDrafter) stopProb(n int) (stop float64, priced bool) {
+	step, ok := m.dm.stepAt(n)
+	if !ok {
+		step, ok = m.priorStep(n)
+	}
+	if !ok {
+		return 0, false
+	}
+	return spec.StopProb(step, m.marginal, m.plain), true
+}
+
 // maxSaving is the largest share of a stream's remaining decode time
 // speculation is taken to save. The best measured on a real pair is about
 // a third (Qwen2.5-Coder 1.5B/0.5B, whole-file rewrites, 1.5x plain), so
 // half is generous.
 const maxSaving = 0.5
 
+// savingShare is the share of the plain decoding time left that drafting
+// can still save where a drafted node costs stop of a token's worth (the
+// step and its verification: stop = StopProb): a node saves at most its
+// token's worth less its cost, 1 − stop of the worth, and never more than
+// maxSaving. Where stop is near 1 (on two cores, the 0.5B's step over two
+// streams against the 1.5B's plain token), drafting saves next to nothing
+// whatever its acceptance, so paying the draft cache's catch-up for it is
+// a loss.
+func savingShare(stop float64) float64 { return min(maxSaving, max(0, 1-stop)) }
+
 // payingCatchUps keeps the sequences (and their trees) whose draft cache
 // can catch up for less than what drafting could still save them: the
-// draft pass over the tokens the cache lacks, against maxSaving of the
-// plain decoding of the tokens max_tokens and the cache still allow
-// (Seq.MaxDepth; a sequence without that bound is kept). A request that
-// drafted while it was alone, stopped when other streams made a step too
-// dear, and is alone again near its end would otherwise feed the draft
+// draft pass over the tokens the cache lacks, against savingShare(stop)
+// of the plain decoding of the tokens max_tokens and the cache still
+// allow (Seq.MaxDepth; a sequence without that bound is kept). A request
+// that drafted while it was alone, stopped when other streams made a step
+// too dear, and is alone again near its end would otherwise feed the draft
 // model its whole answer so far (hundreds of milliseconds on the Qwen
-// pair) to draft its last few tokens.
-func (m *modelDrafter) payingCatchUps(seqs []*spec.Seq, trees []*spec.Tree) ([]*spec.Seq, []*spec.Tree) {
+// pair) to draft its last few tokens; and a request that starts beside
+// another would feed it its prompt for a step that barely pays.
+func (m *modelDrafter) payingCatchUps(seqs []*spec.Seq, trees []*spec.Tree, stop float64) ([]*spec.Seq, []*spec.Tree) {
 	if m.plain <= 0 {
 		return seqs, trees
 	}
+	share := savingShare(stop)
 	m.keepS, m.keepT = m.keepS[:0], m.keepT[:0]
 	for i, s := range seqs {
 		// Tokens the request may still emit: a tree of depth d emits at
@@ -727,7 +754,7 @@ func (m *modelDrafter) payingCatchUps(seqs []*spec.Seq, trees []*spec.Tree) ([]*
 		}
 		if left > 0 {
 			lag := m.dm.lag(s)
-			if cost, ok := m.passPrice(lag); ok && cost.Seconds() > maxSaving*float64(left)*m.plain.Seconds() {
+			if cost, ok := m.passPrice(lag); ok && cost.Seconds() > share*float64(left)*m.plain.Seconds() {
 				continue
 			}
 		}
