@@ -187,15 +187,7 @@ func compareSet(tb testing.TB, config string, set []string, drafters []string, m
 						accepted: u.DraftAccepted, passes: u.VerifyPasses, timings: b.timings}
 				}
 			}
-			o := out[d]
-			o.wall += bestRun.wall
-			o.tokens += bestRun.tokens
-			o.proposed += bestRun.proposed
-			o.accepted += bestRun.accepted
-			o.passes += bestRun.passes
-			o.timings.Plan += bestRun.timings.Plan
-			o.timings.Forward += bestRun.timings.Forward
-			o.timings.Verify += bestRun.timings.Verify
+			out[d].add(bestRun)
 		}
 	}
 	return out
@@ -403,7 +395,7 @@ func BenchmarkSpeculationStreams(b *testing.B) {
 	printTable(out.String())
 }
 
-// add sums another group's run into r.
+// add sums another prompt's or group's run into r.
 func (r *specRun) add(o specRun) {
 	r.wall += o.wall
 	r.tokens += o.tokens
