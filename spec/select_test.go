@@ -142,11 +142,12 @@ func TestSLOPhaseHonoursMinProb(t *testing.T) {
 
 // TestSelectHonoursFloorsByPosition: Config.Floor prices each slot of the
 // pass on its own. Figure 5's r0 alone (root, then 0.7, 0.42, 0.294,
-// 0.21, 0.2, 0.126): with no floor below 0.25 up to a pass of 3 tokens and
-// 0.25 past it, every policy that selects takes the root, 0.7 and 0.42 and
-// then stops at 0.294, worth a 3-token pass but not a 4th token; AdaServe's
-// SLO phase included. Bound stays false: what was left is below its slot's
-// floor, not out of budget.
+// 0.21, 0.2, 0.126), MinProb 0.1, and a floor of 0.3 from the pass's 4th
+// token on: every policy that selects takes the root, 0.7 and 0.42, then
+// stops at 0.294, which would have paid for a 3rd token but not a 4th;
+// AdaServe's SLO phase included. Bound stays false: what was left is below
+// its slot's floor, not out of budget. Without the floors every node is
+// above MinProb and taken.
 func TestSelectHonoursFloorsByPosition(t *testing.T) {
 	r0, _, n0, _ := figure5()
 	var s Selector
