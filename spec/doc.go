@@ -91,6 +91,16 @@
 // speculation has been emitting. The baselines keep the paper's
 // definitions, unguarded.
 //
+// A CPU's verified token is not free either, so a node is selected only
+// where its path probability pays for its place in the pass: MinProb is
+// priced on the curve's first extra tokens, and Config.Floor raises it
+// slot by slot past them, where a CPU's pass turns compute-bound and
+// dearer per token (MinProb, Floors). Each request's Payoff then checks
+// the outcome, its time per token speculating against plain decoding's,
+// and decodes plainly for a while where speculation lost; a runtime that
+// batches several requests charges a speculating one what its drafts cost
+// the others (core/cpu's passCharge), since they all wait for the pass.
+//
 // The paper's worked example (its Figure 5: budget 8, two requests, w = 2,
 // d = 3, A_cap = 0.6 and 0.8) is reproduced in TestFigure5. The figure counts
 // only draft tokens toward A while the paper's Algorithm 2 counts the root's
