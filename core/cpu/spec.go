@@ -659,14 +659,18 @@ type modelDrafter struct {
 const stepSamples = 3
 
 func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree) error {
+	n := len(seqs)
+	stop, priced := m.stopProb(n)
 	if shape.Branch == nil && !m.always {
-		stop, _ := m.stopProb(len(seqs))
 		if stop >= 1 {
 			return nil
 		}
 		seqs, trees = m.payingCatchUps(seqs, trees, stop)
 		if len(seqs) == 0 {
 			return nil
+		}
+		if len(seqs) != n {
+			stop, priced = m.stopProb(len(seqs)) // a smaller batch's step
 		}
 	}
 	m.dm.seqs = seqs
@@ -681,7 +685,7 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 		// and ran at 0.85× plain, against 0.97× here, most likely because
 		// what drafting costs beyond the steps (each draft cache catching
 		// up on what the target emitted) is not priced.
-		if stop, priced := m.stopProb(len(seqs)); priced {
+		if priced {
 			shape.StopProb = stop
 			if stop >= 1 && !m.always {
 				return nil
