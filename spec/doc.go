@@ -97,7 +97,9 @@
 // slot by slot past them, where a CPU's pass turns compute-bound and
 // dearer per token (MinProb, Floors). Each request's Payoff then checks
 // the outcome, its time per token speculating against plain decoding's,
-// and decodes plainly for a while where speculation lost; a runtime that
+// and decodes plainly for a while where speculation lost (a
+// StandbyDrafter may still draft for it meanwhile, where a cheap tree
+// beats plain decoding on its own); a runtime that
 // batches several requests charges a speculating one what its drafts cost
 // the others (core/cpu's passCharge), since they all wait for the pass.
 //

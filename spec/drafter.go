@@ -100,6 +100,19 @@ type Drafter interface {
 	Draft(seqs []*Seq, shape Shape, trees []*Tree) error
 }
 
+// StandbyDrafter is a Drafter that can also draft, cheaply, for requests
+// whose speculation is backed off (Payoff). A request that drafts with a
+// model can lose to plain decoding where its model mispredicts and yet
+// have stretches an n-gram index drafts in microseconds (a file rewritten
+// with a change: the model's steps lost, the copied lines were free).
+// Backing the request off stops the model; Standby lets such free trees
+// through meanwhile. It may leave any tree bare, and should leave bare
+// every tree not expected to beat plain decoding on its own.
+type StandbyDrafter interface {
+	Drafter
+	Standby(seqs []*Seq, shape Shape, trees []*Tree) error
+}
+
 // Query asks a draft model for the next-token distribution after a tree
 // node: the input is Context followed by Path.
 type Query struct {

@@ -30,6 +30,7 @@ type Payoff struct {
 	backoff     int     // length of the next back-off
 	probe       int     // speculative iterations since the last back-off
 	decided     bool    // the last Decide's answer
+	backing     bool    // the last Decide's plain answer was a back-off's
 	caughtUp    bool    // a speculative iteration has run (the drafter saw the prompt)
 	lastSpec    float64 // spec's tokens per iteration when the last back-off reset it
 }
@@ -100,6 +101,7 @@ func (p *Payoff) Decide() bool {
 		p.decided = true
 		return true
 	}
+	p.backing = false
 	if p.PlainPrior > 0 && p.plain.n < plainFirst {
 		// Measure plain decoding first, under today's load and context:
 		// a prior measured at start-up can be off either way.
@@ -109,11 +111,17 @@ func (p *Payoff) Decide() bool {
 	if p.off > 0 {
 		p.off--
 		p.decided = false
+		p.backing = true
 		return false
 	}
 	p.decided = true
 	return true
 }
+
+// BackingOff reports whether the last Decide chose plain decoding because
+// speculation had been losing (a back-off), not to measure plain decoding
+// first. A StandbyDrafter may still draft for such a request.
+func (p *Payoff) BackingOff() bool { return !p.decided && p.backing }
 
 // Observe records one iteration of the request: its duration and the
 // tokens it emitted, and whether drafts were verified (a speculating
@@ -133,6 +141,12 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 			// probeLen and never be judged.
 			p.probe = 0
 		}
+		return
+	}
+	if !p.decided {
+		// A standby tree verified during a back-off (StandbyDrafter): it
+		// was drafted only where it beat plain decoding on its own, and
+		// says nothing of the speculation the back-off judged.
 		return
 	}
 	p.probe++

@@ -213,3 +213,27 @@ func TestPrefillChunk(t *testing.T) {
 	require.Equal(t, 29_999_997, PrefillChunk(cheap, []*Seq{a, tight, lost}, now, 4096<<16))
 	require.Less(t, calls, 64)
 }
+
+// TestPayoffIgnoresStandbyTrees: a tree verified during a back-off (a
+// StandbyDrafter's) neither ends the back-off nor counts toward the next
+// probe, however fast it was.
+func TestPayoffIgnoresStandbyTrees(t *testing.T) {
+	p := Payoff{PlainPrior: 60 * time.Millisecond}
+	require.Zero(t, runPayoff(&p, plainFirst, 0, 60*time.Millisecond, 1))
+	// Losing: 1 token in 90 ms. probeLen probes (the first is the
+	// drafter's catch-up and is not judged), then a back-off.
+	require.Equal(t, probeLen, runPayoff(&p, probeLen, 90*time.Millisecond, 60*time.Millisecond, 1))
+	require.Equal(t, BackoffMin, p.off)
+	for i := range BackoffMin {
+		require.False(t, p.Decide(), "iteration %d of the back-off", i)
+		require.True(t, p.BackingOff())
+		p.Observe(10*time.Millisecond, 5, true) // a standby tree: 2 ms a token
+	}
+	require.Zero(t, p.probe)
+	require.Zero(t, p.spec.Iterations(), "standby trees added nothing to the speculative pace")
+	// The next probe is judged on its own: losing again, it backs off for
+	// twice as long.
+	require.Equal(t, probeLen, runPayoff(&p, probeLen, 90*time.Millisecond, 60*time.Millisecond, 1))
+	require.Equal(t, 2*BackoffMin, p.off)
+	require.True(t, p.Decide() == false && p.BackingOff())
+}

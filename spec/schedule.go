@@ -38,7 +38,11 @@ type Scheduler struct {
 	outP   []*Tree
 	active []*Seq
 	actT   []*Tree
-	reqs   []Candidate
+	// standby and standT: the backed-off sequences a StandbyDrafter
+	// may still draft for, and their trees.
+	standby []*Seq
+	standT  []*Tree
+	reqs    []Candidate
 }
 
 // Plan drafts and selects for one iteration and returns the tree to verify
@@ -52,20 +56,33 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 	}
 	shape := s.Config.Shape(n)
 	s.active, s.actT = s.active[:0], s.actT[:0]
+	s.standby, s.standT = s.standby[:0], s.standT[:0]
 	for i, q := range seqs {
 		c := &s.cands[i]
 		c.Reset(q.Tokens[len(q.Tokens)-1])
-		if !q.NoSpec && s.Drafter != nil && shape.depth() > 0 && q.Payoff.Decide() {
+		if q.NoSpec || s.Drafter == nil || shape.depth() <= 0 {
+			continue
+		}
+		if q.Payoff.Decide() {
 			s.active = append(s.active, q)
 			s.actT = append(s.actT, c)
+		} else if q.Payoff.BackingOff() {
+			s.standby = append(s.standby, q)
+			s.standT = append(s.standT, c)
 		}
 	}
-	if len(s.active) > 0 && s.Config.Policy == AdaServe && s.PlainCost != nil &&
+	if len(s.active)+len(s.standby) > 0 && s.Config.Policy == AdaServe && s.PlainCost != nil &&
 		Guard(seqs, s.active, now, s.PlainCost(n), s.SpecTiming.Estimate()) {
 		s.active, s.actT = s.active[:0], s.actT[:0]
+		s.standby, s.standT = s.standby[:0], s.standT[:0]
 	}
 	if len(s.active) > 0 {
 		if err := s.Drafter.Draft(s.active, shape, s.actT); err != nil {
+			return nil, err
+		}
+	}
+	if sd, ok := s.Drafter.(StandbyDrafter); ok && len(s.standby) > 0 {
+		if err := sd.Standby(s.standby, shape, s.standT); err != nil {
 			return nil, err
 		}
 	}

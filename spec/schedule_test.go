@@ -436,3 +436,78 @@ func TestSchedulerObserve(t *testing.T) {
 	require.Equal(t, 1, s.SpecTiming.Observations())
 	require.Equal(t, 80*time.Millisecond, s.SpecTiming.Estimate())
 }
+
+// standbyDraft is a StandbyDrafter over a BeamDrafter that records which
+// sequences each call drafted for; its standby trees are one node deep.
+type standbyDraft struct {
+	BeamDrafter
+	drafted, standby []*Seq
+}
+
+func (d *standbyDraft) Draft(seqs []*Seq, shape Shape, trees []*Tree) error {
+	d.drafted = append(d.drafted[:0], seqs...)
+	return d.BeamDrafter.Draft(seqs, shape, trees)
+}
+
+func (d *standbyDraft) Standby(seqs []*Seq, shape Shape, trees []*Tree) error {
+	d.standby = append(d.standby[:0], seqs...)
+	for i, s := range seqs {
+		trees[i].Reset(s.Tokens[len(s.Tokens)-1])
+		trees[i].Add(0, 7, 0.9)
+	}
+	return nil
+}
+
+// TestSchedulerStandby: a request whose speculation is backed off is
+// drafted for by Standby (and only then: not while it measures plain
+// decoding first, not with speculation off), and AdaServe's guard holds
+// its tree back as it does the others'.
+func TestSchedulerStandby(t *testing.T) {
+	now := time.Unix(1000, 0)
+	seqs := newSeqs(3)
+	d := &standbyDraft{BeamDrafter: BeamDrafter{Model: newToyDraft(16, 6)}}
+	s := &Scheduler{Config: Config{Policy: GlobalGreedy, Budget: 16, MaxDepth: 4, MaxWidth: 2}, Drafter: d}
+	// seqs[0] speculates, seqs[1] is backing off, seqs[2] measures plain
+	// decoding first.
+	seqs[1].Payoff = Payoff{PlainPrior: time.Millisecond, off: 3}
+	seqs[1].Payoff.plain.n = plainFirst
+	seqs[2].Payoff = Payoff{PlainPrior: time.Millisecond}
+	trees, err := s.Plan(seqs, now)
+	require.NoError(t, err)
+	require.Equal(t, []*Seq{seqs[0]}, d.drafted)
+	require.Equal(t, []*Seq{seqs[1]}, d.standby)
+	require.Greater(t, trees[0].Len(), 1)
+	require.Equal(t, 2, trees[1].Len(), "the standby tree is verified")
+	require.Equal(t, 1, trees[2].Len())
+	require.True(t, seqs[1].Payoff.BackingOff())
+	require.False(t, seqs[2].Payoff.BackingOff(), "measuring plain decoding is not a back-off")
+
+	// Speculation off: no standby either.
+	seqs[1].NoSpec = true
+	d.standby = nil
+	_, err = s.Plan(seqs, now)
+	require.NoError(t, err)
+	require.Empty(t, d.standby)
+	seqs[1].NoSpec = false
+
+	// A drafter without Standby leaves backed-off requests bare.
+	s.Drafter = &BeamDrafter{Model: newToyDraft(16, 6)}
+	trees, err = s.Plan(seqs, now)
+	require.NoError(t, err)
+	require.Equal(t, 1, trees[1].Len())
+
+	// AdaServe's guard, when it puts speculation off, puts standby off
+	// too: seqs[0] has 10 ms of room, plain takes 5 and speculation 30.
+	s.Drafter = d
+	s.Config.Policy, s.PlainCost = AdaServe, func(int) time.Duration { return 5 * time.Millisecond }
+	s.SpecTiming.Observe(30 * time.Millisecond)
+	seqs[0].SLO, seqs[0].Start = 10*time.Millisecond, now.Add(-90*time.Millisecond)
+	seqs[0].Tokens = append(seqs[0].Tokens, make([]int32, 9)...)
+	seqs[0].NoSpec = true
+	seqs[1].Payoff.off = 3
+	d.standby = nil
+	trees, err = s.Plan(seqs, now)
+	require.NoError(t, err)
+	require.Empty(t, d.standby)
+	require.Equal(t, 1, trees[1].Len())
+}

@@ -36,7 +36,8 @@
 //	                  for n streams (default: priced from the measured cost, the
 //	                  marginal token's cost over a token's worth)
 //	"spec_adaptive":  false: requests speculate even where it is measured not to pay
-//	                  (default true: spec.Payoff decodes them plainly for a while)
+//	                  (default true: spec.Payoff decodes them plainly for a while;
+//	                  a model-drafted request's n-gram stand-ins go on: Standby)
 //	"spec_policy":    "adaserve" (default), "equal_greedy", "global_greedy",
 //	                  "specinfer" (a fixed tree), or a baseline without
 //	                  speculation: "incremental" (prompt chunks beside the
@@ -823,7 +824,13 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		res[i].Logprobs = q.logprobsOf(q.res.Path, q.out)
 		if !q.seq.NoSpec && b.sched.Drafter != nil && b.spec.sched.Policy != spec.Incremental {
 			took := charge.of(q, time.Since(t0))
-			q.seq.Payoff.Observe(took, len(q.res.Tokens), q.tree.Len() > 1)
+			if used := b.drafts.usedBy(&q.seq, q.kind); used == q.kind || q.tree.Len() < 2 {
+				// A tree the n-gram index drafted in the place of the
+				// request's model (drafters.ngramFirst, Standby) stood in
+				// because it beat the model, or plain decoding: the
+				// request's gate judges the model's own iterations.
+				q.seq.Payoff.Observe(took, len(q.res.Tokens), q.tree.Len() > 1)
+			}
 			if q.tree.Len() > 1 {
 				b.drafts.observe(&q.seq, q.kind, took, len(q.res.Tokens))
 			}

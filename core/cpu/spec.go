@@ -552,6 +552,76 @@ func (d *drafters) ngramFirst(shape spec.Shape, n int) {
 	}
 }
 
+// Standby implements spec.StandbyDrafter: for the model-drafted requests
+// whose speculation is backed off (spec.Payoff), the n-gram index drafts
+// in microseconds, and a tree is kept where it beats plain decoding on
+// its own (ngramBeatsPlain). On the Qwen2.5-Coder pair, whole-file
+// rewrites lost to plain decoding wherever the model drafted new lines
+// (26 ms a token against 25: its steps, and its cache catching up on
+// what the index had drafted), so their requests backed off, 35% of
+// their iterations, and decoded the copied lines in those stretches one
+// token a pass. Requests that chose the n-gram index itself get nothing
+// here: what backed them off was the index.
+func (d *drafters) Standby(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree) error {
+	d.probeS, d.probeT = d.probeS[:0], d.probeT[:0]
+	for i, s := range seqs {
+		delete(d.used, s)
+		trees[i].Reset(s.Tokens[len(s.Tokens)-1])
+		if k := d.kind[s]; k == draftModel || k == draftEarlyExit {
+			d.probeS = append(d.probeS, s)
+			d.probeT = append(d.probeT, trees[i])
+		}
+	}
+	if len(d.probeS) == 0 {
+		return nil
+	}
+	d.accept[draftNGram].Factors(d.calib[draftNGram][:])
+	shape.Calib = d.calib[draftNGram][:]
+	if d.ngram.Draft(d.probeS, shape, d.probeT) != nil {
+		d.errs++
+		for i, t := range d.probeT {
+			t.Reset(d.probeS[i].Tokens[len(d.probeS[i].Tokens)-1])
+		}
+		return nil
+	}
+	if d.used == nil {
+		d.used = map[*spec.Seq]drafterKind{}
+	}
+	for i, t := range d.probeT {
+		d.accept[draftNGram].Scale(t)
+		s := d.probeS[i]
+		if !d.ngramBeatsPlain(t, len(seqs)) {
+			t.Reset(s.Tokens[len(s.Tokens)-1])
+			continue
+		}
+		d.used[s] = draftNGram
+	}
+	return nil
+}
+
+// ngramBeatsPlain says whether verifying the n-gram tree t is expected to
+// emit its request's tokens faster than plain decoding, with n sequences
+// in the pass: the request is charged the plain pass plus n times what
+// its nodes add to it (the other streams wait for them too; see
+// passCharge), over one plus the expected accepted nodes (the sum of their
+// calibrated path probabilities). Without a cost curve a tree must expect
+// a whole accepted token.
+func (d *drafters) ngramBeatsPlain(t *spec.Tree, n int) bool {
+	if t.Len() < 2 {
+		return false
+	}
+	e := 0.0
+	for _, nd := range t.Nodes[1:] {
+		e += nd.Prob
+	}
+	if d.at == nil {
+		return e >= 1
+	}
+	plain := d.at(n).Seconds()
+	charged := plain + float64(n)*(d.at(n-1+t.Len()).Seconds()-plain)
+	return charged/(1+e) < plain
+}
+
 // usedBy is the drafter that drafted the sequence's tree this iteration
 // (its request's, unless the n-gram index stood in).
 func (d *drafters) usedBy(s *spec.Seq, requested drafterKind) drafterKind {

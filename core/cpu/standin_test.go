@@ -93,3 +93,56 @@ func TestNGramDraftsDeeper(t *testing.T) {
 		be.Close()
 	}
 }
+
+// A backed-off request that drafts with a model gets the n-gram index's
+// tree where it beats plain decoding on its own (ngramBeatsPlain); one
+// that chose the index gets nothing, and a tree that would not beat plain
+// stays bare. What Standby drafts is marked as the index's.
+func TestStandbyDraftsTheIndexForModelRequests(t *testing.T) {
+	var toks []int32
+	for range 3 {
+		for i := range 20 {
+			toks = append(toks, int32(100+i))
+		}
+	}
+	d := &drafters{kind: map[*spec.Seq]drafterKind{}}
+	copying := &spec.Seq{Tokens: toks[:45], Prompt: 45}           // repeats itself: a long chain
+	fresh := &spec.Seq{Tokens: []int32{1, 2, 3, 4, 5}, Prompt: 5} // nothing to match
+	own := &spec.Seq{Tokens: toks[:45], Prompt: 45}               // chose the index
+	d.kind[copying], d.kind[fresh], d.kind[own] = draftModel, draftModel, draftNGram
+	seqs := []*spec.Seq{copying, fresh, own}
+	trees := []*spec.Tree{{}, {}, {}}
+	shape := spec.Shape{Depth: spec.DefaultMaxDepth, Width: 1}
+	require.NoError(t, d.Standby(seqs, shape, trees))
+	require.Equal(t, spec.DefaultMaxDepth+1, trees[0].Len(), "the copy's chain")
+	require.Equal(t, draftNGram, d.usedBy(copying, draftModel))
+	require.Equal(t, 1, trees[1].Len())
+	require.Equal(t, draftModel, d.usedBy(fresh, draftModel))
+	require.Equal(t, 1, trees[2].Len(), "the index backed itself off")
+
+	// On a curve where each drafted token costs a whole pass, no tree
+	// beats plain decoding: they all stay bare.
+	d.at = func(n int) time.Duration { return time.Duration(n) * 20 * time.Millisecond }
+	require.NoError(t, d.Standby(seqs, shape, trees))
+	require.Equal(t, 1, trees[0].Len())
+	require.Equal(t, draftModel, d.usedBy(copying, draftModel), "a bare tree is not the index's")
+}
+
+// ngramBeatsPlain charges a tree what its nodes add to the pass, times
+// the streams that wait for them, against one plain pass a token.
+func TestNGramBeatsPlain(t *testing.T) {
+	d := &drafters{}
+	require.False(t, d.ngramBeatsPlain(chainTree(), 1), "no proposal")
+	require.False(t, d.ngramBeatsPlain(chainTree(0.6, 0.3), 1), "no curve: 0.9 expected tokens")
+	require.True(t, d.ngramBeatsPlain(chainTree(0.6, 0.5), 1), "no curve: 1.1 expected tokens")
+	// A pass over n tokens costs 30 ms plus 5 ms a token: alone, a chain
+	// of 2 costs 45 ms against 35 plain, so it must expect more than 2/7
+	// of a token.
+	d.at = func(n int) time.Duration { return 30*time.Millisecond + time.Duration(n)*5*time.Millisecond }
+	require.False(t, d.ngramBeatsPlain(chainTree(0.2, 0.05), 1))
+	require.True(t, d.ngramBeatsPlain(chainTree(0.25, 0.1), 1))
+	// Beside three other streams the plain pass is 50 ms and the chain
+	// adds 10 for each of four: 90 ms, so it must expect more than 0.8.
+	require.False(t, d.ngramBeatsPlain(chainTree(0.5, 0.25), 4))
+	require.True(t, d.ngramBeatsPlain(chainTree(0.6, 0.3), 4))
+}
