@@ -325,3 +325,50 @@ func TestSavingShare(t *testing.T) {
 	require.Zero(t, savingShare(1))
 	require.Zero(t, savingShare(1.3))
 }
+
+// TestDraftModelIsRepricedAfterSittingOut: a draft model whose measured
+// step is too dear to pay sits the calls out, and every repriceEvery of
+// them measures the step again, as scratch: a price measured in a moment
+// of contention does not bench the model for good, and the re-measurement
+// leaves the sequence's draft cache as it was.
+func TestDraftModelIsRepricedAfterSittingOut(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 40, 7, 4)
+	b := tinyBackend(t, path, path, `,"spec_adaptive":true`)
+	m := b.drafts.model
+	for range stepSamples {
+		m.dm.observePass(1, true, 10*time.Second) // a step timed under contention
+	}
+	m.plain = time.Second
+	s := &spec.Seq{Tokens: []int32{1, 5, 9, 13, 17, 21}, Prompt: 4}
+	tr := &spec.Tree{}
+	draft := func() int {
+		tr.Reset(s.Tokens[len(s.Tokens)-1])
+		require.NoError(t, m.Draft([]*spec.Seq{s}, spec.Shape{Depth: 4, Width: 2}, []*spec.Tree{tr}))
+		return tr.Len()
+	}
+	for i := 1; i < repriceEvery; i++ {
+		require.Equal(t, 1, draft(), "call %d: 10 s a step against a token worth 1 s", i)
+	}
+	require.Equal(t, 10*time.Second, m.dm.stepBy[1].Estimate())
+	require.Nil(t, m.dm.state(s), "sitting out touched no cache")
+
+	// The repriceEvery-th call measures the step again (the tiny model's,
+	// far under a second) and drafts.
+	require.Greater(t, draft(), 1)
+	require.Less(t, m.dm.stepBy[1].Estimate(), time.Second)
+
+	// Re-measuring on a cache that holds a context leaves it holding it.
+	st := m.dm.state(s)
+	held := st.cache.Len()
+	require.Positive(t, held)
+	for range stepSamples {
+		m.dm.observePass(1, true, 10*time.Second)
+	}
+	require.NoError(t, m.dm.reprice(s, 1))
+	require.Equal(t, held, st.cache.Len())
+	require.Less(t, m.dm.stepBy[1].Estimate(), time.Second)
+	// A re-measurement that does not fit the cache fails and prices nothing.
+	require.Error(t, m.dm.reprice(s, st.cache.Cap()))
+	require.Nil(t, m.dm.stepBy[st.cache.Cap()])
+	require.Equal(t, held, st.cache.Len())
+}
