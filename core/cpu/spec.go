@@ -420,6 +420,9 @@ type drafters struct {
 	// at is the target's forward cost curve (nil without one): it prices
 	// an n-gram tree's verify pass.
 	at func(int) time.Duration
+	// streams is how many sequences decode in the iteration (set with
+	// at): a standby tree's nodes cost all of them a longer pass.
+	streams int
 	// ngramDeeper lets the n-gram index draft deeper than the scheduler's
 	// shape (ngramShape): the config gave no "spec_max_depth".
 	ngramDeeper bool
@@ -590,7 +593,7 @@ func (d *drafters) Standby(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tre
 	for i, t := range d.probeT {
 		d.accept[draftNGram].Scale(t)
 		s := d.probeS[i]
-		if !d.ngramBeatsPlain(t, len(seqs)) {
+		if !d.ngramBeatsPlain(t, max(len(seqs), d.streams)) {
 			t.Reset(s.Tokens[len(s.Tokens)-1])
 			continue
 		}

@@ -126,6 +126,19 @@ func TestStandbyDraftsTheIndexForModelRequests(t *testing.T) {
 	require.NoError(t, d.Standby(seqs, shape, trees))
 	require.Equal(t, 1, trees[0].Len())
 	require.Equal(t, draftModel, d.usedBy(copying, draftModel), "a bare tree is not the index's")
+
+	// The pass is priced for every stream of the iteration, not only the
+	// backed-off ones: where a pass costs 20 ms plus 1 ms a token, the
+	// copy's chain (8 nodes, about 1.9 expected tokens) pays beside two
+	// other streams (47 ms charged for 2.9 tokens against 23 a token) and
+	// not beside thirty (290 against 50).
+	d.at = func(n int) time.Duration { return 20*time.Millisecond + time.Duration(n)*time.Millisecond }
+	d.streams = 3
+	require.NoError(t, d.Standby(seqs[:1], shape, trees[:1]))
+	require.Equal(t, spec.DefaultMaxDepth+1, trees[0].Len())
+	d.streams = 30
+	require.NoError(t, d.Standby(seqs[:1], shape, trees[:1]))
+	require.Equal(t, 1, trees[0].Len())
 }
 
 // ngramBeatsPlain charges a tree what its nodes add to the pass, times

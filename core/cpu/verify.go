@@ -251,6 +251,7 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		if b.curve != nil {
 			b.drafts.at = b.curve.at
 		}
+		b.drafts.streams = n
 		for _, d := range []*modelDrafter{b.drafts.model, b.drafts.early} {
 			if d != nil {
 				d.plain, d.marginal = worth, marginal
