@@ -496,10 +496,7 @@ func (d *drafters) ngramStandsIn(s *spec.Seq, t *spec.Tree, others int) bool {
 	if t.Len() < 2 {
 		return false
 	}
-	e := 0.0
-	for _, n := range t.Nodes[1:] {
-		e += n.Prob
-	}
+	e := expectedNodes(t)
 	p := d.modelPace[s]
 	if p == nil || p.Iterations() == 0 || d.at == nil {
 		return e >= 1
@@ -528,17 +525,8 @@ func (d *drafters) ngramFirst(shape spec.Shape, n int) {
 	}
 	// The scheduler's shape, not ngramShape's: deeper stand-ins left the
 	// draft model further to catch up (rewrites 1.79x to 1.74x plain).
-	ks := shape
-	d.accept[draftNGram].Factors(d.calib[draftNGram][:])
-	ks.Calib = d.calib[draftNGram][:]
-	if d.ngram.Draft(d.probeS, ks, d.probeT) != nil {
-		for i, t := range d.probeT {
-			t.Reset(d.probeS[i].Tokens[len(d.probeS[i].Tokens)-1])
-		}
+	if !d.probeNGram(shape) {
 		return
-	}
-	for _, t := range d.probeT {
-		d.accept[draftNGram].Scale(t)
 	}
 	for _, k := range modelKinds {
 		ss, ts := d.seqs[k][:0], d.trees[k][:0]
@@ -553,6 +541,35 @@ func (d *drafters) ngramFirst(shape spec.Shape, n int) {
 		}
 		d.seqs[k], d.trees[k] = ss, ts
 	}
+}
+
+// probeNGram lets the n-gram index draft the trees of probeS (probeT) in
+// the given shape, its path probabilities calibrated by what verification
+// accepted of its trees. Where the index fails it leaves the trees bare
+// and returns false.
+func (d *drafters) probeNGram(shape spec.Shape) bool {
+	d.accept[draftNGram].Factors(d.calib[draftNGram][:])
+	shape.Calib = d.calib[draftNGram][:]
+	if d.ngram.Draft(d.probeS, shape, d.probeT) != nil {
+		for i, t := range d.probeT {
+			t.Reset(d.probeS[i].Tokens[len(d.probeS[i].Tokens)-1])
+		}
+		return false
+	}
+	for _, t := range d.probeT {
+		d.accept[draftNGram].Scale(t)
+	}
+	return true
+}
+
+// expectedNodes is the sum of the path probabilities of t's drafted nodes:
+// how many of them verification is expected to accept.
+func expectedNodes(t *spec.Tree) float64 {
+	e := 0.0
+	for _, n := range t.Nodes[1:] {
+		e += n.Prob
+	}
+	return e
 }
 
 // Standby implements spec.StandbyDrafter: for the model-drafted requests
@@ -578,20 +595,14 @@ func (d *drafters) Standby(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tre
 	if len(d.probeS) == 0 {
 		return nil
 	}
-	d.accept[draftNGram].Factors(d.calib[draftNGram][:])
-	shape.Calib = d.calib[draftNGram][:]
-	if d.ngram.Draft(d.probeS, shape, d.probeT) != nil {
+	if !d.probeNGram(shape) {
 		d.errs++
-		for i, t := range d.probeT {
-			t.Reset(d.probeS[i].Tokens[len(d.probeS[i].Tokens)-1])
-		}
 		return nil
 	}
 	if d.used == nil {
 		d.used = map[*spec.Seq]drafterKind{}
 	}
 	for i, t := range d.probeT {
-		d.accept[draftNGram].Scale(t)
 		s := d.probeS[i]
 		if !d.ngramBeatsPlain(t, max(len(seqs), d.streams)) {
 			t.Reset(s.Tokens[len(s.Tokens)-1])
@@ -613,10 +624,7 @@ func (d *drafters) ngramBeatsPlain(t *spec.Tree, n int) bool {
 	if t.Len() < 2 {
 		return false
 	}
-	e := 0.0
-	for _, nd := range t.Nodes[1:] {
-		e += nd.Prob
-	}
+	e := expectedNodes(t)
 	if d.at == nil {
 		return e >= 1
 	}
@@ -1052,6 +1060,18 @@ func (d *draftNet) forward(b *model.Batch, logits []float32) error {
 // feed runs toks, the cache's next positions, through the draft in a pass
 // of their own (no logits) and commits them.
 func (d *draftNet) feed(c model.Cache, toks []int32) error {
+	if err := d.forward(d.sideChain(c, toks, false), nil); err != nil {
+		return err
+	}
+	for len(d.ident) < len(toks) {
+		d.ident = append(d.ident, len(d.ident))
+	}
+	return c.Commit(d.ident[:len(toks)])
+}
+
+// sideChain fills the catch-up batch with toks as a chain at c's next
+// positions, each with a logits row or none.
+func (d *draftNet) sideChain(c model.Cache, toks []int32, logits bool) *model.Batch {
 	b := &d.side
 	b.Tokens, b.Cache, b.Pos, b.Parent, b.Logits = b.Tokens[:0], b.Cache[:0], b.Pos[:0], b.Parent[:0], b.Logits[:0]
 	for i, tok := range toks {
@@ -1059,15 +1079,9 @@ func (d *draftNet) feed(c model.Cache, toks []int32) error {
 		b.Cache = append(b.Cache, c)
 		b.Pos = append(b.Pos, c.Len()+i)
 		b.Parent = append(b.Parent, i-1)
-		b.Logits = append(b.Logits, false)
+		b.Logits = append(b.Logits, logits)
 	}
-	if err := d.forward(b, nil); err != nil {
-		return err
-	}
-	for len(d.ident) < len(toks) {
-		d.ident = append(d.ident, len(d.ident))
-	}
-	return c.Commit(d.ident[:len(toks)])
+	return b
 }
 
 // lag is how many tokens the sequence's draft cache lacks: what its next
@@ -1143,16 +1157,11 @@ func (d *draftNet) reprice(s *spec.Seq, n int) error {
 	if n <= 0 || c.Len()+n > c.Cap() {
 		return fmt.Errorf("draft cache: no room for %d tokens", n)
 	}
-	b := &d.side
-	b.Tokens, b.Cache, b.Pos, b.Parent, b.Logits = b.Tokens[:0], b.Cache[:0], b.Pos[:0], b.Parent[:0], b.Logits[:0]
-	tok := s.Tokens[len(s.Tokens)-1]
-	for i := range n {
-		b.Tokens = append(b.Tokens, tok)
-		b.Cache = append(b.Cache, c)
-		b.Pos = append(b.Pos, c.Len()+i)
-		b.Parent = append(b.Parent, i-1)
-		b.Logits = append(b.Logits, true)
+	toks := make([]int32, n) // any ids: a step's cost does not depend on them
+	for i := range toks {
+		toks[i] = s.Tokens[len(s.Tokens)-1]
 	}
+	b := d.sideChain(c, toks, true)
 	if v := n * d.rowWidth(); cap(d.logits) < v {
 		d.logits = make([]float32, v)
 	}
