@@ -18,9 +18,9 @@ type embedArgs struct {
 }
 
 type normArgs struct {
-	x, w, qs, ds, pass, rows cu.DevicePtr
-	dim                      int32
-	eps                      float32
+	x, w, qs, ds, pass, rows, clear cu.DevicePtr
+	dim                             int32
+	eps                             float32
 }
 
 type quantArgs struct {
@@ -29,9 +29,9 @@ type quantArgs struct {
 }
 
 type matVecArgs struct {
-	out, res, bias, wq, ws, xq, xds, pass, src, nw cu.DevicePtr
-	rows, cols, head, ld, pro                      int32
-	eps                                            float32
+	out, res, bias, wq, ws, xq, xds, pass, src, nw, amax cu.DevicePtr
+	rows, cols, head, ld, pro                            int32
+	eps                                                  float32
 }
 
 type ropeArgs struct {
@@ -46,11 +46,6 @@ type attnArgs struct {
 	rope, neox, pad                   int32
 }
 
-type argmaxArgs struct {
-	logits, out, pass cu.DevicePtr
-	vocab, pad        int32
-}
-
 type commitArgs struct {
 	k, v                             cu.DevicePtr
 	cap, hd, blocks, len, moves, pad int32
@@ -62,12 +57,14 @@ type commitArgs struct {
 func (a *embedArgs) fields() []any {
 	return []any{a.out, a.pass, a.toks, a.qs, a.scales, a.typ, a.dim}
 }
-func (a *normArgs) fields() []any { return []any{a.x, a.w, a.qs, a.ds, a.pass, a.rows, a.dim, a.eps} }
+func (a *normArgs) fields() []any {
+	return []any{a.x, a.w, a.qs, a.ds, a.pass, a.rows, a.clear, a.dim, a.eps}
+}
 func (a *quantArgs) fields() []any {
 	return []any{a.x, a.qs, a.ds, a.pass, a.dim, a.swiglu}
 }
 func (a *matVecArgs) fields() []any {
-	return []any{a.out, a.res, a.bias, a.wq, a.ws, a.xq, a.xds, a.pass, a.src, a.nw, a.rows, a.cols, a.head, a.ld, a.pro, a.eps}
+	return []any{a.out, a.res, a.bias, a.wq, a.ws, a.xq, a.xds, a.pass, a.src, a.nw, a.amax, a.rows, a.cols, a.head, a.ld, a.pro, a.eps}
 }
 func (a *ropeArgs) fields() []any {
 	return []any{a.qkv, a.rot, a.pass, a.toks, a.heads, a.kvheads, a.hd, a.neox, a.layer, a.pad}
@@ -75,7 +72,6 @@ func (a *ropeArgs) fields() []any {
 func (a *attnArgs) fields() []any {
 	return []any{a.qs, a.ds, a.q, a.pass, a.toks, a.extra, a.rot, a.heads, a.kvheads, a.hd, a.layer, a.scale, a.rope, a.neox, a.pad}
 }
-func (a *argmaxArgs) fields() []any { return []any{a.logits, a.out, a.pass, a.vocab, a.pad} }
 func (a *commitArgs) fields() []any {
 	return []any{a.k, a.v, a.cap, a.hd, a.blocks, a.len, a.moves, a.pad, a.src, a.dst}
 }
@@ -121,7 +117,9 @@ func proBytes(cols int) int { return kernels.MatVecTokens * (cols + cols/32*4) }
 const maxProBytes = 48 << 10
 
 // launchPass queues the whole forward pass of n tokens (rows of which want
-// logits) over the first layers, and with argmax each row's argmax into ids.
+// logits) over the first layers, and with argmax each row's argmax key
+// (kernels.cu, argmax_key) into keys instead of the logits: the final norm
+// zeroes the keys and the head's product kernel raises them.
 //
 // A layer is 9 kernels, and fewer where the pass is small enough: up to
 // kernels.MatVecMax tokens the mat-vecs normalise or gate their own
@@ -143,9 +141,9 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 			err = d.launchShared(f, grid, block, smem, pack(&w, a), f != d.k.embed)
 		}
 	}
-	norm := func(src, weight, gather cu.DevicePtr, nr int) {
+	norm := func(src, weight, gather, clear cu.DevicePtr, nr int) {
 		run(d.k.rmsnormQuant, [3]uint32{uint32(nr), 1, 1}, [3]uint32{128, 1, 1}, 0,
-			&normArgs{x: src, w: weight, qs: b.xq, ds: b.xds, pass: pass, rows: gather, dim: int32(c.Embd), eps: c.RMSEps})
+			&normArgs{x: src, w: weight, qs: b.xq, ds: b.xds, pass: pass, rows: gather, clear: clear, dim: int32(c.Embd), eps: c.RMSEps})
 	}
 	// input says how the products of a layer get their activations: in
 	// xq/xds (pro = proNone), or made by the mat-vec's prologue from src.
@@ -157,9 +155,11 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 	// matvec writes W·x (+ bias) (+ res) into rows of ld floats of out,
 	// with the kernel of W's type (the loader admits only those): the
 	// mat-vec for a few tokens, the tensor cores for more.
-	matvec := func(out, res, bias cu.DevicePtr, m *dmat, ld, nt int, head bool, in input) {
+	// The head (head) counts the pass's logits rows, not its tokens; with
+	// amax it keeps only each row's argmax key.
+	matvec := func(out, res, bias cu.DevicePtr, m *dmat, ld, nt int, head bool, amax cu.DevicePtr, in input) {
 		a := &matVecArgs{out: out, res: res, bias: bias, wq: m.qs, ws: m.scales, xq: b.xq, xds: b.xds, pass: pass,
-			src: in.src, nw: in.nw, rows: int32(m.rows), cols: int32(m.cols), ld: int32(ld), pro: in.pro, eps: c.RMSEps}
+			src: in.src, nw: in.nw, amax: amax, rows: int32(m.rows), cols: int32(m.cols), ld: int32(ld), pro: in.pro, eps: c.RMSEps}
 		if head {
 			a.head = 1
 		}
@@ -177,7 +177,7 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 			if pb != 0 {
 				pb = pb.Add(4 * p.off)
 			}
-			matvec(out.Add(4*p.off), 0, pb, &p.m, ld, n, false, in)
+			matvec(out.Add(4*p.off), 0, pb, &p.m, ld, n, false, 0, in)
 		}
 	}
 	// normed is the input of a product over the normalised residual
@@ -186,7 +186,7 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 		if small && proBytes(c.Embd) <= maxProBytes {
 			return input{pro: proNorm, src: b.x, nw: weight}
 		}
-		norm(b.x, weight, 0, n)
+		norm(b.x, weight, 0, 0, n)
 		return input{}
 	}
 
@@ -218,7 +218,7 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 		// output must not depend on its pass.
 		attn, grid, smem := d.k.attentionFor(c, n, r.attentionGroupFrom())
 		run(attn, grid, [3]uint32{32 * kernels.AttentionWarps, 1, 1}, smem, att)
-		matvec(b.x, b.x, 0, &l.wo, c.Embd, n, false, input{})
+		matvec(b.x, b.x, 0, &l.wo, c.Embd, n, false, 0, input{})
 		// FFN block: x += Wdown · (silu(Wgate·xn) ⊙ Wup·xn)
 		fused(b.gu, 0, l.gateUp, 2*c.FF, normed(l.ffnNorm))
 		gated := input{pro: proSwiGLU, src: b.gu}
@@ -227,15 +227,15 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 				&quantArgs{x: b.gu, qs: b.xq, ds: b.xds, pass: pass, dim: int32(c.FF), swiglu: 1})
 			gated = input{}
 		}
-		matvec(b.x, b.x, 0, &l.wDown, c.Embd, n, false, gated)
+		matvec(b.x, b.x, 0, &l.wDown, c.Embd, n, false, 0, gated)
 	}
 	if rows > 0 {
-		norm(b.x, r.outNorm, pass.Add(r.rowsOff()), rows)
-		matvec(b.logits, 0, 0, &r.output, c.Vocab, rows, true, input{})
+		var keys cu.DevicePtr
 		if argmax {
-			run(d.k.argmax, [3]uint32{uint32(rows), 1, 1}, [3]uint32{1024, 1, 1}, 0,
-				&argmaxArgs{logits: b.logits, out: b.ids, pass: pass, vocab: int32(c.Vocab)})
+			keys = b.keys
 		}
+		norm(b.x, r.outNorm, pass.Add(r.rowsOff()), keys, rows)
+		matvec(b.logits, 0, 0, &r.output, c.Vocab, rows, true, keys, input{})
 	}
 	return err
 }

@@ -72,7 +72,7 @@ func goStruct(a kernelArgs) string {
 func TestArgsMatchKernelStructs(t *testing.T) {
 	for name, a := range map[string]kernelArgs{
 		"EmbedArgs": &embedArgs{}, "NormArgs": &normArgs{}, "QuantArgs": &quantArgs{}, "MatVecArgs": &matVecArgs{},
-		"RopeArgs": &ropeArgs{}, "AttnArgs": &attnArgs{}, "CommitArgs": &commitArgs{}, "ArgmaxArgs": &argmaxArgs{},
+		"RopeArgs": &ropeArgs{}, "AttnArgs": &attnArgs{}, "CommitArgs": &commitArgs{},
 	} {
 		require.Equal(t, cStruct(t, name), goStruct(a), name)
 		var w cu.ArgWriter

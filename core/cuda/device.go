@@ -34,7 +34,7 @@ type device struct {
 }
 
 type kernelSet struct {
-	embed, rmsnormQuant, quant, ropeStore, kvCommit, argmax *cu.Function
+	embed, rmsnormQuant, quant, ropeStore, kvCommit *cu.Function
 	// attention holds each instance of the attention kernel, by the head
 	// dimension it is written for and the query heads a block takes.
 	attention map[attentionShape]*cu.Function
@@ -132,7 +132,7 @@ func openDevice(o Options) (*device, error) {
 	}
 	for name, f := range map[string]**cu.Function{
 		"embed": &dev.k.embed, "rmsnorm_quant": &dev.k.rmsnormQuant, "quant": &dev.k.quant,
-		"rope_store": &dev.k.ropeStore, "kv_commit": &dev.k.kvCommit, "argmax": &dev.k.argmax,
+		"rope_store": &dev.k.ropeStore, "kv_commit": &dev.k.kvCommit,
 	} {
 		if *f, err = dev.mod.Function(name); err != nil {
 			return fail(err)

@@ -13,7 +13,7 @@ import (
 // each a few microseconds of driver work through purego, into one launch.
 type graphKey struct {
 	tok, rows, layers int
-	argmax            bool // the pass ends with the argmax of each row
+	argmax            bool // the head keeps each row's argmax alone
 }
 
 // bucket rounds n up to a power of two.

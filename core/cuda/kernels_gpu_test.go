@@ -1,6 +1,7 @@
 package cuda
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"math/rand"
@@ -66,6 +67,37 @@ func (k *kernelRig) passHeader(n, nrows int) cu.DevicePtr {
 	return k.upload(w.Bytes())
 }
 
+// productKernel names the product kernels of a weight type.
+type productKernel int
+
+const (
+	matVec  productKernel = iota // matvec_<type>
+	matMul1                      // mma1_<type>: 8-token tiles
+	matMul                       // mma_<type>: 32-token tiles
+)
+
+func (k *kernelRig) productKernel(kind productKernel, typ quant.Type) *cu.Function {
+	return []map[quant.Type]*cu.Function{k.r.dev.k.matvec, k.r.dev.k.matmul1, k.r.dev.k.matmul}[kind][typ]
+}
+
+// product runs kernel kind of weight type typ over rows rows and n tokens
+// with arguments a and reads back a.out (n rows of a.ld floats).
+func (k *kernelRig) product(kind productKernel, typ quant.Type, rows, n int, a *matVecArgs) []byte {
+	var grid [3]uint32
+	block := [3]uint32{32 * kernels.MatVecWarps, 1, 1}
+	switch kind {
+	case matVec:
+		grid = [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(n, kernels.MatVecTokens), 1}
+	case matMul1:
+		grid, block = [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(n, 8), 1}, [3]uint32{32 * kernels.MatMulWarps, 1, 1}
+	case matMul:
+		grid, block = [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(n, kernels.MatMulTokens), 1}, [3]uint32{32 * kernels.MatMulWarps, 1, 1}
+	}
+	var w cu.ArgWriter
+	require.NoError(k.t, k.r.dev.launch(k.productKernel(kind, typ), grid, block, pack(&w, a)))
+	return k.read(a.out, n*int(a.ld)*4)
+}
+
 func randFloats(rng *rand.Rand, n int, scale float32) []float32 {
 	x := make([]float32, n)
 	for i := range x {
@@ -117,8 +149,9 @@ func f32At(b []byte, i int) float32 {
 // TestMatVecMatchesCPUDots: each weight type's mat-vec kernel (Q4_1, Q8_0,
 // Q5_0, Q4_K, Q6_K) on realistic (quant.Quantize) and raw random blocks,
 // normal and grid activations, over N = 1–8 tokens (one tile), 13 (a
-// partial second) and 24 (three), and its tensor-core kernel over N = 9
-// to 100 (partial and whole 32-token tiles), 203 rows (a partial block of rows) of
+// partial second) and 24 (three), and its tensor-core kernels (8- and
+// 32-token tiles) over N = 5 to 100
+// (partial and whole tiles), 203 rows (a partial block of rows) of
 // 768, writing a slice of rows 211 wide (as a fused product's pieces do)
 // with bias and residual epilogues, against:
 //
@@ -132,7 +165,8 @@ func f32At(b []byte, i int) float32 {
 //     Σ|w|·|x_device − x_cpu| at most, which the test computes per row and
 //     adds to the tolerance (on grid activations it is zero).
 //
-// The columns outside the slice must stay unwritten.
+// The columns outside the slice must stay unwritten, and every kernel's
+// outputs must be the mat-vec's bits (the products' one sum order).
 func TestMatVecMatchesCPUDots(t *testing.T) {
 	k := newRig(t)
 	defer quant.UseSIMD(quant.UseSIMD(false))
@@ -149,10 +183,12 @@ func TestMatVecMatchesCPUDots(t *testing.T) {
 			for _, grid := range []bool{false, true} {
 				worstTwin, worstCPU := 0.0, 0.0
 				for _, run := range []struct {
-					n  int
-					mm bool // the tensor-core kernel, else the mat-vec
-				}{{1, false}, {2, false}, {3, false}, {4, false}, {5, false}, {6, false}, {7, false}, {8, false},
-					{13, false}, {24, false}, {5, true}, {8, true}, {9, true}, {13, true}, {24, true}, {40, true}, {64, true}, {100, true}} {
+					n    int
+					kind productKernel
+				}{{1, matVec}, {2, matVec}, {3, matVec}, {4, matVec}, {5, matVec}, {6, matVec}, {7, matVec}, {8, matVec},
+					{13, matVec}, {24, matVec},
+					{5, matMul1}, {8, matMul1}, {9, matMul1}, {13, matMul1}, {24, matMul1}, {40, matMul1}, {64, matMul1},
+					{5, matMul}, {13, matMul}, {40, matMul}, {64, matMul}, {100, matMul}} {
 					n := run.n
 					x := randFloats(rng, n*cols, 1)
 					if grid {
@@ -175,21 +211,17 @@ func TestMatVecMatchesCPUDots(t *testing.T) {
 						aq, ads = append(aq, tokActs[tk].q...), append(ads, tokActs[tk].ds...)
 					}
 					bias, res := randFloats(rng, rows, 1), randFloats(rng, n*ld, 1)
-					out := k.poisoned(n * ld * 4)
 					head := n%2 == 1 // the head's matvec counts the pass's logits rows
-					a := &matVecArgs{out: out, res: k.upload(f32Bytes(res)), bias: k.upload(f32Bytes(bias)), wq: dq, ws: ds,
+					a := &matVecArgs{out: k.poisoned(n * ld * 4), res: k.upload(f32Bytes(res)), bias: k.upload(f32Bytes(bias)), wq: dq, ws: ds,
 						xq: k.upload(aq), xds: k.upload(ads), pass: k.passHeader(n, 0), rows: int32(rows), cols: int32(cols), ld: int32(ld)}
 					if head {
 						a.head, a.pass = 1, k.passHeader(64, n)
 					}
-					var w cu.ArgWriter
-					f, grid, block := k.r.dev.k.mul(typ, rows, n)
-					if !run.mm {
-						f, grid = k.r.dev.k.matvec[typ], [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(n, kernels.MatVecTokens), 1}
-						block = [3]uint32{32 * kernels.MatVecWarps, 1, 1}
-					}
-					require.NoError(t, k.r.dev.launch(f, grid, block, pack(&w, a)))
-					got := k.read(out, n*ld*4)
+					ref := k.product(matVec, typ, rows, n, a)
+					f := k.productKernel(run.kind, typ)
+					a.out = k.poisoned(n * ld * 4)
+					got := k.product(run.kind, typ, rows, n, a)
+					require.Equal(t, ref, got, "%s (%s) raw=%v grid=%v n=%d: not the mat-vec's bits", typ, f.Name(), raw, grid, n)
 					for tk := 0; tk < n; tk++ {
 						for r := 0; r < ld; r++ {
 							g := f32At(got, tk*ld+r)
@@ -217,6 +249,71 @@ func TestMatVecMatchesCPUDots(t *testing.T) {
 				}
 				t.Logf("%s raw=%v grid=%v: worst |Δ| against the twin %.2g of the terms' magnitudes, against quant.MatMul %.2g of magnitudes + activation bound",
 					typ, raw, grid, worstTwin, worstCPU)
+			}
+		}
+	}
+}
+
+// TestHeadKeepsTheArgmax: given argmax keys (amax), every product kernel
+// writes no logits and leaves each token's key at the argmax of the logits
+// the mat-vec writes without it — of equal logits the lowest row, as the
+// CPU's greedy sampler picks: rows 3 and 201 are made copies of token 0's
+// best row, in other blocks of rows than it.
+func TestHeadKeepsTheArgmax(t *testing.T) {
+	k := newRig(t)
+	rng := rand.New(rand.NewSource(5))
+	rows, cols, n := 203, 768, 40
+	for _, typ := range matVecTypes {
+		x := randFloats(rng, n*cols, 1)
+		var aq, ads []byte
+		for tk := 0; tk < n; tk++ {
+			a := deviceActs(x[tk*cols : (tk+1)*cols])
+			aq, ads = append(aq, a.q...), append(ads, a.ds...)
+		}
+		xq, xds := k.upload(aq), k.upload(ads)
+		args := func(wraw []byte, nt int) *matVecArgs {
+			wq, ws, err := repack(typ, wraw, rows, cols)
+			require.NoError(t, err)
+			return &matVecArgs{out: k.poisoned(nt * rows * 4), wq: k.upload(wq), ws: k.upload(ws), xq: xq, xds: xds,
+				pass: k.passHeader(64, nt), rows: int32(rows), cols: int32(cols), head: 1, ld: int32(rows)}
+		}
+		best := func(logits []byte, tk int) (int, float32) {
+			bi, bv := 0, float32(math.Inf(-1))
+			for r := 0; r < rows; r++ {
+				if v := f32At(logits, tk*rows+r); v > bv {
+					bi, bv = r, v
+				}
+			}
+			return bi, bv
+		}
+		wraw := randWeights(rng, typ, rows, cols, false)
+		m, _ := best(k.product(matVec, typ, rows, n, args(wraw, n)), 0)
+		rb, err := typ.RowBytes(cols)
+		require.NoError(t, err)
+		for _, c := range []int{3, 201} {
+			copy(wraw[c*rb:(c+1)*rb], wraw[m*rb:(m+1)*rb])
+		}
+		logits := k.product(matVec, typ, rows, n, args(wraw, n))
+		want := make([]int32, n)
+		for tk := range want {
+			bi, _ := best(logits, tk)
+			want[tk] = int32(bi)
+		}
+		_, top := best(logits, 0)
+		require.Equal(t, top, f32At(logits, 201), "%s: row 201 is a copy of token 0's best row", typ)
+		require.Equal(t, int32(min(3, m)), want[0], "%s: token 0's best rows tie", typ)
+		for _, run := range []struct {
+			n    int
+			kind productKernel
+		}{{1, matVec}, {3, matVec}, {8, matVec}, {13, matVec}, {5, matMul1}, {40, matMul1}, {5, matMul}, {13, matMul}, {40, matMul}} {
+			a := args(wraw, run.n)
+			a.amax = k.upload(make([]byte, 8*run.n))
+			out := k.product(run.kind, typ, rows, run.n, a)
+			name := k.productKernel(run.kind, typ).Name()
+			require.Equal(t, bytes.Repeat([]byte{0xff}, len(out)), out, "%s n=%d: logits written", name, run.n)
+			keys := k.read(a.amax, 8*run.n)
+			for tk := 0; tk < run.n; tk++ {
+				require.Equal(t, want[tk], argmaxOfKey(binary.LittleEndian.Uint64(keys[8*tk:])), "%s n=%d token %d", name, run.n, tk)
 			}
 		}
 	}

@@ -59,7 +59,8 @@ type buffers struct {
 	capTok, capRows, capExtra int
 	x, qkv, gu                cu.DevicePtr // float32: residual stream, [q|k|v] rows, [gate|up] rows
 	xq, xds                   cu.DevicePtr // quantized matmul input
-	logits, ids               cu.DevicePtr
+	logits                    cu.DevicePtr
+	keys                      cu.DevicePtr // u64 [capRows]: a greedy pass's argmax keys
 	pass                      cu.DevicePtr // Pass, Tok[capTok], extra[capExtra], rows[capRows]
 	host                      *cu.HostBuf  // pinned staging of pass
 	logitsHost                *cu.HostBuf
@@ -269,7 +270,7 @@ func (r *Runner) ensure(n, rows, extra int) error {
 	}
 	r.dev.stream.Sync()
 	r.dropGraphs()
-	for _, p := range []cu.DevicePtr{b.x, b.qkv, b.gu, b.xq, b.xds, b.logits, b.ids, b.pass} {
+	for _, p := range []cu.DevicePtr{b.x, b.qkv, b.gu, b.xq, b.xds, b.logits, b.keys, b.pass} {
 		r.free(p)
 	}
 	for _, h := range []*cu.HostBuf{b.host, b.logitsHost} {
@@ -287,7 +288,7 @@ func (r *Runner) ensure(n, rows, extra int) error {
 	}{
 		{&b.x, capTok * c.Embd * 4}, {&b.qkv, capTok * (qDim + 2*kvDim) * 4}, {&b.gu, capTok * 2 * c.FF * 4},
 		{&b.xq, capTok * maxCols}, {&b.xds, capTok * maxCols / 32 * 4},
-		{&b.logits, capRows * c.Vocab * 4}, {&b.ids, capRows * 4}, {&b.pass, r.passBytes()},
+		{&b.logits, capRows * c.Vocab * 4}, {&b.keys, capRows * 8}, {&b.pass, r.passBytes()},
 	} {
 		if *a.p, err = r.alloc(a.n); err != nil {
 			return err
@@ -353,8 +354,9 @@ func (r *Runner) Forward(b *model.Batch, logits []float32) error {
 }
 
 // ForwardArgmax runs the model over b and hands back the argmax of each
-// logits row (model.ArgmaxRunner): the argmax kernel runs on the device
-// and 4 bytes a row come back instead of Vocab floats.
+// logits row (model.ArgmaxRunner): the head's product kernel keeps only
+// each row's argmax, so no logits are written and 8 bytes a row come back
+// instead of Vocab floats.
 func (r *Runner) ForwardArgmax(b *model.Batch, ids []int32) error {
 	return r.forward(b, nil, ids, len(r.layers))
 }
@@ -421,7 +423,7 @@ func (r *Runner) forward(b *model.Batch, logits []float32, ids []int32, layers i
 	}
 	switch {
 	case argmax:
-		if err := d.ctx.DtoHAsync(r.bufs.logitsHost, 0, r.bufs.ids, rows*4, d.stream); err != nil {
+		if err := d.ctx.DtoHAsync(r.bufs.logitsHost, 0, r.bufs.keys, rows*8, d.stream); err != nil {
 			return err
 		}
 	case rows > 0:
@@ -440,7 +442,9 @@ func (r *Runner) forward(b *model.Batch, logits []float32, ids []int32, layers i
 	}
 	if argmax {
 		src := r.bufs.logitsHost.Bytes()
-		copy(ids[:rows], unsafe.Slice((*int32)(unsafe.Pointer(&src[0])), rows))
+		for i := range rows {
+			ids[i] = argmaxOfKey(binary.LittleEndian.Uint64(src[8*i:]))
+		}
 	} else if rows > 0 {
 		// The pinned buffer holds little-endian float32s, as the host does:
 		// one memmove, not a conversion per float (a 64-row verify pass
@@ -449,4 +453,14 @@ func (r *Runner) forward(b *model.Batch, logits []float32, ids []int32, layers i
 		copy(logits[:rows*r.cfg.Vocab], unsafe.Slice((*float32)(unsafe.Pointer(&src[0])), rows*r.cfg.Vocab))
 	}
 	return nil
+}
+
+// argmaxOfKey is the logits index a row's argmax key (kernels.cu,
+// argmax_key) holds: the complement of its low half, or 0 for a row with
+// no key (nothing but NaN).
+func argmaxOfKey(k uint64) int32 {
+	if k == 0 {
+		return 0
+	}
+	return int32(^uint32(k))
 }

@@ -250,6 +250,7 @@ struct NormArgs {
   u64 ds;    // half2 [rows][dim/32]
   u64 pass;  // Pass
   u64 rows;  // int [nrows]: gather these tokens (the head), or 0: every token
+  u64 clear; // u64 [nrows]: zeroed, row r by its block (the head's argmax keys), or 0
   int dim;
   float eps;
 };
@@ -312,6 +313,7 @@ extern "C" __global__ void rmsnorm_quant(const NormArgs a) {
   }
   int src = a.rows ? ((const int*)a.rows)[r] : r;
   DEP_ENTER();
+  if (a.clear && threadIdx.x == 0) ((u64*)a.clear)[r] = 0;
   const float* x = (const float*)a.x + (u64)src * a.dim;
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
   __shared__ float scale;
@@ -374,12 +376,59 @@ struct MatVecArgs {
   u64 pass;  // Pass
   u64 src;   // pro 1: float [n][cols] rows to normalise; pro 2: [n][2·cols] [gate | up] rows
   u64 nw;    // pro 1: float [cols], the norm's weight
+  u64 amax;  // the head of a greedy pass: u64 [nrows] argmax keys, zeroed before; out is not written
   int rows, cols;
   int head;  // n is the pass's nrows (the output head)
   int ld;    // out and res row stride (≥ rows: a slice of a wider row)
   int pro;   // 0: xq/xds hold the activations; 1, 2: the prologue makes them (matvec only)
   float eps;
 };
+
+// The head of a greedy pass needs only each logits row's argmax, so its
+// product kernel keeps none of the logits: every block folds its rows into
+// one key a token (argmax_key) and raises the row's key in memory to it
+// (max_key). The maximum of keys does not depend on the order blocks
+// finish in, so the argmax is the same whichever kernel or pass made it.
+//
+// argmax_key orders (logit, index) pairs as the CPU's greedy sampler does:
+// the larger logit, and of equal logits the lower index. A float's bits
+// with the sign bit flipped (all bits, for negatives) order as unsigned
+// integers the way the floats do; -0 is taken as +0 so the two tie; the
+// index goes in complemented below them. NaN has key 0, the keys' floor,
+// which a row's key starts at: a row with nothing but NaN comes out 0, as
+// on the CPU.
+__device__ __forceinline__ u64 argmax_key(float v, int i) {
+  if (v != v) return 0;
+  u32 b = v == 0.0f ? 0u : (u32)__float_as_int(v);
+  u32 o = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return ((u64)o << 32) | (u64)(0xffffffffu - (u32)i);
+}
+
+__device__ __forceinline__ u64 key_max(u64 a, u64 b) { return a > b ? a : b; }
+
+__device__ __forceinline__ u64 shfl_xor_u64(u64 v, int o) {
+  u32 lo = __shfl_xor_sync(0xffffffffu, (u32)v, o), hi = __shfl_xor_sync(0xffffffffu, (u32)(v >> 32), o);
+  return ((u64)hi << 32) | lo;
+}
+__device__ __forceinline__ u64 shfl_u64(u64 v, int from) {
+  u32 lo = __shfl_sync(0xffffffffu, (u32)v, from), hi = __shfl_sync(0xffffffffu, (u32)(v >> 32), from);
+  return ((u64)hi << 32) | lo;
+}
+
+// A block reads its tokens' keys as they stand when it starts (seen_key,
+// after dep_wait: the final norm has zeroed them) and raises a key only if
+// its own is above that (max_key). Keys only rise, so a key at or under
+// one already seen has nothing to add: once the first blocks are done most
+// blocks skip the atomic, and a pass of many rows does not queue thousands
+// of them on each row's key. The read is in flight while the block works.
+// On an H200, SmolLM2's head over 256 rows took 203 µs writing logits
+// (plus 35 for the argmax kernel this replaces), 289 µs with an atomic
+// from every block, 259 reading the key at the block's end, 243 as here.
+__device__ __forceinline__ u64 seen_key(const u64* p) { return *(volatile const u64*)p; }
+
+__device__ __forceinline__ void max_key(u64* p, u64 k, u64 seen) {
+  if (k > seen) asm volatile("red.global.max.u64 [%0], %1;" ::"l"(p), "l"(k) : "memory");
+}
 
 // Repacked weight layouts (weights.go), per row, blocks back to back:
 //   Q4_1  qs 16 B a block of 32: byte j holds element j (low nibble) and
@@ -610,34 +659,41 @@ __device__ __forceinline__ void make_acts(const MatVecArgs& a, int t0, int nt, i
 // half2s): the RMSNorm of src rows (pro 1) or silu(gate)·up of them (pro
 // 2), quantized. Every block repeats that small work, and the pass saves
 // the kernel that would write them out and the gap before this one.
+//
+// With amax (the head of a greedy pass) it writes no logits and raises
+// each token's argmax key instead (argmax_key, above).
 template <int T>
 __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int nb = a.cols / 32;
   int row = blockIdx.x * MV_WARPS + warp;
+  // A warp past the matrix (in its last block) sums the last row again
+  // and stores nothing: it still reaches the block's barriers.
+  u64 rowc = (u64)min(row, a.rows - 1);
   // The lane's first weight block, loaded before waiting for the kernel
   // before (see dep_wait): its latency overlaps that kernel's tail.
   WBlock<T> first;
-  if (row < a.rows && lane < nb) first = WBlock<T>(a, (u64)row, nb, lane);
+  if (lane < nb) first = WBlock<T>(a, rowc, nb, lane);
   const Pass* p = (const Pass*)a.pass;  // before dep_wait (PASS_EARLY)
   int n = a.head ? p->nrows : p->n;
   int t0 = blockIdx.y * MV_TOKENS;
   DEP_ENTER();
-  if (t0 >= n) return;
+  if (t0 >= n) return;  // the whole block
   int nt = min(MV_TOKENS, n - t0);
+  u64 seen = 0;  // with amax: thread t < nt, token t's key (max_key)
+  if (a.amax && threadIdx.x < nt) seen = seen_key((const u64*)a.amax + t0 + threadIdx.x);
   const i8* xq = (const i8*)a.xq + (u64)t0 * a.cols;
   const u16* xds = (const u16*)a.xds + (u64)t0 * nb * 2;
   if (a.pro) {
     make_acts(a, t0, nt, MV_TOKENS, xq, xds);
   }
-  if (row >= a.rows) return;  // after the prologue's barriers
   __shared__ float terms[MV_WARPS][MV_TOKENS][33];
   // Lane t < nt: token t's four interleaved sums (MM_KSPLIT, below).
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int base = 0; base < nb; base += 32) {
     int b = base + lane;
     if (b < nb) {
-      WBlock<T> w = base == 0 ? first : WBlock<T>(a, (u64)row, nb, b);
+      WBlock<T> w = base == 0 ? first : WBlock<T>(a, rowc, nb, b);
 #pragma unroll
       for (int t = 0; t < MV_TOKENS; t++) {
         if (t < nt) {
@@ -661,12 +717,28 @@ __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
     }
     __syncwarp();
   }
-  if (lane < nt) {
+  u64 key = 0;  // with amax: token lane's key of this row
+  if (lane < nt && row < a.rows) {
     u64 o = (u64)(t0 + lane) * a.ld + row;
     float v = __fadd_rn(__fadd_rn(__fadd_rn(acc[0], acc[1]), acc[2]), acc[3]);
     if (a.bias) v = __fadd_rn(v, ((const float*)a.bias)[row]);
     if (a.res) v = __fadd_rn(v, ((const float*)a.res)[o]);
-    ((float*)a.out)[o] = v;
+    if (a.amax) {
+      key = argmax_key(v, row);
+    } else {
+      ((float*)a.out)[o] = v;
+    }
+  }
+  if (a.amax) {
+    __shared__ u64 best[MV_WARPS][MV_TOKENS];
+    if (lane < MV_TOKENS) best[warp][lane] = key;
+    __syncthreads();
+    if (threadIdx.x < nt) {
+      u64 k = best[0][threadIdx.x];
+#pragma unroll
+      for (int w = 1; w < MV_WARPS; w++) k = key_max(k, best[w][threadIdx.x]);
+      max_key((u64*)a.amax + t0 + threadIdx.x, k, seen);
+    }
   }
 }
 
@@ -882,6 +954,8 @@ __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
   DEP_ENTER();
   if (t0 >= n || r0 >= a.rows) return;  // the whole block
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+  u64 seen = 0;  // with amax: lane l of warp 0, token t0 + l's key (max_key)
+  if (a.amax && warp == 0 && lane < 8 * NT && t0 + lane < n) seen = seen_key((const u64*)a.amax + t0 + lane);
   u64 rA = min(r0 + g, a.rows - 1), rB = min(r0 + g + 8, a.rows - 1);
   int nb = a.cols / 32;
   MmTok<NT> x;
@@ -918,6 +992,7 @@ __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
   if (warp > 0) return;
 #pragma unroll
   for (int j = 0; j < NT; j++) {
+    u64 key[2] = {0, 0};  // with amax: the best (logit, row) of tokens 2c, 2c+1 in rows g, g+8
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       float v = acc[j][i];
@@ -928,7 +1003,22 @@ __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
         u64 o = (u64)t * a.ld + row;
         if (a.bias) v = __fadd_rn(v, ((const float*)a.bias)[row]);
         if (a.res) v = __fadd_rn(v, ((const float*)a.res)[o]);
-        ((float*)a.out)[o] = v;
+        if (a.amax) {
+          key[i & 1] = key_max(key[i & 1], argmax_key(v, row));
+        } else {
+          ((float*)a.out)[o] = v;
+        }
+      }
+    }
+    if (a.amax) {
+      // The block's 16 rows of each token are in the lanes of one c.
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        int tt = 8 * j + 2 * c + h;
+        u64 k = key[h], sk = shfl_u64(seen, tt);
+#pragma unroll
+        for (int o = 4; o < 32; o <<= 1) k = key_max(k, shfl_xor_u64(k, o));
+        if (g == 0) max_key((u64*)a.amax + t0 + tt, k, sk);  // a token past n: k = 0, no atomic
       }
     }
   }
@@ -1304,56 +1394,5 @@ extern "C" __global__ void kv_commit(const CommitArgs a) {
     u64 s = (u64)(a.len + a.src[j]) * a.hd, t = (u64)(a.len + a.dst[j]) * a.hd;
     K[t] = K[s];
     V[t] = V[s];
-  }
-}
-
-// --------------------------------------------------------------- argmax
-
-struct ArgmaxArgs {
-  u64 logits;  // float [nrows][vocab]
-  u64 out;     // int [nrows]
-  u64 pass;    // Pass
-  int vocab, pad;
-};
-
-// argmax: one block per logits row; the lowest index wins ties, as on the
-// CPU's greedy sampler.
-extern "C" __global__ void argmax(const ArgmaxArgs a) {
-  const Pass* p = (const Pass*)a.pass;  // before dep_wait (PASS_EARLY)
-  int r = blockIdx.x;
-  bool live = r < p->nrows;
-  DEP_ENTER();
-  if (!live) return;
-  const float* x = (const float*)a.logits + (u64)r * a.vocab;
-  float best = NEG_INF;
-  int bi = 0x7fffffff;
-  // Eight loads in flight per thread (one at a time waited for each).
-  for (int i0 = threadIdx.x; i0 < a.vocab; i0 += blockDim.x * 8) {
-    float v[8];
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      int i = i0 + k * blockDim.x;
-      v[k] = i < a.vocab ? x[i] : NEG_INF;
-    }
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-      int i = i0 + k * blockDim.x;
-      if (i < a.vocab && (v[k] > best || (v[k] == best && i < bi))) best = v[k], bi = i;
-    }
-  }
-  __shared__ float sv[32];
-  __shared__ int si[32];
-  for (int o = 16; o > 0; o >>= 1) {
-    float ov = __shfl_xor_sync(0xffffffffu, best, o);
-    int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > best || (ov == best && oi < bi)) best = ov, bi = oi;
-  }
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) sv[warp] = best, si[warp] = bi;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-      if (sv[w] > best || (sv[w] == best && si[w] < bi)) best = sv[w], bi = si[w];
-    ((int*)a.out)[r] = bi == 0x7fffffff ? 0 : bi;  // a row of NaN: 0, as on the CPU
   }
 }

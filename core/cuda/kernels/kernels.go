@@ -20,7 +20,7 @@ const Name = "lmstream_kernels.cu"
 var Entry = []string{"embed", "rmsnorm_quant", "quant", "matvec_q4_1", "matvec_q8_0", "matvec_q5_0",
 	"matvec_q4_k", "matvec_q6_k", "mma_q4_1", "mma_q8_0", "mma_q5_0", "mma_q4_k", "mma_q6_k",
 	"mma1_q4_1", "mma1_q8_0", "mma1_q5_0", "mma1_q4_k", "mma1_q6_k",
-	"rope_store", "kv_commit", "argmax"}
+	"rope_store", "kv_commit"}
 
 func init() {
 	for _, hd := range AttentionHeadDims {
