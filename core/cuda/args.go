@@ -163,7 +163,7 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 		if head {
 			a.head = 1
 		}
-		f, grid, block := d.k.mul(m.typ, m.rows, nt)
+		f, grid, block := d.k.mul(m.typ, m.rows, nt, amax != 0)
 		smem := 0
 		if in.pro != proNone {
 			smem = proBytes(m.cols)

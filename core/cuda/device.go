@@ -39,23 +39,30 @@ type kernelSet struct {
 	// dimension it is written for and the query heads a block takes.
 	attention map[attentionShape]*cu.Function
 	// matvec holds the mat-vec kernel of each weight type (kernels.MatVec),
-	// matmul its tensor-core twin for larger passes (kernels.MatMul).
-	matvec, matmul, matmul1 map[quant.Type]*cu.Function
+	// matmul and matmul1 its tensor-core twins for larger passes
+	// (kernels.MatMul, kernels.MatMul1); each indexed by argmax (0: the
+	// plain product, 1: its kernels.Argmax variant).
+	matvec, matmul, matmul1 [2]map[quant.Type]*cu.Function
 }
 
 // mul picks the product kernel of weight type typ for a pass of nt tokens
 // and its launch shape over rows output rows: the mat-vec up to
-// kernels.MatVecMax tokens, the tensor cores beyond.
-func (k *kernelSet) mul(typ quant.Type, rows, nt int) (f *cu.Function, grid, block [3]uint32) {
+// kernels.MatVecMax tokens, the tensor cores beyond; with argmax, their
+// variant for a greedy pass's head.
+func (k *kernelSet) mul(typ quant.Type, rows, nt int, argmax bool) (f *cu.Function, grid, block [3]uint32) {
+	v := 0
+	if argmax {
+		v = 1
+	}
 	if nt <= kernels.MatVecMax {
-		return k.matvec[typ], [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(nt, kernels.MatVecTokens), 1},
+		return k.matvec[v][typ], [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(nt, kernels.MatVecTokens), 1},
 			[3]uint32{32 * kernels.MatVecWarps, 1, 1}
 	}
 	block = [3]uint32{32 * kernels.MatMulWarps, 1, 1}
 	if nt <= kernels.MatMul1Max {
-		return k.matmul1[typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, 8), 1}, block
+		return k.matmul1[v][typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, 8), 1}, block
 	}
-	return k.matmul[typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, kernels.MatMulTokens), 1}, block
+	return k.matmul[v][typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, kernels.MatMulTokens), 1}, block
 }
 
 // attentionShape picks an attention kernel: the head dimension it is
@@ -151,12 +158,14 @@ func openDevice(o Options) (*device, error) {
 			dev.k.attention[attentionShape{hd, g}] = f
 		}
 	}
-	dev.k.matvec, dev.k.matmul, dev.k.matmul1 = map[quant.Type]*cu.Function{}, map[quant.Type]*cu.Function{}, map[quant.Type]*cu.Function{}
-	for set, names := range map[*map[quant.Type]*cu.Function]map[uint32]string{
+	for set, names := range map[*[2]map[quant.Type]*cu.Function]map[uint32]string{
 		&dev.k.matvec: kernels.MatVec, &dev.k.matmul: kernels.MatMul, &dev.k.matmul1: kernels.MatMul1} {
-		for typ, name := range names {
-			if (*set)[quant.Type(typ)], err = dev.mod.Function(name); err != nil {
-				return fail(err)
+		for v, variant := range []func(string) string{func(n string) string { return n }, kernels.Argmax} {
+			set[v] = map[quant.Type]*cu.Function{}
+			for typ, name := range names {
+				if set[v][quant.Type(typ)], err = dev.mod.Function(variant(name)); err != nil {
+					return fail(err)
+				}
 			}
 		}
 	}

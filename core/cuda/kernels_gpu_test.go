@@ -76,12 +76,19 @@ const (
 	matMul                       // mma_<type>: 32-token tiles
 )
 
-func (k *kernelRig) productKernel(kind productKernel, typ quant.Type) *cu.Function {
-	return []map[quant.Type]*cu.Function{k.r.dev.k.matvec, k.r.dev.k.matmul1, k.r.dev.k.matmul}[kind][typ]
+// productKernel is kernel kind of weight type typ (with argmax, its
+// kernels.Argmax variant).
+func (k *kernelRig) productKernel(kind productKernel, typ quant.Type, argmax bool) *cu.Function {
+	v := 0
+	if argmax {
+		v = 1
+	}
+	return [][2]map[quant.Type]*cu.Function{k.r.dev.k.matvec, k.r.dev.k.matmul1, k.r.dev.k.matmul}[kind][v][typ]
 }
 
 // product runs kernel kind of weight type typ over rows rows and n tokens
-// with arguments a and reads back a.out (n rows of a.ld floats).
+// with arguments a (with a.amax set, the kernel's argmax variant) and
+// reads back a.out (n rows of a.ld floats).
 func (k *kernelRig) product(kind productKernel, typ quant.Type, rows, n int, a *matVecArgs) []byte {
 	var grid [3]uint32
 	block := [3]uint32{32 * kernels.MatVecWarps, 1, 1}
@@ -94,7 +101,7 @@ func (k *kernelRig) product(kind productKernel, typ quant.Type, rows, n int, a *
 		grid, block = [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(n, kernels.MatMulTokens), 1}, [3]uint32{32 * kernels.MatMulWarps, 1, 1}
 	}
 	var w cu.ArgWriter
-	require.NoError(k.t, k.r.dev.launch(k.productKernel(kind, typ), grid, block, pack(&w, a)))
+	require.NoError(k.t, k.r.dev.launch(k.productKernel(kind, typ, a.amax != 0), grid, block, pack(&w, a)))
 	return k.read(a.out, n*int(a.ld)*4)
 }
 
@@ -218,7 +225,7 @@ func TestMatVecMatchesCPUDots(t *testing.T) {
 						a.head, a.pass = 1, k.passHeader(64, n)
 					}
 					ref := k.product(matVec, typ, rows, n, a)
-					f := k.productKernel(run.kind, typ)
+					f := k.productKernel(run.kind, typ, false)
 					a.out = k.poisoned(n * ld * 4)
 					got := k.product(run.kind, typ, rows, n, a)
 					require.Equal(t, ref, got, "%s (%s) raw=%v grid=%v n=%d: not the mat-vec's bits", typ, f.Name(), raw, grid, n)
@@ -309,7 +316,7 @@ func TestHeadKeepsTheArgmax(t *testing.T) {
 			a := args(wraw, run.n)
 			a.amax = k.upload(make([]byte, 8*run.n))
 			out := k.product(run.kind, typ, rows, run.n, a)
-			name := k.productKernel(run.kind, typ).Name()
+			name := k.productKernel(run.kind, typ, true).Name()
 			require.Equal(t, bytes.Repeat([]byte{0xff}, len(out)), out, "%s n=%d: logits written", name, run.n)
 			keys := k.read(a.amax, 8*run.n)
 			for tk := 0; tk < run.n; tk++ {

@@ -376,7 +376,7 @@ struct MatVecArgs {
   u64 pass;  // Pass
   u64 src;   // pro 1: float [n][cols] rows to normalise; pro 2: [n][2·cols] [gate | up] rows
   u64 nw;    // pro 1: float [cols], the norm's weight
-  u64 amax;  // the head of a greedy pass: u64 [nrows] argmax keys, zeroed before; out is not written
+  u64 amax;  // the _argmax kernels (a greedy pass's head): u64 [nrows] argmax keys, zeroed before
   int rows, cols;
   int head;  // n is the pass's nrows (the output head)
   int ld;    // out and res row stride (≥ rows: a slice of a wider row)
@@ -660,32 +660,42 @@ __device__ __forceinline__ void make_acts(const MatVecArgs& a, int t0, int nt, i
 // 2), quantized. Every block repeats that small work, and the pass saves
 // the kernel that would write them out and the gap before this one.
 //
-// With amax (the head of a greedy pass) it writes no logits and raises
-// each token's argmax key instead (argmax_key, above).
-template <int T>
+// AMAX (matvec_<type>_argmax, for the head of a greedy pass) writes no
+// logits and raises each token's argmax key in a.amax instead (argmax_key,
+// above). It is a separate instance, not a branch on a.amax: the branch
+// alone made the layers' tensor-core products 6% slower on an H200. The
+// plain instances compile to the machine code they had before the argmax
+// variants existed (their cubin sections compared byte for byte); MV_ROW
+// is a macro because a lambda in its place changed it.
+template <int T, bool AMAX>
 __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int nb = a.cols / 32;
   int row = blockIdx.x * MV_WARPS + warp;
-  // A warp past the matrix (in its last block) sums the last row again
-  // and stores nothing: it still reaches the block's barriers.
-  u64 rowc = (u64)min(row, a.rows - 1);
+  // With AMAX a warp past the matrix (in its last block) sums the last
+  // row again and stores nothing: it still reaches the block's barrier.
+#define MV_ROW (AMAX ? (u64)min(row, a.rows - 1) : (u64)row)
   // The lane's first weight block, loaded before waiting for the kernel
   // before (see dep_wait): its latency overlaps that kernel's tail.
   WBlock<T> first;
-  if (lane < nb) first = WBlock<T>(a, rowc, nb, lane);
+  if ((AMAX || row < a.rows) && lane < nb) first = WBlock<T>(a, MV_ROW, nb, lane);
   const Pass* p = (const Pass*)a.pass;  // before dep_wait (PASS_EARLY)
   int n = a.head ? p->nrows : p->n;
   int t0 = blockIdx.y * MV_TOKENS;
   DEP_ENTER();
-  if (t0 >= n) return;  // the whole block
+  if (t0 >= n) return;
   int nt = min(MV_TOKENS, n - t0);
-  u64 seen = 0;  // with amax: thread t < nt, token t's key (max_key)
-  if (a.amax && threadIdx.x < nt) seen = seen_key((const u64*)a.amax + t0 + threadIdx.x);
+  u64 seen = 0;  // AMAX: thread t < nt, token t's key (max_key)
+  if constexpr (AMAX) {
+    if (threadIdx.x < nt) seen = seen_key((const u64*)a.amax + t0 + threadIdx.x);
+  }
   const i8* xq = (const i8*)a.xq + (u64)t0 * a.cols;
   const u16* xds = (const u16*)a.xds + (u64)t0 * nb * 2;
   if (a.pro) {
     make_acts(a, t0, nt, MV_TOKENS, xq, xds);
+  }
+  if constexpr (!AMAX) {
+    if (row >= a.rows) return;  // after the prologue's barriers
   }
   __shared__ float terms[MV_WARPS][MV_TOKENS][33];
   // Lane t < nt: token t's four interleaved sums (MM_KSPLIT, below).
@@ -693,7 +703,7 @@ __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
   for (int base = 0; base < nb; base += 32) {
     int b = base + lane;
     if (b < nb) {
-      WBlock<T> w = base == 0 ? first : WBlock<T>(a, rowc, nb, b);
+      WBlock<T> w = base == 0 ? first : WBlock<T>(a, MV_ROW, nb, b);
 #pragma unroll
       for (int t = 0; t < MV_TOKENS; t++) {
         if (t < nt) {
@@ -717,19 +727,19 @@ __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
     }
     __syncwarp();
   }
-  u64 key = 0;  // with amax: token lane's key of this row
-  if (lane < nt && row < a.rows) {
+  u64 key = 0;  // AMAX: token lane's key of this row
+  if (lane < nt && (!AMAX || row < a.rows)) {
     u64 o = (u64)(t0 + lane) * a.ld + row;
     float v = __fadd_rn(__fadd_rn(__fadd_rn(acc[0], acc[1]), acc[2]), acc[3]);
     if (a.bias) v = __fadd_rn(v, ((const float*)a.bias)[row]);
     if (a.res) v = __fadd_rn(v, ((const float*)a.res)[o]);
-    if (a.amax) {
+    if constexpr (AMAX) {
       key = argmax_key(v, row);
     } else {
       ((float*)a.out)[o] = v;
     }
   }
-  if (a.amax) {
+  if constexpr (AMAX) {
     __shared__ u64 best[MV_WARPS][MV_TOKENS];
     if (lane < MV_TOKENS) best[warp][lane] = key;
     __syncthreads();
@@ -742,11 +752,16 @@ __device__ __forceinline__ void matvec_t(const MatVecArgs& a) {
   }
 }
 
-extern "C" __global__ void matvec_q4_1(const MatVecArgs a) { matvec_t<T_Q4_1>(a); }
-extern "C" __global__ void matvec_q8_0(const MatVecArgs a) { matvec_t<T_Q8_0>(a); }
-extern "C" __global__ void matvec_q5_0(const MatVecArgs a) { matvec_t<T_Q5_0>(a); }
-extern "C" __global__ void matvec_q4_k(const MatVecArgs a) { matvec_t<T_Q4_K>(a); }
-extern "C" __global__ void matvec_q6_k(const MatVecArgs a) { matvec_t<T_Q6_K>(a); }
+#undef MV_ROW
+
+#define MATVEC(name, T)                                                                          \
+  extern "C" __global__ void matvec_##name(const MatVecArgs a) { matvec_t<T, false>(a); }        \
+  extern "C" __global__ void matvec_##name##_argmax(const MatVecArgs a) { matvec_t<T, true>(a); }
+MATVEC(q4_1, T_Q4_1)
+MATVEC(q8_0, T_Q8_0)
+MATVEC(q5_0, T_Q5_0)
+MATVEC(q4_k, T_Q4_K)
+MATVEC(q6_k, T_Q6_K)
 
 // ------------------------------------------------- tensor-core matmul
 
@@ -944,8 +959,9 @@ struct MFrag<T_Q6_K> {
 // mma_<type>: matvec_<type>'s product, arguments and epilogue for any
 // number of tokens, on the tensor cores, to the same bits (the block terms
 // and their order are the mat-vec's). Grid (rows/16, tokens/(8·NT)),
-// MM_KSPLIT warps a block.
-template <int T, int NT>
+// MM_KSPLIT warps a block. AMAX as in matvec_t (mma_<type>_argmax,
+// mma1_<type>_argmax).
+template <int T, int NT, bool AMAX>
 __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
   const Pass* p = (const Pass*)a.pass;  // before dep_wait (PASS_EARLY)
   int n = a.head ? p->nrows : p->n;
@@ -954,8 +970,8 @@ __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
   DEP_ENTER();
   if (t0 >= n || r0 >= a.rows) return;  // the whole block
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-  u64 seen = 0;  // with amax: lane l of warp 0, token t0 + l's key (max_key)
-  if (a.amax && warp == 0 && lane < 8 * NT && t0 + lane < n) seen = seen_key((const u64*)a.amax + t0 + lane);
+  u64 seen = 0;  // AMAX: lane l of warp 0, token t0 + l's key (max_key)
+  if (AMAX && warp == 0 && lane < 8 * NT && t0 + lane < n) seen = seen_key((const u64*)a.amax + t0 + lane);
   u64 rA = min(r0 + g, a.rows - 1), rB = min(r0 + g + 8, a.rows - 1);
   int nb = a.cols / 32;
   MmTok<NT> x;
@@ -992,7 +1008,7 @@ __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
   if (warp > 0) return;
 #pragma unroll
   for (int j = 0; j < NT; j++) {
-    u64 key[2] = {0, 0};  // with amax: the best (logit, row) of tokens 2c, 2c+1 in rows g, g+8
+    u64 key[2] = {0, 0};  // AMAX: the best (logit, row) of tokens 2c, 2c+1 in rows g, g+8
 #pragma unroll
     for (int i = 0; i < 4; i++) {
       float v = acc[j][i];
@@ -1003,14 +1019,14 @@ __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
         u64 o = (u64)t * a.ld + row;
         if (a.bias) v = __fadd_rn(v, ((const float*)a.bias)[row]);
         if (a.res) v = __fadd_rn(v, ((const float*)a.res)[o]);
-        if (a.amax) {
+        if (AMAX) {
           key[i & 1] = key_max(key[i & 1], argmax_key(v, row));
         } else {
           ((float*)a.out)[o] = v;
         }
       }
     }
-    if (a.amax) {
+    if (AMAX) {
       // The block's 16 rows of each token are in the lanes of one c.
 #pragma unroll
       for (int h = 0; h < 2; h++) {
@@ -1024,16 +1040,16 @@ __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
   }
 }
 
-extern "C" __global__ void mma_q4_1(const MatVecArgs a) { mma_t<T_Q4_1, 4>(a); }
-extern "C" __global__ void mma1_q4_1(const MatVecArgs a) { mma_t<T_Q4_1, 1>(a); }
-extern "C" __global__ void mma_q8_0(const MatVecArgs a) { mma_t<T_Q8_0, 4>(a); }
-extern "C" __global__ void mma1_q8_0(const MatVecArgs a) { mma_t<T_Q8_0, 1>(a); }
-extern "C" __global__ void mma_q5_0(const MatVecArgs a) { mma_t<T_Q5_0, 4>(a); }
-extern "C" __global__ void mma1_q5_0(const MatVecArgs a) { mma_t<T_Q5_0, 1>(a); }
-extern "C" __global__ void mma_q4_k(const MatVecArgs a) { mma_t<T_Q4_K, 4>(a); }
-extern "C" __global__ void mma1_q4_k(const MatVecArgs a) { mma_t<T_Q4_K, 1>(a); }
-extern "C" __global__ void mma_q6_k(const MatVecArgs a) { mma_t<T_Q6_K, 4>(a); }
-extern "C" __global__ void mma1_q6_k(const MatVecArgs a) { mma_t<T_Q6_K, 1>(a); }
+#define MMA(name, T)                                                                                 \
+  extern "C" __global__ void mma_##name(const MatVecArgs a) { mma_t<T, 4, false>(a); }               \
+  extern "C" __global__ void mma1_##name(const MatVecArgs a) { mma_t<T, 1, false>(a); }              \
+  extern "C" __global__ void mma_##name##_argmax(const MatVecArgs a) { mma_t<T, 4, true>(a); }       \
+  extern "C" __global__ void mma1_##name##_argmax(const MatVecArgs a) { mma_t<T, 1, true>(a); }
+MMA(q4_1, T_Q4_1)
+MMA(q8_0, T_Q8_0)
+MMA(q5_0, T_Q5_0)
+MMA(q4_k, T_Q4_K)
+MMA(q6_k, T_Q6_K)
 
 #undef MFRAG_ARGS
 #undef MSTEP_ARGS

@@ -23,6 +23,11 @@ var Entry = []string{"embed", "rmsnorm_quant", "quant", "matvec_q4_1", "matvec_q
 	"rope_store", "kv_commit"}
 
 func init() {
+	for _, names := range []map[uint32]string{MatVec, MatMul, MatMul1} {
+		for _, name := range names {
+			Entry = append(Entry, Argmax(name))
+		}
+	}
 	for _, hd := range AttentionHeadDims {
 		for r := 1; r <= AttentionMaxGroup; r++ {
 			Entry = append(Entry, Attention(hd, r))
@@ -73,6 +78,11 @@ var MatMul1 = map[uint32]string{
 	12: "mma1_q4_k",
 	14: "mma1_q6_k",
 }
+
+// Argmax names the variant of product kernel name (of MatVec, MatMul or
+// MatMul1) for the output head of a greedy pass: it writes no logits and
+// raises each row's argmax key instead (kernels.cu, argmax_key).
+func Argmax(name string) string { return name + "_argmax" }
 
 // Limits the kernels are written for.
 const (
