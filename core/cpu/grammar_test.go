@@ -118,7 +118,11 @@ func TestConstrainedStop(t *testing.T) {
 // output token for token, with the ngram drafter (whose drafts repeat the
 // prompt's JSON and so are partly refused by the grammar).
 func TestConstrainedSpeculationIsExact(t *testing.T) {
-	rt := newRuntime(t, `,"drafter":"ngram","spec_adaptive":false`) // speculate even when a loaded machine says it does not pay
+	// Speculate even when a loaded machine says it does not pay: no payoff
+	// gate, and a fixed node cut rather than one priced from the cost curve
+	// measured at start-up (measured while CI ran other packages, that
+	// curve once cut every node, and nothing was drafted to check).
+	rt := newRuntime(t, `,"drafter":"ngram","spec_adaptive":false,"spec_min_prob":0.25`)
 	prompt := `Copy this JSON: {\"name\": \"Ada\", \"age\": 36, \"role\": \"admin\", \"active\": true, \"address\": {\"city\": \"London\", \"zip\": \"12345\"}}`
 	for _, rf := range []string{
 		`"response_format":{"type":"json_schema","json_schema":{"name":"p","schema":` + personSchema + `}}`,
@@ -132,7 +136,8 @@ func TestConstrainedSpeculationIsExact(t *testing.T) {
 		specd, err := rt.Complete([]byte(req(true)))
 		require.NoError(t, err)
 		require.Equal(t, plain[0].TokenIDs, specd[0].TokenIDs, "plain %q\nspec  %q", plain[0].Text, specd[0].Text)
-		require.Positive(t, specd[0].Usage.DraftAccepted, "the drafter should have been accepted sometimes")
+		require.Positive(t, specd[0].Usage.DraftAccepted, "the drafter should have been accepted sometimes (%d proposed, %d verify passes)",
+			specd[0].Usage.DraftProposed, specd[0].Usage.VerifyPasses)
 		require.True(t, json.Valid([]byte(plain[0].Text)), "%q", plain[0].Text)
 	}
 }
