@@ -75,7 +75,7 @@ FUZZ_TARGETS := ./streaming:FuzzSanitizer:250000 ./streaming:FuzzStopMatcher:250
                 ./core/grammar:FuzzGrammar:150000
 
 .PHONY: bench-adaserve adaserve-plots all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
-        test-models clean vet install uninstall test-install go-version test-readme serve test-serve
+        test-models clean vet install uninstall test-install go-version test-readme serve test-serve gpu-baseline
 
 all: lib check-header check-links serve
 
@@ -342,6 +342,18 @@ gpu-bundle: $(MODEL_PATH) $(LIB) $(BUILD)/stream
 	$(MAKE) -C tests/c ../../$(BUILD)/tests/conformance
 	strip --strip-unneeded -o $(GPU_BUNDLE)/$(SONAME) $(LIB_REAL)
 	cp $(BUILD)/stream $(BUILD)/tests/conformance $(GPU_BUNDLE)/
+	CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o $(GPU_BUNDLE)/trim ./tests/gpu/trim
+
+# `make gpu-baseline REV=<commit>` builds that commit's CUDA test binary
+# into build/gpu-base, for `tests/gpu/ab.sh` to time against the bundle's
+# on the same GPU in one call.
+GPU_BASE := $(BUILD)/gpu-base
+gpu-baseline:
+	@test -n "$(REV)" || { echo "usage: make gpu-baseline REV=<commit>"; exit 2; }
+	@mkdir -p $(GPU_BASE)
+	rm -rf $(BUILD)/baseline-tree && git worktree add --detach $(BUILD)/baseline-tree $(REV)
+	cd $(BUILD)/baseline-tree && CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(abspath $(GPU_BASE))/cuda.test ./core/cuda; \
+	  status=$$?; cd $(CURDIR) && git worktree remove --force $(BUILD)/baseline-tree; exit $$status
 
 # The AdaServe evaluation in the simulator (spec/sim): request-rate sweeps of
 # every policy on a GPU-like curve and on the curve the CPU engine measures
