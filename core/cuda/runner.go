@@ -457,7 +457,7 @@ func (r *Runner) forward(b *model.Batch, logits []float32, ids []int32, layers i
 
 // argmaxOfKey is the logits index a row's argmax key (kernels.cu,
 // argmax_key) holds: the complement of its low half, or 0 for a row with
-// no key (nothing but NaN).
+// no key (nothing above -inf).
 func argmaxOfKey(k uint64) int32 {
 	if k == 0 {
 		return 0

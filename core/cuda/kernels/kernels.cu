@@ -394,11 +394,12 @@ struct MatVecArgs {
 // the larger logit, and of equal logits the lower index. A float's bits
 // with the sign bit flipped (all bits, for negatives) order as unsigned
 // integers the way the floats do; -0 is taken as +0 so the two tie; the
-// index goes in complemented below them. NaN has key 0, the keys' floor,
-// which a row's key starts at: a row with nothing but NaN comes out 0, as
-// on the CPU.
+// index goes in complemented below them. NaN and -inf have key 0, the
+// keys' floor, which a row's key starts at: as on the CPU, NaN never wins
+// and a row with nothing above -inf comes out 0 (core/sample's argmax;
+// core/cuda's TestArgmaxKeysOrderAsTheSampler checks a Go twin).
 __device__ __forceinline__ u64 argmax_key(float v, int i) {
-  if (v != v) return 0;
+  if (!(v > NEG_INF)) return 0;
   u32 b = v == 0.0f ? 0u : (u32)__float_as_int(v);
   u32 o = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
   return ((u64)o << 32) | (u64)(0xffffffffu - (u32)i);
