@@ -72,7 +72,7 @@ func main() {
 	maxTokens := flag.Int("max-tokens", 128, "with -engine: cap on each request's output length")
 	slots := flag.Int("slots", 8, "with -engine: max_slots")
 	check := flag.Bool("check", true, "with -engine: replay every point in the simulator on the measured curve")
-	curves := flag.String("curves", "", "with -engine: an earlier run's -out directory whose measured cost curves (curve.csv, draft-curve.csv) to use instead of measuring, so that two builds serve the same SLOs and rates")
+	curves := flag.String("curves", "", "an earlier run's -out directory whose measured cost curves (curve.csv, draft-curve.csv) to use instead of measuring, so that two builds serve the same SLOs and rates")
 	adaptive := flag.Bool("adaptive", true, "with -engine: the engine's spec_adaptive (false: speculate as the simulator does, even where it does not pay)")
 	replay := flag.String("replay", "", "an earlier -engine run's -out directory: check the simulator against its requests without the engine (give that run's -seed, -slots and -adaptive)")
 	flag.Parse()
@@ -110,7 +110,7 @@ func main() {
 		return
 	}
 	if err := run(simOpts{out: *out, model: *modelPath, threads: *threads, quick: *quick,
-		requests: *requests, replicas: *replicas, seed: *seed}); err != nil {
+		requests: *requests, replicas: *replicas, seed: *seed, curves: *curves}); err != nil {
 		fmt.Fprintln(os.Stderr, "lmsadaserve:", err)
 		os.Exit(1)
 	}
@@ -144,6 +144,9 @@ type simOpts struct {
 	// about 20 s to 30 s on two cores.
 	replicas int
 	seed     uint64
+	// curves: an earlier run's -out directory whose curve.csv to use
+	// instead of measuring the model's (the flag -curves).
+	curves string
 }
 
 func run(o simOpts) error {
@@ -174,7 +177,10 @@ func run(o simOpts) error {
 		// simulator's and the engine's default) plus a full decode batch,
 		// so that no iteration is priced by extrapolating the curve; the
 		// budget is still calibrated on the decode range.
-		ns, ts, err := cpu.MeasureCurve(modelPath, threads, 160)
+		// Kept as curve.csv (read back with -curves): a two-core VM
+		// measures curves that differ run to run, and the policies'
+		// standings move with them.
+		ns, ts, err := engineCurve(engineOpts{out: out, threads: threads, curves: o.curves}, modelPath, 160, targetCurveFile)
 		if err != nil {
 			return err
 		}
