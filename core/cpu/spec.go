@@ -3,7 +3,6 @@ package cpu
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -206,25 +205,13 @@ type costCurve struct {
 }
 
 // at is the cost of a pass over n tokens, interpolated linearly between
-// the measured sizes and extrapolated past the last.
+// the measured sizes and extrapolated past the last (spec.CurveAt, as the
+// simulator prices it).
 func (c *costCurve) at(n int) time.Duration {
-	if c == nil || len(c.ns) == 0 {
+	if c == nil {
 		return 0
 	}
-	n = max(n, 1)
-	i := sort.SearchInts(c.ns, n)
-	switch {
-	case i < len(c.ns) && c.ns[i] == n:
-		return c.ts[i]
-	case len(c.ns) == 1:
-		return c.ts[0] * time.Duration(n)
-	case i == len(c.ns):
-		i-- // extrapolate the last segment
-	case i == 0:
-		i = 1
-	}
-	n0, n1, t0, t1 := c.ns[i-1], c.ns[i], c.ts[i-1], c.ts[i]
-	return t0 + (t1-t0)*time.Duration(n-n0)/time.Duration(n1-n0)
+	return spec.CurveAt(c.ns, c.ts, n)
 }
 
 // budget is the verification budget for n sequences whose tokens are each

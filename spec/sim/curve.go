@@ -15,13 +15,15 @@ package sim
 
 import (
 	"fmt"
-	"sort"
 	"time"
+
+	"github.com/lmstream/lmstream/spec"
 )
 
 // Curve is a forward pass's cost T(N) for N tokens in one batch, given at
-// ascending sizes and interpolated linearly between them (extrapolated
-// along the last segment past the largest).
+// ascending sizes and interpolated linearly between them; past the largest
+// size N it goes on along the slope of its upper half (T(N) − T(N/2))/(N/2)
+// (spec.Extrapolate).
 type Curve struct {
 	Name string
 	N    []int
@@ -62,22 +64,7 @@ func (c Curve) Validate() error {
 }
 
 // At is T(n) (n < 1 counts as 1).
-func (c Curve) At(n int) time.Duration {
-	n = max(n, 1)
-	i := sort.SearchInts(c.N, n)
-	switch {
-	case i < len(c.N) && c.N[i] == n:
-		return c.T[i]
-	case len(c.N) == 1:
-		return c.T[0] * time.Duration(n) / time.Duration(c.N[0])
-	case i == len(c.N):
-		i--
-	case i == 0:
-		i = 1
-	}
-	n0, n1, t0, t1 := c.N[i-1], c.N[i], c.T[i-1], c.T[i]
-	return t0 + (t1-t0)*time.Duration(n-n0)/time.Duration(n1-n0)
-}
+func (c Curve) At(n int) time.Duration { return spec.CurveAt(c.N, c.T, n) }
 
 // Flat is a curve that costs t whatever the batch (a test fixture and the
 // ideal memory-bound machine).
