@@ -3,6 +3,8 @@
 # CUDA backend and measures it. It runs test binaries built elsewhere (no Go
 # toolchain needed there) with LMSTREAM_REQUIRE_GPU=1, so nothing passes by
 # skipping. Build them first with `make gpu-bundle` (on any machine).
+# LMSTREAM_PEER_LLAMA_BENCH=path/to/llama-bench adds llama.cpp's figures on
+# the same file.
 #
 #   tests/gpu/check.sh [bundle-dir] [log-dir]
 set -u
@@ -40,6 +42,16 @@ if [ -e "$bundle/cuda.test" ]; then
   LMSTREAM_GPU_BENCH=1 "$bundle/cuda.test" -test.run '^TestGPUBench$' -test.v 2>&1 | tee "$log/bench.txt"
   echo "== benchmark, 30 layers (the 4 real ones repeated)"
   LMSTREAM_GPU_BENCH=1 LMSTREAM_BENCH_LAYERS=30 "$bundle/cuda.test" -test.run '^TestGPUBench$' -test.v 2>&1 | tee "$log/bench30.txt"
+fi
+# The peer, where LMSTREAM_PEER_LLAMA_BENCH names a llama.cpp llama-bench
+# built for this GPU (built elsewhere: nothing here builds it), on the
+# same 30-layer file the benchmark above times.
+if [ -n "${LMSTREAM_PEER_LLAMA_BENCH:-}" ] && [ -x "$bundle/trim" ]; then
+  echo "== peer: llama.cpp llama-bench, 30 layers"
+  m30="$log/model-30-layers.gguf"
+  "$bundle/trim" -layers 30 "$LMSTREAM_TEST_MODEL" "$m30" &&
+    "$LMSTREAM_PEER_LLAMA_BENCH" -m "$m30" -ngl 99 -fa 0,1 -p 512 -n 128 -r 5 2>&1 | tee "$log/peer.txt"
+  rm -f "$m30"
 fi
 echo "== summary"
 grep -hE '^(--- FAIL|--- PASS|--- SKIP|FAIL|ok|PASS)' "$log"/*.test.log 2>/dev/null
