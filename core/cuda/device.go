@@ -38,11 +38,47 @@ type kernelSet struct {
 	// attention holds each instance of the attention kernel, by the head
 	// dimension it is written for and the query heads a block takes.
 	attention map[attentionShape]*cu.Function
-	// matvec holds the mat-vec kernel of each weight type (kernels.MatVec),
-	// matmul and matmul1 its tensor-core twins for larger passes
-	// (kernels.MatMul, kernels.MatMul1); each indexed by argmax (0: the
-	// plain product, 1: its kernels.Argmax variant).
-	matvec, matmul, matmul1 [2]map[quant.Type]*cu.Function
+	// products holds each weight type's product kernels by kind, each
+	// indexed by argmax (0: the plain product, 1: its kernels.Argmax
+	// variant).
+	products [productKinds][2]map[quant.Type]*cu.Function
+}
+
+// productKind is one of a weight type's product kernels.
+type productKind int
+
+const (
+	matVec       productKind = iota // matvec_<type> (kernels.MatVec)
+	matMul1                         // mma1_<type>: 8-token tiles (kernels.MatMul1)
+	matMul                          // mma_<type>: 32-token tiles (kernels.MatMul)
+	productKinds                    // how many
+)
+
+// names is the kernel name of each weight type of the kind.
+func (kind productKind) names() map[uint32]string {
+	return [productKinds]map[uint32]string{kernels.MatVec, kernels.MatMul1, kernels.MatMul}[kind]
+}
+
+// launch is the kind's grid and block over rows output rows and nt tokens.
+func (kind productKind) launch(rows, nt int) (grid, block [3]uint32) {
+	switch kind {
+	case matVec:
+		return [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(nt, kernels.MatVecTokens), 1}, [3]uint32{32 * kernels.MatVecWarps, 1, 1}
+	case matMul1:
+		return [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, 8), 1}, [3]uint32{32 * kernels.MatMulWarps, 1, 1}
+	default:
+		return [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, kernels.MatMulTokens), 1}, [3]uint32{32 * kernels.MatMulWarps, 1, 1}
+	}
+}
+
+// product is the kind's kernel of weight type typ (with argmax, its
+// variant for a greedy pass's head).
+func (k *kernelSet) product(kind productKind, typ quant.Type, argmax bool) *cu.Function {
+	v := 0
+	if argmax {
+		v = 1
+	}
+	return k.products[kind][v][typ]
 }
 
 // mul picks the product kernel of weight type typ for a pass of nt tokens
@@ -50,19 +86,15 @@ type kernelSet struct {
 // kernels.MatVecMax tokens, the tensor cores beyond; with argmax, their
 // variant for a greedy pass's head.
 func (k *kernelSet) mul(typ quant.Type, rows, nt int, argmax bool) (f *cu.Function, grid, block [3]uint32) {
-	v := 0
-	if argmax {
-		v = 1
+	kind := matMul
+	switch {
+	case nt <= kernels.MatVecMax:
+		kind = matVec
+	case nt <= kernels.MatMul1Max:
+		kind = matMul1
 	}
-	if nt <= kernels.MatVecMax {
-		return k.matvec[v][typ], [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(nt, kernels.MatVecTokens), 1},
-			[3]uint32{32 * kernels.MatVecWarps, 1, 1}
-	}
-	block = [3]uint32{32 * kernels.MatMulWarps, 1, 1}
-	if nt <= kernels.MatMul1Max {
-		return k.matmul1[v][typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, 8), 1}, block
-	}
-	return k.matmul[v][typ], [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(nt, kernels.MatMulTokens), 1}, block
+	grid, block = kind.launch(rows, nt)
+	return k.product(kind, typ, argmax), grid, block
 }
 
 // attentionShape picks an attention kernel: the head dimension it is
@@ -158,15 +190,15 @@ func openDevice(o Options) (*device, error) {
 			dev.k.attention[attentionShape{hd, g}] = f
 		}
 	}
-	for set, names := range map[*[2]map[quant.Type]*cu.Function]map[uint32]string{
-		&dev.k.matvec: kernels.MatVec, &dev.k.matmul: kernels.MatMul, &dev.k.matmul1: kernels.MatMul1} {
+	for kind := range productKinds {
 		for v, variant := range []func(string) string{func(n string) string { return n }, kernels.Argmax} {
-			set[v] = map[quant.Type]*cu.Function{}
-			for typ, name := range names {
-				if set[v][quant.Type(typ)], err = dev.mod.Function(variant(name)); err != nil {
+			set := map[quant.Type]*cu.Function{}
+			for typ, name := range kind.names() {
+				if set[quant.Type(typ)], err = dev.mod.Function(variant(name)); err != nil {
 					return fail(err)
 				}
 			}
+			dev.k.products[kind][v] = set
 		}
 	}
 	if dev.stream, err = ctx.NewStream(); err != nil {

@@ -67,41 +67,13 @@ func (k *kernelRig) passHeader(n, nrows int) cu.DevicePtr {
 	return k.upload(w.Bytes())
 }
 
-// productKernel names the product kernels of a weight type.
-type productKernel int
-
-const (
-	matVec  productKernel = iota // matvec_<type>
-	matMul1                      // mma1_<type>: 8-token tiles
-	matMul                       // mma_<type>: 32-token tiles
-)
-
-// productKernel is kernel kind of weight type typ (with argmax, its
-// kernels.Argmax variant).
-func (k *kernelRig) productKernel(kind productKernel, typ quant.Type, argmax bool) *cu.Function {
-	v := 0
-	if argmax {
-		v = 1
-	}
-	return [][2]map[quant.Type]*cu.Function{k.r.dev.k.matvec, k.r.dev.k.matmul1, k.r.dev.k.matmul}[kind][v][typ]
-}
-
 // product runs kernel kind of weight type typ over rows rows and n tokens
 // with arguments a (with a.amax set, the kernel's argmax variant) and
 // reads back a.out (n rows of a.ld floats).
-func (k *kernelRig) product(kind productKernel, typ quant.Type, rows, n int, a *matVecArgs) []byte {
-	var grid [3]uint32
-	block := [3]uint32{32 * kernels.MatVecWarps, 1, 1}
-	switch kind {
-	case matVec:
-		grid = [3]uint32{ceilDiv(rows, kernels.MatVecWarps), ceilDiv(n, kernels.MatVecTokens), 1}
-	case matMul1:
-		grid, block = [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(n, 8), 1}, [3]uint32{32 * kernels.MatMulWarps, 1, 1}
-	case matMul:
-		grid, block = [3]uint32{ceilDiv(rows, kernels.MatMulRows), ceilDiv(n, kernels.MatMulTokens), 1}, [3]uint32{32 * kernels.MatMulWarps, 1, 1}
-	}
+func (k *kernelRig) product(kind productKind, typ quant.Type, rows, n int, a *matVecArgs) []byte {
+	grid, block := kind.launch(rows, n)
 	var w cu.ArgWriter
-	require.NoError(k.t, k.r.dev.launch(k.productKernel(kind, typ, a.amax != 0), grid, block, pack(&w, a)))
+	require.NoError(k.t, k.r.dev.launch(k.r.dev.k.product(kind, typ, a.amax != 0), grid, block, pack(&w, a)))
 	return k.read(a.out, n*int(a.ld)*4)
 }
 
@@ -191,7 +163,7 @@ func TestMatVecMatchesCPUDots(t *testing.T) {
 				worstTwin, worstCPU := 0.0, 0.0
 				for _, run := range []struct {
 					n    int
-					kind productKernel
+					kind productKind
 				}{{1, matVec}, {2, matVec}, {3, matVec}, {4, matVec}, {5, matVec}, {6, matVec}, {7, matVec}, {8, matVec},
 					{13, matVec}, {24, matVec},
 					{5, matMul1}, {8, matMul1}, {9, matMul1}, {13, matMul1}, {24, matMul1}, {40, matMul1}, {64, matMul1},
@@ -225,7 +197,7 @@ func TestMatVecMatchesCPUDots(t *testing.T) {
 						a.head, a.pass = 1, k.passHeader(64, n)
 					}
 					ref := k.product(matVec, typ, rows, n, a)
-					f := k.productKernel(run.kind, typ, false)
+					f := k.r.dev.k.product(run.kind, typ, false)
 					a.out = k.poisoned(n * ld * 4)
 					got := k.product(run.kind, typ, rows, n, a)
 					require.Equal(t, ref, got, "%s (%s) raw=%v grid=%v n=%d: not the mat-vec's bits", typ, f.Name(), raw, grid, n)
@@ -311,12 +283,12 @@ func TestHeadKeepsTheArgmax(t *testing.T) {
 		require.Equal(t, int32(min(3, m)), want[0], "%s: token 0's best rows tie", typ)
 		for _, run := range []struct {
 			n    int
-			kind productKernel
+			kind productKind
 		}{{1, matVec}, {3, matVec}, {8, matVec}, {13, matVec}, {5, matMul1}, {40, matMul1}, {5, matMul}, {13, matMul}, {40, matMul}} {
 			a := args(wraw, run.n)
 			a.amax = k.upload(make([]byte, 8*run.n))
 			out := k.product(run.kind, typ, rows, run.n, a)
-			name := k.productKernel(run.kind, typ, true).Name()
+			name := k.r.dev.k.product(run.kind, typ, true).Name()
 			require.Equal(t, bytes.Repeat([]byte{0xff}, len(out)), out, "%s n=%d: logits written", name, run.n)
 			keys := k.read(a.amax, 8*run.n)
 			for tk := 0; tk < run.n; tk++ {
