@@ -142,7 +142,7 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 		}
 	}
 	norm := func(src, weight, gather, clear cu.DevicePtr, nr int) {
-		run(d.k.rmsnormQuant, [3]uint32{uint32(nr), 1, 1}, [3]uint32{128, 1, 1}, 0,
+		run(d.k.rmsnormQuant, [3]uint32{uint32(nr), 1, 1}, [3]uint32{128, 1, 1}, kernels.NormSharedBytes(c.Embd),
 			&normArgs{x: src, w: weight, qs: b.xq, ds: b.xds, pass: pass, rows: gather, clear: clear, dim: int32(c.Embd), eps: c.RMSEps})
 	}
 	// input says how the products of a layer get their activations: in
@@ -209,7 +209,7 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 		if n == 1 {
 			att.rope = 1
 		} else {
-			run(d.k.ropeStore, [3]uint32{uint32(n), 1, 1}, [3]uint32{128, 1, 1}, 0,
+			run(d.k.ropeStore, [3]uint32{uint32(n), ceilDiv((qDim+2*kvDim)/2, 128), 1}, [3]uint32{128, 1, 1}, 0,
 				&ropeArgs{qkv: b.qkv, rot: rot, pass: pass, toks: toks,
 					heads: int32(c.Heads), kvheads: int32(c.KVHeads), hd: int32(c.HeadDim), neox: neox, layer: int32(li)})
 		}

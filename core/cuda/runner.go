@@ -92,6 +92,12 @@ func LoadWithProgress(f *gguf.File, o Options, progress func(float64)) (*Runner,
 		return nil, status.Errorf(status.Backend, "cuda backend: %v", err)
 	}
 	defer leave()
+	// The norm stages a row in shared memory: past 48 KiB (an embedding
+	// of 12,288) the kernel has to ask for it.
+	if err := dev.k.rmsnormQuant.SetMaxDynamicShared(kernels.NormSharedBytes(cfg.Embd)); err != nil {
+		dev.close()
+		return nil, status.Errorf(status.Backend, "cuda backend: rows of %d floats for the norm: %v", cfg.Embd, err)
+	}
 	ld := &loader{f: f, r: r, progress: progress}
 	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
 	r.tokEmbd = ld.matrix("token_embd.weight", cfg.Embd, cfg.Vocab, true)

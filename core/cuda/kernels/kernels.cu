@@ -261,8 +261,8 @@ struct NormArgs {
 //   rms_scale   1/sqrt(mean(x²) + eps), one warp: lane keeps eight sums
 //               (elements lane + 32k, k mod 8), adds them in order, then
 //               the butterfly;
-//   norm_block  block b of x·scale·w, quantized (any warp, any order:
-//               blocks are independent);
+//   norm8       eight elements of x·scale·w, for quant_block4 (any
+//               thread, any order: blocks are independent);
 //   swiglu_block  block b of silu(gate)·up, quantized.
 __device__ __forceinline__ float rms_scale(const float* x, int dim, float eps, int lane) {
   // Eight partial sums, so eight loads are in flight at a time (a loop
@@ -284,9 +284,15 @@ __device__ __forceinline__ float rms_scale(const float* x, int dim, float eps, i
   return (float)(1.0 / sqrt((double)(ss / (float)dim + eps)));
 }
 
-__device__ __forceinline__ void norm_block(const float* x, const float* w, float scale, int b, i8* qs, u16* ds, int lane) {
-  int e = b * 32 + lane;
-  quant_block(__fmul_rn(__fmul_rn(x[e], scale), w[e]), qs + b * 32, ds + b * 2, lane);
+__device__ __forceinline__ void norm8(const float4* x, float scale, const float4* w, float (&y)[8]) {
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    float4 xv = x[k], wv = w[k];
+    y[4 * k] = __fmul_rn(__fmul_rn(xv.x, scale), wv.x);
+    y[4 * k + 1] = __fmul_rn(__fmul_rn(xv.y, scale), wv.y);
+    y[4 * k + 2] = __fmul_rn(__fmul_rn(xv.z, scale), wv.z);
+    y[4 * k + 3] = __fmul_rn(__fmul_rn(xv.w, scale), wv.w);
+  }
 }
 
 // silu(g)·up = g / (1 + e^-g) · up, the CPU's SiLU (its expf is within 2
@@ -301,8 +307,14 @@ __device__ __forceinline__ void swiglu_block(const float* gate, const float* up,
 }
 
 // rmsnorm_quant: y = x / sqrt(mean(x²) + eps) · w, quantized. One block
-// of 4 warps per output row: warp 0 finds the scale, then the warps
-// quantize the row's blocks of 32 between them.
+// of 4 warps per output row. The kernel is a chain of waits, so it waits
+// on memory once: every thread loads its share of the row into shared
+// memory (8 loads in flight) and its first group's weights, then warp 0
+// finds the scale there and four lanes a block quantize (norm8 and
+// quant_block4: the mat-vec prologue's bits). Dynamic shared memory: dim
+// floats (NormSharedBytes). Loading x and w in the rounds rms_scale and a
+// warp a block asked for them, 64 rows of 576 took 7.2 µs on an H200
+// (ncu, cold caches); staged, 5.0.
 extern "C" __global__ void rmsnorm_quant(const NormArgs a) {
   const Pass* p = (const Pass*)a.pass;  // pass buffers: before dep_wait (PASS_EARLY)
   int r = blockIdx.x;
@@ -312,19 +324,52 @@ extern "C" __global__ void rmsnorm_quant(const NormArgs a) {
     return;
   }
   int src = a.rows ? ((const int*)a.rows)[r] : r;
+  int nb = a.dim / 32;
+  int sub = threadIdx.x & 3, g0 = threadIdx.x >> 2, groups = blockDim.x >> 2;
+  // The weights of this thread's first group: they are not the previous
+  // kernel's output, so they load before dep_wait.
+  const float* w = (const float*)a.w;
+  float4 w0[2];
+  if (g0 < nb) {
+    w0[0] = ((const float4*)(w + g0 * 32 + 8 * sub))[0];
+    w0[1] = ((const float4*)(w + g0 * 32 + 8 * sub))[1];
+  }
   DEP_ENTER();
   if (a.clear && threadIdx.x == 0) ((u64*)a.clear)[r] = 0;
   const float* x = (const float*)a.x + (u64)src * a.dim;
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  __shared__ float scale;
-  if (warp == 0) {
-    float sc = rms_scale(x, a.dim, a.eps, lane);
-    if (lane == 0) scale = sc;
+  extern __shared__ __align__(16) float xs[];
+  for (int e0 = threadIdx.x; e0 < a.dim; e0 += 8 * blockDim.x) {
+    float v[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int e = e0 + k * blockDim.x;
+      v[k] = e < a.dim ? x[e] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+      int e = e0 + k * blockDim.x;
+      if (e < a.dim) xs[e] = v[k];
+    }
   }
   __syncthreads();
-  int nb = a.dim / 32;
-  for (int b = warp; b < nb; b += warps)
-    norm_block(x, (const float*)a.w, scale, b, (i8*)a.qs + (u64)r * a.dim, (u16*)a.ds + (u64)r * nb * 2, lane);
+  __shared__ float scale;
+  if (threadIdx.x < 32) {
+    float sc = rms_scale(xs, a.dim, a.eps, threadIdx.x);
+    if (threadIdx.x == 0) scale = sc;
+  }
+  __syncthreads();
+  float sc = scale;
+  i8* qs = (i8*)a.qs + (u64)r * a.dim;
+  u16* ds = (u16*)a.ds + (u64)r * nb * 2;
+  u32 gmask = 0xfu << ((threadIdx.x & 31) & ~3);
+  for (int b = g0; b < nb; b += groups) {
+    int e = b * 32 + 8 * sub;
+    float4 wv[2] = {w0[0], w0[1]};
+    if (b != g0) wv[0] = ((const float4*)(w + e))[0], wv[1] = ((const float4*)(w + e))[1];
+    float y[8];
+    norm8((const float4*)(xs + e), sc, wv, y);
+    quant_block4(y, sub, gmask, qs + b * 32, ds + b * 2);
+  }
 }
 
 struct QuantArgs {
@@ -619,15 +664,7 @@ __device__ __forceinline__ void make_acts(const MatVecArgs& a, int t0, int nt, i
     if (a.pro == 1) {
       const float4* x = (const float4*)((const float*)a.src + (u64)(t0 + t) * a.cols + e);
       const float4* w = (const float4*)((const float*)a.nw + e);
-      float sc = scale[t];
-#pragma unroll
-      for (int k = 0; k < 2; k++) {
-        float4 xv = x[k], wv = w[k];
-        y[4 * k] = __fmul_rn(__fmul_rn(xv.x, sc), wv.x);
-        y[4 * k + 1] = __fmul_rn(__fmul_rn(xv.y, sc), wv.y);
-        y[4 * k + 2] = __fmul_rn(__fmul_rn(xv.z, sc), wv.z);
-        y[4 * k + 3] = __fmul_rn(__fmul_rn(xv.w, sc), wv.w);
-      }
+      norm8(x, scale[t], w, y);
     } else {
       const float* row = (const float*)a.src + (u64)(t0 + t) * 2 * a.cols + e;
       const float4* g = (const float4*)row;
@@ -1073,47 +1110,51 @@ __device__ __forceinline__ void rotate(float x0, float x1, float c, float s, flo
   y1 = __fadd_rn(__fmul_rn(x0, s), __fmul_rn(x1, c));
 }
 
-// rope_store: one block per token, a thread per (head, rotation pair) of
-// q and k, each rotating its pair and, for k, storing it; then the values.
-// Every thread's loads are independent, so the block waits on memory once
-// (a thread looping over heads waited once per head: ~10 µs a token).
+// rope_store: a thread per pair of a token's q|k|v row, grid (n,
+// pairs/blockDim): a pair of q or k is a rotation pair, which it turns
+// (and stores, for k); a pair of v is two neighbours, which it stores.
+// Every thread loads once, so the kernel waits on memory once: a block a
+// token looping over its pairs took 5.6 µs for 64 tokens on an H200 (ncu,
+// cold caches), a wait for each round of the loop; a thread a pair, 3.7.
 // cos and sin are the CPU's (float64 angles rounded to float32), computed
 // by the host with the pass: a float64 sincos here would take its slow path.
 extern "C" __global__ void rope_store(const RopeArgs a) {
   const Pass* p = (const Pass*)a.pass;  // pass buffers: before dep_wait (PASS_EARLY)
   int t = blockIdx.x;
-  if (t >= p->n) {
+  int half = a.hd / 2, turned = (a.heads + a.kvheads) * half;
+  int j = blockIdx.y * blockDim.x + threadIdx.x;
+  if (t >= p->n || j >= turned + a.kvheads * half) {
     DEP_ENTER();
     return;
   }
   Tok tk = ((const Tok*)a.toks)[t];
   DEP_ENTER();
-  int half = a.hd / 2;
   float* q = (float*)a.qkv + (u64)t * (a.heads + 2 * a.kvheads) * a.hd;
   float* k = q + a.heads * a.hd;
   const float* v = k + a.kvheads * a.hd;
-  const float* rot = (const float*)a.rot + (u64)t * half * 2;
-  for (int j = threadIdx.x; j < (a.heads + a.kvheads) * half; j += blockDim.x) {
-    int h = j / half, i = j % half;
-    float c = rot[2 * i], s = rot[2 * i + 1];
-    int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
-    float* x = q + h * a.hd;  // k follows q, so heads ≥ a.heads are k's
-    float y0, y1;
-    rotate(x[ia], x[ib], c, s, y0, y1);
-    if (h < a.heads) {
-      x[ia] = y0;
-      x[ib] = y1;
-    } else {
-      int g = h - a.heads;
-      u64 at = (((u64)a.layer * a.kvheads + g) * tk.cap + tk.len + tk.slot) * a.hd;
-      ((u16*)tk.k)[at + ia] = f2h(y0);
-      ((u16*)tk.k)[at + ib] = f2h(y1);
-    }
-  }
-  for (int e = threadIdx.x; e < a.kvheads * a.hd; e += blockDim.x) {
-    int g = e / a.hd, d = e % a.hd;
+  if (j >= turned) {
+    int e = 2 * (j - turned), g = e / a.hd, d = e % a.hd;
     u64 at = (((u64)a.layer * a.kvheads + g) * tk.cap + tk.len + tk.slot) * a.hd + d;
-    ((u16*)tk.v)[at] = f2h(v[e]);
+    float2 x = *(const float2*)(v + e);
+    ((u16*)tk.v)[at] = f2h(x.x);
+    ((u16*)tk.v)[at + 1] = f2h(x.y);
+    return;
+  }
+  int h = j / half, i = j % half;
+  const float* rot = (const float*)a.rot + ((u64)t * half + i) * 2;
+  float c = rot[0], s = rot[1];
+  int ia = a.neox ? i : 2 * i, ib = a.neox ? i + half : 2 * i + 1;
+  float* x = q + h * a.hd;  // k follows q, so heads ≥ a.heads are k's
+  float y0, y1;
+  rotate(x[ia], x[ib], c, s, y0, y1);
+  if (h < a.heads) {
+    x[ia] = y0;
+    x[ib] = y1;
+  } else {
+    int g = h - a.heads;
+    u64 at = (((u64)a.layer * a.kvheads + g) * tk.cap + tk.len + tk.slot) * a.hd;
+    ((u16*)tk.k)[at + ia] = f2h(y0);
+    ((u16*)tk.k)[at + ib] = f2h(y1);
   }
 }
 

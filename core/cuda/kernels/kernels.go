@@ -49,6 +49,10 @@ func Attention(hd, r int) string { return fmt.Sprintf("attention_d%d_r%d", hd, r
 // instance for head dimensions up to hd: each warp's chunk of value rows.
 func AttentionSharedBytes(hd int) int { return AttentionWarps * 32 * hd * 2 }
 
+// NormSharedBytes is rmsnorm_quant's dynamic shared memory for rows of dim
+// floats: the row, staged.
+func NormSharedBytes(dim int) int { return 4 * dim }
+
 // MatVec names the mat-vec entry point of each weight type that has one,
 // by GGML type number (core/quant's Type): one kernel per type, so each
 // takes only the registers its own loop needs.
