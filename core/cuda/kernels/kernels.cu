@@ -1028,7 +1028,13 @@ __device__ __forceinline__ void mma_t(const MatVecArgs& a) {
   for (int j = 0; j < NT; j++)
 #pragma unroll
     for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-#pragma unroll 2
+  // A warp's blocks are a chain of loads and adds; unrolled, the loads of
+  // the next blocks are in flight while it adds. An 8-token tile of a
+  // type with one word a row (Q4_1, Q8_0, Q5_0) keeps few registers a
+  // block, so four of those (ncu on an H200: the 64-token pass's down
+  // product stalled 79% of its time on loads, at two); the K-quants' four
+  // took 168 registers, against 96 at two.
+#pragma unroll((NT == 1 && T != T_Q4_K && T != T_Q6_K) ? 4 : 2)
   for (int b = warp; b < nb; b += MM_KSPLIT) {
     MFrag<T> f(a, rA, rB, nb, b, c);
 #pragma unroll
