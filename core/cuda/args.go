@@ -151,7 +151,8 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 		pro     int32
 		src, nw cu.DevicePtr
 	}
-	small := n <= kernels.MatVecMax // the mat-vec has a prologue
+	vecMax := r.matVecMax()
+	small := n <= vecMax // the mat-vec has a prologue
 	// matvec writes W·x (+ bias) (+ res) into rows of ld floats of out,
 	// with the kernel of W's type (the loader admits only those): the
 	// mat-vec for a few tokens, the tensor cores for more.
@@ -163,7 +164,7 @@ func (r *Runner) launchPass(n, rows, layers int, argmax bool) error {
 		if head {
 			a.head = 1
 		}
-		f, grid, block := d.k.mul(m.typ, m.rows, nt, amax != 0)
+		f, grid, block := d.k.mul(m.typ, m.rows, nt, vecMax, amax != 0)
 		smem := 0
 		if in.pro != proNone {
 			smem = proBytes(m.cols)

@@ -82,13 +82,13 @@ func (k *kernelSet) product(kind productKind, typ quant.Type, argmax bool) *cu.F
 }
 
 // mul picks the product kernel of weight type typ for a pass of nt tokens
-// and its launch shape over rows output rows: the mat-vec up to
-// kernels.MatVecMax tokens, the tensor cores beyond; with argmax, their
-// variant for a greedy pass's head.
-func (k *kernelSet) mul(typ quant.Type, rows, nt int, argmax bool) (f *cu.Function, grid, block [3]uint32) {
+// and its launch shape over rows output rows: the mat-vec up to vecMax
+// tokens (kernels.MatVecMax by default), the tensor cores beyond; with
+// argmax, their variant for a greedy pass's head.
+func (k *kernelSet) mul(typ quant.Type, rows, nt, vecMax int, argmax bool) (f *cu.Function, grid, block [3]uint32) {
 	kind := matMul
 	switch {
-	case nt <= kernels.MatVecMax:
+	case nt <= vecMax:
 		kind = matVec
 	case nt <= kernels.MatMul1Max:
 		kind = matMul1

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/cuda/kernels"
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/runtime"
@@ -482,7 +483,7 @@ func TestGPUBench(t *testing.T) {
 	// or each row's argmax alone (greedy).
 	t1, a1 := timeIt(1, 256, true, false), timeIt(1, 256, true, true)
 	fmt.Printf("forward at ctx 256: N=1 %.3f ms with the logits, %.3f ms with the argmax\n", t1.Seconds()*1000, a1.Seconds()*1000)
-	for _, n := range []int{2, 4, 8, 12, 16, 24, 32, 48, 64, 128, 256} {
+	for _, n := range []int{2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256} {
 		tn, an := timeIt(n, 256, true, false), timeIt(n, 256, true, true)
 		// The argmax pass again with attention a block per query head,
 		// and a block per kv head's share, whichever the pass size.
@@ -491,9 +492,20 @@ func TestGPUBench(t *testing.T) {
 		p.gpu.SetAttentionGroupFrom(1)
 		ag := timeIt(n, 256, true, true)
 		p.gpu.SetAttentionGroupFrom(0)
-		fmt.Printf("  N=%-3d logits %.3f ms  T(N)/T(1) %.2f   argmax %.3f ms  T(N)/T(1) %.2f   (attention a block per head %.3f, grouped %.3f)\n",
+		fmt.Printf("  N=%-3d logits %.3f ms  T(N)/T(1) %.2f   argmax %.3f ms  T(N)/T(1) %.2f   (attention a block per head %.3f, grouped %.3f",
 			n, tn.Seconds()*1000, tn.Seconds()/t1.Seconds(), an.Seconds()*1000, an.Seconds()/a1.Seconds(),
 			ah.Seconds()*1000, ag.Seconds()*1000)
+		if n <= kernels.MatVecTokens {
+			// Small passes again on the mat-vecs and on the tensor cores,
+			// whichever kernels.MatVecMax picks.
+			p.gpu.SetMatVecMax(n)
+			mv := timeIt(n, 256, true, true)
+			p.gpu.SetMatVecMax(1)
+			mm := timeIt(n, 256, true, true)
+			p.gpu.SetMatVecMax(0)
+			fmt.Printf("; products on the mat-vecs %.3f, tensor cores %.3f", mv.Seconds()*1000, mm.Seconds()*1000)
+		}
+		fmt.Println(")")
 	}
 	// Where a verify pass's GPU time goes, kernel by kernel (eager).
 	for _, n := range []int{1, 16, 64, 256} {

@@ -50,7 +50,9 @@ type Runner struct {
 	eager  bool // launch kernel by kernel instead of replaying graphs
 	// groupFrom overrides kernels.AttentionGroupFrom when not 0.
 	groupFrom int
-	allocs    map[cu.DevicePtr]bool // every device allocation, freed by Close
+	// vecMax overrides kernels.MatVecMax when not 0.
+	vecMax int
+	allocs map[cu.DevicePtr]bool // every device allocation, freed by Close
 }
 
 // buffers are the pass's activations, sized for capTok tokens, capRows
@@ -178,6 +180,24 @@ func (r *Runner) attentionGroupFrom() int {
 		return r.groupFrom
 	}
 	return kernels.AttentionGroupFrom
+}
+
+// SetMatVecMax sets the most tokens (or head rows) a product runs on the
+// mat-vec for, past which the tensor cores take it (for benchmarks; 0
+// restores kernels.MatVecMax). The same logits either way.
+func (r *Runner) SetMatVecMax(n int) {
+	if n != r.vecMax {
+		r.dev.stream.Sync()
+		r.dropGraphs()
+		r.vecMax = n
+	}
+}
+
+func (r *Runner) matVecMax() int {
+	if r.vecMax > 0 {
+		return r.vecMax
+	}
+	return kernels.MatVecMax
 }
 
 // Device says which GPU runs the model and where its libraries came from.

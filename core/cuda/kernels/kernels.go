@@ -92,10 +92,11 @@ func Argmax(name string) string { return name + "_argmax" }
 const (
 	MatVecTokens = 8 // MV_TOKENS: tokens one matvec block keeps in registers
 	// MatVecMax is the most tokens a pass runs the mat-vecs for; past it
-	// the tensor cores (mma1_<type>) are faster on an H100: at 8 tokens a
-	// 30-layer SmolLM2 pass took 2.22 ms on the mat-vecs, 1.63 ms at 12 on
-	// the tensor cores.
-	MatVecMax    = 4
+	// the tensor cores (mma1_<type>) are faster. On an H200 (30-layer
+	// SmolLM2, ctx 256, argmax; TestGPUBench) passes of 2, 3, 4 and 8
+	// tokens took 0.97, 1.15, 1.32 and 2.08 ms on the mat-vecs, 1.14,
+	// 1.15, 1.15 and 1.19 on the tensor cores.
+	MatVecMax    = 2
 	MatVecWarps  = 4   // MV_WARPS: rows (a warp each) per matvec block
 	MatMulTokens = 32  // 8·NT of mma_<type>: tokens one block covers
 	MatMul1Max   = 64  // the most tokens mma1_<type> (8 a block) is used for
