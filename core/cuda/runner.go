@@ -167,37 +167,33 @@ func (r *Runner) SetDependentLaunch(on bool) {
 // SetAttentionGroupFrom sets the fewest tokens of a pass whose attention
 // blocks take all of a kv head's query heads (for benchmarks; 0 restores
 // kernels.AttentionGroupFrom). The same logits either way.
-func (r *Runner) SetAttentionGroupFrom(n int) {
-	if n != r.groupFrom {
-		r.dev.stream.Sync()
-		r.dropGraphs()
-		r.groupFrom = n
-	}
-}
+func (r *Runner) SetAttentionGroupFrom(n int) { r.retune(&r.groupFrom, n) }
 
-func (r *Runner) attentionGroupFrom() int {
-	if r.groupFrom > 0 {
-		return r.groupFrom
-	}
-	return kernels.AttentionGroupFrom
-}
+func (r *Runner) attentionGroupFrom() int { return orDefault(r.groupFrom, kernels.AttentionGroupFrom) }
 
 // SetMatVecMax sets the most tokens (or head rows) a product runs on the
 // mat-vec for, past which the tensor cores take it (for benchmarks; 0
 // restores kernels.MatVecMax). The same logits either way.
-func (r *Runner) SetMatVecMax(n int) {
-	if n != r.vecMax {
+func (r *Runner) SetMatVecMax(n int) { r.retune(&r.vecMax, n) }
+
+func (r *Runner) matVecMax() int { return orDefault(r.vecMax, kernels.MatVecMax) }
+
+// retune sets a pass-shape override to n, dropping the graphs captured
+// with the old value (their kernels and grids follow it).
+func (r *Runner) retune(override *int, n int) {
+	if n != *override {
 		r.dev.stream.Sync()
 		r.dropGraphs()
-		r.vecMax = n
+		*override = n
 	}
 }
 
-func (r *Runner) matVecMax() int {
-	if r.vecMax > 0 {
-		return r.vecMax
+// orDefault is an override where set (above 0), else the default.
+func orDefault(override, def int) int {
+	if override > 0 {
+		return override
 	}
-	return kernels.MatVecMax
+	return def
 }
 
 // Device says which GPU runs the model and where its libraries came from.
