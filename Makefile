@@ -356,7 +356,8 @@ gpu-baseline:
 	  status=$$?; cd $(CURDIR) && git worktree remove --force $(BUILD)/baseline-tree; exit $$status
 
 # The AdaServe evaluation in the simulator (spec/sim): request-rate sweeps of
-# every policy on a GPU-like curve and on the curve the CPU engine measures
+# every policy on a GPU-like curve, on the curve the CUDA backend measured on
+# an H200 (sim.H200) and on the curve the CPU engine measures
 # for MODEL_PATH, the §6.3 strategies and the §6.4 urgent-only study: CSV and
 # SVG plots in build/adaserve (PNGs too: adaserve-plots). CI runs its smoke version
 # (core/cmd/lmsadaserve TestQuickRun) in test-go. Then the same workload on

@@ -44,6 +44,25 @@ var GPULike = Curve{
 	},
 }
 
+// H200 is measured, not derived: lmstream's own CUDA backend on an NVIDIA
+// H200 (commit 709294d, 2026-11-28), SmolLM2-135M's shapes and bytes at
+// 30 layers (the GPU bundle's model, its layers repeated), a greedy pass
+// at ctx 256 keeping each row's argmax, graphs and dependent launch on:
+// TestGPUBench's T(N) lines. It is flat from 3 to 32 tokens (the tensor
+// cores take a pass from 3), and a 64-token pass costs 2.24 one-token
+// passes. T(12) (1.179 ms) is raised to T(8)'s 1.196: a curve's cost may
+// not fall.
+var H200 = Curve{
+	Name: "H200 (lmstream CUDA, SmolLM2 30 layers, measured)",
+	N:    []int{1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, 256},
+	T: []time.Duration{
+		742 * time.Microsecond, 973 * time.Microsecond, 1144 * time.Microsecond, 1154 * time.Microsecond,
+		1167 * time.Microsecond, 1196 * time.Microsecond, 1196 * time.Microsecond, 1202 * time.Microsecond,
+		1305 * time.Microsecond, 1359 * time.Microsecond, 1525 * time.Microsecond, 1660 * time.Microsecond,
+		2701 * time.Microsecond, 4037 * time.Microsecond,
+	},
+}
+
 // Validate checks that the curve has points, ascending sizes from 1 up and
 // positive costs that never decrease.
 func (c Curve) Validate() error {

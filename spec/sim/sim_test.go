@@ -200,6 +200,7 @@ func TestWorkload(t *testing.T) {
 
 func TestCurve(t *testing.T) {
 	require.NoError(t, GPULike.Validate())
+	require.NoError(t, H200.Validate())
 	require.Equal(t, 1450*time.Microsecond, GPULike.At(1))
 	require.Equal(t, 1450*time.Microsecond, GPULike.At(0))
 	require.Equal(t, (2510+2680)*time.Microsecond/2, GPULike.At(24))

@@ -1,6 +1,7 @@
 // Command lmsadaserve runs the AdaServe evaluation in the simulator
-// (spec/sim): request-rate sweeps of every policy on a GPU-like cost curve
-// and on the curve this machine's CPU engine measures at start-up, the
+// (spec/sim): request-rate sweeps of every policy on a GPU-like cost curve,
+// on the curve lmstream's CUDA backend measured on an H200 (sim.H200) and
+// on the curve this machine's CPU engine measures at start-up, the
 // §6.3 continuous-batching strategies and the §6.4 urgent-only study. It
 // writes CSV files and SVG plots into -out and prints the tables.
 //
@@ -169,6 +170,14 @@ func run(o simOpts) error {
 	settings := []sim.Setting{{
 		Name: "gpu-like",
 		Machine: sim.Machine{Curve: sim.GPULike, DraftStep: 300 * time.Microsecond, Accept: sim.DraftModelAcceptance,
+			Slots: 16, Budget: 32},
+		Mix: sim.PaperMix, Requests: requests, Loads: loads, Seed: seed, Replicas: replicas,
+	}, {
+		// The same machine on the curve lmstream's CUDA backend measured
+		// on an H200 (sim.H200): the draft model's step and acceptance
+		// are still gpu-like's assumptions, the target's passes are not.
+		Name: "gpu-h200",
+		Machine: sim.Machine{Curve: sim.H200, DraftStep: 300 * time.Microsecond, Accept: sim.DraftModelAcceptance,
 			Slots: 16, Budget: 32},
 		Mix: sim.PaperMix, Requests: requests, Loads: loads, Seed: seed, Replicas: replicas,
 	}}
