@@ -93,9 +93,10 @@ const (
 	MatVecTokens = 8 // MV_TOKENS: tokens one matvec block keeps in registers
 	// MatVecMax is the most tokens a pass runs the mat-vecs for; past it
 	// the tensor cores (mma1_<type>) are faster. On an H200 (30-layer
-	// SmolLM2, ctx 256, argmax; TestGPUBench) passes of 2, 3, 4 and 8
-	// tokens took 0.97, 1.15, 1.32 and 2.08 ms on the mat-vecs, 1.14,
-	// 1.15, 1.15 and 1.19 on the tensor cores.
+	// SmolLM2, ctx 256, argmax; TestGPUBench) passes of 2, 4 and 8 tokens
+	// took 0.97, 1.32 and 2.08 ms on the mat-vecs, 1.14, 1.15 and 1.19 on
+	// the tensor cores. Graphs run a pass as its power-of-two bucket (3
+	// tokens as 4), so only those sizes choose.
 	MatVecMax    = 2
 	MatVecWarps  = 4   // MV_WARPS: rows (a warp each) per matvec block
 	MatMulTokens = 32  // 8·NT of mma_<type>: tokens one block covers
