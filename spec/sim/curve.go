@@ -23,7 +23,7 @@ import (
 // Curve is a forward pass's cost T(N) for N tokens in one batch, given at
 // ascending sizes and interpolated linearly between them; past the largest
 // size N it goes on along the slope of its upper half (T(N) − T(N/2))/(N/2)
-// (spec.Extrapolate).
+// (spec.CurveAt).
 type Curve struct {
 	Name string
 	N    []int

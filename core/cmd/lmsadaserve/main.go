@@ -167,20 +167,18 @@ func run(o simOpts) error {
 	// same, but a full pass plus a prefill chunk costs more than the
 	// urgent SLO can absorb at any tree size, and every policy misses the
 	// urgent category alike.)
-	settings := []sim.Setting{{
+	gpuLike := sim.Setting{
 		Name: "gpu-like",
 		Machine: sim.Machine{Curve: sim.GPULike, DraftStep: 300 * time.Microsecond, Accept: sim.DraftModelAcceptance,
 			Slots: 16, Budget: 32},
 		Mix: sim.PaperMix, Requests: requests, Loads: loads, Seed: seed, Replicas: replicas,
-	}, {
-		// The same machine on the curve lmstream's CUDA backend measured
-		// on an H200 (sim.H200): the draft model's step and acceptance
-		// are still gpu-like's assumptions, the target's passes are not.
-		Name: "gpu-h200",
-		Machine: sim.Machine{Curve: sim.H200, DraftStep: 300 * time.Microsecond, Accept: sim.DraftModelAcceptance,
-			Slots: 16, Budget: 32},
-		Mix: sim.PaperMix, Requests: requests, Loads: loads, Seed: seed, Replicas: replicas,
-	}}
+	}
+	// The same machine on the curve lmstream's CUDA backend measured on an
+	// H200 (sim.H200): the draft model's step and acceptance are still
+	// gpu-like's assumptions, the target's passes are not.
+	h200 := gpuLike
+	h200.Name, h200.Machine.Curve = "gpu-h200", sim.H200
+	settings := []sim.Setting{gpuLike, h200}
 	if modelPath != "" {
 		// Measured past a whole prefill chunk (128 prompt tokens, the
 		// simulator's and the engine's default) plus a full decode batch,
