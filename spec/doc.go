@@ -91,6 +91,14 @@
 // speculation has been emitting. The baselines keep the paper's
 // definitions, unguarded.
 //
+// The same slack, SLO·(o+1) − l (how long a request may wait for its next
+// token and stay on pace), shapes the rest of an AdaServe iteration. The
+// prompt chunk beside the decoding requests is the largest that keeps
+// them on pace (PrefillChunk), and a request whose SLO and slack cover
+// two iterations sits out one that would leave another short of slack
+// (SitOut): on a CPU its root costs the others time, and on a GPU under
+// load it takes budget their trees need.
+//
 // A CPU's verified token is not free either, so a node is selected only
 // where its path probability pays for its place in the pass: MinProb is
 // priced on the curve's first extra tokens, and Config.Floor raises it

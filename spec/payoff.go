@@ -288,22 +288,42 @@ func Floors(at func(int) time.Duration, n int, worth time.Duration, upTo int, ds
 // trailed vLLM-style prefill-first scheduling by 2.5–6 points of
 // attainment; with this rule it leads at every load (spec/sim).
 func PrefillChunk(at func(int) time.Duration, dec []*Seq, now time.Time, whole int) int {
-	if len(dec) == 0 {
+	return PrefillChunkBeside(at, dec, nil, 0, now, whole)
+}
+
+// ChunkFloor is the least prompt chunk PrefillChunk gives an iteration
+// whose prefilling sequences would take whole tokens: a sixteenth, at
+// least one (none when none is prefilling).
+func ChunkFloor(whole int) int { return min(whole, max(1, whole/16)) }
+
+// PrefillChunkBeside is PrefillChunk for an iteration that the sequences
+// idle sit out (SitOut, given the same typical). Each of them must still
+// be on its pace after the next iteration, which it runs: the chunk's
+// pass must leave it that iteration's price (SitOut's t) of its slack.
+func PrefillChunkBeside(at func(int) time.Duration, dec, idle []*Seq, typical time.Duration, now time.Time, whole int) int {
+	if len(dec) == 0 && len(idle) == 0 {
 		return whole
 	}
+	lo := ChunkFloor(whole)
+	next := max(at(len(dec)+len(idle)+lo), typical)
 	budget, limited := time.Duration(0), false
 	step := at(len(dec))
-	for _, s := range dec {
+	bound := func(s *Seq, less time.Duration) {
 		if s.SLO <= 0 || s.Generated() == 0 {
-			continue
+			return
 		}
-		b := s.SLO*time.Duration(s.AfterFirst()+1) - now.Sub(s.Start)
+		b := s.SLO*time.Duration(s.AfterFirst()+1) - now.Sub(s.Start) - less
 		if b >= step && (!limited || b < budget) {
 			budget, limited = b, true
 		}
 	}
+	for _, s := range dec {
+		bound(s, 0)
+	}
+	for _, s := range idle {
+		bound(s, next)
+	}
 	fits := func(c int) bool { return at(len(dec)+c) <= budget }
-	lo := min(whole, max(1, whole/16))
 	if !limited || fits(whole) {
 		return whole
 	}

@@ -148,6 +148,8 @@ type Backend struct {
 	sched   spec.Scheduler
 	drafts  drafters
 	seqs    []*spec.Seq // decoding sequences of this iteration
+	idle    []*spec.Seq // decoding sequences sitting this iteration out (sitOut)
+	sat     []bool      // spec.SitOut's marks, by b.seqs before sitOut
 	trees   []*spec.Tree
 	root    []spec.Tree // root-only trees when nothing speculates
 	rootP   []*spec.Tree
@@ -382,24 +384,63 @@ func (b *Backend) preempting(slots []*runtime.Slot) bool {
 	return false
 }
 
-// prefillBudget is how many prompt tokens this iteration may take over all
-// prefilling slots: a whole prefill_chunk each, or under AdaServe
-// (specConfig.sloChunk) what keeps the decoding streams on their TPOT SLOs
-// (spec.PrefillChunk, priced from the forward pass's measured curve; at
-// least a sixteenth of the whole). b.seqs must hold this iteration's
-// decoding sequences.
-func (b *Backend) prefillBudget(slots []*runtime.Slot, now time.Time) int {
+// sitOut takes out of b.seqs, into b.idle, the decoding sequences that
+// sit this iteration out under AdaServe (specConfig.sloBatch,
+// spec.SitOut): they get no tokens from it, so that the requests short of
+// their TPOT SLO get theirs sooner. b.seqs must hold every decoding
+// sequence of slots, in order.
+func (b *Backend) sitOut(slots []*runtime.Slot, now time.Time) {
+	b.idle = b.idle[:0]
+	if !b.spec.sloBatch || b.curve == nil || len(b.seqs) < 2 {
+		return
+	}
+	var k int
+	b.sat, k = spec.SitOut(b.curve.at, b.seqs, spec.ChunkFloor(b.prefillWhole(slots)), now, b.sched.Timing.Estimate(), b.sat)
+	if k == 0 {
+		return
+	}
+	j := 0
+	for _, s := range slots {
+		if q := s.State.(*sequence); q.decoding {
+			q.idle = b.sat[j]
+			j++
+		}
+	}
+	kept := b.seqs[:0]
+	for i, s := range b.seqs {
+		if b.sat[i] {
+			b.idle = append(b.idle, s)
+		} else {
+			kept = append(kept, s)
+		}
+	}
+	b.seqs = kept
+}
+
+// prefillWhole is the prompt tokens of an iteration that gives every
+// prefilling slot a whole prefill_chunk.
+func (b *Backend) prefillWhole(slots []*runtime.Slot) int {
 	n := 0
 	for _, s := range slots {
 		if !s.State.(*sequence).decoding {
 			n++
 		}
 	}
-	whole := n * b.prefillChunk
-	if !b.spec.sloChunk || b.curve == nil || n == 0 {
+	return n * b.prefillChunk
+}
+
+// prefillBudget is how many prompt tokens this iteration may take over all
+// prefilling slots: a whole prefill_chunk each, or under AdaServe
+// (specConfig.sloChunk) what keeps the decoding streams on their TPOT SLOs,
+// those sitting out included (spec.PrefillChunkBeside, priced from the
+// forward pass's measured curve; at least spec.ChunkFloor of the whole).
+// b.seqs and b.idle must hold this iteration's decoding sequences.
+func (b *Backend) prefillBudget(slots []*runtime.Slot, now time.Time) int {
+	whole := b.prefillWhole(slots)
+	if !b.spec.sloChunk || b.curve == nil || whole == 0 {
 		return whole
 	}
-	return spec.PrefillChunk(b.curve.at, b.seqs, now, whole)
+	return spec.PrefillChunkBeside(b.curve.at, b.seqs, b.idle, b.sched.Timing.Estimate(), now, whole)
 }
 
 // Close frees everything the backend allocated: the KV caches (its own and
@@ -449,6 +490,7 @@ type sequence struct {
 	prefill  int   // prompt tokens already in the cache
 	next     int32 // the token to feed next, once the prompt is in
 	decoding bool
+	idle     bool        // sitting this iteration out (Backend.sitOut)
 	batched  int         // tokens this sequence has in the current batch
 	tree     *spec.Tree  // the tree verified this iteration (decoding)
 	seq      spec.Seq    // prompt and output, for the drafters and the scheduler
@@ -667,11 +709,13 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 	b.seqs = b.seqs[:0]
 	for _, s := range slots {
 		q := s.State.(*sequence)
+		q.idle = false
 		if q.decoding && !preempt {
 			b.limit(s, q)
 			b.seqs = append(b.seqs, &q.seq)
 		}
 	}
+	b.sitOut(slots, t0)
 	trees := b.plan(t0)
 	b.pruneTrees(slots, trees)
 	t1 := time.Now()
@@ -701,7 +745,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 				row = nLogits
 				nLogits++
 			}
-		} else if !preempt {
+		} else if !preempt && !q.idle {
 			// Every node of the tree, root included, gets logits: the
 			// root's give the first token, each node's the one after it.
 			q.tree = trees[di]
@@ -751,7 +795,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 	for i, s := range slots {
 		q := s.State.(*sequence)
 		if q.decoding && b.rows[i] < 0 {
-			continue // preempted by a prefill: nothing ran
+			continue // preempted by a prefill, or sitting out: nothing ran
 		}
 		if !q.decoding {
 			for len(b.ident) < q.batched {

@@ -110,13 +110,17 @@ func (c *constraint) sample(s grammar.State, row []float32, smp *sample.Sampler)
 // pruneTrees removes from each constrained sequence's tree the drafted
 // nodes the grammar refuses (with their subtrees), so verification spends
 // no pass on tokens that cannot be emitted, and records each kept node's
-// grammar state for verification's masks. trees holds the decoding slots'
-// trees in slot order.
+// grammar state for verification's masks. trees holds the trees of the
+// decoding slots that run this iteration (b.seqs: none sitting out, none
+// at all while a prefill preempts decoding), in slot order.
 func (b *Backend) pruneTrees(slots []*runtime.Slot, trees []*spec.Tree) {
+	if len(trees) == 0 {
+		return
+	}
 	di := 0
 	for _, s := range slots {
 		q := s.State.(*sequence)
-		if !q.decoding {
+		if !q.decoding || q.idle {
 			continue
 		}
 		i := di

@@ -44,8 +44,9 @@ func TestPolicyConfig(t *testing.T) {
 		require.Equal(t, c.fcfs, sc.fcfsAdmit, c.name)
 		p, err := sim.PolicyByName(c.simulate)
 		require.NoError(t, err)
-		require.Equal(t, [4]any{p.Spec, p.Prefill, p.FCFSAdmit, p.SLOChunk}, [4]any{sc.sched.Policy, sc.prefill, sc.fcfsAdmit, sc.sloChunk}, "%s agrees with the simulator's %s", c.name, c.simulate)
+		require.Equal(t, [5]any{p.Spec, p.Prefill, p.FCFSAdmit, p.SLOChunk, p.SLOBatch}, [5]any{sc.sched.Policy, sc.prefill, sc.fcfsAdmit, sc.sloChunk, sc.sloBatch}, "%s agrees with the simulator's %s", c.name, c.simulate)
 		require.Equal(t, c.spec == spec.AdaServe, sc.sloChunk, "%s: only AdaServe sizes its prefill chunks by SLO", c.name)
+		require.Equal(t, c.spec == spec.AdaServe, sc.sloBatch, "%s: only AdaServe lets streams sit out by SLO", c.name)
 	}
 	cfg, err := runtime.ParseConfig([]byte(`{"spec_policy":"fastest"}`))
 	require.NoError(t, err)

@@ -64,7 +64,11 @@ type specConfig struct {
 	// sloChunk sizes each iteration's prompt tokens to keep the decoding
 	// streams on their TPOT SLOs (spec.PrefillChunk) instead of giving
 	// every prefilling sequence a whole prefill_chunk.
-	sloChunk     bool
+	sloChunk bool
+	// sloBatch lets decoding streams far ahead of their TPOT SLOs sit out
+	// an iteration that would leave another short of its own
+	// (spec.SitOut).
+	sloBatch     bool
 	budgetGiven  bool
 	minProbGiven bool
 	depthGiven   bool // "spec_max_depth" bounds every drafter (see ngramShape)
@@ -162,7 +166,7 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 	if err != nil {
 		return sc, err
 	}
-	sc.sched.Policy, sc.prefill, sc.fcfsAdmit, sc.sloChunk = p.Spec, p.Prefill, p.FCFSAdmit, p.SLOChunk
+	sc.sched.Policy, sc.prefill, sc.fcfsAdmit, sc.sloChunk, sc.sloBatch = p.Spec, p.Prefill, p.FCFSAdmit, p.SLOChunk, p.SLOBatch
 	switch strings.ToLower(order) {
 	case "descending", "desc":
 		sc.sched.Order = spec.Descending

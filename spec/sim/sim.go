@@ -54,18 +54,25 @@ type Policy struct {
 	// iteration keeps every decoding request that can still meet its
 	// TPOT SLO on pace (spec.PrefillChunk).
 	SLOChunk bool
+	// SLOBatch lets decoding requests far ahead of their TPOT SLO sit
+	// out an iteration that would leave another behind its own
+	// (spec.SitOut).
+	SLOBatch bool
 }
 
 // Policies are the systems the evaluation compares.
 var Policies = []Policy{
-	// AdaServe's SLO customization reaches the prefill chunk too
-	// (spec.PrefillChunk); "adaserve-fixed" is the paper's, with the
-	// fixed chunk every other chunked policy takes.
-	{Name: "adaserve", Spec: spec.AdaServe, SLOChunk: true},
+	// AdaServe's SLO customization reaches the prefill chunk
+	// (spec.PrefillChunk) and the roots (spec.SitOut) too;
+	// "adaserve-fixed" is the paper's, with the fixed chunk every other
+	// chunked policy takes and every decoding request in every
+	// iteration, and "adaserve-all" has the SLO-sized chunk alone.
+	{Name: "adaserve", Spec: spec.AdaServe, SLOChunk: true, SLOBatch: true},
 	// The public implementation's SLO-phase order: the requests closest
 	// to their SLO first, so a budget too small for all saves the most.
-	{Name: "adaserve-asc", Spec: spec.AdaServe, Order: spec.Ascending, SLOChunk: true},
+	{Name: "adaserve-asc", Spec: spec.AdaServe, Order: spec.Ascending, SLOChunk: true, SLOBatch: true},
 	{Name: "adaserve-fixed", Spec: spec.AdaServe},
+	{Name: "adaserve-all", Spec: spec.AdaServe, SLOChunk: true},
 	{Name: "global-greedy", Spec: spec.GlobalGreedy},
 	{Name: "equal-greedy", Spec: spec.EqualGreedy},
 	{Name: "specinfer", Spec: spec.SpecInfer},
@@ -204,7 +211,9 @@ type Run struct {
 	// (spec.Selector.Bound): the only ones in which the policies that
 	// select by probability can differ.
 	Planned, Bound int
-	End            time.Duration
+	// SatOut counts the request-iterations that sat out (spec.SitOut).
+	SatOut int
+	End    time.Duration
 }
 
 type live struct {
@@ -255,8 +264,9 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 	var waiting, active []*live
 	next, done := 0, 0
 	now := time.Duration(0)
-	var seqs []*spec.Seq
-	var dec []*live
+	var seqs, idle []*spec.Seq
+	var dec, running []*live
+	var sat []bool
 	for done < len(reqs) {
 		for next < len(reqs) && reqs[next].Arrival <= now {
 			r := reqs[next]
@@ -276,6 +286,42 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			waiting = slices.Delete(waiting, i, i+1)
 			l.res.Admitted = now
 			active = append(active, l)
+		}
+
+		// Decoding requests, less those that sit this iteration out
+		// (idle).
+		running, idle = running[:0], idle[:0]
+		for _, l := range active {
+			if l.prefill == l.req.Prompt {
+				running = append(running, l)
+			}
+		}
+		if p.SLOBatch && len(running) > 1 {
+			seqs = seqs[:0]
+			for _, l := range running {
+				seqs = append(seqs, &l.seq)
+			}
+			whole := 0
+			if p.Prefill == Chunked {
+				for _, l := range active {
+					if l.prefill < l.req.Prompt {
+						whole = pb
+					}
+				}
+			}
+			var k int
+			if sat, k = spec.SitOut(m.Curve.At, seqs, spec.ChunkFloor(whole), epoch.Add(now), sch.Timing.Estimate(), sat); k > 0 {
+				run.SatOut += k
+				kept := running[:0]
+				for i, l := range running {
+					if sat[i] {
+						idle = append(idle, &l.seq)
+					} else {
+						kept = append(kept, l)
+					}
+				}
+				running = kept
+			}
 		}
 
 		// Prompts: whole ones (Preempt) or chunks by deadline (Chunked).
@@ -299,12 +345,10 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				left := pb
 				if p.SLOChunk {
 					var dec []*spec.Seq
-					for _, l := range active {
-						if l.prefill == l.req.Prompt {
-							dec = append(dec, &l.seq)
-						}
+					for _, l := range running {
+						dec = append(dec, &l.seq)
 					}
-					left = spec.PrefillChunk(m.Curve.At, dec, epoch.Add(now), pb)
+					left = spec.PrefillChunkBeside(m.Curve.At, dec, idle, sch.Timing.Estimate(), epoch.Add(now), pb)
 				}
 				for _, l := range pre {
 					if left == 0 {
@@ -319,11 +363,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		// Decoding requests: the real scheduler plans their trees.
 		dec, seqs = dec[:0], seqs[:0]
 		if !prefilling {
-			for _, l := range active {
-				if l.prefill == l.req.Prompt {
-					dec = append(dec, l)
-				}
-			}
+			dec = append(dec, running...)
 			dec = m.batch(p, dec, tokens, sch.Timing.Estimate(), epoch.Add(now))
 			for _, l := range dec {
 				left := l.req.Output - l.res.Generated

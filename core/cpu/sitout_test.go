@@ -1,0 +1,88 @@
+package cpu
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/sample"
+)
+
+// TestSitOutEngine: under "adaserve" a stream far ahead of a loose TPOT
+// SLO sits out the iterations of a stream short of its own (spec.SitOut),
+// gets its tokens again once its slack runs low, and emits exactly what it
+// emits alone; a best-effort stream never sits out, and under any other
+// policy nobody does. The curve is set to 10 ms a token so that the
+// scheduler's prices, not this machine's speed, decide.
+func TestSitOutEngine(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 64, 5, 4)
+	urgentPrompt, relaxedPrompt, effortPrompt := []int32{3, 9, 4, 3}, []int32{5, 6, 7, 8}, []int32{11, 12, 13}
+	const n = 12
+	alone := tinyBackend(t, path, "", "")
+	want := [][]int32{
+		generate(t, alone, urgentPrompt, sample.Params{}, draftNone, n),
+		generate(t, alone, relaxedPrompt, sample.Params{}, draftNone, n),
+		generate(t, alone, effortPrompt, sample.Params{}, draftNone, n),
+	}
+
+	for _, policy := range []string{"adaserve", "global_greedy", "sarathi"} {
+		t.Run(policy, func(t *testing.T) {
+			be := tinyBackend(t, path, "", fmt.Sprintf(`,"max_slots":3,"spec_policy":%q`, policy))
+			be.curve = &costCurve{ns: []int{1, 2, 4, 8}, ts: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}}
+			slots := []*runtime.Slot{
+				// 1 ms a token: always short of slack.
+				{Request: &runtime.Request{}, Prompt: urgentPrompt, Data: &item{drafter: draftNone, slo: time.Millisecond}},
+				// An hour a token: ahead of it whenever it has a token out.
+				{Request: &runtime.Request{}, Prompt: relaxedPrompt, Data: &item{drafter: draftNone, slo: time.Hour}},
+				// No SLO.
+				{Request: &runtime.Request{}, Prompt: effortPrompt, Data: &item{drafter: draftNone}},
+			}
+			for _, s := range slots {
+				require.NoError(t, be.Open(s))
+				defer be.Release(s)
+			}
+			got := make([][]int32, len(slots))
+			res := make([]runtime.StepResult, len(slots))
+			step := func() (counts []int) {
+				clear(res)
+				be.Step(slots, res)
+				for i := range slots {
+					require.NoError(t, res[i].Err)
+					got[i] = append(got[i], res[i].Tokens...)
+					counts = append(counts, len(res[i].Tokens))
+				}
+				return counts
+			}
+			require.Equal(t, []int{1, 1, 1}, step(), "every prompt fits one chunk: three first tokens")
+			sitting := policy == "adaserve"
+			relaxed := slots[1].State.(*sequence)
+			for range 3 {
+				if sitting {
+					require.Equal(t, []int{1, 0, 1}, step(), "the relaxed stream sits out; the best-effort one never does")
+				} else {
+					require.Equal(t, []int{1, 1, 1}, step(), "%s: nobody sits out", policy)
+				}
+			}
+			if sitting {
+				// 30 ms of slack left: under two 30 ms iterations, so it
+				// runs, and its next token puts it an hour ahead again.
+				relaxed.seq.Start = time.Now().Add(-time.Duration(relaxed.seq.AfterFirst()+1)*time.Hour + 30*time.Millisecond)
+				require.Equal(t, []int{1, 1, 1}, step())
+				require.Equal(t, []int{1, 0, 1}, step())
+				relaxed.seq.Start = time.Now().Add(-time.Duration(relaxed.seq.AfterFirst()+1) * time.Hour)
+			}
+			for len(got[0]) < n || len(got[1]) < n || len(got[2]) < n {
+				step()
+				// Keep the relaxed stream short of slack from here on, so
+				// that it runs to the end.
+				relaxed.seq.Start = time.Now().Add(-time.Duration(relaxed.seq.AfterFirst()+1) * time.Hour)
+			}
+			for i := range slots {
+				require.Equal(t, want[i], got[i][:n], "stream %d emits what it emits alone", i)
+			}
+		})
+	}
+}

@@ -1,0 +1,102 @@
+package spec
+
+import (
+	"slices"
+	"time"
+)
+
+// SitOut picks the decoding sequences that sit an iteration out so that
+// the others get their tokens sooner: AdaServe's SLO customization
+// applied to the roots. It marks them in out (resized to len(dec)) and
+// returns how many it marked. at prices a pass of n tokens; typical is
+// what iterations have been taking (Timing.Estimate: prompt chunks and
+// trees included), 0 when unknown.
+//
+// The paper's setting is a GPU whose pass costs about the same at 1 and at
+// 32 tokens, where every request decodes every iteration and the SLO
+// phase shares out the budget beyond the roots. Where each token of a
+// pass costs time (a CPU: SmolLM2's T(8) is 1.8 T(1) on two cores), a
+// request far ahead of a loose SLO (a chatbot's 8× the baseline) buys
+// nothing with its root while the urgent requests beside it wait for it;
+// where the budget binds (a GPU under load) its root takes budget the
+// urgent requests' trees need.
+//
+// A sequence o tokens past its first and l since it has until
+// slack = SLO·(o+1) − l for its next token to stay on pace (as
+// PrefillChunk reasons). With t the price of this iteration (the larger
+// of at(len(dec)) and typical), a sequence can afford to sit out when its
+// slack covers two iterations (this one and the next, which it runs) and
+// so does its SLO: it needs a token every other iteration at most. A
+// sequence whose slack is under two iterations cannot, and wants this
+// one to leave it a whole iteration of slack. When some sequence cannot
+// afford it, those that can sit out, the most slack first, until the pass
+// of those left gives every one that cannot its slack less t, or none is
+// left to sit out (a sequence already behind gains from every token that
+// leaves the pass).
+//
+// Why the SLO must cover two iterations too: a tight request's slack is
+// what speculation banked for it, its insurance against the next prompt
+// chunk; spending it to speed up a request as tight did not help either
+// in the simulator (on the H200 curve at half load, urgent attainment
+// fell from 97% to 91% when it did). And why a sitting-out sequence stays
+// safe: its slack shrinks each time it sits out, so it runs before it
+// could fall behind, provided the next iteration fits it as well, which
+// PrefillChunkBeside sees to. Best-effort sequences (no SLO) and those
+// with no first token yet never sit out; without a sequence short of
+// slack nothing sits out, so light load decodes as before.
+func SitOut(at func(int) time.Duration, dec []*Seq, floor int, now time.Time, typical time.Duration, out []bool) ([]bool, int) {
+	out = slices.Grow(out[:0], len(dec))[:len(dec)]
+	clear(out)
+	n := len(dec)
+	if n < 2 {
+		return out, 0
+	}
+	full := at(n + floor)
+	t := max(full, typical)
+	slack := func(s *Seq) (time.Duration, bool) {
+		if s.SLO <= 0 || s.Start.IsZero() {
+			return 0, false
+		}
+		return s.SLO*time.Duration(s.AfterFirst()+1) - now.Sub(s.Start), true
+	}
+	var need time.Duration
+	short := false
+	var cand []int
+	for i, s := range dec {
+		v, ok := slack(s)
+		switch {
+		case !ok:
+		case v < 2*t:
+			if !short || v-t < need {
+				need, short = v-t, true
+			}
+		case s.SLO >= 2*t:
+			cand = append(cand, i)
+		}
+	}
+	if !short || len(cand) == 0 {
+		return out, 0
+	}
+	// Most slack first; ties by position, so the choice is deterministic.
+	slices.SortStableFunc(cand, func(a, b int) int {
+		x, _ := slack(dec[a])
+		y, _ := slack(dec[b])
+		switch {
+		case x > y:
+			return -1
+		case x < y:
+			return 1
+		}
+		return 0
+	})
+	k := 0
+	for _, i := range cand {
+		// The iteration with k roots fewer.
+		if t-full+at(n-k+floor) <= need {
+			break
+		}
+		out[i] = true
+		k++
+	}
+	return out, k
+}

@@ -1,0 +1,102 @@
+package spec
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sitOutNow and sitOutSeq build sequences for SitOut's tests: o tokens
+// past the first, since the first token, with a TPOT SLO.
+var sitOutNow = time.Unix(100, 0)
+
+func sitOutSeq(slo time.Duration, o int, since time.Duration) *Seq {
+	return &Seq{Tokens: make([]int32, 5+1+o), Prompt: 5, SLO: slo, Start: sitOutNow.Add(-since)}
+}
+
+// marked lists the positions SitOut marked.
+func marked(out []bool) []int {
+	var m []int
+	for i, b := range out {
+		if b {
+			m = append(m, i)
+		}
+	}
+	return m
+}
+
+// TestSitOut on a curve of 1 ms a token, so with four decoding t = 4 ms
+// and a sequence can afford to sit out with 8 ms of slack and an SLO of
+// at least 8 ms.
+func TestSitOut(t *testing.T) {
+	ms := time.Millisecond
+	at := func(n int) time.Duration { return time.Duration(n) * ms }
+
+	// slack = SLO·(o+1) − since.
+	relaxed := sitOutSeq(100*ms, 0, 0)        // 100 ms
+	moderate := sitOutSeq(30*ms, 1, 10*ms)    // 50 ms
+	banked := sitOutSeq(5*ms, 9, 20*ms)       // 30 ms of slack, but an SLO under two iterations
+	short := func(slack time.Duration) *Seq { // an urgent one with that much slack
+		return sitOutSeq(5*ms, 3, 20*ms-slack)
+	}
+
+	// Nobody short of slack: everybody runs.
+	out, k := SitOut(at, []*Seq{relaxed, moderate, banked, sitOutSeq(5*ms, 3, 10*ms)}, 0, sitOutNow, 0, nil)
+	require.Zero(t, k)
+	require.Equal(t, []bool{false, false, false, false}, out)
+
+	// 7.5 ms of slack wants an iteration of 3.5 ms: one root fewer does
+	// it, and the one with the most slack sits out.
+	out, k = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, banked, relaxed}, 0, sitOutNow, 0, out)
+	require.Equal(t, 1, k)
+	require.Equal(t, []int{3}, marked(out))
+
+	// 5.5 ms wants 1.5 ms: both that can sit out do, and the one whose
+	// SLO is under two iterations runs although its slack would cover it.
+	out, k = SitOut(at, []*Seq{short(5500 * time.Microsecond), moderate, banked, relaxed}, 0, sitOutNow, 0, out)
+	require.Equal(t, 2, k)
+	require.Equal(t, []int{1, 3}, marked(out))
+
+	// One already behind gains from every root that leaves.
+	out, _ = SitOut(at, []*Seq{short(-3 * ms), moderate, relaxed, sitOutSeq(0, 5, 0)}, 0, sitOutNow, 0, out)
+	require.Equal(t, []int{1, 2}, marked(out), "the best-effort one never sits out")
+
+	// What iterations have been taking prices the iteration when it is
+	// more than the curve's: at 26 ms a sequence needs 52 ms of slack to
+	// sit out, so the moderate one (50 ms) runs, and everyone is short
+	// of two iterations but the relaxed one.
+	out, _ = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, relaxed}, 0, sitOutNow, 26*ms, out)
+	require.Equal(t, []int{2}, marked(out))
+
+	// So does the least prompt chunk the iteration carries: with 22
+	// tokens of it, t = 25 ms.
+	out, _ = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, relaxed}, 22, sitOutNow, 0, out)
+	require.Equal(t, []int{2}, marked(out))
+
+	// One first token not out yet, or one sequence alone: nothing to do.
+	fresh := &Seq{Tokens: make([]int32, 6), Prompt: 5, SLO: 100 * ms}
+	out, k = SitOut(at, []*Seq{short(0), fresh}, 0, sitOutNow, 0, out)
+	require.Zero(t, k)
+	require.Len(t, out, 2)
+	_, k = SitOut(at, []*Seq{relaxed}, 0, sitOutNow, 0, out)
+	require.Zero(t, k)
+}
+
+// TestPrefillChunkBeside: a sequence that sits out must still make its
+// pace after the next iteration, so the chunk leaves it that much.
+func TestPrefillChunkBeside(t *testing.T) {
+	ms := time.Millisecond
+	at := func(n int) time.Duration { return 10*ms + time.Duration(n)*ms }
+	running := sitOutSeq(1*ms, 3, time.Second) // too far behind to bound the chunk
+	idle := sitOutSeq(100*ms, 0, 0)            // 100 ms of slack
+	require.Equal(t, 128, PrefillChunkBeside(at, []*Seq{running}, nil, 0, sitOutNow, 128))
+	// The next iteration is priced at the larger of the pass over both
+	// with the least chunk (10 + 2 + 8 = 20 ms) and typical.
+	// 100 − 20 = 80 ms for this one: 10 + 1 + c ≤ 80, c = 69.
+	require.Equal(t, 69, PrefillChunkBeside(at, []*Seq{running}, []*Seq{idle}, 0, sitOutNow, 128))
+	// 100 − 30 = 70 ms: c = 59.
+	require.Equal(t, 59, PrefillChunkBeside(at, []*Seq{running}, []*Seq{idle}, 30*ms, sitOutNow, 128))
+	// As a running sequence it would have had all 100 ms.
+	require.Equal(t, 88, PrefillChunk(at, []*Seq{running, idle}, sitOutNow, 128))
+}
