@@ -24,7 +24,8 @@ import (
 // A sequence o tokens past its first and l since it has until
 // slack = SLO·(o+1) − l for its next token to stay on pace (as
 // PrefillChunk reasons). With t the price of this iteration (the larger
-// of at(len(dec)) and typical), a sequence can afford to sit out when its
+// of typical and at(len(dec)+floor), floor being the least prompt chunk
+// it carries: ChunkFloor), a sequence can afford to sit out when its
 // slack covers two iterations (this one and the next, which it runs) and
 // so does its SLO: it needs a token every other iteration at most. A
 // sequence whose slack is under two iterations cannot, and wants this
@@ -36,12 +37,12 @@ import (
 //
 // Why the SLO must cover two iterations too: a tight request's slack is
 // what speculation banked for it, its insurance against the next prompt
-// chunk; spending it to speed up a request as tight did not help either
-// in the simulator (on the H200 curve at half load, urgent attainment
-// fell from 97% to 91% when it did). And why a sitting-out sequence stays
-// safe: its slack shrinks each time it sits out, so it runs before it
-// could fall behind, provided the next iteration fits it as well, which
-// PrefillChunkBeside sees to. Best-effort sequences (no SLO) and those
+// chunk; spending it to speed up a request as tight helped neither (in
+// the simulator on the H200's curve at half load, urgent attainment fell
+// from 96% to 80% when those sat out too). And why a sequence that sits
+// out stays safe: its slack shrinks each time it does, so it runs before
+// it could fall behind, provided the next iteration fits it as well,
+// which PrefillChunkBeside sees to. Best-effort sequences (no SLO) and those
 // with no first token yet never sit out; without a sequence short of
 // slack nothing sits out, so light load decodes as before.
 func SitOut(at func(int) time.Duration, dec []*Seq, floor int, now time.Time, typical time.Duration, out []bool) ([]bool, int) {

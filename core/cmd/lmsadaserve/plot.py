@@ -43,6 +43,11 @@ def series(rows, metric):
     return out
 
 
+# The default cycle's ten colours, then more: the sweeps compare eleven
+# policies.
+PALETTE = [f"C{i}" for i in range(10)] + ["black", "gold", "navy", "magenta"]
+
+
 def plot(path, rows):
     urgent = path.stem.endswith("-urgent")
     written = []
@@ -52,7 +57,7 @@ def plot(path, rows):
         fig, ax = plt.subplots(figsize=(7, 4.5), dpi=120)
         colours = {}
         for (setting, policy), (xs, ys) in series(rows, metric).items():
-            colour = colours.setdefault(policy, f"C{len(colours) % 10}")
+            colour = colours.setdefault(policy, PALETTE[len(colours) % len(PALETTE)])
             dashed = setting.startswith("sim")
             ax.plot(xs, ys, marker="o", markersize=3, color=colour,
                     linestyle="--" if dashed else "-",
