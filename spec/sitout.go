@@ -62,8 +62,12 @@ func SitOut(at func(int) time.Duration, dec []*Seq, floor int, now time.Time, ty
 	}
 	var need time.Duration
 	short := false
-	var cand []int
-	for i, s := range dec {
+	type candidate struct {
+		i     int
+		slack time.Duration
+	}
+	count := 0
+	for _, s := range dec {
 		v, ok := slack(s)
 		switch {
 		case !ok:
@@ -72,31 +76,35 @@ func SitOut(at func(int) time.Duration, dec []*Seq, floor int, now time.Time, ty
 				need, short = v-t, true
 			}
 		case s.SLO >= 2*t:
-			cand = append(cand, i)
+			count++
 		}
 	}
-	if !short || len(cand) == 0 {
+	if !short || count == 0 {
 		return out, 0
 	}
+	cand := make([]candidate, 0, count)
+	for i, s := range dec {
+		if v, ok := slack(s); ok && v >= 2*t && s.SLO >= 2*t {
+			cand = append(cand, candidate{i, v})
+		}
+	}
 	// Most slack first; ties by position, so the choice is deterministic.
-	slices.SortStableFunc(cand, func(a, b int) int {
-		x, _ := slack(dec[a])
-		y, _ := slack(dec[b])
+	slices.SortFunc(cand, func(a, b candidate) int {
 		switch {
-		case x > y:
+		case a.slack > b.slack:
 			return -1
-		case x < y:
+		case a.slack < b.slack:
 			return 1
 		}
-		return 0
+		return a.i - b.i
 	})
 	k := 0
-	for _, i := range cand {
+	for _, c := range cand {
 		// The iteration with k roots fewer.
 		if t-full+at(n-k+floor) <= need {
 			break
 		}
-		out[i] = true
+		out[c.i] = true
 		k++
 	}
 	return out, k
