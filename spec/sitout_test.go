@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -99,4 +100,78 @@ func TestPrefillChunkBeside(t *testing.T) {
 	require.Equal(t, 59, PrefillChunkBeside(at, []*Seq{running}, []*Seq{idle}, 30*ms, sitOutNow, 128))
 	// As a running sequence it would have had all 100 ms.
 	require.Equal(t, 88, PrefillChunk(at, []*Seq{running, idle}, sitOutNow, 128))
+}
+
+// TestSitOutInvariants checks SitOut's contract on random batches and
+// curves: only requests that can afford it sit out, only when another
+// is short of slack, the most slack first, and no more of them than
+// needed.
+func TestSitOutInvariants(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	ms := time.Millisecond
+	sat := 0
+	for trial := range 3000 {
+		// A convex curve: base plus a per-token slope that grows.
+		base, slope := time.Duration(1+r.IntN(20))*ms, time.Duration(r.IntN(4000))*time.Microsecond
+		at := func(n int) time.Duration { return base + time.Duration(n)*slope + time.Duration(n*n)*slope/64 }
+		n := 1 + r.IntN(24)
+		dec := make([]*Seq, n)
+		for i := range dec {
+			switch r.IntN(6) {
+			case 0: // best effort
+				dec[i] = sitOutSeq(0, r.IntN(50), time.Duration(r.IntN(500))*ms)
+			case 1: // no first token yet
+				dec[i] = &Seq{Tokens: make([]int32, 6), Prompt: 5, SLO: time.Duration(1+r.IntN(200)) * ms}
+			default:
+				o := r.IntN(60)
+				slo := time.Duration(1+r.IntN(200)) * ms
+				dec[i] = sitOutSeq(slo, o, time.Duration(r.Int64N(int64(slo)*int64(o+2)+1)))
+			}
+		}
+		floor := r.IntN(3) * r.IntN(16)
+		typical := time.Duration(r.IntN(3)) * at(n) / 2
+		out, k := SitOut(at, dec, floor, sitOutNow, typical, nil)
+		require.Len(t, out, n)
+		require.Equal(t, len(marked(out)), k, "trial %d", trial)
+		sat += k
+
+		tt := max(at(n+floor), typical)
+		slackOf := func(s *Seq) (time.Duration, bool) {
+			if s.SLO <= 0 || s.Start.IsZero() {
+				return 0, false
+			}
+			return s.SLO*time.Duration(s.AfterFirst()+1) - sitOutNow.Sub(s.Start), true
+		}
+		var need time.Duration
+		short := false
+		for _, s := range dec {
+			if v, ok := slackOf(s); ok && v < 2*tt && (!short || v-tt < need) {
+				need, short = v-tt, true
+			}
+		}
+		affords := func(s *Seq) bool {
+			v, ok := slackOf(s)
+			return ok && v >= 2*tt && s.SLO >= 2*tt
+		}
+		least := time.Duration(1 << 62) // the least slack that sat out
+		for i, s := range dec {
+			if out[i] {
+				require.True(t, affords(s), "trial %d: %d sat out without the slack or SLO for it", trial, i)
+				v, _ := slackOf(s)
+				least = min(least, v)
+			}
+		}
+		if k == 0 {
+			continue
+		}
+		require.True(t, short, "trial %d: sat out with nobody short", trial)
+		for i, s := range dec {
+			if v, _ := slackOf(s); !out[i] && affords(s) {
+				require.LessOrEqual(t, v, least, "trial %d: %d with more slack ran", trial, i)
+			}
+		}
+		// No more than needed: one fewer would not have been enough.
+		require.Greater(t, tt-at(n+floor)+at(n-(k-1)+floor), need, "trial %d: more sat out than needed", trial)
+	}
+	require.Positive(t, sat, "the trials exercised sitting out")
 }
