@@ -449,3 +449,31 @@ func TestRunCountsBoundSelections(t *testing.T) {
 	require.Zero(t, share("global-greedy", 64))
 	require.Zero(t, share("incremental", 8))
 }
+
+// TestAttainmentWithTTFT: a request counts there only when it met its
+// TPOT SLO and its TTFT SLO too, where it had one.
+func TestAttainmentWithTTFT(t *testing.T) {
+	ms := time.Millisecond
+	res := func(ttft, ttftSLO time.Duration, tpotOK bool) Result {
+		last := 10 * ms // 9 tokens after the first: a TPOT of ~1.1 ms
+		if !tpotOK {
+			last = 100 * ms
+		}
+		return Result{Request: Request{TPOTSLO: 2 * ms, TTFTSLO: ttftSLO}, First: ttft, Last: ttft + last, Generated: 10}
+	}
+	run := &Run{End: time.Second, Results: []Result{
+		res(5*ms, 10*ms, true),  // both
+		res(50*ms, 10*ms, true), // TPOT only: a late first token
+		res(50*ms, 0, true),     // no TTFT SLO: TPOT decides
+		res(5*ms, 10*ms, false), // neither
+	}}
+	m := Summarize(run, 1)
+	require.Equal(t, 0.75, m.Attainment)
+	require.Equal(t, 0.5, m.WithTTFT)
+	var b bytes.Buffer
+	require.NoError(t, WriteCSV(&b, []Row{{Setting: "s", Policy: "p", Metrics: m}}, PaperMix[:1]))
+	recs := strings.Split(strings.TrimSpace(b.String()), "\n")
+	head, row := strings.Split(recs[0], ","), strings.Split(recs[1], ",")
+	require.Equal(t, "attain_with_ttft", head[len(head)-1])
+	require.Equal(t, "0.5000", row[len(row)-1])
+}

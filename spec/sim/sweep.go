@@ -153,7 +153,9 @@ func WriteCSV(w io.Writer, rows []Row, mix []Category) error {
 	for _, c := range mix {
 		head = append(head, "attain_"+c.Name)
 	}
-	head = append(head, "budget_bound")
+	// attain_with_ttft comes last so that the columns before it keep
+	// their places for earlier readers.
+	head = append(head, "budget_bound", "attain_with_ttft")
 	if err := cw.Write(head); err != nil {
 		return err
 	}
@@ -169,7 +171,7 @@ func WriteCSV(w io.Writer, rows []Row, mix []Category) error {
 		if !math.IsNaN(r.Bound) {
 			bound = f(r.Bound)
 		}
-		rec = append(rec, bound)
+		rec = append(rec, bound, f(r.WithTTFT))
 		if err := cw.Write(rec); err != nil {
 			return err
 		}
