@@ -175,12 +175,14 @@ int lms_submit(lms_runtime rt, const char *request_json, const lms_channel *chan
     return lmsgo_submit(rt, (char *)request_json, (lms_channel *)channels, n, err, err_size);
 }
 
-// lms_vouch_out vouches for the chunk an entry point stored in *out.
+// lms_vouch_out vouches for the chunk an entry point stored in *out. Only
+// on success: a failed call may leave *out as the caller had it, and
+// whatever the caller left undefined there stays so.
 static int lms_vouch_out(int rc, lms_chunk **out) {
 #ifdef LMS_MEMCHECK
-    if (RUNNING_ON_VALGRIND && out != NULL) {
+    if (RUNNING_ON_VALGRIND && out != NULL && rc == LMS_OK) {
         VALGRIND_MAKE_MEM_DEFINED(out, sizeof *out);
-        if (rc == LMS_OK) lms_vouch(*out);
+        lms_vouch(*out);
     }
 #else
     (void)out;
@@ -208,7 +210,9 @@ int lms_channel_pop_batch(lms_channel ch, lms_chunk *chunks, size_t max_chunks, 
     LMS_GUARD();
     int rc = lmsgo_channel_pop_batch(ch, chunks, max_chunks, buf, buf_size, timeout_ms, n_out);
 #ifdef LMS_MEMCHECK
-    if (RUNNING_ON_VALGRIND && n_out != NULL) {
+    // *n_out is written on every path past the argument checks (the
+    // count, or the size a chunk needs).
+    if (RUNNING_ON_VALGRIND && n_out != NULL && rc != LMS_ERR_INVALID_ARGUMENT) {
         VALGRIND_MAKE_MEM_DEFINED(n_out, sizeof *n_out);
         if (rc == LMS_OK)
             for (size_t i = 0; i < *n_out && i < max_chunks; i++) lms_vouch(&chunks[i]);
