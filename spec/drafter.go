@@ -51,6 +51,14 @@ func (s *Seq) Generated() int { return len(s.Tokens) - s.Prompt }
 // would end one token short, above its SLO.
 func (s *Seq) AfterFirst() int { return max(0, s.Generated()-1) }
 
+// Slack is how long after now the sequence may emit its next token and
+// stay within its TPOT SLO: SLO·(o+1) − l, o tokens past its first and l
+// since it (negative once behind). Meaningful only for a sequence with an
+// SLO and its first token out.
+func (s *Seq) Slack(now time.Time) time.Duration {
+	return s.SLO*time.Duration(s.AfterFirst()+1) - now.Sub(s.Start)
+}
+
 // Shape says how big a candidate tree to draft.
 type Shape struct {
 	// Depth is d, the number of speculation steps (tree layers below the

@@ -305,14 +305,17 @@ func PrefillChunkBeside(at func(int) time.Duration, dec, idle []*Seq, typical ti
 		return whole
 	}
 	lo := ChunkFloor(whole)
-	next := max(at(len(dec)+len(idle)+lo), typical)
+	var next time.Duration // the next iteration's price, which idle sequences must keep
+	if len(idle) > 0 {
+		next = max(at(len(dec)+len(idle)+lo), typical)
+	}
 	budget, limited := time.Duration(0), false
 	step := at(len(dec))
 	bound := func(s *Seq, less time.Duration) {
 		if s.SLO <= 0 || s.Generated() == 0 {
 			return
 		}
-		b := s.SLO*time.Duration(s.AfterFirst()+1) - now.Sub(s.Start) - less
+		b := s.Slack(now) - less
 		if b >= step && (!limited || b < budget) {
 			budget, limited = b, true
 		}

@@ -58,7 +58,7 @@ func SitOut(at func(int) time.Duration, dec []*Seq, floor int, now time.Time, ty
 		if s.SLO <= 0 || s.Start.IsZero() {
 			return 0, false
 		}
-		return s.SLO*time.Duration(s.AfterFirst()+1) - now.Sub(s.Start), true
+		return s.Slack(now), true
 	}
 	var need time.Duration
 	short := false
