@@ -43,45 +43,95 @@ func TestSitOut(t *testing.T) {
 	}
 
 	// Nobody short of slack: everybody runs.
-	out, k := SitOut(at, []*Seq{relaxed, moderate, banked, sitOutSeq(5*ms, 3, 10*ms)}, 0, sitOutNow, 0, nil)
+	out, k := SitOut(at, []*Seq{relaxed, moderate, banked, sitOutSeq(5*ms, 3, 10*ms)}, 0, sitOutNow, 0, nil, nil)
 	require.Zero(t, k)
 	require.Equal(t, []bool{false, false, false, false}, out)
 
 	// 7.5 ms of slack wants an iteration of 3.5 ms: one root fewer does
 	// it, and the one with the most slack sits out.
-	out, k = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, banked, relaxed}, 0, sitOutNow, 0, out)
+	out, k = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, banked, relaxed}, 0, sitOutNow, 0, nil, out)
 	require.Equal(t, 1, k)
 	require.Equal(t, []int{3}, marked(out))
 
 	// 5.5 ms wants 1.5 ms: both that can sit out do, and the one whose
 	// SLO is under two iterations runs although its slack would cover it.
-	out, k = SitOut(at, []*Seq{short(5500 * time.Microsecond), moderate, banked, relaxed}, 0, sitOutNow, 0, out)
+	out, k = SitOut(at, []*Seq{short(5500 * time.Microsecond), moderate, banked, relaxed}, 0, sitOutNow, 0, nil, out)
 	require.Equal(t, 2, k)
 	require.Equal(t, []int{1, 3}, marked(out))
 
 	// One already behind gains from every root that leaves.
-	out, _ = SitOut(at, []*Seq{short(-3 * ms), moderate, relaxed, sitOutSeq(0, 5, 0)}, 0, sitOutNow, 0, out)
+	out, _ = SitOut(at, []*Seq{short(-3 * ms), moderate, relaxed, sitOutSeq(0, 5, 0)}, 0, sitOutNow, 0, nil, out)
 	require.Equal(t, []int{1, 2}, marked(out), "the best-effort one never sits out")
 
 	// What iterations have been taking prices the iteration when it is
 	// more than the curve's: at 26 ms a sequence needs 52 ms of slack to
 	// sit out, so the moderate one (50 ms) runs, and everyone is short
 	// of two iterations but the relaxed one.
-	out, _ = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, relaxed}, 0, sitOutNow, 26*ms, out)
+	out, _ = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, relaxed}, 0, sitOutNow, 26*ms, nil, out)
 	require.Equal(t, []int{2}, marked(out))
 
 	// So does the least prompt chunk the iteration carries: with 22
 	// tokens of it, t = 25 ms.
-	out, _ = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, relaxed}, 22, sitOutNow, 0, out)
+	out, _ = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, relaxed}, 22, sitOutNow, 0, nil, out)
 	require.Equal(t, []int{2}, marked(out))
 
 	// One first token not out yet, or one sequence alone: nothing to do.
 	fresh := &Seq{Tokens: make([]int32, 6), Prompt: 5, SLO: 100 * ms}
-	out, k = SitOut(at, []*Seq{short(0), fresh}, 0, sitOutNow, 0, out)
+	out, k = SitOut(at, []*Seq{short(0), fresh}, 0, sitOutNow, 0, nil, out)
 	require.Zero(t, k)
 	require.Len(t, out, 2)
-	_, k = SitOut(at, []*Seq{relaxed}, 0, sitOutNow, 0, out)
+	_, k = SitOut(at, []*Seq{relaxed}, 0, sitOutNow, 0, nil, out)
 	require.Zero(t, k)
+}
+
+// TestQueueAtRisk: the j-th waiting request by deadline takes the j-th
+// slot to free, then prefills its prompt; at 1 ms an iteration.
+func TestQueueAtRisk(t *testing.T) {
+	ms := time.Millisecond
+	in := func(d time.Duration) time.Time { return sitOutNow.Add(d) }
+	q := Queue{Chunk: 16}
+	require.False(t, q.AtRisk(ms, sitOutNow), "nothing waiting")
+
+	// Slots free after 10 and 50 iterations. The earliest deadline (30
+	// ms, 20 tokens: two chunks) takes the first: due at 12 ms.
+	q.Holds = []int{50, 10}
+	q.Waiting = []Waiting{{in(100 * ms), 8}, {in(30 * ms), 20}}
+	require.False(t, q.AtRisk(ms, sitOutNow))
+	// The second, due at 50 + 1 = 51 ms, has until 50 ms.
+	q.Waiting = []Waiting{{in(50 * ms), 8}, {in(30 * ms), 20}}
+	require.True(t, q.AtRisk(ms, sitOutNow))
+	// At 2 ms an iteration the first is due at 24 ms: still fine alone.
+	q.Waiting = []Waiting{{in(30 * ms), 20}}
+	require.False(t, q.AtRisk(2*ms, sitOutNow))
+	require.True(t, q.AtRisk(3*ms, sitOutNow))
+
+	// One already past its deadline is not at risk, nothing saves it,
+	// but it still takes the first slot: the next waits for the second.
+	q.Waiting = []Waiting{{in(-ms), 1}, {in(40 * ms), 1}}
+	require.True(t, q.AtRisk(ms, sitOutNow), "the second slot frees at 50 ms")
+	q.Holds = []int{10, 20}
+	require.False(t, q.AtRisk(ms, sitOutNow), "the second slot frees at 20 ms")
+
+	// More waiting than slots: those beyond need a slot freed twice,
+	// which AtRisk does not foresee.
+	q.Holds = []int{10}
+	q.Waiting = []Waiting{{in(100 * ms), 1}, {in(200 * ms), 1}, {in(5 * ms), 1}}
+	require.True(t, q.AtRisk(ms, sitOutNow), "the 5 ms one goes first and misses")
+	q.Waiting = []Waiting{{in(100 * ms), 1}, {in(2 * ms), 1}, {in(-ms), 1}}
+	require.False(t, q.AtRisk(ms, sitOutNow), "the one past its deadline takes the only slot")
+
+	// SitOut lets nobody sit out while the queue is at risk; the same
+	// batch with a queue that is not sits the relaxed one out.
+	at := func(n int) time.Duration { return time.Duration(n) * ms }
+	dec := []*Seq{sitOutSeq(5*ms, 3, 17*ms), sitOutSeq(100*ms, 0, 0)} // 3 ms of slack, and 100
+	q = Queue{Chunk: 16, Holds: []int{100, 100}, Waiting: []Waiting{{in(time.Second), 16}}}
+	_, k := SitOut(at, dec, 0, sitOutNow, 0, &q, nil)
+	require.Equal(t, 1, k)
+	q.Waiting[0].Deadline = in(90 * ms)
+	_, k = SitOut(at, dec, 0, sitOutNow, 0, &q, nil)
+	require.Zero(t, k, "the queue's first token comes before any sitting out")
+	_, k = SitOut(at, dec, 0, sitOutNow, 0, &Queue{}, nil)
+	require.Equal(t, 1, k, "an empty queue is no risk")
 }
 
 // TestPrefillChunkBeside: a sequence that sits out must still make its
@@ -130,7 +180,7 @@ func TestSitOutInvariants(t *testing.T) {
 		}
 		floor := r.IntN(3) * r.IntN(16)
 		typical := time.Duration(r.IntN(3)) * at(n) / 2
-		out, k := SitOut(at, dec, floor, sitOutNow, typical, nil)
+		out, k := SitOut(at, dec, floor, sitOutNow, typical, nil, nil)
 		require.Len(t, out, n)
 		require.Equal(t, len(marked(out)), k, "trial %d", trial)
 		sat += k

@@ -150,6 +150,7 @@ type Backend struct {
 	seqs    []*spec.Seq // decoding sequences of this iteration
 	idle    []*spec.Seq // decoding sequences sitting this iteration out (sitOut)
 	sat     []bool      // spec.SitOut's marks, by b.seqs before sitOut
+	queue   spec.Queue  // what waits for a slot (WatchQueue) and how long slots are held
 	trees   []*spec.Tree
 	root    []spec.Tree // root-only trees when nothing speculates
 	rootP   []*spec.Tree
@@ -394,8 +395,15 @@ func (b *Backend) sitOut(slots []*runtime.Slot, now time.Time) {
 	if !b.spec.sloBatch || b.curve == nil || len(b.seqs) < 2 {
 		return
 	}
+	b.queue.Holds = b.queue.Holds[:0]
+	if len(b.queue.Waiting) > 0 {
+		for _, s := range slots {
+			b.queue.Holds = append(b.queue.Holds, b.holds(s, s.State.(*sequence)))
+		}
+	}
+	b.queue.Chunk = b.prefillChunk
 	var k int
-	b.sat, k = spec.SitOut(b.curve.at, b.seqs, spec.ChunkFloor(b.prefillWhole(slots)), now, b.sched.Timing.Estimate(), b.sat)
+	b.sat, k = spec.SitOut(b.curve.at, b.seqs, spec.ChunkFloor(b.prefillWhole(slots)), now, b.sched.Timing.Estimate(), &b.queue, b.sat)
 	if k == 0 {
 		return
 	}
@@ -415,6 +423,36 @@ func (b *Backend) sitOut(slots []*runtime.Slot, now time.Time) {
 		}
 	}
 	b.seqs = kept
+}
+
+// holds is how many iterations at most slot s keeps its sequence q if it
+// runs every iteration and emits a token each (spec.Queue.Holds): its
+// prompt's chunks left, then its tokens to max_tokens, or to a full cache
+// without one.
+func (b *Backend) holds(s *runtime.Slot, q *sequence) int {
+	n := 0
+	if !q.decoding {
+		n = (len(s.Prompt) - q.prefill + b.prefillChunk - 1) / b.prefillChunk
+	}
+	out := q.seq.Generated()
+	left := b.context - len(s.Prompt) - out
+	if m := s.Request.MaxTokens; m > 0 {
+		left = min(left, m-out)
+	}
+	return n + max(0, left)
+}
+
+// WatchesQueue implements runtime.QueueWatcher: only sitting out
+// (AdaServe) weighs the queue.
+func (b *Backend) WatchesQueue() bool { return b.spec.sloBatch }
+
+// WatchQueue implements runtime.QueueWatcher, keeping the waiting
+// requests for sitOut.
+func (b *Backend) WatchQueue(waiting []runtime.Queued) {
+	b.queue.Waiting = b.queue.Waiting[:0]
+	for _, w := range waiting {
+		b.queue.Waiting = append(b.queue.Waiting, spec.Waiting{Deadline: time.Unix(0, w.Deadline), Prompt: w.Prompt})
+	}
 }
 
 // prefillWhole is the prompt tokens of an iteration that gives every

@@ -15,7 +15,8 @@ import (
 // SLO sits out the iterations of a stream short of its own (spec.SitOut),
 // gets its tokens again once its slack runs low, and emits exactly what it
 // emits alone; a best-effort stream never sits out, and under any other
-// policy nobody does. The curve is set to 10 ms a token so that the
+// policy nobody does; nor does anybody while a request waiting for a slot
+// could miss its first-token deadline. The curve is set to 10 ms a token so that the
 // scheduler's prices, not this machine's speed, decide.
 func TestSitOutEngine(t *testing.T) {
 	path := tinyFile(t, t.TempDir(), 64, 5, 4)
@@ -65,6 +66,19 @@ func TestSitOutEngine(t *testing.T) {
 				} else {
 					require.Equal(t, []int{1, 1, 1}, step(), "%s: nobody sits out", policy)
 				}
+			}
+			require.Equal(t, sitting, be.WatchesQueue(), "only sitting out weighs the queue")
+			if sitting {
+				// A request waiting for a slot whose first token is due
+				// before any slot frees, even with nobody sitting out:
+				// nobody does. One due in an hour does not stop it.
+				now := time.Now()
+				be.WatchQueue([]runtime.Queued{{Deadline: now.Add(time.Hour).UnixNano(), Prompt: 4}})
+				require.Equal(t, []int{1, 0, 1}, step(), "a queue in no hurry")
+				be.WatchQueue([]runtime.Queued{{Deadline: now.Add(100 * time.Millisecond).UnixNano(), Prompt: 4}})
+				require.Equal(t, []int{1, 1, 1}, step(), "a first token at risk")
+				be.WatchQueue(nil)
+				require.Equal(t, []int{1, 0, 1}, step(), "the queue drained")
 			}
 			if sitting {
 				// 30 ms of slack left: under two 30 ms iterations, so it

@@ -46,6 +46,27 @@ type FCFSAdmitter interface {
 	AdmitFCFS() bool
 }
 
+// QueueWatcher is implemented by a backend whose scheduling weighs the
+// requests waiting for a slot: under AdaServe the CPU engine lets no
+// decoding sequence sit an iteration out (holding its slot longer) while
+// a waiting request's first token is at risk (spec.Queue). The runtime
+// asks WatchesQueue once, when it starts; if it says yes, every Step is
+// preceded by a WatchQueue call on the engine goroutine.
+type QueueWatcher interface {
+	WatchesQueue() bool
+	// WatchQueue hands the backend the queued batch items with the
+	// earliest admission deadlines, up to max_slots of them (those a slot
+	// freeing soon would take), in no particular order. The slice is the
+	// runtime's, valid during the call only.
+	WatchQueue(waiting []Queued)
+}
+
+// Queued is a batch item waiting for a slot.
+type Queued struct {
+	Deadline int64 // unix nanoseconds: the key it is admitted by (AdmissionDeadline)
+	Prompt   int   // prompt tokens
+}
+
 // Prepared is one batch item after Prepare.
 type Prepared struct {
 	Prompt []int32 // the prompt's tokens (may be empty for scripted backends)

@@ -20,6 +20,7 @@ type Runtime struct {
 	maxSlots int
 	maxQueue int
 	fcfs     bool // admit by submission alone (FCFSAdmitter)
+	watcher  QueueWatcher
 
 	mu     sync.Mutex
 	queue  []*Slot // submitted, waiting for a slot
@@ -34,7 +35,8 @@ type Runtime struct {
 	// Engine goroutine only.
 	active  []*Slot
 	results []StepResult
-	runBuf  []*Slot // runnable slots of this iteration, reused
+	runBuf  []*Slot  // runnable slots of this iteration, reused
+	waiting []Queued // the queue's earliest deadlines, for watcher
 
 	stats struct {
 		submitted, finished, tokens, iterations atomic.Int64
@@ -78,6 +80,9 @@ func Start(b Backend, maxSlots, maxQueue int) *Runtime {
 	}
 	if a, ok := b.(FCFSAdmitter); ok {
 		r.fcfs = a.AdmitFCFS()
+	}
+	if w, ok := b.(QueueWatcher); ok && w.WatchesQueue() {
+		r.watcher = w
 	}
 	go r.run()
 	return r
@@ -299,6 +304,9 @@ func (r *Runtime) iterate() (goOn bool) {
 
 	runnable := r.runnable()
 	if len(runnable) > 0 {
+		if r.watcher != nil {
+			r.watchQueue()
+		}
 		r.step(runnable)
 		r.stats.iterations.Add(1)
 	}
@@ -349,6 +357,9 @@ func (r *Runtime) admit() bool {
 	}
 	clear(r.queue[len(kept):])
 	r.queue = kept
+	if r.watcher != nil {
+		r.waiting = earliestQueued(r.waiting[:0], r.queue, r.maxSlots, r.fcfs)
+	}
 	// The admitted count as active before they leave the queue's count, so
 	// that a request is never in neither (Stats reads them in the other
 	// order): a pool routing by load saw a just-admitted request nowhere.
@@ -367,6 +378,45 @@ func (r *Runtime) admit() bool {
 		r.active = append(r.active, s)
 	}
 	return true
+}
+
+// earliestQueued appends to dst the k queued items with the earliest
+// admission deadlines. The queue is in submission order, so deadlines
+// mostly rise along it and most items are turned away at a glance once
+// k are held: linear in the queue but for mixed TTFT SLOs.
+func earliestQueued(dst []Queued, queue []*Slot, k int, fcfs bool) []Queued {
+	if k < 1 {
+		return dst
+	}
+	for _, s := range queue {
+		q := Queued{Deadline: AdmissionDeadline(s.submitted, s.Request.TTFTSLOMs, fcfs), Prompt: len(s.Prompt)}
+		if len(dst) == k {
+			if q.Deadline >= dst[k-1].Deadline {
+				continue
+			}
+			dst = dst[:k-1]
+		}
+		// Insert in deadline order, later ones last.
+		i := len(dst)
+		dst = append(dst, q)
+		for i > 0 && dst[i-1].Deadline > q.Deadline {
+			dst[i] = dst[i-1]
+			i--
+		}
+		dst[i] = q
+	}
+	return dst
+}
+
+// watchQueue shows the backend the queue (QueueWatcher). A panic there
+// costs the backend the view, not the runtime its engine goroutine.
+func (r *Runtime) watchQueue() {
+	defer func() {
+		if p := recover(); p != nil {
+			r.watcher = nil
+		}
+	}()
+	r.watcher.WatchQueue(r.waiting)
 }
 
 func (r *Runtime) open(s *Slot) (err error) {

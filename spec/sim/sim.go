@@ -267,6 +267,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 	var seqs, idle []*spec.Seq
 	var dec, running []*live
 	var sat []bool
+	var queue spec.Queue
 	for done < len(reqs) {
 		for next < len(reqs) && reqs[next].Arrival <= now {
 			r := reqs[next]
@@ -309,8 +310,19 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 					}
 				}
 			}
+			// The queue as the engine's runtime shows it (Queue.AtRisk):
+			// what is waiting, and how long each slot may be held (here
+			// to the request's output length, which max_tokens bounds
+			// in the engine).
+			queue.Waiting, queue.Holds, queue.Chunk = queue.Waiting[:0], queue.Holds[:0], pb
+			for _, l := range waiting {
+				queue.Waiting = append(queue.Waiting, spec.Waiting{Deadline: epoch.Add(time.Duration(l.deadline)), Prompt: l.req.Prompt})
+			}
+			for _, l := range active {
+				queue.Holds = append(queue.Holds, (l.req.Prompt-l.prefill+pb-1)/pb+l.req.Output-l.res.Generated)
+			}
 			var k int
-			if sat, k = spec.SitOut(m.Curve.At, seqs, spec.ChunkFloor(whole), epoch.Add(now), sch.Timing.Estimate(), sat); k > 0 {
+			if sat, k = spec.SitOut(m.Curve.At, seqs, spec.ChunkFloor(whole), epoch.Add(now), sch.Timing.Estimate(), &queue, sat); k > 0 {
 				run.SatOut += k
 				kept := running[:0]
 				for i, l := range running {
