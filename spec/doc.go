@@ -97,7 +97,9 @@
 // them on pace (PrefillChunk), and a request whose SLO and slack cover
 // two iterations sits out one that would leave another short of slack
 // (SitOut): on a CPU its root costs the others time, and on a GPU under
-// load it takes budget their trees need.
+// load it takes budget their trees need. It holds its slot longer too, so
+// nobody sits out while a request waiting for a slot could miss its
+// first-token deadline (Queue.AtRisk).
 //
 // A CPU's verified token is not free either, so a node is selected only
 // where its path probability pays for its place in the pass: MinProb is
