@@ -202,9 +202,14 @@ func TestPrefillChunk(t *testing.T) {
 	// Never below a sixteenth of the whole: prompts keep moving.
 	squeezed := seq(40*time.Millisecond, 12, 466*time.Millisecond) // 14 ms: only the decode fits
 	require.Equal(t, 8, PrefillChunk(at, []*Seq{squeezed}, now, 128))
+	// Below a floor lowered for the prompts' TTFT deadlines
+	// (PromptFloor), what fits rides (14 − 11 ms: 3 tokens), or the floor
+	// itself where nothing does.
+	require.Equal(t, 3, PrefillChunkBeside(at, []*Seq{squeezed}, nil, 0, now, 128, 2))
 	// A whole chunk under 16 still leaves one token where none fits.
 	tightest := seq(40*time.Millisecond, 12, 469*time.Millisecond) // 11 ms: the bare decode step
 	require.Equal(t, 1, PrefillChunk(at, []*Seq{tightest}, now, 4))
+	require.Equal(t, 2, PrefillChunkBeside(at, []*Seq{tightest}, nil, 0, now, 128, 2))
 	// A huge whole (4096 slots × the largest prefill_chunk) is bisected,
 	// not scanned: on a curve of 10 ms plus 1 ns a token, 40 ms of room
 	// with three decoding leaves 30,000,000 − 3 tokens.
@@ -236,4 +241,29 @@ func TestPayoffIgnoresStandbyTrees(t *testing.T) {
 	require.Equal(t, probeLen, runPayoff(&p, probeLen, 90*time.Millisecond, 60*time.Millisecond, 1))
 	require.Equal(t, 2*BackoffMin, p.off)
 	require.True(t, p.Decide() == false && p.BackingOff())
+}
+
+// TestPromptFloor: the least prompt chunk is ChunkFloor, lowered to what
+// the prompts need for their TTFT deadlines at 10 ms an iteration.
+func TestPromptFloor(t *testing.T) {
+	ms := time.Millisecond
+	now := time.Unix(100, 0)
+	in := func(d time.Duration) time.Time { return now.Add(d) }
+	iter := 10 * ms
+	require.Equal(t, 8, PromptFloor(128, nil, iter, now), "nothing to prefill: the sixteenth")
+	// 100 tokens in 1 s: 100 iterations, a token each.
+	require.Equal(t, 1, PromptFloor(128, []Prompt{{100, in(time.Second)}}, iter, now))
+	// 100 tokens in 305 ms: 30 whole iterations, 4 tokens each.
+	require.Equal(t, 4, PromptFloor(128, []Prompt{{100, in(305 * ms)}}, iter, now))
+	// Two prompts add up, and never past the sixteenth.
+	require.Equal(t, 5, PromptFloor(128, []Prompt{{100, in(time.Second)}, {100, in(305 * ms)}}, iter, now))
+	require.Equal(t, 8, PromptFloor(128, []Prompt{{100, in(100 * ms)}}, iter, now))
+	// A prompt due within this iteration, past due, or with no TTFT SLO
+	// keeps the sixteenth.
+	require.Equal(t, 8, PromptFloor(128, []Prompt{{100, in(time.Second)}, {3, in(5 * ms)}}, iter, now))
+	require.Equal(t, 8, PromptFloor(128, []Prompt{{3, in(-ms)}}, iter, now))
+	require.Equal(t, 8, PromptFloor(128, []Prompt{{3, time.Time{}}}, iter, now))
+	// Without a pace to go by, the sixteenth; a small whole caps it.
+	require.Equal(t, 8, PromptFloor(128, []Prompt{{100, in(time.Second)}}, 0, now))
+	require.Equal(t, 1, PromptFloor(4, []Prompt{{100, in(100 * ms)}}, iter, now))
 }

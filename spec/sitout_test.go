@@ -141,13 +141,13 @@ func TestPrefillChunkBeside(t *testing.T) {
 	at := func(n int) time.Duration { return 10*ms + time.Duration(n)*ms }
 	running := sitOutSeq(1*ms, 3, time.Second) // too far behind to bound the chunk
 	idle := sitOutSeq(100*ms, 0, 0)            // 100 ms of slack
-	require.Equal(t, 128, PrefillChunkBeside(at, []*Seq{running}, nil, 0, sitOutNow, 128))
+	require.Equal(t, 128, PrefillChunkBeside(at, []*Seq{running}, nil, 0, sitOutNow, 128, 8))
 	// The next iteration is priced at the larger of the pass over both
 	// with the least chunk (10 + 2 + 8 = 20 ms) and typical.
 	// 100 − 20 = 80 ms for this one: 10 + 1 + c ≤ 80, c = 69.
-	require.Equal(t, 69, PrefillChunkBeside(at, []*Seq{running}, []*Seq{idle}, 0, sitOutNow, 128))
+	require.Equal(t, 69, PrefillChunkBeside(at, []*Seq{running}, []*Seq{idle}, 0, sitOutNow, 128, 8))
 	// 100 − 30 = 70 ms: c = 59.
-	require.Equal(t, 59, PrefillChunkBeside(at, []*Seq{running}, []*Seq{idle}, 30*ms, sitOutNow, 128))
+	require.Equal(t, 59, PrefillChunkBeside(at, []*Seq{running}, []*Seq{idle}, 30*ms, sitOutNow, 128, 8))
 	// As a running sequence it would have had all 100 ms.
 	require.Equal(t, 88, PrefillChunk(at, []*Seq{running, idle}, sitOutNow, 128))
 }

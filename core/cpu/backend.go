@@ -90,10 +90,12 @@
 package cpu
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,12 +153,17 @@ type Backend struct {
 	idle    []*spec.Seq // decoding sequences sitting this iteration out (sitOut)
 	sat     []bool      // spec.SitOut's marks, by b.seqs before sitOut
 	queue   spec.Queue  // what waits for a slot (WatchQueue) and how long slots are held
-	trees   []*spec.Tree
-	root    []spec.Tree // root-only trees when nothing speculates
-	rootP   []*spec.Tree
-	dist    spec.Dist // the target distribution handed to verification
-	timings Timings
-	curve   *costCurve // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
+	floor   int         // the least prompt chunk of this iteration (promptFloor)
+	prompts []spec.Prompt
+	// prefilling are this iteration's prefilling slots, by TTFT deadline
+	// (allotPrefill).
+	prefilling []*runtime.Slot
+	trees      []*spec.Tree
+	root       []spec.Tree // root-only trees when nothing speculates
+	rootP      []*spec.Tree
+	dist       spec.Dist // the target distribution handed to verification
+	timings    Timings
+	curve      *costCurve // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
 	// plainPass[n] is the recent forward pass over n decoding roots alone
 	// (passCharge's base when it has one).
 	plainPass []time.Duration
@@ -403,7 +410,7 @@ func (b *Backend) sitOut(slots []*runtime.Slot, now time.Time) {
 	}
 	b.queue.Chunk = b.prefillChunk
 	var k int
-	b.sat, k = spec.SitOut(b.curve.at, b.seqs, spec.ChunkFloor(b.prefillWhole(slots)), now, b.sched.Timing.Estimate(), &b.queue, b.sat)
+	b.sat, k = spec.SitOut(b.curve.at, b.seqs, b.floor, now, b.sched.Timing.Estimate(), &b.queue, b.sat)
 	if k == 0 {
 		return
 	}
@@ -478,7 +485,54 @@ func (b *Backend) prefillBudget(slots []*runtime.Slot, now time.Time) int {
 	if !b.spec.sloChunk || b.curve == nil || whole == 0 {
 		return whole
 	}
-	return spec.PrefillChunkBeside(b.curve.at, b.seqs, b.idle, b.sched.Timing.Estimate(), now, whole)
+	return spec.PrefillChunkBeside(b.curve.at, b.seqs, b.idle, b.sched.Timing.Estimate(), now, whole, b.floor)
+}
+
+// promptFloor sets b.floor, the least prompt chunk of this iteration
+// (spec.ChunkFloor; under AdaServe spec.PromptFloor: what the prompts
+// being prefilled need for their TTFT deadlines). b.seqs must hold this
+// iteration's decoding sequences.
+func (b *Backend) promptFloor(slots []*runtime.Slot, now time.Time) {
+	whole := b.prefillWhole(slots)
+	b.floor = spec.ChunkFloor(whole)
+	if !b.spec.sloChunk || b.curve == nil || whole == 0 {
+		return
+	}
+	b.prompts = b.prompts[:0]
+	for _, s := range slots {
+		q := s.State.(*sequence)
+		if q.decoding {
+			continue
+		}
+		var deadline time.Time
+		if slo := s.Request.TTFTSLOMs; slo > 0 {
+			deadline = time.Unix(0, s.Submitted()+int64(slo*float64(time.Millisecond)))
+		}
+		b.prompts = append(b.prompts, spec.Prompt{Left: len(s.Prompt) - q.prefill, Deadline: deadline})
+	}
+	t := max(b.curve.at(len(b.seqs)+1), b.sched.Timing.Estimate())
+	b.floor = spec.PromptFloor(whole, b.prompts, t, now)
+}
+
+// allotPrefill shares this iteration's budget of prompt tokens among the
+// prefilling slots, earliest TTFT deadline first, as the runtime admits
+// them, at most prefill_chunk each (sequence.chunk). Under AdaServe the
+// budget can be a few tokens (spec.PromptFloor), and those belong to the
+// prompt whose first token is due soonest.
+func (b *Backend) allotPrefill(slots []*runtime.Slot, budget int) {
+	b.prefilling = b.prefilling[:0]
+	for _, s := range slots {
+		if q := s.State.(*sequence); !q.decoding {
+			b.prefilling = append(b.prefilling, s)
+		}
+	}
+	deadline := func(s *runtime.Slot) int64 { return runtime.TTFTDeadline(s.Submitted(), s.Request.TTFTSLOMs) }
+	slices.SortStableFunc(b.prefilling, func(x, y *runtime.Slot) int { return cmp.Compare(deadline(x), deadline(y)) })
+	for _, s := range b.prefilling {
+		q := s.State.(*sequence)
+		q.chunk = min(b.prefillChunk, budget, len(s.Prompt)-q.prefill)
+		budget -= q.chunk
+	}
 }
 
 // Close frees everything the backend allocated: the KV caches (its own and
@@ -526,6 +580,7 @@ type sequence struct {
 	greedy   bool
 	kind     drafterKind
 	prefill  int   // prompt tokens already in the cache
+	chunk    int   // prompt tokens this iteration prefills (allotPrefill)
 	next     int32 // the token to feed next, once the prompt is in
 	decoding bool
 	idle     bool        // sitting this iteration out (Backend.sitOut)
@@ -753,20 +808,20 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 			b.seqs = append(b.seqs, &q.seq)
 		}
 	}
+	b.promptFloor(slots, t0)
 	b.sitOut(slots, t0)
 	trees := b.plan(t0)
 	b.pruneTrees(slots, trees)
 	t1 := time.Now()
 
-	prefillLeft := b.prefillBudget(slots, t0)
+	b.allotPrefill(slots, b.prefillBudget(slots, t0))
 	nLogits, di := 0, 0
 	for _, s := range slots {
 		q := s.State.(*sequence)
 		q.batched = 0
 		row := -1
 		if !q.decoding {
-			end := min(q.prefill+b.prefillChunk, q.prefill+prefillLeft, len(s.Prompt))
-			prefillLeft -= end - q.prefill
+			end := q.prefill + q.chunk
 			for i := q.prefill; i < end; i++ {
 				parent := -1
 				if i > q.prefill {

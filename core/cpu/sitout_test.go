@@ -100,3 +100,92 @@ func TestSitOutEngine(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptFloorEngine: under "adaserve", beside a decoding stream that
+// has room for a one-token prompt chunk only, a prompt whose TTFT SLO is
+// an hour away prefills a token an iteration (spec.PromptFloor); one
+// without a TTFT SLO keeps the sixteenth of its prefill_chunk (3 of 48);
+// under "global_greedy" the whole chunk rides.
+func TestPromptFloorEngine(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 64, 5, 4)
+	long := make([]int32, 40)
+	for i := range long {
+		long[i] = int32(3 + i%50)
+	}
+	for _, c := range []struct {
+		policy string
+		ttft   bool
+		want   int
+	}{{"adaserve", true, 1}, {"adaserve", false, 3}, {"global_greedy", true, 40}} {
+		t.Run(fmt.Sprintf("%s ttft=%v", c.policy, c.ttft), func(t *testing.T) {
+			be := tinyBackend(t, path, "", fmt.Sprintf(`,"max_slots":2,"prefill_chunk":48,"spec_policy":%q`, c.policy))
+			be.curve = &costCurve{ns: []int{1, 2, 4, 8}, ts: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}}
+			decoding := &runtime.Slot{Request: &runtime.Request{}, Prompt: []int32{3, 9, 4, 3}, Data: &item{drafter: draftNone, slo: 100 * time.Millisecond}}
+			require.NoError(t, be.Open(decoding))
+			defer be.Release(decoding)
+			res := make([]runtime.StepResult, 2)
+			be.Step([]*runtime.Slot{decoding}, res[:1])
+			require.Len(t, res[0].Tokens, 1)
+
+			req := &runtime.Request{}
+			if c.ttft {
+				// A slot built outside a runtime counts as submitted at
+				// the epoch: an SLO from then to an hour from now.
+				req.TTFTSLOMs = float64(time.Now().Add(time.Hour).UnixNano()) / 1e6
+			}
+			prompt := &runtime.Slot{Request: req, Prompt: long, Data: &item{drafter: draftNone}}
+			require.NoError(t, be.Open(prompt))
+			defer be.Release(prompt)
+			q, p := decoding.State.(*sequence), prompt.State.(*sequence)
+			for range 3 {
+				// 25 ms left before the decoding stream falls behind: a
+				// pass of 10 ms a token fits it and one prompt token.
+				q.seq.Start = time.Now().Add(-time.Duration(q.seq.AfterFirst()+1)*q.seq.SLO + 25*time.Millisecond)
+				before := p.prefill
+				clear(res)
+				be.Step([]*runtime.Slot{decoding, prompt}, res)
+				require.NoError(t, res[0].Err)
+				require.NoError(t, res[1].Err)
+				require.Equal(t, c.want, p.prefill-before)
+				if p.prefill == len(long) {
+					break
+				}
+			}
+		})
+	}
+}
+
+// TestAllotPrefill: an iteration's prompt tokens go to the prompt whose
+// first token is due soonest, up to prefill_chunk each; without a TTFT
+// SLO a prompt's due time is runtime.BestEffortTTFT after submission.
+func TestAllotPrefill(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 64, 5, 4)
+	be := tinyBackend(t, path, "", `,"max_slots":3,"prefill_chunk":8,"spec_policy":"adaserve"`)
+	prompt := make([]int32, 20)
+	for i := range prompt {
+		prompt[i] = int32(3 + i)
+	}
+	slot := func(ttftMs float64) *runtime.Slot {
+		s := &runtime.Slot{Request: &runtime.Request{TTFTSLOMs: ttftMs}, Prompt: prompt, Data: &item{drafter: draftNone}}
+		require.NoError(t, be.Open(s))
+		t.Cleanup(func() { be.Release(s) })
+		return s
+	}
+	// Submitted at the epoch (built outside a runtime): due after 20 s,
+	// 10 s (best effort) and 5 s.
+	relaxed, effort, urgent := slot(20000), slot(0), slot(5000)
+	slots := []*runtime.Slot{relaxed, effort, urgent}
+	chunks := func() []int {
+		var c []int
+		for _, s := range slots {
+			c = append(c, s.State.(*sequence).chunk)
+		}
+		return c
+	}
+	be.allotPrefill(slots, 5)
+	require.Equal(t, []int{0, 0, 5}, chunks())
+	be.allotPrefill(slots, 13)
+	require.Equal(t, []int{0, 5, 8}, chunks())
+	be.allotPrefill(slots, 100)
+	require.Equal(t, []int{8, 8, 8}, chunks())
+}

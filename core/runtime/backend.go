@@ -117,6 +117,10 @@ type Slot struct {
 // Generated is the number of tokens the slot has accepted so far.
 func (s *Slot) Generated() int { return s.stream.Generated() }
 
+// Submitted is when the slot's request was submitted (unix nanoseconds),
+// the time its TTFT is counted from.
+func (s *Slot) Submitted() int64 { return s.submitted }
+
 // Interrupt is signalled when a cancellation or shutdown may need the engine
 // goroutine's attention. A backend that waits inside Step (the replay
 // backend's pacing, a long prefill) selects on it and returns early.

@@ -268,6 +268,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 	var dec, running []*live
 	var sat []bool
 	var queue spec.Queue
+	var prompts []spec.Prompt
 	for done < len(reqs) {
 		for next < len(reqs) && reqs[next].Arrival <= now {
 			r := reqs[next]
@@ -297,18 +298,31 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				running = append(running, l)
 			}
 		}
+		// The least prompt chunk beside the decoding requests: what the
+		// prompts need for their TTFT deadlines (spec.PromptFloor) under
+		// AdaServe's SLO-sized chunks, else a sixteenth.
+		whole := 0
+		if p.Prefill == Chunked {
+			prompts = prompts[:0]
+			for _, l := range active {
+				if l.prefill < l.req.Prompt {
+					whole = pb
+					var d time.Time
+					if l.req.TTFTSLO > 0 {
+						d = epoch.Add(l.req.Arrival + l.req.TTFTSLO)
+					}
+					prompts = append(prompts, spec.Prompt{Left: l.req.Prompt - l.prefill, Deadline: d})
+				}
+			}
+		}
+		floor := spec.ChunkFloor(whole)
+		if p.SLOChunk && whole > 0 {
+			floor = spec.PromptFloor(whole, prompts, max(m.Curve.At(len(running)+1), sch.Timing.Estimate()), epoch.Add(now))
+		}
 		if p.SLOBatch && len(running) > 1 {
 			seqs = seqs[:0]
 			for _, l := range running {
 				seqs = append(seqs, &l.seq)
-			}
-			whole := 0
-			if p.Prefill == Chunked {
-				for _, l := range active {
-					if l.prefill < l.req.Prompt {
-						whole = pb
-					}
-				}
 			}
 			// The queue as the engine's runtime shows it (Queue.AtRisk):
 			// what is waiting, and how long each slot may be held (here
@@ -322,7 +336,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				queue.Holds = append(queue.Holds, (l.req.Prompt-l.prefill+pb-1)/pb+l.req.Output-l.res.Generated)
 			}
 			var k int
-			if sat, k = spec.SitOut(m.Curve.At, seqs, spec.ChunkFloor(whole), epoch.Add(now), sch.Timing.Estimate(), &queue, sat); k > 0 {
+			if sat, k = spec.SitOut(m.Curve.At, seqs, floor, epoch.Add(now), sch.Timing.Estimate(), &queue, sat); k > 0 {
 				run.SatOut += k
 				kept := running[:0]
 				for i, l := range running {
@@ -360,7 +374,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 					for _, l := range running {
 						dec = append(dec, &l.seq)
 					}
-					left = spec.PrefillChunkBeside(m.Curve.At, dec, idle, sch.Timing.Estimate(), epoch.Add(now), pb)
+					left = spec.PrefillChunkBeside(m.Curve.At, dec, idle, sch.Timing.Estimate(), epoch.Add(now), pb, floor)
 				}
 				for _, l := range pre {
 					if left == 0 {
