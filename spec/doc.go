@@ -94,7 +94,8 @@
 // The same slack, SLO·(o+1) − l (how long a request may wait for its next
 // token and stay on pace), shapes the rest of an AdaServe iteration. The
 // prompt chunk beside the decoding requests is the largest that keeps
-// them on pace (PrefillChunk), and a request whose SLO and slack cover
+// them on pace (PrefillChunk), down to what the prompts need for their
+// TTFT deadlines (PromptFloor), and a request whose SLO and slack cover
 // two iterations sits out one that would leave another short of slack
 // (SitOut): on a CPU its root costs the others time, and on a GPU under
 // load it takes budget their trees need. It holds its slot longer too, so
