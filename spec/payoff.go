@@ -317,7 +317,7 @@ type Prompt struct {
 // with an urgent SLO of 71 ms. Prompts whose TTFT SLO leaves them time
 // can wait for the iterations the urgent ones need; as their deadlines
 // near, their share grows back. In the simulator on that curve this took
-// AdaServe's TPOT attainment at load 0.75 from 63% to 73% and on
+// AdaServe's TPOT attainment at load 0.75 from 63% to 72% and on
 // SmolLM2's from 67% to 84%, with first tokens as often on time; on the
 // H200's curve, where a prompt token costs next to nothing, it moved
 // attainment by a point or two.
