@@ -313,7 +313,7 @@ type Prompt struct {
 // Why: on a CPU each prompt token of a pass costs about what a decoded
 // one does, and ChunkFloor (8 tokens of a 128-token chunk) rode on every
 // iteration a prompt was in, whatever the urgent requests' slack: on the
-// Qwen2.5-Coder 1.5B's measured curve, T(8) 71 ms against T(16) 140 ms
+// Qwen2.5-Coder 1.5B's measured curve, T(8) 71 ms against T(15) 144 ms
 // with an urgent SLO of 71 ms. Prompts whose TTFT SLO leaves them time
 // can wait for the iterations the urgent ones need; as their deadlines
 // near, their share grows back. In the simulator on that curve this took
