@@ -506,7 +506,7 @@ func (b *Backend) promptFloor(slots []*runtime.Slot, now time.Time) {
 		}
 		var deadline time.Time
 		if slo := s.Request.TTFTSLOMs; slo > 0 {
-			deadline = time.Unix(0, s.Submitted()+int64(slo*float64(time.Millisecond)))
+			deadline = time.Unix(0, runtime.TTFTDeadline(s.Submitted(), slo))
 		}
 		b.prompts = append(b.prompts, spec.Prompt{Left: len(s.Prompt) - q.prefill, Deadline: deadline})
 	}
