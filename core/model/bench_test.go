@@ -2,6 +2,9 @@ package model
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -9,7 +12,8 @@ import (
 //
 //	go test -run '^$' -bench . -benchtime 3s ./core/model
 //
-// LMSTREAM_BENCH_MODEL=/abs/path.gguf runs them on another model.
+// LMSTREAM_BENCH_MODEL=/abs/path.gguf runs them on another model, and
+// LMSTREAM_BENCH_NS=8,9,10 gives BenchmarkForwardN its pass sizes.
 //
 // Each reports tokens/s (tok/s). Decode keeps the context depth fixed: the
 // token is written to scratch and never committed.
@@ -72,7 +76,7 @@ func BenchmarkPrefill(b *testing.B) {
 // the same invocation).
 func BenchmarkForwardN(b *testing.B) {
 	var t1 float64
-	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
+	for _, n := range benchNs() {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			m, _ := realModel(b, 2)
 			c := m.NewCache(256 + 64)
@@ -214,4 +218,18 @@ func BenchmarkDecodeStreams(b *testing.B) {
 			b.ReportMetric(b.Elapsed().Seconds()*1e3/float64(b.N), "ms/pass")
 		})
 	}
+}
+
+// benchNs is BenchmarkForwardN's pass sizes: LMSTREAM_BENCH_NS, or
+// powers of two to 64.
+func benchNs() []int {
+	if s := os.Getenv("LMSTREAM_BENCH_NS"); s != "" {
+		var ns []int
+		for _, f := range strings.Split(s, ",") {
+			n, _ := strconv.Atoi(f)
+			ns = append(ns, n)
+		}
+		return ns
+	}
+	return []int{1, 2, 4, 8, 16, 32, 64}
 }

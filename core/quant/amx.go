@@ -6,15 +6,20 @@ import (
 	"unsafe"
 )
 
-// amxMinActs is the fewest activation rows a call hands to the tile unit:
-// below it the work per super-block that does not shrink with the rows
-// (splitting the nibbles into B tiles, unpacking the scales) costs more
-// than the tile unit saves. On a 2-core AMX Xeon, 2 threads, VNNI → AMX:
-// BenchmarkPackedQwen (a matrix hot in L3), gate 8960×1536 N = 4 213 →
-// 279 µs, N = 8 366–378 → 356–358, N = 12 563–569 → 455–475; but the
-// 1.5B model's forward pass (BenchmarkForwardN, weights from DRAM) at N
-// = 8 62.3–62.9 → 65.1–67.8 ms, against N = 16 117.5–118 → 102–103.
-const amxMinActs = 10
+// amxMinActs is the fewest activation rows a call hands to the tile unit.
+// Up to p8MaxActs rows the VNNI pair kernels take a call's rows in one
+// pass over the weights, and there the work per super-block that does not
+// shrink with the rows (splitting the nibbles into B tiles, unpacking the
+// scales) costs the tile unit more than it saves. One row more and the
+// pair kernels need two passes, each decoding the weights again, while the
+// tile unit still needs one. On a 2-core AMX Xeon (family 6 model 207),
+// 2 threads, the Qwen2.5-Coder 1.5B Q4_K_M forward pass, 60 interleaved
+// rounds, median (min) ms, VNNI → AMX: N = 8 70.0 (54.6) → 86.5 (63.4);
+// N = 9 92.6 (74.3) → 87.1 (65.1); N = 10 94.1 (80.1) → 90.5 (69.4). The
+// 0.5B's smaller matrices come out even at 9 and 10 (44.0 → 43.5, 45.4 →
+// 44.4). At 10, where this limit stood before, a verify pass of 9 tokens
+// cost the two-pass VNNI price.
+const amxMinActs = p8MaxActs + 1
 
 // amxMaxActs is the most activation rows one AMX call takes: a tile's 16
 // rows.
