@@ -45,7 +45,8 @@
 //
 // What is left, measured (NOTES.md): the tile instructions and the vector
 // work do not overlap, and the vector work per super-block that does not
-// shrink with the tokens keeps calls under 10 rows on the VNNI kernel.
+// shrink with the tokens keeps calls of up to 8 rows (one pass of the
+// VNNI pair kernels) on the VNNI kernel.
 package main
 
 import (
