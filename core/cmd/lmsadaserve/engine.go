@@ -40,6 +40,11 @@ type engineOpts struct {
 	// curves this run takes instead of measuring its own (see
 	// engineCurve).
 	curves string
+	// pace, with -replay, scales the run's cost curves for the simulator
+	// while the run's SLOs stay as they were: the engine's pace against
+	// its curve, which a two-core VM moves by 10–20% (1: the curve as
+	// measured).
+	pace float64
 }
 
 // promptSets are the committed prompt sets (core/cpu/testdata) each

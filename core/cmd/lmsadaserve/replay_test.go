@@ -217,3 +217,29 @@ func TestReplayRefusesBadFiles(t *testing.T) {
 	_, err = readEngineRequests(path, mix, base)
 	require.ErrorContains(t, err, "no requests")
 }
+
+// -pace replays the same requests, judged by the run's SLOs, on a machine
+// that many times as slow: the engine's side of the check is unchanged,
+// and the simulator's requests take longer and meet no more SLOs.
+func TestReplayPace(t *testing.T) {
+	r := makeReplayRun(t)
+	r.opts.out = t.TempDir()
+	base, err := runReplay(r.opts, r.dir)
+	require.NoError(t, err)
+	r.opts.pace = 3
+	slow, err := runReplay(r.opts, r.dir)
+	require.NoError(t, err)
+	require.Len(t, slow, len(base))
+	fewer := false
+	for i := range base {
+		require.Equal(t, base[i].Engine.Attainment, slow[i].Engine.Attainment, "the run's SLOs judge the engine as before")
+		require.LessOrEqual(t, slow[i].Sim.Attainment, base[i].Sim.Attainment)
+		require.Greater(t, slow[i].Sim.MeanTPOT, base[i].Sim.MeanTPOT)
+		fewer = fewer || slow[i].Sim.Attainment < base[i].Sim.Attainment
+	}
+	require.True(t, fewer, "a machine three times as slow misses SLOs the curve met")
+	r.opts.pace = 1
+	same, err := runReplay(r.opts, r.dir)
+	require.NoError(t, err)
+	require.Equal(t, base[0].Sim, same[0].Sim)
+}
