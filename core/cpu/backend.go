@@ -984,8 +984,15 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 	if len(b.seqs) > 0 {
 		b.sched.Observe(t3.Sub(t0))
 		b.timings.add(t1.Sub(t0), t2.Sub(t1), t3.Sub(t2))
+		b.timings.Decoding += len(b.seqs) + len(b.idle)
+		b.timings.SatOut += len(b.idle)
 	}
 }
+
+// Timings is what the iterations so far took and how many decoding
+// sequences sat them out. The engine's goroutine writes them at every
+// Step: read them once the runtime driving b is closed.
+func (b *Backend) Timings() Timings { return b.timings }
 
 // newSlotCache reserves a slot's cache, its local layers sized for passes
 // of up to pass tokens when the runner can (model.CPU.NewCachePass), so

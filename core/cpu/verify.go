@@ -21,6 +21,11 @@ type Timings struct {
 	// chunks and trees together), Verify the walk over each tree, the KV
 	// commit and the penalty bookkeeping.
 	Plan, Forward, Verify time.Duration
+	// Decoding counts the decoding sequences of those iterations, one per
+	// sequence and iteration, and SatOut those of them that sat the
+	// iteration out (spec.SitOut): SatOut/Decoding is the share the
+	// AdaServe simulator counts as Run.SatOut over its request-iterations.
+	Decoding, SatOut int
 }
 
 func (t *Timings) add(plan, fwd, ver time.Duration) {

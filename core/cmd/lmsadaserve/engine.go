@@ -247,23 +247,40 @@ func promptTokens(o engineOpts, prompts [][]string) ([]float64, error) {
 // serve runs one workload through a fresh runtime under one policy: each
 // request submitted at its arrival time (open loop) with its SLOs, its
 // prompt the category's next one, every token's arrival on its channel
-// timed.
-func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) ([]record, error) {
+// timed. It also returns the backend's decoding request-iterations and
+// how many of them sat out (cpu.Timings), warm-up excluded.
+func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) ([]record, cpu.Timings, error) {
 	cfg := map[string]any{"model_path": o.model, "max_slots": o.slots, "max_queue": len(reqs) + 1,
 		"context_length": 1024, "threads": o.threads, "spec_policy": strings.ReplaceAll(policy, "-", "_"), "spec_adaptive": o.adaptive}
 	if o.draft != "" {
 		cfg["drafter"], cfg["draft_model_path"] = "draft_model", o.draft
 	}
 	cj, _ := json.Marshal(cfg)
-	rt, err := runtime.New(cj)
+	rc, err := runtime.ParseConfig(cj)
 	if err != nil {
-		return nil, err
+		return nil, cpu.Timings{}, err
 	}
-	defer rt.Close()
+	// The CPU backend built here rather than by runtime.New, so that its
+	// counts can be read once the runtime is closed.
+	be, err := cpu.New(rc)
+	if err != nil {
+		return nil, cpu.Timings{}, err
+	}
+	b := be.(*cpu.Backend)
+	rt := runtime.Start(b, rc.MaxSlots, rc.MaxQueue)
+	closed := false
+	defer func() {
+		if !closed {
+			rt.Close()
+		}
+	}()
 	// Warm up (scratch buffers, page cache), as the benchmarks do.
 	if _, err := rt.Complete([]byte(`{"prompt":"Hello","max_tokens":4}`)); err != nil {
-		return nil, err
+		return nil, cpu.Timings{}, err
 	}
+	// Complete returns after the terminal chunk, which the engine sends
+	// from its last Step of the request: its counts are in.
+	warm := b.Timings()
 	recs := make([]record, len(reqs))
 	next := make([]int, len(prompts))
 	var wg sync.WaitGroup
@@ -312,7 +329,12 @@ func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) 
 		}(&recs[i])
 	}
 	wg.Wait()
-	return recs, nil
+	rt.Close()
+	closed = true
+	tm := b.Timings()
+	tm.Decoding -= warm.Decoding
+	tm.SatOut -= warm.SatOut
+	return recs, tm, nil
 }
 
 // engineRow is one point of the engine's sweep with its simulator replay.
@@ -327,6 +349,10 @@ type engineRow struct {
 	// SimAccept is the share of the simulator's drafted nodes accepted,
 	// beside the engine's Accepted/Proposed.
 	SimAccept float64
+	// EngineSatOut and SimSatOut are the shares of the decoding
+	// request-iterations that sat out (spec.SitOut); NaN where not known
+	// (a replayed file does not keep the engine's).
+	EngineSatOut, SimSatOut float64
 }
 
 // runEngine sweeps the real engine over the setting's loads and the
@@ -373,6 +399,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 		eruns := make([][]*sim.Run, len(pols)) // per policy, one run per replica
 		sruns := make([][]*sim.Run, len(pols))
 		proposed, accepted := make([]int, len(pols)), make([]int, len(pols)) // draft tokens
+		decoding, satOut := make([]int, len(pols)), make([]int, len(pols))   // request-iterations (cpu.Timings)
 		// Replica by replica, every policy in turn: the machine's pace
 		// drifts over a long sweep, and interleaving spreads the drift
 		// over the policies instead of handing it to the last.
@@ -382,10 +409,12 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 				return nil, err
 			}
 			for pi, p := range pols {
-				recs, err := serve(o, p.Name, reqs, prompts)
+				recs, tm, err := serve(o, p.Name, reqs, prompts)
 				if err != nil {
 					return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
 				}
+				decoding[pi] += tm.Decoding
+				satOut[pi] += tm.SatOut
 				run, err := runOf(recs)
 				if err != nil {
 					return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
@@ -406,7 +435,11 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 			}
 		}
 		for pi, p := range pols {
-			rows = append(rows, pointRow(len(s.Mix), p.Name, load, rate, eruns[pi], sruns[pi], proposed[pi], accepted[pi], true))
+			row := pointRow(len(s.Mix), p.Name, load, rate, eruns[pi], sruns[pi], proposed[pi], accepted[pi], true)
+			if decoding[pi] > 0 {
+				row.EngineSatOut = float64(satOut[pi]) / float64(decoding[pi])
+			}
+			rows = append(rows, row)
 		}
 		for pi := 1; pi < len(pols) && s.Replicas > 1; pi++ {
 			mean, se := pairedDiff(eruns[0], eruns[pi], len(s.Mix))
@@ -462,7 +495,7 @@ func requestRow(policy string, load float64, k int, r record, x sim.Result) stri
 // with the draft tokens the engine proposed and accepted. Nodes per
 // decode need the engine's decode count (knownDecodes).
 func pointRow(ncat int, policy string, load, rate float64, eruns, sruns []*sim.Run, proposed, accepted int, knownDecodes bool) engineRow {
-	row := engineRow{Proposed: proposed, Accepted: accepted}
+	row := engineRow{Proposed: proposed, Accepted: accepted, EngineSatOut: math.NaN(), SimSatOut: math.NaN()}
 	row.Engine = sim.Row{Setting: "engine", Policy: policy, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(eruns, ncat)}
 	decodes := func(r *sim.Run) int { return r.Decodes }
 	if d := total(eruns, decodes); d > 0 && knownDecodes {
@@ -475,6 +508,8 @@ func pointRow(ncat int, policy string, load, rate float64, eruns, sruns []*sim.R
 			if verified > d {
 				row.SimAccept = float64(total(sruns, func(r *sim.Run) int { return r.Emitted })-d) / float64(verified-d)
 			}
+			sat := total(sruns, func(r *sim.Run) int { return r.SatOut })
+			row.SimSatOut = float64(sat) / float64(d+sat)
 		}
 		row.Sim = sim.Row{Setting: "sim-replay", Policy: policy, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(sruns, ncat)}
 	}
@@ -503,7 +538,7 @@ func writeCheck(path string, rows []engineRow, mix []sim.Category) error {
 func checkTable(rows []engineRow) {
 	fmt.Printf("\n## engine vs simulator (measured curve, same requests)\n")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\tsim budget bound %\t")
+	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\tsat out % engine\tsim\tsim budget bound %\t")
 	for _, r := range rows {
 		acc := 0.0
 		if r.Proposed > 0 {
@@ -513,9 +548,9 @@ func checkTable(rows []engineRow) {
 		if r.EngineNodes > 0 {
 			nodes = fmt.Sprintf("%.2f", r.EngineNodes)
 		}
-		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%.2f\t%.1f\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%.2f\t%s\t%s\t%.1f\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
 			100*r.Engine.Attainment, 100*r.Sim.Attainment, 100*(r.Engine.Attainment-r.Sim.Attainment),
-			r.Engine.Goodput, r.Sim.Goodput, acc, 100*r.SimAccept, nodes, r.SimNodes, 100*r.Sim.Bound)
+			r.Engine.Goodput, r.Sim.Goodput, acc, 100*r.SimAccept, nodes, r.SimNodes, percent(r.EngineSatOut), percent(r.SimSatOut), 100*r.Sim.Bound)
 	}
 	w.Flush()
 }
@@ -552,4 +587,12 @@ func total(runs []*sim.Run, count func(*sim.Run) int) int {
 }
 
 // millis is d in milliseconds.
+// percent is a share as the check table prints it, "–" when unknown.
+func percent(x float64) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return fmt.Sprintf("%.1f", 100*x)
+}
+
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/csv"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -42,6 +43,14 @@ func TestEngineSmoke(t *testing.T) {
 		require.Positive(t, r.Engine.MeanTTFT)
 	}
 	require.Zero(t, rows[1].Proposed, "incremental decoding drafts nothing")
+	// The backend's own count of the request-iterations that sat out:
+	// known on both sides, and none under incremental decoding.
+	for _, r := range rows {
+		require.False(t, math.IsNaN(r.EngineSatOut), r.Engine.Policy)
+		require.False(t, math.IsNaN(r.SimSatOut), r.Engine.Policy)
+	}
+	require.Zero(t, rows[1].EngineSatOut)
+	require.Zero(t, rows[1].SimSatOut)
 	for name, n := range map[string]int{"engine-rates.csv": 1 + 2, "engine-vs-sim.csv": 1 + 2*2, "engine-requests.csv": 1 + 2*2*3} {
 		f, err := os.Open(filepath.Join(out, name))
 		require.NoError(t, err)

@@ -140,6 +140,10 @@ func TestReplayChecksEveryPoint(t *testing.T) {
 		require.Positive(t, row.SimNodes)
 	}
 	require.Equal(t, 1.0, rows[1].SimNodes, "incremental decoding verifies its roots alone")
+	for _, row := range rows {
+		require.True(t, math.IsNaN(row.EngineSatOut), "the file keeps no count of the engine's sitting out")
+		require.False(t, math.IsNaN(row.SimSatOut))
+	}
 	// The simulator counts the iterations the budget bound; the engine's
 	// runs, seen from outside, have no such count: its column is empty.
 	f, err := os.Open(filepath.Join(r.opts.out, "engine-vs-sim.csv"))
