@@ -986,6 +986,10 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		b.timings.add(t1.Sub(t0), t2.Sub(t1), t3.Sub(t2))
 		b.timings.Decoding += len(b.seqs) + len(b.idle)
 		b.timings.SatOut += len(b.idle)
+		if n := len(b.seqs); len(bt.Tokens) == n && n <= MaxRootBatch {
+			b.timings.Roots[n].Count++
+			b.timings.Roots[n].Total += t3.Sub(t0)
+		}
 	}
 }
 

@@ -26,6 +26,22 @@ type Timings struct {
 	// iteration out (spec.SitOut): SatOut/Decoding is the share the
 	// AdaServe simulator counts as Run.SatOut over its request-iterations.
 	Decoding, SatOut int
+	// Roots times the iterations that ran nothing but one token for each
+	// of n decoding sequences (no prompt chunk, no drafted node), by n
+	// (up to MaxRootBatch): a batch of sequences as the engine runs it,
+	// each reading its own cache, beside the cost curve's chain of n
+	// tokens in one sequence.
+	Roots [MaxRootBatch + 1]RootPasses
+}
+
+// MaxRootBatch is the largest batch Timings.Roots keeps apart.
+const MaxRootBatch = 64
+
+// RootPasses is how many root-only iterations of one batch size ran and
+// how long they took in all (Step, from planning to verification).
+type RootPasses struct {
+	Count int
+	Total time.Duration
 }
 
 func (t *Timings) add(plan, fwd, ver time.Duration) {

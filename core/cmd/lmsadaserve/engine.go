@@ -334,6 +334,10 @@ func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) 
 	tm := b.Timings()
 	tm.Decoding -= warm.Decoding
 	tm.SatOut -= warm.SatOut
+	for n := range tm.Roots {
+		tm.Roots[n].Count -= warm.Roots[n].Count
+		tm.Roots[n].Total -= warm.Roots[n].Total
+	}
 	return recs, tm, nil
 }
 
@@ -392,8 +396,9 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	fmt.Printf("engine: %s, %s, baseline TPOT %v, B=%d, %d slots, mean prompt tokens %v, capacity %.2f req/s\n",
 		s.Machine.Curve.Name, s.Machine.Accept.Name, s.Machine.Baseline(), s.Machine.Budget, s.Machine.Slots, plens, s.Capacity())
 	var rows []engineRow
-	var reqRows []string // engine-requests.csv
-	var paired []string  // the first policy against each other one, per load
+	var reqRows []string                           // engine-requests.csv
+	var roots [cpu.MaxRootBatch + 1]cpu.RootPasses // engine-costs.csv, every run's
+	var paired []string                            // the first policy against each other one, per load
 	for li, load := range s.Loads {
 		rate := load * s.Capacity()
 		eruns := make([][]*sim.Run, len(pols)) // per policy, one run per replica
@@ -415,6 +420,10 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 				}
 				decoding[pi] += tm.Decoding
 				satOut[pi] += tm.SatOut
+				for n, r := range tm.Roots {
+					roots[n].Count += r.Count
+					roots[n].Total += r.Total
+				}
 				run, err := runOf(recs)
 				if err != nil {
 					return nil, fmt.Errorf("%s at load %.2f: %w", p.Name, load, err)
@@ -456,6 +465,9 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	// Every request of every point: which ones missed, and by how much.
 	reqCSV := requestHeader + strings.Join(reqRows, "")
 	if err := os.WriteFile(filepath.Join(o.out, "engine-requests.csv"), []byte(reqCSV), 0o644); err != nil {
+		return nil, err
+	}
+	if err := writeCosts(filepath.Join(o.out, "engine-costs.csv"), roots[:], s.Machine.Curve); err != nil {
 		return nil, err
 	}
 	if len(paired) > 0 {
@@ -587,6 +599,24 @@ func total(runs []*sim.Run, count func(*sim.Run) int) int {
 }
 
 // millis is d in milliseconds.
+// writeCosts writes engine-costs.csv: for each batch size n the engine
+// ran root-only iterations of, how many it ran, their mean time and the
+// cost curve's T(n) beside it. The curve times a chain of n tokens in one
+// sequence, the engine n sequences each reading its own cache, and the
+// simulator, like the engine's batching rules, prices a batch on the
+// curve: where the columns part, so do they.
+func writeCosts(path string, roots []cpu.RootPasses, c sim.Curve) error {
+	var b strings.Builder
+	b.WriteString("batch,iterations,engine_ms,curve_ms\n")
+	for n, r := range roots {
+		if n == 0 || r.Count == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%d,%d,%.3f,%.3f\n", n, r.Count, millis(r.Total)/float64(r.Count), millis(c.At(n)))
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
 // percent is a share as the check table prints it, "–" when unknown.
 func percent(x float64) string {
 	if math.IsNaN(x) {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -67,6 +68,25 @@ func TestEngineSmoke(t *testing.T) {
 				}
 			}
 			require.Equal(t, []string{"adaserve 0", "incremental 0", "adaserve 1", "incremental 1"}, order)
+		}
+	}
+	// The engine's root-only iterations by batch size, beside the curve:
+	// 4 slots, so batches of 1 to 4, each timed.
+	f, err := os.Open(filepath.Join(out, "engine-costs.csv"))
+	require.NoError(t, err)
+	costs, err := csv.NewReader(f).ReadAll()
+	f.Close()
+	require.NoError(t, err)
+	require.Equal(t, []string{"batch", "iterations", "engine_ms", "curve_ms"}, costs[0])
+	require.Greater(t, len(costs), 1, "some iteration decoded roots alone")
+	for _, c := range costs[1:] {
+		n, err := strconv.Atoi(c[0])
+		require.NoError(t, err)
+		require.True(t, n >= 1 && n <= 4, "batch %d with 4 slots", n)
+		for _, v := range c[1:] {
+			x, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			require.Positive(t, x, c)
 		}
 	}
 	for _, ext := range []string{"-attainment.svg", "-goodput.svg"} {
