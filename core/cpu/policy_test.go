@@ -175,3 +175,24 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		time.Sleep(200 * time.Microsecond)
 	}
 }
+
+// Since subtracts every count and time of an earlier reading, the batch
+// timings too: what a run did beside its warm-up.
+func TestTimingsSince(t *testing.T) {
+	var warm, end Timings
+	warm.add(1, 2, 3)
+	warm.Decoding, warm.SatOut = 1, 0
+	warm.Roots[1] = RootPasses{Count: 1, Total: 6}
+	end = warm
+	end.add(10, 20, 30)
+	end.Decoding, end.SatOut = 5, 2
+	end.Roots[1].Count, end.Roots[1].Total = 3, 50
+	end.Roots[4] = RootPasses{Count: 2, Total: 40}
+	got := end.Since(warm)
+	want := Timings{Iterations: 1, Plan: 10, Forward: 20, Verify: 30, Decoding: 4, SatOut: 2}
+	want.Roots[1] = RootPasses{Count: 2, Total: 44}
+	want.Roots[4] = RootPasses{Count: 2, Total: 40}
+	if got != want {
+		t.Fatalf("Since: %+v, want %+v", got, want)
+	}
+}

@@ -44,6 +44,22 @@ type RootPasses struct {
 	Total time.Duration
 }
 
+// Since is what ran after earlier, a reading of the same backend's
+// Timings taken before t.
+func (t Timings) Since(earlier Timings) Timings {
+	t.Iterations -= earlier.Iterations
+	t.Plan -= earlier.Plan
+	t.Forward -= earlier.Forward
+	t.Verify -= earlier.Verify
+	t.Decoding -= earlier.Decoding
+	t.SatOut -= earlier.SatOut
+	for n := range t.Roots {
+		t.Roots[n].Count -= earlier.Roots[n].Count
+		t.Roots[n].Total -= earlier.Roots[n].Total
+	}
+	return t
+}
+
 func (t *Timings) add(plan, fwd, ver time.Duration) {
 	t.Iterations++
 	t.Plan += plan

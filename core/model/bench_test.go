@@ -220,16 +220,17 @@ func BenchmarkDecodeStreams(b *testing.B) {
 	}
 }
 
-// benchNs is BenchmarkForwardN's pass sizes: LMSTREAM_BENCH_NS, or
-// powers of two to 64.
+// benchNs is BenchmarkForwardN's pass sizes: the positive numbers of
+// LMSTREAM_BENCH_NS, or powers of two to 64.
 func benchNs() []int {
-	if s := os.Getenv("LMSTREAM_BENCH_NS"); s != "" {
-		var ns []int
-		for _, f := range strings.Split(s, ",") {
-			n, _ := strconv.Atoi(f)
+	var ns []int
+	for _, f := range strings.Split(os.Getenv("LMSTREAM_BENCH_NS"), ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
 			ns = append(ns, n)
 		}
-		return ns
 	}
-	return []int{1, 2, 4, 8, 16, 32, 64}
+	if len(ns) == 0 {
+		return []int{1, 2, 4, 8, 16, 32, 64}
+	}
+	return ns
 }

@@ -268,12 +268,7 @@ func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) 
 	}
 	b := be.(*cpu.Backend)
 	rt := runtime.Start(b, rc.MaxSlots, rc.MaxQueue)
-	closed := false
-	defer func() {
-		if !closed {
-			rt.Close()
-		}
-	}()
+	defer rt.Close() // a second Close is harmless
 	// Warm up (scratch buffers, page cache), as the benchmarks do.
 	if _, err := rt.Complete([]byte(`{"prompt":"Hello","max_tokens":4}`)); err != nil {
 		return nil, cpu.Timings{}, err
@@ -329,16 +324,8 @@ func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) 
 		}(&recs[i])
 	}
 	wg.Wait()
-	rt.Close()
-	closed = true
-	tm := b.Timings()
-	tm.Decoding -= warm.Decoding
-	tm.SatOut -= warm.SatOut
-	for n := range tm.Roots {
-		tm.Roots[n].Count -= warm.Roots[n].Count
-		tm.Roots[n].Total -= warm.Roots[n].Total
-	}
-	return recs, tm, nil
+	rt.Close() // the engine's goroutine is done with b's counts
+	return recs, b.Timings().Since(warm), nil
 }
 
 // engineRow is one point of the engine's sweep with its simulator replay.
