@@ -220,6 +220,34 @@ func (c *Cache) Reserve(n int) error {
 	return nil
 }
 
+// Fill commits n entries holding one small value (0.1) in every key and
+// value row, written to memory as a forward pass writes its rows: a cache
+// as long as a sequence's without the pass that would compute one, for
+// timing the passes that read it (the cost curve of a batch of sequences).
+// Rows reserved but never written would read as the one zero page the
+// kernel maps for untouched memory, always in the CPU's caches, and time
+// a long sequence as a short one.
+func (c *Cache) Fill(n int) error {
+	if err := c.Reserve(n); err != nil {
+		return err
+	}
+	const tenth = 0x2e66 // float16 0.1
+	hd := c.headDim
+	for li := range c.layers {
+		l := &c.layers[li]
+		for h := range c.kvHeads {
+			base := (h*l.rows - l.off) * hd
+			k, v := l.k[base+c.n*hd:base+(c.n+n)*hd], l.v[base+c.n*hd:base+(c.n+n)*hd]
+			for i := range k {
+				k[i], v[i] = tenth, tenth
+			}
+		}
+	}
+	c.n += n
+	c.pending = 0
+	return nil
+}
+
 // move shifts layer l's committed rows so that row 0 is position off, into
 // new storage of rows rows when that differs.
 func (c *Cache) move(l *layer, off, rows int) {

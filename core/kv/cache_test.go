@@ -183,3 +183,41 @@ func TestShapeErrors(t *testing.T) {
 	_, err = s.Bytes()
 	require.ErrorContains(t, err, "overflows")
 }
+
+// TestFill: Fill commits rows of 0.1 after what is committed, leaves the
+// committed ones as they were, and a pass's scratch follows it as usual;
+// it refuses to overflow, and fills a local layer's window too.
+func TestFill(t *testing.T) {
+	c := New(2, 3, 4, 10)
+	require.NoError(t, c.Reserve(1))
+	fill(c, 0, 7)
+	require.NoError(t, c.Commit([]int{0}))
+	require.NoError(t, c.Fill(6))
+	require.Equal(t, 7, c.Len())
+	requireEntry(t, c, 0, 7)
+	for l := range c.layers {
+		for h := range c.kvHeads {
+			for _, x := range c.K(l, h)[c.headDim : 7*c.headDim] {
+				require.InDelta(t, 0.1, quant.F16ToF32(x), 1e-4)
+			}
+			for _, x := range c.V(l, h)[c.headDim : 7*c.headDim] {
+				require.InDelta(t, 0.1, quant.F16ToF32(x), 1e-4)
+			}
+		}
+	}
+	require.Zero(t, c.Pending())
+	require.NoError(t, c.Reserve(1))
+	fill(c, 7, 3)
+	require.NoError(t, c.Commit([]int{0}))
+	requireEntry(t, c, 7, 3)
+	require.ErrorContains(t, c.Fill(3), "cache overflow: 8 committed + 3 new tokens > capacity 10")
+	require.Equal(t, 8, c.Len())
+
+	// A local layer of window 8 in a cache of 400: its rows move to keep
+	// the window as the fill runs past them.
+	w := NewShape(Shape{Layers: 2, KVHeads: 1, HeadDim: 16, Ctx: 400, Window: []int{8, 0}})
+	require.NoError(t, w.Fill(300))
+	require.Equal(t, 300, w.Len())
+	r := 299 - w.Off(0)
+	require.InDelta(t, 0.1, quant.F16ToF32(w.K(0, 0)[r*16]), 1e-4)
+}
