@@ -40,6 +40,10 @@ type Seq struct {
 // Generated is the number of tokens generated so far, the first included.
 func (s *Seq) Generated() int { return len(s.Tokens) - s.Prompt }
 
+// Committed is how many of Tokens are in the target's KV cache: all but
+// the root.
+func (s *Seq) Committed() int { return max(0, len(s.Tokens)-1) }
+
 // AfterFirst is o in A(r): the tokens generated after the first one.
 //
 // The convention is the SLO metric's: a request's TPOT is the time from its

@@ -287,8 +287,8 @@ func Floors(at func(int) time.Duration, n int, worth time.Duration, upTo int, ds
 // measured Qwen2.5-Coder-1.5B CPU curve, AdaServe with fixed chunks
 // trailed vLLM-style prefill-first scheduling by 2.5–6 points of
 // attainment; with this rule it leads at every load (spec/sim).
-func PrefillChunk(at func(int) time.Duration, dec []*Seq, now time.Time, whole int) int {
-	return PrefillChunkBeside(at, dec, nil, 0, now, whole, ChunkFloor(whole))
+func PrefillChunk(cost PassCost, dec []*Seq, now time.Time, whole int) int {
+	return PrefillChunkBeside(cost, dec, nil, 0, now, whole, ChunkFloor(whole))
 }
 
 // ChunkFloor is the least prompt chunk PrefillChunk gives an iteration
@@ -354,17 +354,18 @@ func PromptFloor(whole int, prompts []Prompt, t time.Duration, now time.Time) in
 // (ChunkFloor or PromptFloor of whole). Each of the idle ones must still
 // be on its pace after the next iteration, which it runs: the chunk's
 // pass must leave it that iteration's price (SitOut's t) of its slack.
-func PrefillChunkBeside(at func(int) time.Duration, dec, idle []*Seq, typical time.Duration, now time.Time, whole, lo int) int {
+func PrefillChunkBeside(cost PassCost, dec, idle []*Seq, typical time.Duration, now time.Time, whole, lo int) int {
 	if len(dec) == 0 && len(idle) == 0 {
 		return whole
 	}
 	lo = min(lo, whole)
+	beyond := cost.BeyondAll(dec)
 	var next time.Duration // the next iteration's price, which idle sequences must keep
 	if len(idle) > 0 {
-		next = max(at(len(dec)+len(idle)+lo), typical)
+		next = max(cost.Pass(len(dec)+len(idle), beyond+cost.BeyondAll(idle), lo), typical)
 	}
 	budget, limited := time.Duration(0), false
-	step := at(len(dec))
+	step := cost.Pass(len(dec), beyond, 0)
 	bound := func(s *Seq, less time.Duration) {
 		if s.SLO <= 0 || s.Generated() == 0 {
 			return
@@ -380,7 +381,7 @@ func PrefillChunkBeside(at func(int) time.Duration, dec, idle []*Seq, typical ti
 	for _, s := range idle {
 		bound(s, next)
 	}
-	fits := func(c int) bool { return at(len(dec)+c) <= budget }
+	fits := func(c int) bool { return cost.Pass(len(dec), beyond, c) <= budget }
 	if !limited || fits(whole) {
 		return whole
 	}

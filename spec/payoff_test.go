@@ -187,35 +187,35 @@ func TestPrefillChunk(t *testing.T) {
 		return s
 	}
 	// Nothing decoding, or nothing with an SLO: the whole chunk.
-	require.Equal(t, 128, PrefillChunk(at, nil, now, 128))
-	require.Equal(t, 128, PrefillChunk(at, []*Seq{seq(0, 3, time.Second)}, now, 128))
+	require.Equal(t, 128, PrefillChunk(ChainCost(at), nil, now, 128))
+	require.Equal(t, 128, PrefillChunk(ChainCost(at), []*Seq{seq(0, 3, time.Second)}, now, 128))
 	// On pace with 40 ms of room: 11 tokens past its first after 400 ms at
 	// a 40 ms SLO may take an iteration of 40·12 − 400 = 80 ms: with two
 	// decoding, 10 + 2 + c ≤ 80, so c = 68.
 	a, b := seq(40*time.Millisecond, 12, 400*time.Millisecond), seq(0, 2, 0)
-	require.Equal(t, 68, PrefillChunk(at, []*Seq{a, b}, now, 128))
+	require.Equal(t, 68, PrefillChunk(ChainCost(at), []*Seq{a, b}, now, 128))
 	// The tightest sequence that can still make it sets the chunk; one too
 	// far behind to (its time under the bare decode step) is left out.
 	tight := seq(40*time.Millisecond, 12, 440*time.Millisecond) // 40 ms: c = 40 − 13 = 27
 	lost := seq(10*time.Millisecond, 12, time.Second)           // 120 − 1000 ms
-	require.Equal(t, 27, PrefillChunk(at, []*Seq{a, tight, lost}, now, 128))
+	require.Equal(t, 27, PrefillChunk(ChainCost(at), []*Seq{a, tight, lost}, now, 128))
 	// Never below a sixteenth of the whole: prompts keep moving.
 	squeezed := seq(40*time.Millisecond, 12, 466*time.Millisecond) // 14 ms: only the decode fits
-	require.Equal(t, 8, PrefillChunk(at, []*Seq{squeezed}, now, 128))
+	require.Equal(t, 8, PrefillChunk(ChainCost(at), []*Seq{squeezed}, now, 128))
 	// Below a floor lowered for the prompts' TTFT deadlines
 	// (PromptFloor), what fits rides (14 − 11 ms: 3 tokens), or the floor
 	// itself where nothing does.
-	require.Equal(t, 3, PrefillChunkBeside(at, []*Seq{squeezed}, nil, 0, now, 128, 2))
+	require.Equal(t, 3, PrefillChunkBeside(ChainCost(at), []*Seq{squeezed}, nil, 0, now, 128, 2))
 	// A whole chunk under 16 still leaves one token where none fits.
 	tightest := seq(40*time.Millisecond, 12, 469*time.Millisecond) // 11 ms: the bare decode step
-	require.Equal(t, 1, PrefillChunk(at, []*Seq{tightest}, now, 4))
-	require.Equal(t, 2, PrefillChunkBeside(at, []*Seq{tightest}, nil, 0, now, 128, 2))
+	require.Equal(t, 1, PrefillChunk(ChainCost(at), []*Seq{tightest}, now, 4))
+	require.Equal(t, 2, PrefillChunkBeside(ChainCost(at), []*Seq{tightest}, nil, 0, now, 128, 2))
 	// A huge whole (4096 slots × the largest prefill_chunk) is bisected,
 	// not scanned: on a curve of 10 ms plus 1 ns a token, 40 ms of room
 	// with three decoding leaves 30,000,000 − 3 tokens.
 	calls := 0
 	cheap := func(n int) time.Duration { calls++; return 10*time.Millisecond + time.Duration(n) }
-	require.Equal(t, 29_999_997, PrefillChunk(cheap, []*Seq{a, tight, lost}, now, 4096<<16))
+	require.Equal(t, 29_999_997, PrefillChunk(ChainCost(cheap), []*Seq{a, tight, lost}, now, 4096<<16))
 	require.Less(t, calls, 64)
 }
 

@@ -23,11 +23,12 @@ type Scheduler struct {
 	Config  Config
 	Drafter Drafter // nil: no speculation
 	Timing  Timing
-	// PlainCost, when set, prices a plain iteration of n sequences (the
-	// forward pass over their roots) and turns on the SLO guard of
-	// AdaServe's policy (Guard); SpecTiming is what an iteration that
-	// verified drafts took, as Timing is for every iteration.
-	PlainCost  func(n int) time.Duration
+	// PlainCost, when set, prices a plain iteration of the sequences
+	// (the forward pass over their roots: PassCost.Plain) and turns on
+	// the SLO guard of AdaServe's policy (Guard); SpecTiming is what an
+	// iteration that verified drafts took, as Timing is for every
+	// iteration.
+	PlainCost  func(seqs []*Seq) time.Duration
 	SpecTiming Timing
 
 	sel    Selector
@@ -72,7 +73,7 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 		}
 	}
 	if len(s.active)+len(s.standby) > 0 && s.Config.Policy == AdaServe && s.PlainCost != nil &&
-		Guard(seqs, s.active, now, s.PlainCost(n), s.SpecTiming.Estimate()) {
+		Guard(seqs, s.active, now, s.PlainCost(seqs), s.SpecTiming.Estimate()) {
 		s.active, s.actT = s.active[:0], s.actT[:0]
 		s.standby, s.standT = s.standby[:0], s.standT[:0]
 	}

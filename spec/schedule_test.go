@@ -355,7 +355,7 @@ func TestSchedulerGuard(t *testing.T) {
 	seqs[0].SLO = 50 * time.Millisecond
 	seqs[0].NoSpec = true
 	s := &Scheduler{Config: Config{Policy: AdaServe, Budget: 8, MaxDepth: 4, MaxWidth: 2},
-		Drafter: &BeamDrafter{Model: newToyDraft(16, 6)}, PlainCost: func(int) time.Duration { return 30 * time.Millisecond }}
+		Drafter: &BeamDrafter{Model: newToyDraft(16, 6)}, PlainCost: func([]*Seq) time.Duration { return 30 * time.Millisecond }}
 	plan := func(l, tspec time.Duration) []*Tree {
 		t.Helper()
 		seqs[0].Start = now.Add(-l)
@@ -499,7 +499,7 @@ func TestSchedulerStandby(t *testing.T) {
 	// AdaServe's guard, when it puts speculation off, puts standby off
 	// too: seqs[0] has 10 ms of room, plain takes 5 and speculation 30.
 	s.Drafter = d
-	s.Config.Policy, s.PlainCost = AdaServe, func(int) time.Duration { return 5 * time.Millisecond }
+	s.Config.Policy, s.PlainCost = AdaServe, func([]*Seq) time.Duration { return 5 * time.Millisecond }
 	s.SpecTiming.Observe(30 * time.Millisecond)
 	seqs[0].SLO, seqs[0].Start = 10*time.Millisecond, now.Add(-90*time.Millisecond)
 	seqs[0].Tokens = append(seqs[0].Tokens, make([]int32, 9)...)

@@ -8,8 +8,8 @@ import (
 // SitOut picks the decoding sequences that sit an iteration out so that
 // the others get their tokens sooner: AdaServe's SLO customization
 // applied to the roots. It marks them in out (resized to len(dec)) and
-// returns how many it marked. at prices a pass of n tokens; typical is
-// what iterations have been taking (Timing.Estimate: prompt chunks and
+// returns how many it marked. cost prices the passes; typical is what
+// iterations have been taking (Timing.Estimate: prompt chunks and
 // trees included), 0 when unknown.
 //
 // The paper's setting is a GPU whose pass costs about the same at 1 and at
@@ -24,8 +24,8 @@ import (
 // A sequence o tokens past its first and l since it has until
 // slack = SLO·(o+1) − l for its next token to stay on pace (as
 // PrefillChunk reasons). With t the price of this iteration (the larger
-// of typical and at(len(dec)+floor), floor being the least prompt chunk
-// it carries: ChunkFloor), a sequence can afford to sit out when its
+// of typical and the pass over dec's roots and floor more tokens, floor
+// being the least prompt chunk it carries: ChunkFloor), a sequence can afford to sit out when its
 // slack covers two iterations (this one and the next, which it runs) and
 // so does its SLO: it needs a token every other iteration at most. A
 // sequence whose slack is under two iterations cannot, and wants this
@@ -54,14 +54,15 @@ import (
 // the queue growing about fourteenfold. So with queue given (nil: none
 // known) nothing sits out while a waiting request's first token is at
 // risk (Queue.AtRisk): 92% then meet their TPOT SLO and 92% both.
-func SitOut(at func(int) time.Duration, dec []*Seq, floor int, now time.Time, typical time.Duration, queue *Queue, out []bool) ([]bool, int) {
+func SitOut(cost PassCost, dec []*Seq, floor int, now time.Time, typical time.Duration, queue *Queue, out []bool) ([]bool, int) {
 	out = slices.Grow(out[:0], len(dec))[:len(dec)]
 	clear(out)
 	n := len(dec)
 	if n < 2 {
 		return out, 0
 	}
-	full := at(n + floor)
+	beyond := cost.BeyondAll(dec)
+	full := cost.Pass(n, beyond, floor)
 	t := max(full, typical)
 	if queue != nil && queue.AtRisk(t, now) {
 		return out, 0
@@ -112,11 +113,12 @@ func SitOut(at func(int) time.Duration, dec []*Seq, floor int, now time.Time, ty
 	})
 	k := 0
 	for _, c := range cand {
-		// The iteration with k roots fewer.
-		if t-full+at(n-k+floor) <= need {
+		// The iteration with k roots fewer, their rows unread.
+		if t-full+cost.Pass(n-k, beyond, floor) <= need {
 			break
 		}
 		out[c.i] = true
+		beyond -= cost.Beyond(dec[c.i])
 		k++
 	}
 	return out, k

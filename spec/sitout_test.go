@@ -43,44 +43,44 @@ func TestSitOut(t *testing.T) {
 	}
 
 	// Nobody short of slack: everybody runs.
-	out, k := SitOut(at, []*Seq{relaxed, moderate, banked, sitOutSeq(5*ms, 3, 10*ms)}, 0, sitOutNow, 0, nil, nil)
+	out, k := SitOut(ChainCost(at), []*Seq{relaxed, moderate, banked, sitOutSeq(5*ms, 3, 10*ms)}, 0, sitOutNow, 0, nil, nil)
 	require.Zero(t, k)
 	require.Equal(t, []bool{false, false, false, false}, out)
 
 	// 7.5 ms of slack wants an iteration of 3.5 ms: one root fewer does
 	// it, and the one with the most slack sits out.
-	out, k = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, banked, relaxed}, 0, sitOutNow, 0, nil, out)
+	out, k = SitOut(ChainCost(at), []*Seq{short(7500 * time.Microsecond), moderate, banked, relaxed}, 0, sitOutNow, 0, nil, out)
 	require.Equal(t, 1, k)
 	require.Equal(t, []int{3}, marked(out))
 
 	// 5.5 ms wants 1.5 ms: both that can sit out do, and the one whose
 	// SLO is under two iterations runs although its slack would cover it.
-	out, k = SitOut(at, []*Seq{short(5500 * time.Microsecond), moderate, banked, relaxed}, 0, sitOutNow, 0, nil, out)
+	out, k = SitOut(ChainCost(at), []*Seq{short(5500 * time.Microsecond), moderate, banked, relaxed}, 0, sitOutNow, 0, nil, out)
 	require.Equal(t, 2, k)
 	require.Equal(t, []int{1, 3}, marked(out))
 
 	// One already behind gains from every root that leaves.
-	out, _ = SitOut(at, []*Seq{short(-3 * ms), moderate, relaxed, sitOutSeq(0, 5, 0)}, 0, sitOutNow, 0, nil, out)
+	out, _ = SitOut(ChainCost(at), []*Seq{short(-3 * ms), moderate, relaxed, sitOutSeq(0, 5, 0)}, 0, sitOutNow, 0, nil, out)
 	require.Equal(t, []int{1, 2}, marked(out), "the best-effort one never sits out")
 
 	// What iterations have been taking prices the iteration when it is
 	// more than the curve's: at 26 ms a sequence needs 52 ms of slack to
 	// sit out, so the moderate one (50 ms) runs, and everyone is short
 	// of two iterations but the relaxed one.
-	out, _ = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, relaxed}, 0, sitOutNow, 26*ms, nil, out)
+	out, _ = SitOut(ChainCost(at), []*Seq{short(7500 * time.Microsecond), moderate, relaxed}, 0, sitOutNow, 26*ms, nil, out)
 	require.Equal(t, []int{2}, marked(out))
 
 	// So does the least prompt chunk the iteration carries: with 22
 	// tokens of it, t = 25 ms.
-	out, _ = SitOut(at, []*Seq{short(7500 * time.Microsecond), moderate, relaxed}, 22, sitOutNow, 0, nil, out)
+	out, _ = SitOut(ChainCost(at), []*Seq{short(7500 * time.Microsecond), moderate, relaxed}, 22, sitOutNow, 0, nil, out)
 	require.Equal(t, []int{2}, marked(out))
 
 	// One first token not out yet, or one sequence alone: nothing to do.
 	fresh := &Seq{Tokens: make([]int32, 6), Prompt: 5, SLO: 100 * ms}
-	out, k = SitOut(at, []*Seq{short(0), fresh}, 0, sitOutNow, 0, nil, out)
+	out, k = SitOut(ChainCost(at), []*Seq{short(0), fresh}, 0, sitOutNow, 0, nil, out)
 	require.Zero(t, k)
 	require.Len(t, out, 2)
-	_, k = SitOut(at, []*Seq{relaxed}, 0, sitOutNow, 0, nil, out)
+	_, k = SitOut(ChainCost(at), []*Seq{relaxed}, 0, sitOutNow, 0, nil, out)
 	require.Zero(t, k)
 }
 
@@ -125,12 +125,12 @@ func TestQueueAtRisk(t *testing.T) {
 	at := func(n int) time.Duration { return time.Duration(n) * ms }
 	dec := []*Seq{sitOutSeq(5*ms, 3, 17*ms), sitOutSeq(100*ms, 0, 0)} // 3 ms of slack, and 100
 	q = Queue{Chunk: 16, Holds: []int{100, 100}, Waiting: []Waiting{{in(time.Second), 16}}}
-	_, k := SitOut(at, dec, 0, sitOutNow, 0, &q, nil)
+	_, k := SitOut(ChainCost(at), dec, 0, sitOutNow, 0, &q, nil)
 	require.Equal(t, 1, k)
 	q.Waiting[0].Deadline = in(90 * ms)
-	_, k = SitOut(at, dec, 0, sitOutNow, 0, &q, nil)
+	_, k = SitOut(ChainCost(at), dec, 0, sitOutNow, 0, &q, nil)
 	require.Zero(t, k, "the queue's first token comes before any sitting out")
-	_, k = SitOut(at, dec, 0, sitOutNow, 0, &Queue{}, nil)
+	_, k = SitOut(ChainCost(at), dec, 0, sitOutNow, 0, &Queue{}, nil)
 	require.Equal(t, 1, k, "an empty queue is no risk")
 }
 
@@ -141,15 +141,15 @@ func TestPrefillChunkBeside(t *testing.T) {
 	at := func(n int) time.Duration { return 10*ms + time.Duration(n)*ms }
 	running := sitOutSeq(1*ms, 3, time.Second) // too far behind to bound the chunk
 	idle := sitOutSeq(100*ms, 0, 0)            // 100 ms of slack
-	require.Equal(t, 128, PrefillChunkBeside(at, []*Seq{running}, nil, 0, sitOutNow, 128, 8))
+	require.Equal(t, 128, PrefillChunkBeside(ChainCost(at), []*Seq{running}, nil, 0, sitOutNow, 128, 8))
 	// The next iteration is priced at the larger of the pass over both
 	// with the least chunk (10 + 2 + 8 = 20 ms) and typical.
 	// 100 − 20 = 80 ms for this one: 10 + 1 + c ≤ 80, c = 69.
-	require.Equal(t, 69, PrefillChunkBeside(at, []*Seq{running}, []*Seq{idle}, 0, sitOutNow, 128, 8))
+	require.Equal(t, 69, PrefillChunkBeside(ChainCost(at), []*Seq{running}, []*Seq{idle}, 0, sitOutNow, 128, 8))
 	// 100 − 30 = 70 ms: c = 59.
-	require.Equal(t, 59, PrefillChunkBeside(at, []*Seq{running}, []*Seq{idle}, 30*ms, sitOutNow, 128, 8))
+	require.Equal(t, 59, PrefillChunkBeside(ChainCost(at), []*Seq{running}, []*Seq{idle}, 30*ms, sitOutNow, 128, 8))
 	// As a running sequence it would have had all 100 ms.
-	require.Equal(t, 88, PrefillChunk(at, []*Seq{running, idle}, sitOutNow, 128))
+	require.Equal(t, 88, PrefillChunk(ChainCost(at), []*Seq{running, idle}, sitOutNow, 128))
 }
 
 // TestSitOutInvariants checks SitOut's contract on random batches and
@@ -180,7 +180,7 @@ func TestSitOutInvariants(t *testing.T) {
 		}
 		floor := r.IntN(3) * r.IntN(16)
 		typical := time.Duration(r.IntN(3)) * at(n) / 2
-		out, k := SitOut(at, dec, floor, sitOutNow, typical, nil, nil)
+		out, k := SitOut(ChainCost(at), dec, floor, sitOutNow, typical, nil, nil)
 		require.Len(t, out, n)
 		require.Equal(t, len(marked(out)), k, "trial %d", trial)
 		sat += k

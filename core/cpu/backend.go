@@ -163,7 +163,8 @@ type Backend struct {
 	rootP      []*spec.Tree
 	dist       spec.Dist // the target distribution handed to verification
 	timings    Timings
-	curve      *costCurve // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
+	curve      *costCurve    // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
+	cost       spec.PassCost // the passes priced from curve (curve.pass)
 	// plainPass[n] is the recent forward pass over n decoding roots alone
 	// (passCharge's base when it has one).
 	plainPass []time.Duration
@@ -410,7 +411,7 @@ func (b *Backend) sitOut(slots []*runtime.Slot, now time.Time) {
 	}
 	b.queue.Chunk = b.prefillChunk
 	var k int
-	b.sat, k = spec.SitOut(b.curve.at, b.seqs, b.floor, now, b.sched.Timing.Estimate(), &b.queue, b.sat)
+	b.sat, k = spec.SitOut(b.cost, b.seqs, b.floor, now, b.sched.Timing.Estimate(), &b.queue, b.sat)
 	if k == 0 {
 		return
 	}
@@ -485,7 +486,7 @@ func (b *Backend) prefillBudget(slots []*runtime.Slot, now time.Time) int {
 	if !b.spec.sloChunk || b.curve == nil || whole == 0 {
 		return whole
 	}
-	return spec.PrefillChunkBeside(b.curve.at, b.seqs, b.idle, b.sched.Timing.Estimate(), now, whole, b.floor)
+	return spec.PrefillChunkBeside(b.cost, b.seqs, b.idle, b.sched.Timing.Estimate(), now, whole, b.floor)
 }
 
 // promptFloor sets b.floor, the least prompt chunk of this iteration
@@ -510,7 +511,7 @@ func (b *Backend) promptFloor(slots []*runtime.Slot, now time.Time) {
 		}
 		b.prompts = append(b.prompts, spec.Prompt{Left: len(s.Prompt) - q.prefill, Deadline: deadline})
 	}
-	t := max(b.curve.at(len(b.seqs)+1), b.sched.Timing.Estimate())
+	t := max(b.cost.Pass(len(b.seqs), b.cost.BeyondAll(b.seqs), 1), b.sched.Timing.Estimate())
 	b.floor = spec.PromptFloor(whole, b.prompts, t, now)
 }
 
@@ -987,8 +988,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		b.timings.Decoding += len(b.seqs) + len(b.idle)
 		b.timings.SatOut += len(b.idle)
 		if n := len(b.seqs); len(bt.Tokens) == n && n <= MaxRootBatch {
-			b.timings.Roots[n].Count++
-			b.timings.Roots[n].Total += t3.Sub(t0)
+			b.timings.Roots[n] = b.timings.Roots[n].Add(RootPasses{1, t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)})
 		}
 	}
 }

@@ -59,11 +59,10 @@ func BenchmarkNGramCeiling(b *testing.B) {
 	const maxDraft = 15
 	var out strings.Builder
 	for b.Loop() {
-		ns, ts, err := MeasureCurve(specBenchModel(), 2, maxDraft+1)
+		curve, err := MeasureCurve(specBenchModel(), 2, maxDraft+1, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
-		curve := sim.Curve{Name: "measured", N: ns, T: ts}
 		fmt.Fprintf(&out, "\ncurve: T(1) %.1f ms, T(2)/T(1) %.3f, T(4) %.3f, T(8) %.3f, T(16) %.3f\n",
 			ms(curve.At(1)), ratio(curve, 2), ratio(curve, 4), ratio(curve, 8), ratio(curve, 16))
 		fmt.Fprintf(&out, "%-9s %8s %18s %16s %12s %17s\n", "set", "answers", "foresight, newest", "foresight, any", "order rates", "order rates, 2-8")

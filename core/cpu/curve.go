@@ -2,36 +2,41 @@ package cpu
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/spec/sim"
 )
 
 // MeasureCurve measures the forward pass's cost curve of the model at path
-// with the given threads, up to maxN tokens, exactly as a runtime does at
-// start-up (the sizes of spec.CalibrationSizes, best of two runs each): for
-// tools that model the engine, such as the AdaServe simulator (spec/sim),
-// which must be driven by the curve the engine itself prices with.
-func MeasureCurve(path string, threads, maxN int) (ns []int, ts []time.Duration, err error) {
+// with the given threads, up to maxN tokens, and batches of up to maxRoots
+// sequences (none below 2; see costCurve), exactly as a runtime does at
+// start-up (the sizes of spec.CalibrationSizes, the best of a few runs
+// each): for the AdaServe simulator, which must be driven by the curves
+// the engine itself prices with. The curve is unnamed.
+func MeasureCurve(path string, threads, maxN, maxRoots int) (sim.Curve, error) {
 	if threads < 1 || maxN < 2 {
-		return nil, nil, status.Errorf(status.InvalidArgument, "MeasureCurve: threads %d and maxN %d must be ≥ 1 and ≥ 2", threads, maxN)
+		return sim.Curve{}, status.Errorf(status.InvalidArgument, "MeasureCurve: threads %d and maxN %d must be ≥ 1 and ≥ 2", threads, maxN)
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
-		return nil, nil, status.Errorf(status.Model, "%v", err)
+		return sim.Curve{}, status.Errorf(status.Model, "%v", err)
 	}
 	defer f.Close()
 	mm, err := model.Load(f, threads)
 	if err != nil {
-		return nil, nil, status.Errorf(status.Model, "%v", err)
+		return sim.Curve{}, status.Errorf(status.Model, "%v", err)
 	}
 	m := model.CPU{Model: mm}
 	defer m.Close()
-	c := measureCost(fmt.Sprintf("cpu/%s/%d", path, threads), m, maxN, nil)
+	c := measureCost(fmt.Sprintf("cpu/%s/%d", path, threads), m, maxN, maxRoots, nil)
 	if c == nil {
-		return nil, nil, status.Errorf(status.Backend, "MeasureCurve: a forward pass failed")
+		return sim.Curve{}, status.Errorf(status.Backend, "MeasureCurve: a forward pass failed")
 	}
-	return c.ns, c.ts, nil
+	out := sim.Curve{N: c.ns, T: c.ts, RootN: c.rootNs, RootT: c.rootTs, Entry: c.entry}
+	if len(c.rootNs) > 0 {
+		out.Context = curveContext
+	}
+	return out, nil
 }

@@ -182,16 +182,16 @@ func TestTimingsSince(t *testing.T) {
 	var warm, end Timings
 	warm.add(1, 2, 3)
 	warm.Decoding, warm.SatOut = 1, 0
-	warm.Roots[1] = RootPasses{Count: 1, Total: 6}
+	warm.Roots[1] = RootPasses{Count: 1, Plan: 1, Forward: 4, Verify: 1}
 	end = warm
 	end.add(10, 20, 30)
 	end.Decoding, end.SatOut = 5, 2
-	end.Roots[1].Count, end.Roots[1].Total = 3, 50
-	end.Roots[4] = RootPasses{Count: 2, Total: 40}
+	end.Roots[1] = RootPasses{Count: 3, Plan: 5, Forward: 40, Verify: 5}
+	end.Roots[4] = RootPasses{Count: 2, Plan: 2, Forward: 36, Verify: 2}
 	got := end.Since(warm)
 	want := Timings{Iterations: 1, Plan: 10, Forward: 20, Verify: 30, Decoding: 4, SatOut: 2}
-	want.Roots[1] = RootPasses{Count: 2, Total: 44}
-	want.Roots[4] = RootPasses{Count: 2, Total: 40}
+	want.Roots[1] = RootPasses{Count: 2, Plan: 4, Forward: 36, Verify: 4}
+	want.Roots[4] = RootPasses{Count: 2, Plan: 2, Forward: 36, Verify: 2}
 	if got != want {
 		t.Fatalf("Since: %+v, want %+v", got, want)
 	}

@@ -32,7 +32,7 @@ func TestSitOutEngine(t *testing.T) {
 	for _, policy := range []string{"adaserve", "global_greedy", "sarathi"} {
 		t.Run(policy, func(t *testing.T) {
 			be := tinyBackend(t, path, "", fmt.Sprintf(`,"max_slots":3,"spec_policy":%q`, policy))
-			be.curve = &costCurve{ns: []int{1, 2, 4, 8}, ts: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}}
+			be.setCurve(&costCurve{ns: []int{1, 2, 4, 8}, ts: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}})
 			slots := []*runtime.Slot{
 				// 1 ms a token: always short of slack.
 				{Request: &runtime.Request{}, Prompt: urgentPrompt, Data: &item{drafter: draftNone, slo: time.Millisecond}},
@@ -119,7 +119,7 @@ func TestPromptFloorEngine(t *testing.T) {
 	}{{"adaserve", true, 1}, {"adaserve", false, 3}, {"global_greedy", true, 40}} {
 		t.Run(fmt.Sprintf("%s ttft=%v", c.policy, c.ttft), func(t *testing.T) {
 			be := tinyBackend(t, path, "", fmt.Sprintf(`,"max_slots":2,"prefill_chunk":48,"spec_policy":%q`, c.policy))
-			be.curve = &costCurve{ns: []int{1, 2, 4, 8}, ts: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}}
+			be.setCurve(&costCurve{ns: []int{1, 2, 4, 8}, ts: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}})
 			decoding := &runtime.Slot{Request: &runtime.Request{}, Prompt: []int32{3, 9, 4, 3}, Data: &item{drafter: draftNone, slo: 100 * time.Millisecond}}
 			require.NoError(t, be.Open(decoding))
 			defer be.Release(decoding)

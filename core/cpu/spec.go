@@ -203,9 +203,31 @@ func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
 // sizes spec.CalibrationSizes lists (1 to 8, then geometrically): what the
 // cost model prices plain decoding and one more verified token with, and
 // where the knee of the roofline is (spec.Calibrate).
+//
+// Beside it, the passes over a batch of sequences, one token each (rootNs,
+// rootTs), each sequence behind curveContext committed tokens of its own,
+// and what each committed token beyond that adds to a pass (entry): a
+// batch reads every sequence's keys and values from memory, where the
+// chain reads one sequence's (spec.PassCost, which prices with all three).
 type costCurve struct {
-	ns []int
-	ts []time.Duration
+	ns     []int
+	ts     []time.Duration
+	rootNs []int
+	rootTs []time.Duration
+	entry  time.Duration
+}
+
+// pass is the spec.PassCost of the measured curves (of the chain alone
+// where no batch was measured; nil: none).
+func (c *costCurve) pass() spec.PassCost {
+	if c == nil {
+		return spec.PassCost{}
+	}
+	pc := spec.PassCost{Chain: c.at, Context: curveContext, Entry: c.entry}
+	if len(c.rootNs) > 0 {
+		pc.Roots = func(n int) time.Duration { return spec.CurveAt(c.rootNs, c.rootTs, n) }
+	}
+	return pc
 }
 
 // at is the cost of a pass over n tokens, interpolated linearly between
@@ -240,8 +262,11 @@ func (c *costCurve) budget(n int, worth time.Duration) int {
 // measured anew and replaces it.
 var curves sync.Map // string -> *costCurve
 
-// reaches reports whether the curve was measured up to at least n tokens.
-func (c *costCurve) reaches(n int) bool { return len(c.ns) > 0 && c.ns[len(c.ns)-1] >= n }
+// reaches reports whether the curve was measured up to at least n tokens
+// and, beside it, batches of up to at least roots sequences.
+func (c *costCurve) reaches(n, roots int) bool {
+	return len(c.ns) > 0 && c.ns[len(c.ns)-1] >= n && (roots <= 1 || len(c.rootNs) > 0 && c.rootNs[len(c.rootNs)-1] >= roots)
+}
 
 // rounds is how many times measureCost runs a pass over n tokens.
 func rounds(n int) int {
@@ -267,11 +292,12 @@ const curveContext = 128
 // a throwaway cache holding curveContext committed tokens (fewer when the
 // model's context is shorter), the best of a few runs at each size
 // (rounds) after a warm-up pass: about a second for the default model on
-// two idle cores, often the longest part of creating a runtime. progress
-// (may be nil) hears the share of the measuring done, by tokens run. nil
-// when a pass fails.
-func measureCost(key string, m model.Runner, maxN int, progress func(float64)) *costCurve {
-	if c, ok := curves.Load(key); ok && c.(*costCurve).reaches(maxN) {
+// two idle cores, often the longest part of creating a runtime. With
+// maxRoots above 1 it measures batches of up to that many sequences as
+// well (measureRoots). progress (may be nil) hears the share of the
+// measuring done, by tokens run. nil when a pass fails.
+func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(float64)) *costCurve {
+	if c, ok := curves.Load(key); ok && c.(*costCurve).reaches(maxN, maxRoots) {
 		return c.(*costCurve)
 	}
 	ctx := max(0, min(curveContext, m.Config().ContextTrain-maxN-1))
@@ -294,16 +320,20 @@ func measureCost(key string, m model.Runner, maxN int, progress func(float64)) *
 	for _, n := range sizes {
 		total += rounds(n) * n
 	}
+	if maxRoots > 1 {
+		total += rootsWork(maxRoots)
+	}
 	failed := false
+	ran := func(n int) {
+		done += n
+		if progress != nil {
+			progress(min(1, float64(done)/float64(total)))
+		}
+	}
 	// pass runs n tokens as a chain at positions from, the logits of the
 	// last one only or of all.
 	pass := func(from, n int, all bool) error {
-		defer func() {
-			done += n
-			if progress != nil {
-				progress(min(1, float64(done)/float64(total)))
-			}
-		}()
+		defer ran(n)
 		bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
 		for i := range n {
 			bt.Tokens = append(bt.Tokens, int32((100+7*(from+i))%vocab))
@@ -376,8 +406,180 @@ func measureCost(key string, m model.Runner, maxN int, progress func(float64)) *
 	if failed {
 		return nil
 	}
+	// The batches only where the model's context holds twice the
+	// curve's (their longer passes read that many rows).
+	if maxRoots > 1 && ctx == curveContext && m.Config().ContextTrain > 2*curveContext+1 {
+		if !measureRoots(m, curve, maxRoots, ran) {
+			return nil
+		}
+	}
 	curves.Store(key, curve)
 	return curve
+}
+
+// measureRoots measures into c the passes over one token each of n
+// sequences, n at spec.CalibrationSizes(maxRoots), each sequence behind
+// curveContext committed tokens in a cache of its own, the best of a few
+// runs (rounds) interleaved as measureCost's; and the same batch of
+// maxRoots at twice the context, whose extra cost over the rows added is
+// the entry price (at least 0). The caches hold rows written to memory
+// (kv.Cache.Fill, or a prefill where the runner's cache cannot fill):
+// what sets a batch apart from a chain is reading them. ran hears the
+// tokens of each pass (rootsWork in all). false when a pass fails.
+func measureRoots(m model.Runner, c *costCurve, maxRoots int, ran func(tokens int)) bool {
+	short, long := make([]model.Cache, maxRoots), make([]model.Cache, maxRoots)
+	defer func() {
+		for _, q := range append(short, long...) {
+			if q != nil {
+				q.Truncate(0)
+			}
+		}
+	}()
+	for i := range maxRoots {
+		var err error
+		if short[i], err = filledCache(m, curveContext, i); err != nil {
+			return false
+		}
+		if long[i], err = filledCache(m, 2*curveContext, maxRoots+i); err != nil {
+			return false
+		}
+	}
+	vocab := m.Config().Vocab
+	var bt model.Batch
+	var logits []float32
+	var ids []int32
+	ar, argmax := m.(model.ArgmaxRunner)
+	if argmax {
+		ids = make([]int32, maxRoots)
+	} else {
+		logits = make([]float32, maxRoots*vocab)
+	}
+	failed := false
+	cost := func(caches []model.Cache, n int) time.Duration {
+		bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
+		for i, q := range caches[:n] {
+			bt.Tokens = append(bt.Tokens, int32((100+7*i)%vocab))
+			bt.Cache = append(bt.Cache, q)
+			bt.Pos = append(bt.Pos, q.Len())
+			bt.Parent = append(bt.Parent, -1)
+			bt.Logits = append(bt.Logits, true)
+		}
+		t := time.Now()
+		var err error
+		if argmax {
+			err = ar.ForwardArgmax(&bt, ids[:n])
+		} else {
+			err = m.Forward(&bt, logits[:n*vocab])
+		}
+		d := time.Since(t)
+		ran(n)
+		for _, q := range caches[:n] {
+			if q.Truncate(q.Len()) != nil { // drop the pass's scratch
+				failed = true
+			}
+		}
+		if err != nil {
+			failed = true
+		}
+		return d
+	}
+	sizes := spec.CalibrationSizes(maxRoots)
+	cost(short, maxRoots) // warm the scratch buffers
+	best := make([]time.Duration, len(sizes))
+	var bestLong time.Duration
+	for r := range rounds(1) {
+		for i, n := range sizes {
+			if r >= rounds(n) {
+				continue
+			}
+			if t := cost(short, n); r == 0 || t < best[i] {
+				best[i] = t
+			}
+		}
+		if t := cost(long, maxRoots); r == 0 || t < bestLong {
+			bestLong = t
+		}
+	}
+	if failed {
+		return false
+	}
+	for i, n := range sizes {
+		// Never cheaper for more sequences, nor than a chain of as many
+		// tokens (which reads one cache where the batch reads n): one
+		// sequence's pass is the chain's T(1), measured twice.
+		t := max(best[i], c.at(n))
+		if k := len(c.rootTs); k > 0 {
+			t = max(t, c.rootTs[k-1])
+		}
+		c.rootNs, c.rootTs = append(c.rootNs, n), append(c.rootTs, t)
+	}
+	c.entry = max(0, (bestLong-c.rootTs[len(c.rootTs)-1])/time.Duration(maxRoots*curveContext))
+	return true
+}
+
+// rootsWork is the tokens measureRoots runs: its passes' roots (the
+// filling not counted).
+func rootsWork(maxRoots int) int {
+	n := 2 * maxRoots // the warm-up and the first long pass
+	for _, k := range spec.CalibrationSizes(maxRoots) {
+		n += rounds(k) * k
+	}
+	return n + (rounds(1)-1)*maxRoots
+}
+
+// filledCache is a cache of m holding n committed tokens whose rows are
+// in memory, room for one token more: filled (kv.Cache.Fill) where the
+// runner's cache can, else prefilled with tokens seeded by seed in passes
+// of at most curveContext tokens (the scratch the cost curve sized).
+func filledCache(m model.Runner, n, seed int) (model.Cache, error) {
+	c, err := m.NewCache(n + 1)
+	if err != nil {
+		return nil, err
+	}
+	if f, ok := c.(interface{ Fill(int) error }); ok {
+		return c, f.Fill(n)
+	}
+	return c, prefillCache(m, c, n, seed)
+}
+
+// prefillCache commits n tokens seeded by seed to the empty cache c of m,
+// in passes of at most curveContext tokens.
+func prefillCache(m model.Runner, c model.Cache, n, seed int) error {
+	vocab := m.Config().Vocab
+	var bt model.Batch
+	var logits []float32
+	for from := 0; from < n; from += curveContext {
+		k := min(curveContext, n-from)
+		bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
+		for i := range k {
+			bt.Tokens = append(bt.Tokens, int32((100+13*seed+7*(from+i))%vocab))
+			bt.Cache = append(bt.Cache, c)
+			bt.Pos = append(bt.Pos, from+i)
+			bt.Parent = append(bt.Parent, i-1)
+			bt.Logits = append(bt.Logits, i == k-1)
+		}
+		var err error
+		if ar, ok := m.(model.ArgmaxRunner); ok {
+			var id [1]int32
+			err = ar.ForwardArgmax(&bt, id[:])
+		} else {
+			if logits == nil {
+				logits = make([]float32, vocab)
+			}
+			err = m.Forward(&bt, logits)
+		}
+		if err != nil {
+			return err
+		}
+		keep := make([]int, k)
+		for i := range keep {
+			keep[i] = i
+		}
+		if err := c.Commit(keep); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // drafters dispatches each sequence to the drafter its request chose. The

@@ -38,10 +38,23 @@ type Timings struct {
 const MaxRootBatch = 64
 
 // RootPasses is how many root-only iterations of one batch size ran and
-// how long they took in all (Step, from planning to verification).
+// how long their phases took in all (as Timings splits them).
 type RootPasses struct {
-	Count int
-	Total time.Duration
+	Count                 int
+	Plan, Forward, Verify time.Duration
+}
+
+// Total is the iterations' whole time, from planning to verification.
+func (r RootPasses) Total() time.Duration { return r.Plan + r.Forward + r.Verify }
+
+// sub is r less earlier.
+func (r RootPasses) sub(earlier RootPasses) RootPasses {
+	return RootPasses{r.Count - earlier.Count, r.Plan - earlier.Plan, r.Forward - earlier.Forward, r.Verify - earlier.Verify}
+}
+
+// Add is r and more together.
+func (r RootPasses) Add(more RootPasses) RootPasses {
+	return RootPasses{r.Count + more.Count, r.Plan + more.Plan, r.Forward + more.Forward, r.Verify + more.Verify}
 }
 
 // Since is what ran after earlier, a reading of the same backend's
@@ -54,8 +67,7 @@ func (t Timings) Since(earlier Timings) Timings {
 	t.Decoding -= earlier.Decoding
 	t.SatOut -= earlier.SatOut
 	for n := range t.Roots {
-		t.Roots[n].Count -= earlier.Roots[n].Count
-		t.Roots[n].Total -= earlier.Roots[n].Total
+		t.Roots[n] = t.Roots[n].sub(earlier.Roots[n])
 	}
 	return t
 }
@@ -105,17 +117,24 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		// CPU it comes early (two cores: compute-bound from about 3
 		// tokens), so the budget is at least DefaultMinBudget there.
 		n := curveTokens(b.device)
-		b.curve = measureCost(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, n, calibrating)
+		b.setCurve(measureCost(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, n, rootTokens(b.device), calibrating))
 		if b.curve != nil && !sc.budgetGiven {
 			b.sched.Config.Budget = max(DefaultMinBudget, spec.Calibrate(b.curve.at, n))
 		}
-		if b.curve != nil {
-			// AdaServe's SLO guard (spec.Guard) prices a plain iteration
-			// with the curve.
-			b.sched.PlainCost = b.curve.at
-		}
 	}
 	return nil
+}
+
+// setCurve makes c (nil: none) the curve the backend prices with, and
+// its passes (curve.pass) what AdaServe's SLO guard (spec.Guard) prices a
+// plain iteration with, as do the batching rules (sitOut, prefillBudget,
+// promptFloor).
+func (b *Backend) setCurve(c *costCurve) {
+	b.curve, b.cost = c, c.pass()
+	b.sched.PlainCost = nil
+	if c != nil {
+		b.sched.PlainCost = b.cost.Plain
+	}
 }
 
 // curveTokens is how far the forward pass's cost is measured on a device
@@ -127,6 +146,17 @@ func curveTokens(device string) int {
 		return 48
 	}
 	return 128
+}
+
+// rootTokens is the largest batch of sequences whose pass is measured
+// beside the curve (measureRoots); beyond, it is extrapolated. On a CPU a
+// batch costs about linearly in its sequences and 8 is the engine's
+// usual slot count; a GPU's batch stays flat far longer.
+func rootTokens(device string) int {
+	if device == "cpu" {
+		return 8
+	}
+	return 64
 }
 
 // DefaultMinBudget is the least verification budget B when it is

@@ -28,6 +28,16 @@ type Curve struct {
 	Name string
 	N    []int
 	T    []time.Duration
+	// RootN and RootT, when set, are a pass over one token each of n
+	// sequences at ascending sizes, each behind Context committed
+	// tokens, and Entry what each committed token of a sequence beyond
+	// Context adds (spec.PassCost): a batch of sequences as the engine
+	// runs it, each reading its own KV cache. Without them every pass is
+	// priced on the chain (N, T), as the derived curves are.
+	RootN   []int
+	RootT   []time.Duration
+	Context int
+	Entry   time.Duration
 }
 
 // GPULike is derived from published-style figures for a small model on one
@@ -64,19 +74,35 @@ var H200 = Curve{
 }
 
 // Validate checks that the curve has points, ascending sizes from 1 up and
-// positive costs that never decrease.
+// positive costs that never decrease, and so has its roots' curve where
+// it has one, with a context and an entry price that are not negative.
 func (c Curve) Validate() error {
-	if len(c.N) == 0 || len(c.N) != len(c.T) {
-		return fmt.Errorf("sim: curve %q: %d sizes, %d costs", c.Name, len(c.N), len(c.T))
+	if err := validPoints(c.Name, "", c.N, c.T); err != nil {
+		return err
 	}
-	for i := range c.N {
+	if len(c.RootN) > 0 || len(c.RootT) > 0 {
+		if err := validPoints(c.Name, "roots ", c.RootN, c.RootT); err != nil {
+			return err
+		}
+	}
+	if c.Context < 0 || c.Entry < 0 {
+		return fmt.Errorf("sim: curve %q: context %d and entry price %v must not be negative", c.Name, c.Context, c.Entry)
+	}
+	return nil
+}
+
+func validPoints(name, what string, ns []int, ts []time.Duration) error {
+	if len(ns) == 0 || len(ns) != len(ts) {
+		return fmt.Errorf("sim: curve %q: %s%d sizes, %d costs", name, what, len(ns), len(ts))
+	}
+	for i := range ns {
 		switch {
-		case c.N[i] < 1 || c.T[i] <= 0:
-			return fmt.Errorf("sim: curve %q: point %d (N=%d, T=%v) not positive", c.Name, i, c.N[i], c.T[i])
-		case i > 0 && c.N[i] <= c.N[i-1]:
-			return fmt.Errorf("sim: curve %q: sizes not ascending at %d", c.Name, i)
-		case i > 0 && c.T[i] < c.T[i-1]:
-			return fmt.Errorf("sim: curve %q: cost falls at N=%d", c.Name, c.N[i])
+		case ns[i] < 1 || ts[i] <= 0:
+			return fmt.Errorf("sim: curve %q: %spoint %d (N=%d, T=%v) not positive", name, what, i, ns[i], ts[i])
+		case i > 0 && ns[i] <= ns[i-1]:
+			return fmt.Errorf("sim: curve %q: %ssizes not ascending at %d", name, what, i)
+		case i > 0 && ts[i] < ts[i-1]:
+			return fmt.Errorf("sim: curve %q: %scost falls at N=%d", name, what, ns[i])
 		}
 	}
 	return nil
@@ -84,6 +110,16 @@ func (c Curve) Validate() error {
 
 // At is T(n) (n < 1 counts as 1).
 func (c Curve) At(n int) time.Duration { return spec.CurveAt(c.N, c.T, n) }
+
+// Cost prices passes as the engine does: spec.PassCost on the chain and,
+// where measured, the roots' curve and the entry price.
+func (c Curve) Cost() spec.PassCost {
+	pc := spec.PassCost{Chain: c.At, Context: c.Context, Entry: c.Entry}
+	if len(c.RootN) > 0 {
+		pc.Roots = func(n int) time.Duration { return spec.CurveAt(c.RootN, c.RootT, n) }
+	}
+	return pc
+}
 
 // Flat is a curve that costs t whatever the batch (a test fixture and the
 // ideal memory-bound machine).

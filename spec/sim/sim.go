@@ -175,8 +175,10 @@ func (m Machine) floors(n int, dst []float64) []float64 {
 	return spec.Floors(m.Curve.At, n, worth, m.Budget, dst)
 }
 
-// Baseline is the paper's baseline latency: incremental decoding at batch 8.
-func (m Machine) Baseline() time.Duration { return m.Curve.At(8) }
+// Baseline is the paper's baseline latency: incremental decoding at batch
+// 8 (input 32, output 128: contexts within the curve's measured one, so
+// the roots' pass alone).
+func (m Machine) Baseline() time.Duration { return m.Curve.Cost().Pass(8, 0, 0) }
 
 // Result is one request's outcome.
 type Result struct {
@@ -249,7 +251,9 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 	draws := rand.New(rand.NewPCG(seed, 0xd7af))
 	sch := &spec.Scheduler{Config: spec.Config{
 		Policy: p.Spec, Budget: m.Budget, Branch: p.Branch, Order: p.Order, MaxDepth: m.MaxDepth, MaxWidth: m.MaxWidth,
-	}, PlainCost: m.Curve.At}
+	}}
+	cost := m.Curve.Cost()
+	sch.PlainCost = cost.Plain
 	var floors []float64 // sch.Config.Floor's storage
 	var gated *gate
 	if p.Spec != spec.Incremental {
@@ -317,7 +321,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		}
 		floor := spec.ChunkFloor(whole)
 		if p.SLOChunk && whole > 0 {
-			floor = spec.PromptFloor(whole, prompts, max(m.Curve.At(len(running)+1), sch.Timing.Estimate()), epoch.Add(now))
+			floor = spec.PromptFloor(whole, prompts, max(cost.Pass(len(running), beyondOf(cost, running), 1), sch.Timing.Estimate()), epoch.Add(now))
 		}
 		if p.SLOBatch && len(running) > 1 {
 			seqs = seqs[:0]
@@ -336,7 +340,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				queue.Holds = append(queue.Holds, (l.req.Prompt-l.prefill+pb-1)/pb+l.req.Output-l.res.Generated)
 			}
 			var k int
-			if sat, k = spec.SitOut(m.Curve.At, seqs, floor, epoch.Add(now), sch.Timing.Estimate(), &queue, sat); k > 0 {
+			if sat, k = spec.SitOut(cost, seqs, floor, epoch.Add(now), sch.Timing.Estimate(), &queue, sat); k > 0 {
 				run.SatOut += k
 				kept := running[:0]
 				for i, l := range running {
@@ -374,7 +378,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 					for _, l := range running {
 						dec = append(dec, &l.seq)
 					}
-					left = spec.PrefillChunkBeside(m.Curve.At, dec, idle, sch.Timing.Estimate(), epoch.Add(now), pb, floor)
+					left = spec.PrefillChunkBeside(cost, dec, idle, sch.Timing.Estimate(), epoch.Add(now), pb, floor)
 				}
 				for _, l := range pre {
 					if left == 0 {
@@ -433,7 +437,10 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				dur += m.draftStep(len(seqs)) * time.Duration(sch.Config.Shape(len(seqs)).Depth+len(sch.Config.Shape(len(seqs)).Branch))
 			}
 		}
-		dur += m.Curve.At(tokens)
+		// The pass: the decoding requests' roots, their rows beyond the
+		// curve's context, and the tree nodes and prompt chunks beside
+		// them.
+		dur += cost.Pass(len(seqs), cost.BeyondAll(seqs), tokens-len(seqs))
 		now += dur
 		run.Iterations++
 		if len(seqs) > 0 {
@@ -444,7 +451,10 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			l.prefill += c
 			if l.prefill == l.req.Prompt {
 				l.res.First, l.res.Last, l.res.Generated = now, now, 1
-				l.seq.Tokens = append(make([]int32, 0, l.req.Output+1), 0)
+				// The prompt and the first token, as the engine's
+				// sequence holds them (a pass reads the prompt's rows).
+				l.seq.Tokens = make([]int32, l.req.Prompt+1, l.req.Prompt+l.req.Output+1)
+				l.seq.Prompt = l.req.Prompt
 				l.seq.Start = epoch.Add(now)
 				// The scheduler's A(r) reads the SLO from the Seq, as
 				// the engine's does (without it every request is best
@@ -489,8 +499,9 @@ func (m Machine) batch(p Policy, dec []*live, prefill int, tspec time.Duration, 
 	for _, l := range dec {
 		tight = min(tight, l.req.TPOTSLO)
 	}
+	cost := m.Curve.Cost()
 	n := len(dec)
-	for n > 1 && m.Curve.At(n+prefill) > tight {
+	for n > 1 && cost.Pass(n, beyondOf(cost, dec[:n]), prefill) > tight {
 		n--
 	}
 	if n == len(dec) {
@@ -514,6 +525,15 @@ func (m Machine) batch(p Policy, dec []*live, prefill int, tspec time.Duration, 
 		slices.SortStableFunc(dec, func(a, b *live) int { return int(a.req.Arrival - b.req.Arrival) })
 	}
 	return dec[:n]
+}
+
+// beyondOf is cost.BeyondAll of the requests' sequences.
+func beyondOf(cost spec.PassCost, ls []*live) int {
+	n := 0
+	for _, l := range ls {
+		n += cost.Beyond(&l.seq)
+	}
+	return n
 }
 
 func cmpInt64(a, b int64) int {

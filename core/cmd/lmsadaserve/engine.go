@@ -3,7 +3,9 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -101,18 +103,18 @@ func engineMix(maxTokens int) []sim.Category {
 // prices speculation with), the budget the engine calibrates from it, and
 // the engine's tree limits.
 func engineSetting(o engineOpts, prompts [][]string) (sim.Setting, error) {
-	ns, ts, err := engineCurve(o, o.model, 160, targetCurveFile)
+	c, err := engineCurve(o, o.model, 160, o.slots, targetCurveFile)
 	if err != nil {
 		return sim.Setting{}, err
 	}
-	c := sim.Curve{Name: fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(o.model), o.threads), N: ns, T: ts}
+	c.Name = fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(o.model), o.threads)
 	var dc *sim.Curve
 	if o.draft != "" {
-		dns, dts, err := engineCurve(o, o.draft, 16, draftCurveFile)
+		d, err := engineCurve(o, o.draft, 16, 1, draftCurveFile)
 		if err != nil {
 			return sim.Setting{}, err
 		}
-		dc = &sim.Curve{N: dns, T: dts}
+		dc = &d
 	}
 	m := engineMachine(o, c, dc)
 	mix := engineMix(o.maxTokens)
@@ -151,31 +153,90 @@ func engineMachine(o engineOpts, c sim.Curve, dc *sim.Curve) sim.Machine {
 }
 
 // The files an -engine run keeps its cost curves in (CSV: tokens a pass,
-// nanoseconds), for a later run's -curves.
+// nanoseconds), for a later run's -curves; beside the target's, its
+// batches' (rootsFile: sequences a pass, nanoseconds, the context and the
+// entry price).
 const (
 	targetCurveFile = "curve.csv"
 	draftCurveFile  = "draft-curve.csv"
 )
 
-// engineCurve is a model's cost curve up to maxN tokens: measured as the
-// engine measures it, or read from the file name in o.curves when that is
-// set, and written to o.out either way. The curve sets the SLOs (the
-// baseline is T(8)) and the arrival rates (the capacity), and a two-core
-// VM measures T(8) up to 20% apart from one run to the next; two builds
-// compared on one shared curve serve the same workload.
-func engineCurve(o engineOpts, model string, maxN int, name string) ([]int, []time.Duration, error) {
-	var ns []int
-	var ts []time.Duration
+// rootsFile is the file beside a curve file that keeps its batches.
+func rootsFile(curveFile string) string {
+	return strings.TrimSuffix(curveFile, ".csv") + "-roots.csv"
+}
+
+// engineCurve is a model's cost curve up to maxN tokens, and its batches
+// of up to maxRoots sequences (none below 2): measured as the engine
+// measures them, or read from the files name (and its rootsFile, where
+// the run kept one) in o.curves when that is set, and written to o.out
+// either way. The curve sets the SLOs (the baseline is a batch of 8) and
+// the arrival rates (the capacity), and a two-core VM measures T(8) up
+// to 20% apart from one run to the next; two builds compared on one
+// shared curve serve the same workload.
+func engineCurve(o engineOpts, model string, maxN, maxRoots int, name string) (sim.Curve, error) {
+	var c sim.Curve
 	var err error
 	if o.curves != "" {
-		ns, ts, err = readCurve(filepath.Join(o.curves, name))
+		c, err = readCurves(filepath.Join(o.curves, name))
 	} else {
-		ns, ts, err = cpu.MeasureCurve(model, o.threads, maxN)
+		c, err = cpu.MeasureCurve(model, o.threads, maxN, maxRoots)
 	}
 	if err != nil {
-		return nil, nil, err
+		return sim.Curve{}, err
 	}
-	return ns, ts, writeCurve(filepath.Join(o.out, name), ns, ts)
+	return c, writeCurves(filepath.Join(o.out, name), c)
+}
+
+// writeCurves writes c's chain to path and, where c has them, its batches
+// to path's rootsFile.
+func writeCurves(path string, c sim.Curve) error {
+	if err := writeCurve(path, c.N, c.T); err != nil || len(c.RootN) == 0 {
+		return err
+	}
+	var b strings.Builder
+	b.WriteString("sequences,ns,context,entry_ns\n")
+	for i := range c.RootN {
+		fmt.Fprintf(&b, "%d,%d,%d,%d\n", c.RootN[i], c.RootT[i].Nanoseconds(), c.Context, c.Entry.Nanoseconds())
+	}
+	return os.WriteFile(rootsFile(path), []byte(b.String()), 0o644)
+}
+
+// readCurves reads what writeCurves wrote: the chain, and the batches
+// where path's rootsFile exists (a run from before they were measured
+// has none, and is replayed on the chain alone, as it was simulated).
+func readCurves(path string) (sim.Curve, error) {
+	ns, ts, err := readCurve(path)
+	if err != nil {
+		return sim.Curve{}, err
+	}
+	c := sim.Curve{Name: path, N: ns, T: ts}
+	data, err := os.ReadFile(rootsFile(path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return sim.Curve{}, fmt.Errorf("curve: %w", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if lines[0] != "sequences,ns,context,entry_ns" {
+		return sim.Curve{}, fmt.Errorf("curve %s: header %q, want \"sequences,ns,context,entry_ns\"", rootsFile(path), lines[0])
+	}
+	for i, l := range lines[1:] {
+		var n, ctx int
+		var t, e int64
+		if _, err := fmt.Sscanf(l, "%d,%d,%d,%d", &n, &t, &ctx, &e); err != nil {
+			return sim.Curve{}, fmt.Errorf("curve %s line %d: %q: %v", rootsFile(path), i+2, l, err)
+		}
+		if i > 0 && (ctx != c.Context || time.Duration(e) != c.Entry) {
+			return sim.Curve{}, fmt.Errorf("curve %s line %d: context and entry price differ from the first line's", rootsFile(path), i+2)
+		}
+		c.RootN, c.RootT, c.Context, c.Entry = append(c.RootN, n), append(c.RootT, time.Duration(t)), ctx, time.Duration(e)
+	}
+	if err := c.Validate(); err != nil {
+		return sim.Curve{}, err
+	}
+	return c, nil
 }
 
 func writeCurve(path string, ns []int, ts []time.Duration) error {
@@ -408,8 +469,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 				decoding[pi] += tm.Decoding
 				satOut[pi] += tm.SatOut
 				for n, r := range tm.Roots {
-					roots[n].Count += r.Count
-					roots[n].Total += r.Total
+					roots[n] = roots[n].Add(r)
 				}
 				run, err := runOf(recs)
 				if err != nil {
@@ -585,21 +645,24 @@ func total(runs []*sim.Run, count func(*sim.Run) int) int {
 	return n
 }
 
-// millis is d in milliseconds.
 // writeCosts writes engine-costs.csv: for each batch size n the engine
-// ran root-only iterations of, how many it ran, their mean time and the
-// cost curve's T(n) beside it. The curve times a chain of n tokens in one
-// sequence, the engine n sequences each reading its own cache, and the
-// simulator, like the engine's batching rules, prices a batch on the
-// curve: where the columns part, so do they.
+// ran root-only iterations of, how many it ran, their mean time and its
+// phases (planning, the forward pass, verification), and beside them the
+// chain's T(n) and the pass the simulator and the engine's batching rules
+// price for n sequences at the measured context (spec.PassCost; the chain
+// where no batches were measured). The chain times n tokens of one
+// sequence, the engine n sequences each reading its own cache.
 func writeCosts(path string, roots []cpu.RootPasses, c sim.Curve) error {
 	var b strings.Builder
-	b.WriteString("batch,iterations,engine_ms,curve_ms\n")
+	b.WriteString("batch,iterations,engine_ms,plan_ms,forward_ms,verify_ms,curve_ms,priced_ms\n")
+	cost := c.Cost()
 	for n, r := range roots {
 		if n == 0 || r.Count == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "%d,%d,%.3f,%.3f\n", n, r.Count, millis(r.Total)/float64(r.Count), millis(c.At(n)))
+		mean := func(d time.Duration) float64 { return millis(d) / float64(r.Count) }
+		fmt.Fprintf(&b, "%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", n, r.Count, mean(r.Total()), mean(r.Plan), mean(r.Forward), mean(r.Verify),
+			millis(c.At(n)), millis(cost.Pass(n, 0, 0)))
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
@@ -612,4 +675,5 @@ func percent(x float64) string {
 	return fmt.Sprintf("%.1f", 100*x)
 }
 
+// millis is d in milliseconds.
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -77,17 +77,23 @@ func TestEngineSmoke(t *testing.T) {
 	costs, err := csv.NewReader(f).ReadAll()
 	f.Close()
 	require.NoError(t, err)
-	require.Equal(t, []string{"batch", "iterations", "engine_ms", "curve_ms"}, costs[0])
+	require.Equal(t, []string{"batch", "iterations", "engine_ms", "plan_ms", "forward_ms", "verify_ms", "curve_ms", "priced_ms"}, costs[0])
 	require.Greater(t, len(costs), 1, "some iteration decoded roots alone")
 	for _, c := range costs[1:] {
 		n, err := strconv.Atoi(c[0])
 		require.NoError(t, err)
 		require.True(t, n >= 1 && n <= 4, "batch %d with 4 slots", n)
-		for _, v := range c[1:] {
-			x, err := strconv.ParseFloat(v, 64)
+		var x [8]float64
+		for i, v := range c[1:] {
+			x[i+1], err = strconv.ParseFloat(v, 64)
 			require.NoError(t, err)
-			require.Positive(t, x, c)
+			require.GreaterOrEqual(t, x[i+1], 0.0, c)
 		}
+		require.Positive(t, x[1], "iterations")
+		require.Positive(t, x[4], "the forward pass")
+		require.InDelta(t, x[2], x[3]+x[4]+x[5], 0.0015, "the phases make up the iteration")
+		require.Positive(t, x[6], "the chain")
+		require.GreaterOrEqual(t, x[7], x[6]*0.999, "a batch is priced at least as the chain")
 	}
 	for _, ext := range []string{"-attainment.svg", "-goodput.svg"} {
 		_, err := os.Stat(filepath.Join(out, "engine-rates"+ext))
@@ -114,26 +120,37 @@ func TestPromptTokens(t *testing.T) {
 	require.Greater(t, lens[1], 2*lens[2], "grounded against chat")
 }
 
-// TestCurvesAreReused: a run keeps the curve it used, and a run given
-// -curves takes that curve, measuring nothing (its model path need not
-// even exist), and keeps it in its own output too. Curves the simulator
-// would not take are refused with the file named.
+// TestCurvesAreReused: a run keeps the curves it used, the chain and its
+// batches, and a run given -curves takes them, measuring nothing (its
+// model path need not even exist), and keeps them in its own output too.
+// Curves the simulator would not take are refused with the file named; a
+// run from before batches were measured has only the chain.
 func TestCurvesAreReused(t *testing.T) {
 	first, second := t.TempDir(), t.TempDir()
-	ns := []int{1, 2, 8}
-	ts := []time.Duration{36 * time.Millisecond, 38 * time.Millisecond, 53 * time.Millisecond}
-	require.NoError(t, writeCurve(filepath.Join(first, targetCurveFile), ns, ts))
+	c := sim.Curve{N: []int{1, 2, 8}, T: []time.Duration{36 * time.Millisecond, 38 * time.Millisecond, 53 * time.Millisecond},
+		RootN: []int{1, 8}, RootT: []time.Duration{36 * time.Millisecond, 60 * time.Millisecond}, Context: 128, Entry: 4 * time.Microsecond}
+	require.NoError(t, writeCurves(filepath.Join(first, targetCurveFile), c))
 
-	gotN, gotT, err := engineCurve(engineOpts{out: second, curves: first}, "no-such-model.gguf", 160, targetCurveFile)
+	got, err := engineCurve(engineOpts{out: second, curves: first}, "no-such-model.gguf", 160, 8, targetCurveFile)
 	require.NoError(t, err)
-	require.Equal(t, ns, gotN)
-	require.Equal(t, ts, gotT)
+	c.Name = filepath.Join(first, targetCurveFile)
+	require.Equal(t, c, got)
 	kept, err := os.ReadFile(filepath.Join(second, targetCurveFile))
 	require.NoError(t, err)
 	require.Equal(t, "tokens,ns\n1,36000000\n2,38000000\n8,53000000\n", string(kept))
+	kept, err = os.ReadFile(filepath.Join(second, "curve-roots.csv"))
+	require.NoError(t, err)
+	require.Equal(t, "sequences,ns,context,entry_ns\n1,36000000,128,4000\n8,60000000,128,4000\n", string(kept))
 
-	_, _, err = engineCurve(engineOpts{out: second, curves: first}, "", 16, draftCurveFile)
+	_, err = engineCurve(engineOpts{out: second, curves: first}, "", 16, 1, draftCurveFile)
 	require.ErrorContains(t, err, draftCurveFile, "an earlier run without a draft model kept no draft curve")
+
+	// The chain alone.
+	require.NoError(t, os.Remove(filepath.Join(first, "curve-roots.csv")))
+	got, err = readCurves(filepath.Join(first, targetCurveFile))
+	require.NoError(t, err)
+	require.Empty(t, got.RootN)
+	require.Equal(t, 53*time.Millisecond, got.Cost().Pass(8, 1000, 0), "priced on the chain alone")
 
 	for body, want := range map[string]string{
 		"":                        "header",
@@ -148,6 +165,19 @@ func TestCurvesAreReused(t *testing.T) {
 		_, _, err := readCurve(path)
 		require.ErrorContains(t, err, want, "%q", body)
 		require.ErrorContains(t, err, path)
+	}
+	for body, want := range map[string]string{
+		"sequences,ns\n1,5\n":                                     "header",
+		"sequences,ns,context,entry_ns\n1,5,128\n":                "line 2",
+		"sequences,ns,context,entry_ns\n1,50,128,4\n2,40,128,4\n": "falls",
+		"sequences,ns,context,entry_ns\n1,50,128,4\n2,60,64,4\n":  "differ",
+		"sequences,ns,context,entry_ns\n1,50,128,-4\n":            "negative",
+	} {
+		path := filepath.Join(first, "bad.csv")
+		require.NoError(t, writeCurve(path, c.N, c.T))
+		require.NoError(t, os.WriteFile(filepath.Join(first, "bad-roots.csv"), []byte(body), 0o644))
+		_, err := readCurves(path)
+		require.ErrorContains(t, err, want, "%q", body)
 	}
 }
 

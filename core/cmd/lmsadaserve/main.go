@@ -201,11 +201,11 @@ func run(o simOpts) error {
 		// Kept as curve.csv (read back with -curves): a two-core VM
 		// measures curves that differ run to run, and the policies'
 		// standings move with them.
-		ns, ts, err := engineCurve(engineOpts{out: out, threads: threads, curves: o.curves}, modelPath, 160, targetCurveFile)
+		c, err := engineCurve(engineOpts{out: out, threads: threads, curves: o.curves}, modelPath, 160, 8, targetCurveFile)
 		if err != nil {
 			return err
 		}
-		c := sim.Curve{Name: fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(modelPath), threads), N: ns, T: ts}
+		c.Name = fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(modelPath), threads)
 		b := max(cpu.DefaultMinBudget, spec.Calibrate(c.At, 48))
 		fmt.Printf("measured CPU curve: T(1)=%v T(8)=%v T(48)=%v T(128)=%v T(160)=%v; budget B=%d\n", c.At(1), c.At(8), c.At(48), c.At(128), c.At(160), b)
 		settings = append(settings, sim.Setting{

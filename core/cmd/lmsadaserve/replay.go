@@ -176,11 +176,11 @@ func readEngineRequests(path string, mix []sim.Category, baseline time.Duration)
 // run's; nothing else is needed. o.pace, when set, replays on the curves
 // scaled by it and judges the requests by the run's SLOs all the same.
 func runReplay(o engineOpts, dir string) ([]engineRow, error) {
-	ns, ts, err := readCurve(filepath.Join(dir, targetCurveFile))
+	c, err := readCurves(filepath.Join(dir, targetCurveFile))
 	if err != nil {
 		return nil, err
 	}
-	c := sim.Curve{Name: "cpu measured (" + dir + ")", N: ns, T: ts}
+	c.Name = "cpu measured (" + dir + ")"
 	var dc *sim.Curve
 	draftCurve := filepath.Join(dir, draftCurveFile)
 	if _, err := os.Stat(draftCurve); err == nil {
@@ -241,11 +241,16 @@ func runReplay(o engineOpts, dir string) ([]engineRow, error) {
 
 // paced is c with every pass pace times as long.
 func paced(c sim.Curve, pace float64) sim.Curve {
-	ts := make([]time.Duration, len(c.T))
-	for i, t := range c.T {
-		ts[i] = time.Duration(float64(t) * pace)
+	scale := func(ts []time.Duration) []time.Duration {
+		out := make([]time.Duration, len(ts))
+		for i, t := range ts {
+			out[i] = time.Duration(float64(t) * pace)
+		}
+		return out
 	}
-	return sim.Curve{Name: c.Name, N: c.N, T: ts}
+	c.T, c.RootT = scale(c.T), scale(c.RootT)
+	c.Entry = time.Duration(float64(c.Entry) * pace)
+	return c
 }
 
 // arrivalRate is the requests per second that arrived over a point's
