@@ -10,14 +10,16 @@ import "time"
 //
 // Why not one curve: a forward pass's cost curve is measured as a chain
 // of N tokens of one sequence, whose keys and values are read once for
-// the chain and stay in the caches. A batch of n sequences reads n caches,
-// each as long as its sequence, from memory: on two cores of a Xeon,
-// SmolLM2's pass over 8 roots at 256 committed tokens each took 12.0 ms
-// against 7.3 ms at 64 and the chain's 9.4 ms for 8 tokens, and the
-// engine's root-only iterations at 8 sequences took 11.1 ms where the
-// chain priced 8.6. The simulator on the chain alone put AdaServe's
-// attainment 40 points above the engine's: a batch that the chain fitted
-// in the urgent requests' SLO did not fit it on the engine.
+// the chain and stay in the caches, each token with its logits, as a
+// verification pass runs. A batch of n sequences reads n caches, each as
+// long as its sequence, from memory; a prompt chunk needs one token's
+// logits. On two cores of a Xeon, SmolLM2's pass over 8 sequences took
+// 12.0 ms at 256 committed tokens each against 7.3 ms at 64 (the chain:
+// 9.4 ms for 8 tokens), and its prefill passes came out 25-50% under the
+// chain's price for as many tokens. The simulator on the chain alone,
+// replaying the engine's own requests, put AdaServe's attainment 43
+// points above the engine's and Sarathi's 8-13 points under it; priced
+// with the batches and the prompt price, 6-8 points above and 2-4 under.
 type PassCost struct {
 	// Chain is a pass over n tokens of one sequence behind Context
 	// committed tokens (the cost curve, CurveAt).
@@ -31,25 +33,39 @@ type PassCost struct {
 	// Entry is what each committed token of a sequence in the pass adds
 	// beyond Context: reading its key and value rows from memory.
 	Entry time.Duration
+	// Prompt is what each token of a prompt chunk adds to a pass (0: the
+	// chain's slope, as for a tree's nodes): a prompt token needs no
+	// logits and reads only its own prompt's rows.
+	Prompt time.Duration
 }
 
 // Pass prices a pass over the roots of roots sequences whose committed
-// tokens beyond Context come to beyond in all (Beyond), and extra more
-// tokens: the roots' pass, plus beyond·Entry, plus the chain's slope over
-// the extra tokens (a tree's nodes read their sequence's rows with its
-// root; a prompt chunk is a chain). Without roots it is Chain(extra).
-func (c PassCost) Pass(roots, beyond, extra int) time.Duration {
+// tokens beyond Context come to beyond in all (Beyond), nodes tree nodes
+// below those roots and prompt tokens of prompt chunks: the roots' pass,
+// plus beyond·Entry, plus the chain's slope over the nodes (they read
+// their sequence's rows with its root), plus prompt·Prompt. A pass of
+// prompt tokens alone is a one-token pass and Prompt for each further
+// token.
+func (c PassCost) Pass(roots, beyond, nodes, prompt int) time.Duration {
 	if c.Chain == nil {
 		return 0
 	}
-	if roots <= 0 {
-		return c.Chain(extra)
+	if c.Prompt <= 0 {
+		nodes, prompt = nodes+prompt, 0
 	}
-	t := c.Chain(roots+extra) + time.Duration(max(0, beyond))*c.Entry
-	if c.Roots != nil {
-		t += c.Roots(roots) - c.Chain(roots)
+	var t time.Duration
+	switch {
+	case roots > 0:
+		t = c.Chain(roots+nodes) + time.Duration(max(0, beyond))*c.Entry
+		if c.Roots != nil {
+			t += c.Roots(roots) - c.Chain(roots)
+		}
+	case nodes > 0:
+		t = c.Chain(nodes)
+	case prompt > 0:
+		t = c.Chain(1) - c.Prompt
 	}
-	return t
+	return t + time.Duration(prompt)*c.Prompt
 }
 
 // Beyond is how many of s's committed tokens lie beyond Context: those
@@ -69,7 +85,7 @@ func (c PassCost) BeyondAll(seqs []*Seq) int {
 
 // Plain prices a plain iteration of seqs: their roots alone.
 func (c PassCost) Plain(seqs []*Seq) time.Duration {
-	return c.Pass(len(seqs), c.BeyondAll(seqs), 0)
+	return c.Pass(len(seqs), c.BeyondAll(seqs), 0, 0)
 }
 
 // ChainCost is a PassCost of the chain curve at alone: every sequence

@@ -15,11 +15,21 @@ func TestPassCost(t *testing.T) {
 	roots := func(n int) time.Duration { return 4*ms + time.Duration(n)*ms }
 	c := PassCost{Chain: chain, Roots: roots, Context: 100, Entry: time.Microsecond}
 
-	require.Equal(t, 12*ms, c.Pass(8, 0, 0), "8 roots at the measured context: R(8)")
-	require.Equal(t, 12*ms+3*ms, c.Pass(8, 0, 6), "6 tokens beside them at the chain's 0.5 ms each")
-	require.Equal(t, 12*ms+500*time.Microsecond, c.Pass(8, 500, 0), "500 rows beyond the context at 1 µs each")
-	require.Equal(t, chain(20), c.Pass(0, 0, 20), "a prompt chunk alone is a chain")
-	require.Equal(t, 12*ms, c.Pass(8, -5, 0), "never less than the measured context")
+	require.Equal(t, 12*ms, c.Pass(8, 0, 0, 0), "8 roots at the measured context: R(8)")
+	require.Equal(t, 12*ms+3*ms, c.Pass(8, 0, 6, 0), "6 tree nodes beside them at the chain's 0.5 ms each")
+	require.Equal(t, 12*ms+3*ms, c.Pass(8, 0, 0, 6), "so does a prompt chunk without a prompt price")
+	require.Equal(t, 12*ms+500*time.Microsecond, c.Pass(8, 500, 0, 0), "500 rows beyond the context at 1 µs each")
+	require.Equal(t, chain(20), c.Pass(0, 0, 0, 20), "a prompt chunk alone is a chain")
+	require.Equal(t, 12*ms, c.Pass(8, -5, 0, 0), "never less than the measured context")
+
+	// With a prompt token's price, a chunk costs that a token, beside
+	// roots or alone (a one-token pass, then the price).
+	p := c
+	p.Prompt = 300 * time.Microsecond
+	require.Equal(t, 12*ms+3*ms+6*p.Prompt, p.Pass(8, 0, 6, 6))
+	require.Equal(t, chain(1)+19*p.Prompt, p.Pass(0, 0, 0, 20))
+	require.Equal(t, chain(1), p.Pass(0, 0, 0, 1))
+	require.Zero(t, p.Pass(0, 0, 0, 0))
 
 	// Rows beyond the context: a sequence's committed tokens are all but
 	// its root, and a short one counts as the measured context.
@@ -34,8 +44,8 @@ func TestPassCost(t *testing.T) {
 	// Without a roots curve or an entry price it is the chain curve, as
 	// the derived GPU curves price.
 	cc := ChainCost(chain)
-	require.Equal(t, chain(8), cc.Pass(8, 1000, 0))
-	require.Equal(t, chain(14), cc.Pass(8, 0, 6))
+	require.Equal(t, chain(8), cc.Pass(8, 1000, 0, 0))
+	require.Equal(t, chain(14), cc.Pass(8, 0, 6, 0))
 	require.Equal(t, chain(2), cc.Plain([]*Seq{long, short}))
 }
 

@@ -362,10 +362,10 @@ func PrefillChunkBeside(cost PassCost, dec, idle []*Seq, typical time.Duration, 
 	beyond := cost.BeyondAll(dec)
 	var next time.Duration // the next iteration's price, which idle sequences must keep
 	if len(idle) > 0 {
-		next = max(cost.Pass(len(dec)+len(idle), beyond+cost.BeyondAll(idle), lo), typical)
+		next = max(cost.Pass(len(dec)+len(idle), beyond+cost.BeyondAll(idle), 0, lo), typical)
 	}
 	budget, limited := time.Duration(0), false
-	step := cost.Pass(len(dec), beyond, 0)
+	step := cost.Pass(len(dec), beyond, 0, 0)
 	bound := func(s *Seq, less time.Duration) {
 		if s.SLO <= 0 || s.Generated() == 0 {
 			return
@@ -381,7 +381,7 @@ func PrefillChunkBeside(cost PassCost, dec, idle []*Seq, typical time.Duration, 
 	for _, s := range idle {
 		bound(s, next)
 	}
-	fits := func(c int) bool { return cost.Pass(len(dec), beyond, c) <= budget }
+	fits := func(c int) bool { return cost.Pass(len(dec), beyond, 0, c) <= budget }
 	if !limited || fits(whole) {
 		return whole
 	}

@@ -62,7 +62,7 @@ func SitOut(cost PassCost, dec []*Seq, floor int, now time.Time, typical time.Du
 		return out, 0
 	}
 	beyond := cost.BeyondAll(dec)
-	full := cost.Pass(n, beyond, floor)
+	full := cost.Pass(n, beyond, 0, floor)
 	t := max(full, typical)
 	if queue != nil && queue.AtRisk(t, now) {
 		return out, 0
@@ -114,7 +114,7 @@ func SitOut(cost PassCost, dec []*Seq, floor int, now time.Time, typical time.Du
 	k := 0
 	for _, c := range cand {
 		// The iteration with k roots fewer, their rows unread.
-		if t-full+cost.Pass(n-k, beyond, floor) <= need {
+		if t-full+cost.Pass(n-k, beyond, 0, floor) <= need {
 			break
 		}
 		out[c.i] = true

@@ -511,7 +511,7 @@ func (b *Backend) promptFloor(slots []*runtime.Slot, now time.Time) {
 		}
 		b.prompts = append(b.prompts, spec.Prompt{Left: len(s.Prompt) - q.prefill, Deadline: deadline})
 	}
-	t := max(b.cost.Pass(len(b.seqs), b.cost.BeyondAll(b.seqs), 1), b.sched.Timing.Estimate())
+	t := max(b.cost.Pass(len(b.seqs), b.cost.BeyondAll(b.seqs), 0, 1), b.sched.Timing.Estimate())
 	b.floor = spec.PromptFloor(whole, b.prompts, t, now)
 }
 

@@ -64,8 +64,9 @@ func TestMeasureCurveReachesWhatIsAsked(t *testing.T) {
 
 // TestMeasureCurveBatches: beside the chain, batches of 1 … 8 sequences
 // are timed at curveContext committed tokens each, never below a chain of
-// as many tokens nor falling, and doubling every sequence's context costs
-// a positive price per row, under a root's. (That the rows are in memory
+// as many tokens nor falling, doubling every sequence's context costs a
+// positive price per row, under a root's, and a prompt token has a price
+// under a pass's. (That the rows are in memory
 // is kv's TestFill: on a two-core Xeon the price was 2.9–3.9 µs a row
 // with them written, 1.0–1.2 µs reading the zero page.)
 func TestMeasureCurveBatches(t *testing.T) {
@@ -86,6 +87,8 @@ func TestMeasureCurveBatches(t *testing.T) {
 		}
 	}
 	require.Positive(t, c.Entry, "8 sequences × 128 more rows")
+	require.Positive(t, c.Prompt, "a chunk of 16 prompt tokens costs more than one of 4")
+	require.Less(t, c.Prompt, c.T[0], "a prompt token costs less than a pass")
 	// One row beyond the context costs less than a sequence's root.
 	require.Less(t, c.Entry, c.RootT[0])
 }

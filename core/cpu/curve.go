@@ -10,8 +10,8 @@ import (
 )
 
 // MeasureCurve measures the forward pass's cost curve of the model at path
-// with the given threads, up to maxN tokens, and batches of up to maxRoots
-// sequences (none below 2; see costCurve), exactly as a runtime does at
+// with the given threads, up to maxN tokens, a prompt token's price, and
+// batches of up to maxRoots sequences (none below 2; see costCurve), exactly as a runtime does at
 // start-up (the sizes of spec.CalibrationSizes, the best of a few runs
 // each): for the AdaServe simulator, which must be driven by the curves
 // the engine itself prices with. The curve is unnamed.
@@ -34,7 +34,7 @@ func MeasureCurve(path string, threads, maxN, maxRoots int) (sim.Curve, error) {
 	if c == nil {
 		return sim.Curve{}, status.Errorf(status.Backend, "MeasureCurve: a forward pass failed")
 	}
-	out := sim.Curve{N: c.ns, T: c.ts, RootN: c.rootNs, RootT: c.rootTs, Entry: c.entry}
+	out := sim.Curve{N: c.ns, T: c.ts, RootN: c.rootNs, RootT: c.rootTs, Entry: c.entry, Prompt: c.prompt}
 	if len(c.rootNs) > 0 {
 		out.Context = curveContext
 	}

@@ -215,6 +215,7 @@ type costCurve struct {
 	rootNs []int
 	rootTs []time.Duration
 	entry  time.Duration
+	prompt time.Duration // a prompt token's price in a chunk (measurePrompt; 0: not measured)
 }
 
 // pass is the spec.PassCost of the measured curves (of the chain alone
@@ -223,7 +224,7 @@ func (c *costCurve) pass() spec.PassCost {
 	if c == nil {
 		return spec.PassCost{}
 	}
-	pc := spec.PassCost{Chain: c.at, Context: curveContext, Entry: c.entry}
+	pc := spec.PassCost{Chain: c.at, Context: curveContext, Entry: c.entry, Prompt: c.prompt}
 	if len(c.rootNs) > 0 {
 		pc.Roots = func(n int) time.Duration { return spec.CurveAt(c.rootNs, c.rootTs, n) }
 	}
@@ -292,9 +293,9 @@ const curveContext = 128
 // a throwaway cache holding curveContext committed tokens (fewer when the
 // model's context is shorter), the best of a few runs at each size
 // (rounds) after a warm-up pass: about a second for the default model on
-// two idle cores, often the longest part of creating a runtime. With
-// maxRoots above 1 it measures batches of up to that many sequences as
-// well (measureRoots). progress (may be nil) hears the share of the
+// two idle cores, often the longest part of creating a runtime. Then a
+// prompt token's price in a chunk, and with maxRoots above 1 batches of
+// up to that many sequences (measureRoots). progress (may be nil) hears the share of the
 // measuring done, by tokens run. nil when a pass fails.
 func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(float64)) *costCurve {
 	if c, ok := curves.Load(key); ok && c.(*costCurve).reaches(maxN, maxRoots) {
@@ -320,6 +321,7 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 	for _, n := range sizes {
 		total += rounds(n) * n
 	}
+	total += rounds(maxN) * (maxN + maxN/4) // the prompt token's price
 	if maxRoots > 1 {
 		total += rootsWork(maxRoots)
 	}
@@ -402,6 +404,28 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 			t = max(t, curve.ts[k-1])
 		}
 		curve.ns, curve.ts = append(curve.ns, n), append(curve.ts, t)
+	}
+	// A prompt token's price: prefill passes from an empty cache with the
+	// last token's logits, as a chunk runs, at maxN and a quarter of it.
+	if lo := maxN / 4; lo >= 2 {
+		var short, long time.Duration
+		for r := range rounds(maxN) {
+			for _, n := range []int{lo, maxN} {
+				c.Truncate(0)
+				t := time.Now()
+				if pass(0, n, false) != nil {
+					failed = true
+				}
+				d := time.Since(t)
+				if n == lo && (r == 0 || d < short) {
+					short = d
+				}
+				if n == maxN && (r == 0 || d < long) {
+					long = d
+				}
+			}
+		}
+		curve.prompt = max(0, (long-short)/time.Duration(maxN-lo))
 	}
 	if failed {
 		return nil

@@ -38,6 +38,9 @@ type Curve struct {
 	RootT   []time.Duration
 	Context int
 	Entry   time.Duration
+	// Prompt, when positive, is what each prompt token of a chunk adds to
+	// a pass (spec.PassCost.Prompt); otherwise the chain's slope.
+	Prompt time.Duration
 }
 
 // GPULike is derived from published-style figures for a small model on one
@@ -85,8 +88,8 @@ func (c Curve) Validate() error {
 			return err
 		}
 	}
-	if c.Context < 0 || c.Entry < 0 {
-		return fmt.Errorf("sim: curve %q: context %d and entry price %v must not be negative", c.Name, c.Context, c.Entry)
+	if c.Context < 0 || c.Entry < 0 || c.Prompt < 0 {
+		return fmt.Errorf("sim: curve %q: context %d, entry price %v and prompt token price %v must not be negative", c.Name, c.Context, c.Entry, c.Prompt)
 	}
 	return nil
 }
@@ -114,7 +117,7 @@ func (c Curve) At(n int) time.Duration { return spec.CurveAt(c.N, c.T, n) }
 // Cost prices passes as the engine does: spec.PassCost on the chain and,
 // where measured, the roots' curve and the entry price.
 func (c Curve) Cost() spec.PassCost {
-	pc := spec.PassCost{Chain: c.At, Context: c.Context, Entry: c.Entry}
+	pc := spec.PassCost{Chain: c.At, Context: c.Context, Entry: c.Entry, Prompt: c.Prompt}
 	if len(c.RootN) > 0 {
 		pc.Roots = func(n int) time.Duration { return spec.CurveAt(c.RootN, c.RootT, n) }
 	}

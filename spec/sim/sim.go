@@ -178,7 +178,7 @@ func (m Machine) floors(n int, dst []float64) []float64 {
 // Baseline is the paper's baseline latency: incremental decoding at batch
 // 8 (input 32, output 128: contexts within the curve's measured one, so
 // the roots' pass alone).
-func (m Machine) Baseline() time.Duration { return m.Curve.Cost().Pass(8, 0, 0) }
+func (m Machine) Baseline() time.Duration { return m.Curve.Cost().Pass(8, 0, 0, 0) }
 
 // Result is one request's outcome.
 type Result struct {
@@ -321,7 +321,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		}
 		floor := spec.ChunkFloor(whole)
 		if p.SLOChunk && whole > 0 {
-			floor = spec.PromptFloor(whole, prompts, max(cost.Pass(len(running), beyondOf(cost, running), 1), sch.Timing.Estimate()), epoch.Add(now))
+			floor = spec.PromptFloor(whole, prompts, max(cost.Pass(len(running), beyondOf(cost, running), 0, 1), sch.Timing.Estimate()), epoch.Add(now))
 		}
 		if p.SLOBatch && len(running) > 1 {
 			seqs = seqs[:0]
@@ -402,6 +402,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				seqs = append(seqs, &l.seq)
 			}
 		}
+		prompt := tokens // the prompt chunks' tokens; the trees' follow
 		var trees []*spec.Tree
 		dur := time.Duration(0)
 		if len(seqs) > 0 {
@@ -440,7 +441,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		// The pass: the decoding requests' roots, their rows beyond the
 		// curve's context, and the tree nodes and prompt chunks beside
 		// them.
-		dur += cost.Pass(len(seqs), cost.BeyondAll(seqs), tokens-len(seqs))
+		dur += cost.Pass(len(seqs), cost.BeyondAll(seqs), tokens-prompt-len(seqs), prompt)
 		now += dur
 		run.Iterations++
 		if len(seqs) > 0 {
@@ -501,7 +502,7 @@ func (m Machine) batch(p Policy, dec []*live, prefill int, tspec time.Duration, 
 	}
 	cost := m.Curve.Cost()
 	n := len(dec)
-	for n > 1 && cost.Pass(n, beyondOf(cost, dec[:n]), prefill) > tight {
+	for n > 1 && cost.Pass(n, beyondOf(cost, dec[:n]), 0, prefill) > tight {
 		n--
 	}
 	if n == len(dec) {

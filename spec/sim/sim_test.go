@@ -155,12 +155,14 @@ func TestPreemptStallsDecoding(t *testing.T) {
 
 // TestBatchesPriced: on a curve with batches measured apart, a pass over
 // several requests' roots costs the batch's pass plus each committed
-// token beyond the measured context, and the baseline is a batch of 8.
-// Two requests decode plainly side by side after their prompts.
+// token beyond the measured context, a prompt chunk its tokens at the
+// prompt price, and the baseline is a batch of 8. Two requests decode
+// plainly side by side after their prompts.
 func TestBatchesPriced(t *testing.T) {
 	ms := time.Millisecond
 	c := Curve{Name: "cpu-like", N: []int{1, 2, 16, 64}, T: []time.Duration{ms, 2 * ms, 16 * ms, 64 * ms},
-		RootN: []int{1, 2, 8}, RootT: []time.Duration{ms, 3 * ms, 12 * ms}, Context: 20, Entry: 10 * time.Microsecond}
+		RootN: []int{1, 2, 8}, RootT: []time.Duration{ms, 3 * ms, 12 * ms}, Context: 20, Entry: 10 * time.Microsecond,
+		Prompt: ms / 2}
 	m := Machine{Curve: c, Accept: perfect, Slots: 2, Budget: 4}
 	require.Equal(t, 12*ms, m.Baseline())
 	reqs := []Request{
@@ -169,20 +171,22 @@ func TestBatchesPriced(t *testing.T) {
 	}
 	run, err := Simulate(m, Policy{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
 	require.NoError(t, err)
-	// Both prompts in one chain of 40 tokens (40 ms), then two plain
-	// iterations over both roots: 3 ms, and each sequence's committed
-	// tokens beyond 20 (none, then one, for each of the two).
-	first := 40 * ms
+	// Both prompts in one pass of 40 prompt tokens (T(1) and 39 at
+	// 0.5 ms), then two plain iterations over both roots: 3 ms, and each
+	// sequence's committed tokens beyond 20 (none, then one, for each of
+	// the two).
+	first := ms + 39*ms/2
 	require.Equal(t, first, run.Results[0].First)
 	require.Equal(t, first+3*ms+3*ms+2*10*time.Microsecond, run.Results[0].Last)
 	require.Equal(t, run.Results[0].Last, run.Results[1].Last)
 
-	// The chain alone prices those iterations at T(2).
-	c.RootN, c.RootT, c.Entry = nil, nil, 0
+	// The chain alone prices the prompts as 40 tokens of it, and those
+	// iterations at T(2).
+	c.RootN, c.RootT, c.Entry, c.Prompt = nil, nil, 0, 0
 	m.Curve = c
 	run, err = Simulate(m, Policy{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
 	require.NoError(t, err)
-	require.Equal(t, first+4*ms, run.Results[0].Last)
+	require.Equal(t, 40*ms+4*ms, run.Results[0].Last)
 	require.Equal(t, 8*ms, m.Baseline())
 }
 
@@ -246,6 +250,7 @@ func TestCurve(t *testing.T) {
 		{Name: "roots falls", N: []int{1}, T: []time.Duration{1}, RootN: []int{1, 2}, RootT: []time.Duration{2, 1}},
 		{Name: "roots unpaired", N: []int{1}, T: []time.Duration{1}, RootN: []int{1, 2}, RootT: []time.Duration{2}},
 		{Name: "negative entry", N: []int{1}, T: []time.Duration{1}, Entry: -1},
+		{Name: "negative prompt price", N: []int{1}, T: []time.Duration{1}, Prompt: -1},
 	} {
 		require.Error(t, c.Validate(), c.Name)
 	}

@@ -154,12 +154,17 @@ func engineMachine(o engineOpts, c sim.Curve, dc *sim.Curve) sim.Machine {
 
 // The files an -engine run keeps its cost curves in (CSV: tokens a pass,
 // nanoseconds), for a later run's -curves; beside the target's, its
-// batches' (rootsFile: sequences a pass, nanoseconds, the context and the
-// entry price).
+// batches' (rootsFile: sequences a pass, nanoseconds, the context, the
+// row price and the prompt token price).
 const (
 	targetCurveFile = "curve.csv"
 	draftCurveFile  = "draft-curve.csv"
 )
+
+// rootsHeader is the header of a rootsFile: a batch's sequences and its
+// pass, with the context, row price and prompt token price on every line
+// (spec.PassCost).
+const rootsHeader = "sequences,ns,context,entry_ns,prompt_ns"
 
 // rootsFile is the file beside a curve file that keeps its batches.
 func rootsFile(curveFile string) string {
@@ -195,9 +200,9 @@ func writeCurves(path string, c sim.Curve) error {
 		return err
 	}
 	var b strings.Builder
-	b.WriteString("sequences,ns,context,entry_ns\n")
+	b.WriteString(rootsHeader + "\n")
 	for i := range c.RootN {
-		fmt.Fprintf(&b, "%d,%d,%d,%d\n", c.RootN[i], c.RootT[i].Nanoseconds(), c.Context, c.Entry.Nanoseconds())
+		fmt.Fprintf(&b, "%d,%d,%d,%d,%d\n", c.RootN[i], c.RootT[i].Nanoseconds(), c.Context, c.Entry.Nanoseconds(), c.Prompt.Nanoseconds())
 	}
 	return os.WriteFile(rootsFile(path), []byte(b.String()), 0o644)
 }
@@ -219,19 +224,20 @@ func readCurves(path string) (sim.Curve, error) {
 		return sim.Curve{}, fmt.Errorf("curve: %w", err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	if lines[0] != "sequences,ns,context,entry_ns" {
-		return sim.Curve{}, fmt.Errorf("curve %s: header %q, want \"sequences,ns,context,entry_ns\"", rootsFile(path), lines[0])
+	if lines[0] != rootsHeader {
+		return sim.Curve{}, fmt.Errorf("curve %s: header %q, want %q", rootsFile(path), lines[0], rootsHeader)
 	}
 	for i, l := range lines[1:] {
 		var n, ctx int
-		var t, e int64
-		if _, err := fmt.Sscanf(l, "%d,%d,%d,%d", &n, &t, &ctx, &e); err != nil {
+		var t, e, p int64
+		if _, err := fmt.Sscanf(l, "%d,%d,%d,%d,%d", &n, &t, &ctx, &e, &p); err != nil {
 			return sim.Curve{}, fmt.Errorf("curve %s line %d: %q: %v", rootsFile(path), i+2, l, err)
 		}
-		if i > 0 && (ctx != c.Context || time.Duration(e) != c.Entry) {
-			return sim.Curve{}, fmt.Errorf("curve %s line %d: context and entry price differ from the first line's", rootsFile(path), i+2)
+		if i > 0 && (ctx != c.Context || time.Duration(e) != c.Entry || time.Duration(p) != c.Prompt) {
+			return sim.Curve{}, fmt.Errorf("curve %s line %d: context, entry and prompt prices differ from the first line's", rootsFile(path), i+2)
 		}
-		c.RootN, c.RootT, c.Context, c.Entry = append(c.RootN, n), append(c.RootT, time.Duration(t)), ctx, time.Duration(e)
+		c.RootN, c.RootT = append(c.RootN, n), append(c.RootT, time.Duration(t))
+		c.Context, c.Entry, c.Prompt = ctx, time.Duration(e), time.Duration(p)
 	}
 	if err := c.Validate(); err != nil {
 		return sim.Curve{}, err
@@ -662,7 +668,7 @@ func writeCosts(path string, roots []cpu.RootPasses, c sim.Curve) error {
 		}
 		mean := func(d time.Duration) float64 { return millis(d) / float64(r.Count) }
 		fmt.Fprintf(&b, "%d,%d,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f\n", n, r.Count, mean(r.Total()), mean(r.Plan), mean(r.Forward), mean(r.Verify),
-			millis(c.At(n)), millis(cost.Pass(n, 0, 0)))
+			millis(c.At(n)), millis(cost.Pass(n, 0, 0, 0)))
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o644)
 }

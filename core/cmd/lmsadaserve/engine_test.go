@@ -128,7 +128,7 @@ func TestPromptTokens(t *testing.T) {
 func TestCurvesAreReused(t *testing.T) {
 	first, second := t.TempDir(), t.TempDir()
 	c := sim.Curve{N: []int{1, 2, 8}, T: []time.Duration{36 * time.Millisecond, 38 * time.Millisecond, 53 * time.Millisecond},
-		RootN: []int{1, 8}, RootT: []time.Duration{36 * time.Millisecond, 60 * time.Millisecond}, Context: 128, Entry: 4 * time.Microsecond}
+		RootN: []int{1, 8}, RootT: []time.Duration{36 * time.Millisecond, 60 * time.Millisecond}, Context: 128, Entry: 4 * time.Microsecond, Prompt: 900 * time.Microsecond}
 	require.NoError(t, writeCurves(filepath.Join(first, targetCurveFile), c))
 
 	got, err := engineCurve(engineOpts{out: second, curves: first}, "no-such-model.gguf", 160, 8, targetCurveFile)
@@ -140,7 +140,7 @@ func TestCurvesAreReused(t *testing.T) {
 	require.Equal(t, "tokens,ns\n1,36000000\n2,38000000\n8,53000000\n", string(kept))
 	kept, err = os.ReadFile(filepath.Join(second, "curve-roots.csv"))
 	require.NoError(t, err)
-	require.Equal(t, "sequences,ns,context,entry_ns\n1,36000000,128,4000\n8,60000000,128,4000\n", string(kept))
+	require.Equal(t, "sequences,ns,context,entry_ns,prompt_ns\n1,36000000,128,4000,900000\n8,60000000,128,4000,900000\n", string(kept))
 
 	_, err = engineCurve(engineOpts{out: second, curves: first}, "", 16, 1, draftCurveFile)
 	require.ErrorContains(t, err, draftCurveFile, "an earlier run without a draft model kept no draft curve")
@@ -150,7 +150,7 @@ func TestCurvesAreReused(t *testing.T) {
 	got, err = readCurves(filepath.Join(first, targetCurveFile))
 	require.NoError(t, err)
 	require.Empty(t, got.RootN)
-	require.Equal(t, 53*time.Millisecond, got.Cost().Pass(8, 1000, 0), "priced on the chain alone")
+	require.Equal(t, 53*time.Millisecond, got.Cost().Pass(8, 1000, 0, 0), "priced on the chain alone")
 
 	for body, want := range map[string]string{
 		"":                        "header",
@@ -167,11 +167,13 @@ func TestCurvesAreReused(t *testing.T) {
 		require.ErrorContains(t, err, path)
 	}
 	for body, want := range map[string]string{
-		"sequences,ns\n1,5\n":                                     "header",
-		"sequences,ns,context,entry_ns\n1,5,128\n":                "line 2",
-		"sequences,ns,context,entry_ns\n1,50,128,4\n2,40,128,4\n": "falls",
-		"sequences,ns,context,entry_ns\n1,50,128,4\n2,60,64,4\n":  "differ",
-		"sequences,ns,context,entry_ns\n1,50,128,-4\n":            "negative",
+		"sequences,ns\n1,5\n": "header",
+		"sequences,ns,context,entry_ns,prompt_ns\n1,5,128,4\n":                  "line 2",
+		"sequences,ns,context,entry_ns,prompt_ns\n1,50,128,4,9\n2,40,128,4,9\n": "falls",
+		"sequences,ns,context,entry_ns,prompt_ns\n1,50,128,4,9\n2,60,64,4,9\n":  "differ",
+		"sequences,ns,context,entry_ns,prompt_ns\n1,50,128,4,9\n2,60,128,4,8\n": "differ",
+		"sequences,ns,context,entry_ns,prompt_ns\n1,50,128,-4,9\n":              "negative",
+		"sequences,ns,context,entry_ns,prompt_ns\n1,50,128,4,-9\n":              "negative",
 	} {
 		path := filepath.Join(first, "bad.csv")
 		require.NoError(t, writeCurve(path, c.N, c.T))
