@@ -33,8 +33,18 @@
 // load 0.75, 8 replicas, on the AMX Xeon: at pace 1.05 GlobalGreedy and
 // Sarathi were within 2 points of the engine, AdaServe 19 above it.)
 //
-// Each run keeps the cost curves it used (curve.csv, draft-curve.csv in
-// -out). The curve sets the SLOs and the request rates, and a two-core VM
+// The simulator prices a pass as the engine's batching rules do
+// (spec.PassCost): the chain of the cost curve for a tree's nodes, the
+// batches of sequences measured beside it for the roots (each reading its
+// own KV cache, longer contexts at a price per row), and a prompt
+// token's price for prompt chunks. Every -engine run also writes
+// engine-costs.csv: the engine's root-only iterations by batch size,
+// split into planning, the forward pass and verification, beside what
+// the chain and the batches price them at.
+//
+// Each run keeps the cost curves it used (curve.csv, curve-roots.csv,
+// draft-curve.csv in -out). The curve sets the SLOs and the request
+// rates (the urgent SLO is the batch of 8's pass), and a two-core VM
 // measures it up to 20% apart from one run to the next (SmolLM2's T(8):
 // 5.9 to 7.3 ms in one afternoon), enough to move the urgent category's
 // attainment by 5–10 points. To compare two builds, run
@@ -82,7 +92,7 @@ func main() {
 	maxTokens := flag.Int("max-tokens", 128, "with -engine: cap on each request's output length")
 	slots := flag.Int("slots", 8, "with -engine: max_slots")
 	check := flag.Bool("check", true, "with -engine: replay every point in the simulator on the measured curve")
-	curves := flag.String("curves", "", "an earlier run's -out directory whose measured cost curves (curve.csv, draft-curve.csv) to use instead of measuring, so that two builds serve the same SLOs and rates")
+	curves := flag.String("curves", "", "an earlier run's -out directory whose measured cost curves (curve.csv, curve-roots.csv, draft-curve.csv) to use instead of measuring, so that two builds serve the same SLOs and rates")
 	adaptive := flag.Bool("adaptive", true, "with -engine: the engine's spec_adaptive (false: speculate as the simulator does, even where it does not pay)")
 	replay := flag.String("replay", "", "an earlier -engine run's -out directory: check the simulator against its requests without the engine (give that run's -seed, -slots and -adaptive)")
 	pace := flag.Float64("pace", 1, "with -replay: simulate on the run's cost curves scaled by this (the engine's pace against its curve), keeping its SLOs")
