@@ -117,7 +117,10 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		// CPU it comes early (two cores: compute-bound from about 3
 		// tokens), so the budget is at least DefaultMinBudget there.
 		n := curveTokens(b.device)
-		b.setCurve(measureCost(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, n, rootTokens(b.device), calibrating))
+		// Batches no larger than the slots can run: at most their caches'
+		// worth of transient caches beside them.
+		roots := min(rootTokens(b.device), len(b.caches))
+		b.setCurve(measureCost(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, n, roots, calibrating))
 		if b.curve != nil && !sc.budgetGiven {
 			b.sched.Config.Budget = max(DefaultMinBudget, spec.Calibrate(b.curve.at, n))
 		}
@@ -149,7 +152,8 @@ func curveTokens(device string) int {
 }
 
 // rootTokens is the largest batch of sequences whose pass is measured
-// beside the curve (measureRoots); beyond, it is extrapolated. On a CPU a
+// beside the curve (measureRoots), if the slots reach it; beyond, it is
+// extrapolated. On a CPU a
 // batch costs about linearly in its sequences and 8 is the engine's
 // usual slot count; a GPU's batch stays flat far longer.
 func rootTokens(device string) int {
