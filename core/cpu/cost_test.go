@@ -116,3 +116,30 @@ func TestPrefillCache(t *testing.T) {
 	}
 	require.Positive(t, written, "the second pass's rows are written")
 }
+
+// TestRootsPriceFollowsTheEngine: the batching rules price a batch at the
+// start-up measurement until the engine's own plain passes say it costs
+// more: at the size seen, or from the largest size seen below it.
+func TestRootsPriceFollowsTheEngine(t *testing.T) {
+	ms := time.Millisecond
+	var b Backend
+	b.setCurve(&costCurve{ns: []int{1, 8}, ts: []time.Duration{4 * ms, 8 * ms}, rootNs: []int{1, 8}, rootTs: []time.Duration{4 * ms, 9 * ms}})
+	require.Equal(t, 9*ms, b.cost.Roots(8), "nothing seen: the measurement")
+	require.Equal(t, 9*ms, b.cost.Pass(8, 0, 0, 0))
+
+	b.plainPass = []time.Duration{0, 0, ms, 0, 7 * ms}
+	require.Equal(t, 7*ms, b.cost.Roots(4), "4 sequences took 7 ms")
+	require.Equal(t, 7*ms+b.curve.rootsAt(8)-b.curve.rootsAt(4), b.cost.Roots(8), "8: from the 4 seen")
+	require.Equal(t, b.curve.rootsAt(3), b.cost.Roots(3), "2 seen cheaper than measured: the measurement")
+	require.Equal(t, b.curve.rootsAt(2), b.cost.Roots(2))
+	seqs := make([]*spec.Seq, 8)
+	for i := range seqs {
+		seqs[i] = &spec.Seq{Tokens: make([]int32, 40)}
+	}
+	require.Equal(t, b.cost.Roots(8), b.sched.PlainCost(seqs), "AdaServe's guard prices a plain iteration alike")
+
+	// Without a batch measured, the chain stands in for it.
+	b.setCurve(&costCurve{ns: []int{1, 8}, ts: []time.Duration{4 * ms, 8 * ms}})
+	b.plainPass = nil
+	require.Equal(t, 8*ms, b.cost.Roots(8))
+}

@@ -226,9 +226,18 @@ func (c *costCurve) pass() spec.PassCost {
 	}
 	pc := spec.PassCost{Chain: c.at, Context: curveContext, Entry: c.entry, Prompt: c.prompt}
 	if len(c.rootNs) > 0 {
-		pc.Roots = func(n int) time.Duration { return spec.CurveAt(c.rootNs, c.rootTs, n) }
+		pc.Roots = c.rootsAt
 	}
 	return pc
+}
+
+// rootsAt is the measured pass over n sequences' roots (the chain's T(n)
+// where no batch was measured).
+func (c *costCurve) rootsAt(n int) time.Duration {
+	if len(c.rootNs) == 0 {
+		return c.at(n)
+	}
+	return spec.CurveAt(c.rootNs, c.rootTs, n)
 }
 
 // at is the cost of a pass over n tokens, interpolated linearly between
