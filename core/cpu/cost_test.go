@@ -64,11 +64,10 @@ func TestMeasureCurveReachesWhatIsAsked(t *testing.T) {
 
 // TestMeasureCurveBatches: beside the chain, batches of 1 … 8 sequences
 // are timed at curveContext committed tokens each, never below a chain of
-// as many tokens nor falling, doubling every sequence's context costs a
-// positive price per row, under a root's, and a prompt token has a price
-// under a pass's. (That the rows are in memory
-// is kv's TestFill: on a two-core Xeon the price was 2.9–3.9 µs a row
-// with them written, 1.0–1.2 µs reading the zero page.)
+// as many tokens nor falling, a row beyond the context has a price under
+// a root's, and a prompt token one under a pass's. (That the rows are in
+// memory is kv's TestFill: on a two-core Xeon the price was 2.9–3.9 µs a
+// row with them written, 1.0–1.2 µs reading the zero page.)
 func TestMeasureCurveBatches(t *testing.T) {
 	if raceOn {
 		t.Skip("the default model's passes are too slow under -race")
@@ -86,16 +85,18 @@ func TestMeasureCurveBatches(t *testing.T) {
 			require.GreaterOrEqual(t, c.RootT[i], c.RootT[i-1])
 		}
 	}
-	require.Positive(t, c.Entry, "8 sequences × 128 more rows")
+	// A row beyond the context costs less than a sequence's root. (Its
+	// price is a difference of two passes a few milliseconds apart, 0
+	// where another process slowed the shorter one: not asserted above
+	// 0 here.)
+	require.Less(t, c.Entry, c.RootT[0])
 	require.Positive(t, c.Prompt, "a chunk of 16 prompt tokens costs more than one of 4")
 	require.Less(t, c.Prompt, c.T[0], "a prompt token costs less than a pass")
-	// One row beyond the context costs less than a sequence's root.
-	require.Less(t, c.Entry, c.RootT[0])
 }
 
 // TestPrefillCache: where a runner's cache cannot fill itself, the
 // batches' caches are prefilled, in passes no longer than the curve's
-// context.
+// longest (48 tokens here: five passes).
 func TestPrefillCache(t *testing.T) {
 	f, err := gguf.Open(tinyFile(t, t.TempDir(), 64, 3, 1))
 	require.NoError(t, err)
@@ -105,7 +106,7 @@ func TestPrefillCache(t *testing.T) {
 	m := model.CPU{Model: mm}
 	c, err := m.NewCache(201)
 	require.NoError(t, err)
-	require.NoError(t, prefillCache(m, c, 200, 1))
+	require.NoError(t, prefillCache(m, c, 200, 1, 48))
 	require.Equal(t, 200, c.Len())
 	rows := c.(*kv.Cache).K(1, 0)[:200*mm.Config().HeadDim]
 	written := 0

@@ -215,7 +215,7 @@ type costCurve struct {
 	rootNs []int
 	rootTs []time.Duration
 	entry  time.Duration
-	prompt time.Duration // a prompt token's price in a chunk (measurePrompt; 0: not measured)
+	prompt time.Duration // a prompt token's price in a chunk (0: not measured)
 }
 
 // pass is the spec.PassCost of the measured curves (of the chain alone
@@ -304,8 +304,8 @@ const curveContext = 128
 // (rounds) after a warm-up pass: about a second for the default model on
 // two idle cores, often the longest part of creating a runtime. Then a
 // prompt token's price in a chunk, and with maxRoots above 1 batches of
-// up to that many sequences (measureRoots). progress (may be nil) hears the share of the
-// measuring done, by tokens run. nil when a pass fails.
+// up to that many sequences (measureRoots). progress (may be nil) hears
+// the share of the measuring done, by tokens run. nil when a pass fails.
 func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(float64)) *costCurve {
 	if c, ok := curves.Load(key); ok && c.(*costCurve).reaches(maxN, maxRoots) {
 		return c.(*costCurve)
@@ -442,7 +442,7 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 	// The batches only where the model's context holds twice the
 	// curve's (their longer passes read that many rows).
 	if maxRoots > 1 && ctx == curveContext && m.Config().ContextTrain > 2*curveContext+1 {
-		if !measureRoots(m, curve, maxRoots, ran) {
+		if !measureRoots(m, curve, maxRoots, maxN, ran) {
 			return nil
 		}
 	}
@@ -457,9 +457,10 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 // maxRoots at twice the context, whose extra cost over the rows added is
 // the entry price (at least 0). The caches hold rows written to memory
 // (kv.Cache.Fill, or a prefill where the runner's cache cannot fill):
-// what sets a batch apart from a chain is reading them. ran hears the
+// what sets a batch apart from a chain is reading them; a prefill runs
+// passes of at most maxN tokens, the largest the curve ran. ran hears the
 // tokens of each pass (rootsWork in all). false when a pass fails.
-func measureRoots(m model.Runner, c *costCurve, maxRoots int, ran func(tokens int)) bool {
+func measureRoots(m model.Runner, c *costCurve, maxRoots, maxN int, ran func(tokens int)) bool {
 	short, long := make([]model.Cache, maxRoots), make([]model.Cache, maxRoots)
 	defer func() {
 		for _, q := range append(short, long...) {
@@ -470,10 +471,10 @@ func measureRoots(m model.Runner, c *costCurve, maxRoots int, ran func(tokens in
 	}()
 	for i := range maxRoots {
 		var err error
-		if short[i], err = filledCache(m, curveContext, i); err != nil {
+		if short[i], err = filledCache(m, curveContext, i, maxN); err != nil {
 			return false
 		}
-		if long[i], err = filledCache(m, 2*curveContext, maxRoots+i); err != nil {
+		if long[i], err = filledCache(m, 2*curveContext, maxRoots+i, maxN); err != nil {
 			return false
 		}
 	}
@@ -563,8 +564,8 @@ func rootsWork(maxRoots int) int {
 // filledCache is a cache of m holding n committed tokens whose rows are
 // in memory, room for one token more: filled (kv.Cache.Fill) where the
 // runner's cache can, else prefilled with tokens seeded by seed in passes
-// of at most curveContext tokens (the scratch the cost curve sized).
-func filledCache(m model.Runner, n, seed int) (model.Cache, error) {
+// of at most chunk tokens (prefillCache).
+func filledCache(m model.Runner, n, seed, chunk int) (model.Cache, error) {
 	c, err := m.NewCache(n + 1)
 	if err != nil {
 		return nil, err
@@ -572,17 +573,19 @@ func filledCache(m model.Runner, n, seed int) (model.Cache, error) {
 	if f, ok := c.(interface{ Fill(int) error }); ok {
 		return c, f.Fill(n)
 	}
-	return c, prefillCache(m, c, n, seed)
+	return c, prefillCache(m, c, n, seed, chunk)
 }
 
 // prefillCache commits n tokens seeded by seed to the empty cache c of m,
-// in passes of at most curveContext tokens.
-func prefillCache(m model.Runner, c model.Cache, n, seed int) error {
+// in passes of at most chunk tokens (no more than the passes the runner
+// has sized its scratch for).
+func prefillCache(m model.Runner, c model.Cache, n, seed, chunk int) error {
 	vocab := m.Config().Vocab
 	var bt model.Batch
 	var logits []float32
-	for from := 0; from < n; from += curveContext {
-		k := min(curveContext, n-from)
+	chunk = max(1, chunk)
+	for from := 0; from < n; from += chunk {
+		k := min(chunk, n-from)
 		bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
 		for i := range k {
 			bt.Tokens = append(bt.Tokens, int32((100+13*seed+7*(from+i))%vocab))
