@@ -91,7 +91,8 @@ func TestEngineSmoke(t *testing.T) {
 		}
 		require.Positive(t, x[1], "iterations")
 		require.Positive(t, x[4], "the forward pass")
-		require.InDelta(t, x[2], x[3]+x[4]+x[5], 0.0015, "the phases make up the iteration")
+		// Four figures rounded to the microsecond: at most 2 µs apart.
+		require.InDelta(t, x[2], x[3]+x[4]+x[5], 0.0021, "the phases make up the iteration")
 		require.Positive(t, x[6], "the chain")
 		require.GreaterOrEqual(t, x[7], x[6]*0.999, "a batch is priced at least as the chain")
 	}
