@@ -164,7 +164,7 @@ type Backend struct {
 	dist       spec.Dist // the target distribution handed to verification
 	timings    Timings
 	curve      *costCurve    // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
-	cost       spec.PassCost // the passes priced from curve (curve.pass)
+	cost       spec.PassCost // the passes priced from curve (setCurve)
 	// plainPass[n] is the recent forward pass over n decoding roots alone
 	// (passCharge's base when it has one).
 	plainPass []time.Duration

@@ -218,19 +218,6 @@ type costCurve struct {
 	prompt time.Duration // a prompt token's price in a chunk (0: not measured)
 }
 
-// pass is the spec.PassCost of the measured curves (of the chain alone
-// where no batch was measured; nil: none).
-func (c *costCurve) pass() spec.PassCost {
-	if c == nil {
-		return spec.PassCost{}
-	}
-	pc := spec.PassCost{Chain: c.at, Context: curveContext, Entry: c.entry, Prompt: c.prompt}
-	if len(c.rootNs) > 0 {
-		pc.Roots = c.rootsAt
-	}
-	return pc
-}
-
 // rootsAt is the measured pass over n sequences' roots (the chain's T(n)
 // where no batch was measured).
 func (c *costCurve) rootsAt(n int) time.Duration {
@@ -417,24 +404,21 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 	// A prompt token's price: prefill passes from an empty cache with the
 	// last token's logits, as a chunk runs, at maxN and a quarter of it.
 	if lo := maxN / 4; lo >= 2 {
-		var short, long time.Duration
+		sizes := [2]int{lo, maxN}
+		var best [2]time.Duration
 		for r := range rounds(maxN) {
-			for _, n := range []int{lo, maxN} {
+			for i, n := range sizes {
 				c.Truncate(0)
 				t := time.Now()
 				if pass(0, n, false) != nil {
 					failed = true
 				}
-				d := time.Since(t)
-				if n == lo && (r == 0 || d < short) {
-					short = d
-				}
-				if n == maxN && (r == 0 || d < long) {
-					long = d
+				if d := time.Since(t); r == 0 || d < best[i] {
+					best[i] = d
 				}
 			}
 		}
-		curve.prompt = max(0, (long-short)/time.Duration(maxN-lo))
+		curve.prompt = max(0, (best[1]-best[0])/time.Duration(maxN-lo))
 	}
 	if failed {
 		return nil

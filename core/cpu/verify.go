@@ -128,21 +128,20 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 	return nil
 }
 
-// setCurve makes c (nil: none) the curve the backend prices with, and
-// its passes (curve.pass) what AdaServe's SLO guard (spec.Guard) prices a
-// plain iteration with, as do the batching rules (sitOut, prefillBudget,
-// promptFloor).
+// setCurve makes c (nil: none) the curve the backend prices with: its
+// passes (spec.PassCost, batches at rootsPrice) are what AdaServe's SLO
+// guard (spec.Guard) prices a plain iteration with, as do the batching
+// rules (sitOut, prefillBudget, promptFloor).
 func (b *Backend) setCurve(c *costCurve) {
-	b.curve, b.cost = c, c.pass()
-	b.sched.PlainCost = nil
+	b.curve, b.cost, b.sched.PlainCost = c, spec.PassCost{}, nil
 	if c != nil {
-		b.cost.Roots = b.rootsPrice
+		b.cost = spec.PassCost{Chain: c.at, Roots: b.rootsPrice, Context: curveContext, Entry: c.entry, Prompt: c.prompt}
 		b.sched.PlainCost = b.cost.Plain
 	}
 }
 
 // rootsPrice prices a pass over n decoding sequences' roots for the
-// batching rules: the start-up measurement (costCurve.pass), raised to
+// batching rules: the start-up measurement (costCurve.rootsAt), raised to
 // what the engine's own plain passes have been taking (plainPass) at n,
 // or at the largest size below n seen, plus what the measurement adds
 // from there.

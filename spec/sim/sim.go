@@ -394,7 +394,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		dec, seqs = dec[:0], seqs[:0]
 		if !prefilling {
 			dec = append(dec, running...)
-			dec = m.batch(p, dec, tokens, sch.Timing.Estimate(), epoch.Add(now))
+			dec = batch(p, cost, dec, tokens, sch.Timing.Estimate(), epoch.Add(now))
 			for _, l := range dec {
 				left := l.req.Output - l.res.Generated
 				l.seq.NoSpec = left <= 1 || !m.Accept.drafts(draws)
@@ -491,8 +491,8 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 // batch picks the decoding requests of this iteration: all of them, or
 // under §6.3's dynamic batch size the largest batch whose pass keeps
 // within the tightest TPOT SLO among them, chosen by arrival (FCFS) or by
-// how far behind their SLO they are (STTA).
-func (m Machine) batch(p Policy, dec []*live, prefill int, tspec time.Duration, now time.Time) []*live {
+// how far behind their SLO they are (STTA). cost prices the passes.
+func batch(p Policy, cost spec.PassCost, dec []*live, prefill int, tspec time.Duration, now time.Time) []*live {
 	if p.Batching == All || len(dec) == 0 {
 		return dec
 	}
@@ -500,7 +500,6 @@ func (m Machine) batch(p Policy, dec []*live, prefill int, tspec time.Duration, 
 	for _, l := range dec {
 		tight = min(tight, l.req.TPOTSLO)
 	}
-	cost := m.Curve.Cost()
 	n := len(dec)
 	for n > 1 && cost.Pass(n, beyondOf(cost, dec[:n]), 0, prefill) > tight {
 		n--
