@@ -47,7 +47,7 @@ type kernelSet struct {
 	p8Acts [Q8_K + 1]int
 	// Optional pair kernels (VNNI): the same over two adjacent 8-row
 	// groups (gb bytes apart) at once, 16 floats per activation row.
-	p16 [Q8_K + 1]func(wp []byte, gb, nb int, x []byte, xs int, out []float32, os, na int)
+	p16 [Q8_K + 1]func(wp []byte, gb, nb int, x []byte, xs int, sc, out []float32, os, na int)
 	// Optional tile-unit kernels (AMX): the pair kernels' work over pairs
 	// consecutive pairs, na ≤ amxMaxActs, for calls of amxMinActs or more
 	// activation rows; xa is amxActs of x.

@@ -654,11 +654,28 @@ func q6kBlock16(g *gen, r int) {
 // p16Acc6: where q6kBlock16 keeps the float sums in its frame.
 const p16Acc6 = 1536
 
-// pairKernel writes the pair kernel name for r activation rows, its float
-// sums kept in the frame from accOff (block's p16Acc):
-// func(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int), gb
-// the bytes from the first group's records to the second's; 16 floats
-// out per activation row.
+// pairSpec is one type's pair kernels: rec the record bytes, xb the
+// activation block bytes, acc where the float sums live in the frame (0:
+// in Z24+j, for blocks that leave those free), scale whether they take
+// p8Scales (the legacy types).
+type pairSpec struct {
+	name, wt, doc string
+	rec, xb, acc  int
+	scale         bool
+	block         func(*gen, int)
+}
+
+var pairKernels = []pairSpec{
+	{name: "q4kP16V", wt: "Q4_K", doc: "Q4_K × Q8_K, VNNI, two 8-row groups", rec: 1152, xb: 292, acc: p16Acc, block: q4kBlock16},
+	{name: "q6kP16V", wt: "Q6_K", doc: "Q6_K × Q8_K, VNNI, two 8-row groups", rec: 1680, xb: 292, acc: p16Acc6, block: q6kBlock16},
+	{name: "q40P16V", wt: "Q4_0", doc: "Q4_0 × Q8_0, VNNI, two 8-row groups", rec: 144, xb: 34, scale: true, block: func(g *gen, r int) { nibbleBlock16(g, r, false, 144, 128) }},
+	{name: "q50P16V", wt: "Q5_0", doc: "Q5_0 × Q8_0, VNNI, two 8-row groups", rec: 176, xb: 34, scale: true, block: func(g *gen, r int) { nibbleBlock16(g, r, true, 176, 160) }},
+}
+
+// pairKernel writes pair kernel name of pk for r activation rows:
+// func(wp *byte, gb, nb int, x *byte, xs int, [sc *float32, ss int,] out
+// *float32, os int), gb the bytes from the first group's records to the
+// second's; 16 floats out per activation row.
 //
 // The block prefetches from R11 (first group) and R11 + BX (second): the
 // records p16Ahead on in the order the pairs are consumed, which past the
@@ -666,52 +683,160 @@ const p16Acc6 = 1536
 // second group's records that the straight SI + p16Ahead·rec would give.
 // With that, a short row group (the gate matrix's 6 records) streams as
 // well as a long one.
-func pairKernel(s, d *bytes.Buffer, name, doc string, rec, xb, accOff, r int, block func(*gen, int)) {
-	frame := accOff + 64*r
+//
+// The legacy types' scales: DX row 0's current pair of floats, R9 the
+// row stride, R13 3·R9, R12 row 4's (sa16); out and its stride are read
+// back into DX and R9 after the loop.
+func pairKernel(s, d *bytes.Buffer, pk pairSpec, name string, r int) {
+	args, sig := 56, "wp *byte, gb, nb int, x *byte, xs int, out *float32, os int"
+	if pk.scale {
+		args, sig = 72, "wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int"
+	}
+	frame := 0
+	if pk.acc > 0 {
+		frame = pk.acc + 64*r
+	}
 	g := &gen{}
-	fmt.Fprintf(s, "// func %s(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)\n// %s, %d activation row(s).\n", name, doc, r)
-	fmt.Fprintf(s, "TEXT ·%s(SB), 0, $%d-56\n", name, frame)
+	fmt.Fprintf(s, "// func %s(%s)\n// %s, %d activation row(s).\n", name, sig, pk.doc, r)
+	fmt.Fprintf(s, "TEXT ·%s(SB), 0, $%d-%d\n", name, frame, args)
 	g.p("MOVQ wp+0(FP), SI")
 	g.p("MOVQ gb+8(FP), BX")
 	g.p("MOVQ nb+16(FP), CX")
 	g.p("MOVQ x+24(FP), DI")
 	g.p("MOVQ xs+32(FP), R8")
 	g.p("LEAQ (R8)(R8*2), R10")
-	g.p("MOVQ out+40(FP), DX")
-	g.p("MOVQ os+48(FP), R9")
-	g.p("LEAQ (R9)(R9*2), R13")
+	outArgs := func() {
+		o := 40
+		if pk.scale {
+			o = 56
+		}
+		g.p("MOVQ out+%d(FP), DX", o)
+		g.p("MOVQ os+%d(FP), R9", o+8)
+		g.p("LEAQ (R9)(R9*2), R13")
+	}
+	if pk.scale {
+		g.p("MOVQ sc+40(FP), DX")
+		g.p("MOVQ ss+48(FP), R9")
+		g.p("LEAQ (R9)(R9*2), R13")
+		g.p("LEAQ (DX)(R9*4), R12")
+	} else {
+		outArgs()
+	}
 	g.p("LEAQ (DI)(R8*4), AX")
-	g.p("LEAQ %d(SI), R11", p16Ahead*rec)
+	g.p("LEAQ %d(SI), R11", p16Ahead*pk.rec)
 	g.p("CMPQ CX, $%d", p16Ahead)
 	g.p("JG %sfar", name)
 	g.p("ADDQ BX, R11")
 	g.label(name + "far")
-	g.p("VPXORD Z8, Z8, Z8")
-	for j := 0; j < r; j++ {
-		g.p("VMOVUPS Z8, %d(SP)", accOff+64*j)
+	if pk.acc > 0 {
+		g.p("VPXORD Z8, Z8, Z8")
+		for j := 0; j < r; j++ {
+			g.p("VMOVUPS Z8, %d(SP)", pk.acc+64*j)
+		}
+	} else {
+		for j := 0; j < r; j++ {
+			g.p("VPXORD Z%d, Z%d, Z%d", 24+j, 24+j, 24+j)
+		}
 	}
 	g.label(name + "loop")
-	block(g, r)
-	g.p("ADDQ $%d, SI", rec)
-	g.p("ADDQ $%d, DI", xb)
-	g.p("ADDQ $%d, AX", xb)
-	g.p("ADDQ $%d, R11", rec)
+	pk.block(g, r)
+	g.p("ADDQ $%d, SI", pk.rec)
+	g.p("ADDQ $%d, DI", pk.xb)
+	g.p("ADDQ $%d, AX", pk.xb)
+	if pk.scale {
+		g.p("ADDQ $8, DX")
+		g.p("ADDQ $8, R12")
+	}
+	g.p("ADDQ $%d, R11", pk.rec)
 	g.p("CMPQ CX, $%d", p16Ahead+1)
 	g.p("JNE %snext", name)
 	g.p("ADDQ BX, R11") // the prefetches reach the end of the pair
 	g.label(name + "next")
 	g.p("DECQ CX")
 	g.p("JNZ %sloop", name)
+	if pk.scale {
+		outArgs()
+	}
 	g.p("LEAQ (DX)(R9*4), AX")
 	for j := 0; j < r; j++ {
-		g.p("VMOVUPS %d(SP), Z8", accOff+64*j)
-		g.p("VMOVUPS Z8, %s", oa(j))
+		if pk.acc > 0 {
+			g.p("VMOVUPS %d(SP), Z8", pk.acc+64*j)
+			g.p("VMOVUPS Z8, %s", oa(j))
+		} else {
+			g.p("VMOVUPS Z%d, %s", 24+j, oa(j))
+		}
 	}
 	g.p("VZEROUPPER")
 	g.p("RET")
 	s.Write(g.b.Bytes())
 	s.WriteString("\n")
-	fmt.Fprintf(d, "//go:noescape\nfunc %s(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)\n\n", name)
+	fmt.Fprintf(d, "//go:noescape\nfunc %s(%s)\n\n", name, sig)
+}
+
+// sa16 is float32 k of activation row j's current block scales in a
+// legacy pair kernel (rows 0–3 off DX, 4–7 off R12, stride R9).
+func sa16(k, j int) string {
+	base := "DX"
+	if j >= 4 {
+		base, j = "R12", j-4
+	}
+	return fmt.Sprintf("%d(%s)%s", 4*k, base, []string{"", "(R9*1)", "(R9*2)", "(R13*1)"}[j])
+}
+
+// nibbleBlock16 is nibbleBlockV over a pair (Q4_0, and Q5_0 with five).
+// The 8-row kernel spends on each part's two halves a load, a shift and
+// two masks, and for Q5_0 a shift, a mask and an or more, for 8 rows;
+// here one GF2P8AFFINEQB takes a part's high nibbles down and one per
+// half puts a fifth bit at bit 4 (gf_q5l, gf_q5h), for 16 rows. The
+// decode is most of a call at one activation row (a draft model's decode
+// step: the Qwen2.5 0.5B's layers are Q5_0).
+//
+// Registers: Z0–Z3 the low quants of parts 0–3, Z4–Z7 the high ones (the
+// raw part first), Z8 the qh' words, Z9 the rows' d, Z10 and Z11
+// temporaries, Z16+j token j's int32 sum, Z24+j its float sums. The
+// integer and float sequence of a lane is the 8-row kernel's, so both
+// give the same bits.
+func nibbleBlock16(g *gen, r int, five bool, rec, dOff int) {
+	for line := 0; 64*line < rec; line++ {
+		g.p("PREFETCHT0 %d(R11)", 64*line)
+		g.p("PREFETCHT0 %d(R11)(BX*1)", 64*line)
+	}
+	if five {
+		ld16(g, 128, 8)
+	}
+	for k := 0; k < 4; k++ {
+		ld16(g, 32*k, 4+k)
+		if five {
+			g.p("VGF2P8AFFINEQB.BCST $0, gf_q5l%d<>(SB), Z8, Z%d", k, k)
+			// 0xf8: A | B&C, C the nibble mask.
+			g.p("VPTERNLOGD.BCST $0xf8, p8_nib<>(SB), Z%d, Z%d", 4+k, k)
+			g.p("VGF2P8AFFINEQB.BCST $0, gf_q5h%d<>(SB), Z8, Z10", k)
+			g.p("VGF2P8AFFINEQB.BCST $0, gf_hi<>(SB), Z%d, Z%d", 4+k, 4+k)
+			g.p("VPORD Z10, Z%d, Z%d", 4+k, 4+k)
+		} else {
+			g.p("VPANDD.BCST p8_nib<>(SB), Z%d, Z%d", 4+k, k)
+			g.p("VGF2P8AFFINEQB.BCST $0, gf_hi<>(SB), Z%d, Z%d", 4+k, 4+k)
+		}
+	}
+	for j := 0; j < r; j++ {
+		g.p("VPXORD Z%d, Z%d, Z%d", 16+j, 16+j, 16+j)
+		for h := 0; h < 2; h++ {
+			for k := 0; k < 4; k++ {
+				g.p("VPDPBUSD.BCST %s, Z%d, Z%d", xa(2+16*h+4*k, j), 4*h+k, 16+j)
+			}
+		}
+	}
+	// acc += d_w · (d_x·Σq·x + c_x), as nibbleScale.
+	g.p("VMOVDQU %d(SI), X9", dOff)
+	g.p("VINSERTI128 $1, %d(SI)(BX*1), Y9, Y9", dOff)
+	g.p("VCVTPH2PS Y9, Z9")
+	for j := 0; j < r; j++ {
+		g.p("VCVTDQ2PS Z%d, Z%d", 16+j, 16+j)
+		g.p("VBROADCASTSS %s, Z10", sa16(0, j))
+		g.p("VBROADCASTSS %s, Z11", sa16(1, j))
+		g.p("VFMADD213PS Z11, Z10, Z%d", 16+j)
+		g.p("VFMADD231PS Z%d, Z9, Z%d", 16+j, 24+j)
+	}
 }
 
 // q6kBlockV: Q6_K against Q8_K, VNNI only. Record (1680 bytes, see
@@ -971,6 +1096,12 @@ func main() {
 	for k := 0; k < 4; k++ {
 		affine(&s, fmt.Sprintf("gf_qh%d", k), map[int]int{4: 2 * k, 5: 2*k + 1})
 	}
+	// gf_q5l<k>, gf_q5h<k>: a Q5_0 qh' byte's bit k (bit 4+k) to bit 4,
+	// zeros elsewhere: the fifth bits of part k's low (high) nibbles.
+	for k := 0; k < 4; k++ {
+		affine(&s, fmt.Sprintf("gf_q5l%d", k), map[int]int{4: k})
+		affine(&s, fmt.Sprintf("gf_q5h%d", k), map[int]int{4: 4 + k})
+	}
 	bytes32(&s, "p8_b10", 0x10)
 	bytes32(&s, "p8_b3f", 0x3f)
 	bytes32(&s, "p8_b30", 0x30)
@@ -1096,27 +1227,30 @@ func main() {
 		d.WriteString("}\n")
 	}
 	// The pair kernels.
-	d.WriteString("\n// p16AsmVNNI: the pair kernels (two 8-row groups in a ZMM), VNNI only.\nvar p16AsmVNNI = map[Type][]func(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int){\n")
-	for _, pk := range []struct {
-		name, wt, doc string
-		rec, acc      int
-		block         func(*gen, int)
-	}{
-		{"q4kP16V", "Q4_K", "Q4_K × Q8_K, VNNI, two 8-row groups", 1152, p16Acc, q4kBlock16},
-		{"q6kP16V", "Q6_K", "Q6_K × Q8_K, VNNI, two 8-row groups", 1680, p16Acc6, q6kBlock16},
-	} {
-		fmt.Fprintf(&d, "\t%s: {", pk.wt)
-		for r := 1; r <= 8; r++ {
-			name := fmt.Sprintf("%sx%d", pk.name, r)
-			pairKernel(&s, &d2, name, pk.doc, pk.rec, 292, pk.acc, r, pk.block)
-			if r > 1 {
-				d.WriteString(", ")
-			}
-			d.WriteString(name)
+	for _, legacy := range []bool{false, true} {
+		if legacy {
+			d.WriteString("\n// p16LegacyVNNI: the pair kernels of the types that take p8Scales.\nvar p16LegacyVNNI = map[Type][]func(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
+		} else {
+			d.WriteString("\n// p16AsmVNNI: the pair kernels (two 8-row groups in a ZMM), VNNI only.\nvar p16AsmVNNI = map[Type][]func(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int){\n")
 		}
-		d.WriteString("},\n")
+		for _, pk := range pairKernels {
+			if pk.scale != legacy {
+				continue
+			}
+			fmt.Fprintf(&d, "\t%s: {", pk.wt)
+			for r := 1; r <= 8; r++ {
+				name := fmt.Sprintf("%sx%d", pk.name, r)
+				pairKernel(&s, &d2, pk, name, r)
+				if r > 1 {
+					d.WriteString(", ")
+				}
+				d.WriteString(name)
+			}
+			d.WriteString("},\n")
+		}
+		d.WriteString("}\n")
 	}
-	d.WriteString("}\n\n")
+	d.WriteString("\n")
 	d.Write(bytes.TrimSuffix(d2.Bytes(), []byte("\n")))
 	amxKernels(&s, &d)
 	amx6Kernel(&s, &d)

@@ -274,7 +274,11 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 				n0 := 0
 				for c := 0; c < calls; c++ {
 					na := (n - n0) / (calls - c)
-					pair(wp[2*u*gb:(2*u+2)*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], xrb, out[n0*rows+r0:], rows, na)
+					var s []float32
+					if sc != nil {
+						s = sc[n0*nb*2 : (n0+na)*nb*2]
+					}
+					pair(wp[2*u*gb:(2*u+2)*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], xrb, s, out[n0*rows+r0:], rows, na)
 					n0 += na
 				}
 				continue

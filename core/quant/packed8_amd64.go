@@ -26,6 +26,7 @@ func setupPacked8VNNI(k *kernelSet) {
 	installPacked8(k, p8AsmVNNI)
 	if cpu.X86.HasAVX512GFNI {
 		installPacked16(k, p16AsmVNNI)
+		installPacked16Legacy(k, p16LegacyVNNI)
 	}
 }
 
@@ -60,14 +61,39 @@ func installPacked16(k *kernelSet, asm map[Type][]func(wp *byte, gb, nb int, x *
 			panic("quant: pair kernels and 8-row kernels take different rows")
 		}
 		rec, xb := p8Record(wt), ActType(wt).BlockBytes()
-		k.p16[wt] = func(wp []byte, gb, nb int, x []byte, xs int, out []float32, os, na int) {
-			if na < 1 || na > len(ks) || nb < 1 || gb < nb*rec {
-				panic("quant: pair kernel: bad call")
-			}
-			_ = wp[gb+nb*rec-1]
-			_ = x[(na-1)*xs+nb*xb-1]
-			_ = out[(na-1)*os+2*p8Rows-1]
+		k.p16[wt] = func(wp []byte, gb, nb int, x []byte, xs int, _, out []float32, os, na int) {
+			checkPair(len(ks), rec, xb, wp, gb, nb, x, xs, nil, false, out, os, na)
 			ks[na-1](unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), xs, unsafe.SliceData(out), 4*os)
 		}
 	}
+}
+
+// installPacked16Legacy installs the pair kernels of the types that take
+// p8Scales (Q4_0, Q5_0), as installPacked16 does.
+func installPacked16Legacy(k *kernelSet, asm map[Type][]func(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)) {
+	for wt, ks := range asm {
+		if len(ks) != k.p8Acts[wt] || !p8Legacy(wt) {
+			panic("quant: legacy pair kernels do not match their 8-row kernels")
+		}
+		rec, xb := p8Record(wt), ActType(wt).BlockBytes()
+		k.p16[wt] = func(wp []byte, gb, nb int, x []byte, xs int, sc, out []float32, os, na int) {
+			checkPair(len(ks), rec, xb, wp, gb, nb, x, xs, sc, true, out, os, na)
+			ks[na-1](unsafe.SliceData(wp), gb, nb, unsafe.SliceData(x), xs,
+				unsafe.SliceData(sc), 8*nb, unsafe.SliceData(out), 4*os)
+		}
+	}
+}
+
+// checkPair panics unless a pair kernel call stays inside its slices: the
+// assembly trusts every extent it is given.
+func checkPair(acts, rec, xb int, wp []byte, gb, nb int, x []byte, xs int, sc []float32, legacy bool, out []float32, os, na int) {
+	if na < 1 || na > acts || nb < 1 || gb < nb*rec {
+		panic("quant: pair kernel: bad call")
+	}
+	_ = wp[gb+nb*rec-1]
+	_ = x[(na-1)*xs+nb*xb-1]
+	if legacy {
+		_ = sc[na*nb*2-1]
+	}
+	_ = out[(na-1)*os+2*p8Rows-1]
 }

@@ -133,12 +133,19 @@ func TestPacked16EqualsPacked8(t *testing.T) {
 				xrb, _ := at.RowBytes(cols)
 				xq := make([]byte, p8MaxActs*xrb)
 				QuantizeActs(at, randFloats(rng, p8MaxActs*cols, 1), p8MaxActs, cols, xq)
+				var sc []float32 // the legacy types' activation scales
+				if p8Legacy(wt) {
+					sc = make([]float32, p8MaxActs*nb*2)
+					for j := 0; j < p8MaxActs; j++ {
+						p8Scales(wt, xq[j*xrb:], nb, sc[j*nb*2:])
+					}
+				}
 				for na := 1; na <= k.p8Acts[wt]; na++ {
 					want := make([]float32, na*2*p8Rows)
-					k.p8[wt](wp[:gb], nb, xq, xrb, nil, want, 2*p8Rows, na)
-					k.p8[wt](wp[gb+gap:], nb, xq, xrb, nil, want[p8Rows:], 2*p8Rows, na)
+					k.p8[wt](wp[:gb], nb, xq, xrb, sc, want, 2*p8Rows, na)
+					k.p8[wt](wp[gb+gap:], nb, xq, xrb, sc, want[p8Rows:], 2*p8Rows, na)
 					got := make([]float32, na*2*p8Rows)
-					pair(wp, gb+gap, nb, xq, xrb, got, 2*p8Rows, na)
+					pair(wp, gb+gap, nb, xq, xrb, sc, got, 2*p8Rows, na)
 					for i := range got {
 						require.Equal(t, math.Float32bits(want[i]), math.Float32bits(got[i]),
 							fmt.Sprintf("%s nb=%d gap=%d na=%d lane %d: %g vs %g", wt, nb, gap, na, i, want[i], got[i]))
@@ -148,7 +155,7 @@ func TestPacked16EqualsPacked8(t *testing.T) {
 		}
 		tested++
 	}
-	require.Equal(t, 2, tested, "pair kernels tested (Q4_K, Q6_K)")
+	require.Equal(t, 4, tested, "pair kernels tested (Q4_0, Q5_0, Q4_K, Q6_K)")
 }
 
 // TestAMXEqualsPacked16: the AMX kernel gives, lane for lane, the bits of
@@ -196,7 +203,7 @@ func TestAMXEqualsPacked16(t *testing.T) {
 							for p := 0; p < pairs; p++ {
 								for j0 := 0; j0 < na; j0 += k.p8Acts[wt] {
 									n := min(k.p8Acts[wt], na-j0)
-									k.p16[wt](wp[2*p*stride:], stride, nb, xq[j0*xrb:], xrb, want[j0*rows+16*p:], rows, n)
+									k.p16[wt](wp[2*p*stride:], stride, nb, xq[j0*xrb:], xrb, nil, want[j0*rows+16*p:], rows, n)
 								}
 							}
 							got := make([]float32, na*rows)
@@ -235,6 +242,43 @@ func amxExtremes(wt Type, w []byte, n int) {
 			}
 			for s := 0; s < 16; s++ {
 				blk[192+s] = byte(0x80 - s%2) // −128, 127, …
+			}
+		}
+	}
+}
+
+// BenchmarkPairLegacy: the Qwen2.5-Coder-0.5B's Q5_0 shapes (a draft
+// model's layers), packed, through the pair kernels and through the
+// 8-row kernels alone, at N = 1…8 on 1 and 2 threads. The matrices stay
+// in cache between iterations, so this is the kernels' compute; the
+// model's decode step (lmsbench -forward-only) is the figure that counts.
+//
+//	go test ./core/quant -run X -bench PairLegacy
+func BenchmarkPairLegacy(b *testing.B) {
+	k := active.Load()
+	if k.p16[Q5_0] == nil {
+		b.Skip("no Q5_0 pair kernels on this CPU")
+	}
+	eight := *k
+	eight.p16[Q5_0] = nil
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, s := range []benchShape{{"gate_4864x896_Q5_0", Q5_0, 4864, 896}, {"q_896x896_Q5_0", Q5_0, 896, 896}} {
+		w, xq, out := benchMatrix(rng, s.wt, s.rows, s.cols, 8)
+		pk := Prepack(s.wt, w, s.rows, s.cols)
+		for _, th := range []int{1, 2} {
+			for _, n := range []int{1, 2, 4, 8} {
+				for _, kern := range []struct {
+					name string
+					set  *kernelSet
+				}{{"pair", k}, {"8row", &eight}} {
+					b.Run(fmt.Sprintf("%s/threads=%d/N=%d/%s", s.name, th, n, kern.name), func(b *testing.B) {
+						p := NewPool(th)
+						defer p.Close()
+						t := minTime(b, func() { matmulPacked8(kern.set, s.wt, pk.data, s.rows, s.cols, xq, n, out, p) })
+						b.ReportMetric(t*1e6, "µs")
+						b.ReportMetric(t*1e9*float64(th)/float64(s.rows*s.cols/32*n), "ns/row-block")
+					})
+				}
 			}
 		}
 	}

@@ -209,6 +209,12 @@ var p16AsmVNNI = map[Type][]func(wp *byte, gb, nb int, x *byte, xs int, out *flo
 	Q6_K: {q6kP16Vx1, q6kP16Vx2, q6kP16Vx3, q6kP16Vx4, q6kP16Vx5, q6kP16Vx6, q6kP16Vx7, q6kP16Vx8},
 }
 
+// p16LegacyVNNI: the pair kernels of the types that take p8Scales.
+var p16LegacyVNNI = map[Type][]func(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){
+	Q4_0: {q40P16Vx1, q40P16Vx2, q40P16Vx3, q40P16Vx4, q40P16Vx5, q40P16Vx6, q40P16Vx7, q40P16Vx8},
+	Q5_0: {q50P16Vx1, q50P16Vx2, q50P16Vx3, q50P16Vx4, q50P16Vx5, q50P16Vx6, q50P16Vx7, q50P16Vx8},
+}
+
 //go:noescape
 func q4kP16Vx1(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
 
@@ -256,6 +262,54 @@ func q6kP16Vx7(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
 
 //go:noescape
 func q6kP16Vx8(wp *byte, gb, nb int, x *byte, xs int, out *float32, os int)
+
+//go:noescape
+func q40P16Vx1(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q40P16Vx2(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q40P16Vx3(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q40P16Vx4(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q40P16Vx5(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q40P16Vx6(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q40P16Vx7(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q40P16Vx8(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P16Vx1(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P16Vx2(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P16Vx3(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P16Vx4(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P16Vx5(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P16Vx6(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P16Vx7(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+
+//go:noescape
+func q50P16Vx8(wp *byte, gb, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
 
 // q4kP16AMX is the AMX Q4_K kernel (gen_amx.go): na = 1…16 activation
 // rows over pairs consecutive pairs, os in bytes. Call it only where
