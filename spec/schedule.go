@@ -30,6 +30,9 @@ type Scheduler struct {
 	// iteration.
 	PlainCost  func(seqs []*Seq) time.Duration
 	SpecTiming Timing
+	// Stats counts the drafted trees against what the target emitted
+	// for them (ObserveEmitted).
+	Stats DraftStats
 
 	sel    Selector
 	prune  []int
@@ -39,11 +42,14 @@ type Scheduler struct {
 	outP   []*Tree
 	active []*Seq
 	actT   []*Tree
+	actI   []int // the active sequences' indices in Plan's seqs
 	// standby and standT: the backed-off sequences a StandbyDrafter
 	// may still draft for, and their trees.
 	standby []*Seq
 	standT  []*Tree
 	reqs    []Candidate
+	// asked[i]: the last Plan drafted for its sequence i.
+	asked []bool
 }
 
 // Plan drafts and selects for one iteration and returns the tree to verify
@@ -56,7 +62,9 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 		s.out = append(s.out, make([]Tree, n-len(s.out))...)
 	}
 	shape := s.Config.Shape(n)
-	s.active, s.actT = s.active[:0], s.actT[:0]
+	s.asked = slices.Grow(s.asked[:0], n)[:n] // set once drafted, below
+	clear(s.asked)
+	s.active, s.actT, s.actI = s.active[:0], s.actT[:0], s.actI[:0]
 	s.standby, s.standT = s.standby[:0], s.standT[:0]
 	for i, q := range seqs {
 		c := &s.cands[i]
@@ -67,6 +75,7 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 		if q.Payoff.Decide() {
 			s.active = append(s.active, q)
 			s.actT = append(s.actT, c)
+			s.actI = append(s.actI, i)
 		} else if q.Payoff.BackingOff() {
 			s.standby = append(s.standby, q)
 			s.standT = append(s.standT, c)
@@ -74,7 +83,7 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 	}
 	if len(s.active)+len(s.standby) > 0 && s.Config.Policy == AdaServe && s.PlainCost != nil &&
 		Guard(seqs, s.active, now, s.PlainCost(seqs), s.SpecTiming.Estimate()) {
-		s.active, s.actT = s.active[:0], s.actT[:0]
+		s.active, s.actT, s.actI = s.active[:0], s.actT[:0], s.actI[:0]
 		s.standby, s.standT = s.standby[:0], s.standT[:0]
 	}
 	if len(s.active) > 0 {
@@ -89,6 +98,14 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 	}
 	for i, q := range seqs {
 		s.limit(q, &s.cands[i])
+	}
+	for _, i := range s.actI {
+		s.asked[i] = true
+		limit := shape.depth()
+		if q := seqs[i]; q.MaxDepth > 0 {
+			limit = min(limit, q.MaxDepth)
+		}
+		s.Stats.ObserveDraft(&s.cands[i], limit)
 	}
 	tspec := s.Timing.Estimate()
 	s.reqs = s.reqs[:0]
@@ -123,6 +140,15 @@ func (s *Scheduler) Observe(d time.Duration) {
 			s.SpecTiming.Observe(d)
 			return
 		}
+	}
+}
+
+// ObserveEmitted counts in Stats what the target emitted for sequence i
+// of the last Plan (its accepted tokens, then the bonus token), where
+// that Plan drafted for it.
+func (s *Scheduler) ObserveEmitted(i int, tokens []int32) {
+	if i < len(s.asked) && s.asked[i] {
+		s.Stats.ObserveEmitted(&s.cands[i], tokens)
 	}
 }
 

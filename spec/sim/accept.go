@@ -65,6 +65,59 @@ func (a Acceptance) drafts(rng *rand.Rand) bool {
 	return a.Drafts == 0 || a.Drafts == 1 || rng.Float64() < a.Drafts
 }
 
+// FitAcceptance is the acceptance model that the counts s describe (a
+// drafter's trees against a target: spec.DraftStats, the engine's or a
+// simulation's): Drafts the share of asked trees that held a node,
+// Continues the share of first-child nodes with children, and a row per
+// depth of the shares of the times a k-th child was offered that the
+// target took it, for the depths whose first child was offered at least
+// minReached times (deeper ones take the last such row; a later child
+// offered fewer times counts as never taken). A row is made descending
+// (a share above the one before it is cut to it) and at most 1 in all,
+// as Validate wants and as a drafter that orders its children by
+// probability leaves it on average.
+func FitAcceptance(name string, s spec.DraftStats, minReached int) (Acceptance, error) {
+	a := Acceptance{Name: name}
+	if s.Asked == 0 || s.Drafted == 0 {
+		return a, fmt.Errorf("sim: acceptance %q: no drafted trees counted", name)
+	}
+	a.Drafts = float64(s.Drafted) / float64(s.Asked)
+	spine, cont := 0, 0
+	for d := range spec.StatDepths {
+		spine += s.Spine[d]
+		cont += s.Continued[d]
+	}
+	a.Continues = 1
+	if spine > 0 {
+		a.Continues = float64(cont) / float64(spine)
+	}
+	minReached = max(1, minReached)
+	for d := 0; d < spec.StatDepths && s.Offered[d][0] >= minReached; d++ {
+		row := make([]float64, 0, spec.StatRanks)
+		left := 1.0
+		for k := range spec.StatRanks {
+			p := 0.0
+			if s.Offered[d][k] >= minReached {
+				p = float64(s.Took[d][k]) / float64(s.Offered[d][k])
+			}
+			if k > 0 {
+				p = min(p, row[k-1])
+			}
+			p = min(p, left)
+			left -= p
+			row = append(row, p)
+		}
+		for len(row) > 1 && row[len(row)-1] == 0 {
+			row = row[:len(row)-1]
+		}
+		a.Cond = append(a.Cond, row)
+	}
+	if len(a.Cond) == 0 {
+		return a, fmt.Errorf("sim: acceptance %q: the root's first child was offered %d times, fewer than %d", name, s.Offered[0][0], minReached)
+	}
+	return a, a.Validate()
+}
+
 // DraftModelAcceptance resembles a draft model that agrees with its target
 // about 80% of the time on the first token and a little less further out
 // (the Qwen2.5-Coder 0.5B/1.5B pair's greedy acceptance is 78–88% per
@@ -155,9 +208,14 @@ func (m model) NextTopK(queries []spec.Query, k int, ids []int32, probs []float3
 // verify draws what the target accepts of t: from the root, the target's
 // token is child rank k with probability Cond[depth][k]; the walk goes on
 // while that child was drafted and selected. It returns the number of
-// tokens emitted (accepted nodes plus the bonus token).
-func (a Acceptance) verify(t *spec.Tree, rng *rand.Rand) int {
+// tokens emitted (accepted nodes plus the bonus token), and appends to
+// *emitted the tokens a candidate tree's walk (spec.DraftStats) follows:
+// the accepted nodes', then the bonus where a draw made it (a drafted
+// rank the selection left out, or noToken); none after a node without
+// selected children, where nothing was drawn.
+func (a Acceptance) verify(t *spec.Tree, rng *rand.Rand, emitted *[]int32) int {
 	v, n := 0, 1
+	*emitted = (*emitted)[:0]
 	for {
 		nd := t.Nodes[v]
 		if nd.Children == 0 {
@@ -172,8 +230,10 @@ func (a Acceptance) verify(t *spec.Tree, rng *rand.Rand) int {
 			u -= p
 		}
 		if pick < 0 {
+			*emitted = append(*emitted, noToken)
 			return n
 		}
+		*emitted = append(*emitted, int32(pick)) // the synthetic model's k-th child is token k
 		c := t.Child(v, int32(pick))
 		if c < 0 {
 			return n
@@ -181,3 +241,7 @@ func (a Acceptance) verify(t *spec.Tree, rng *rand.Rand) int {
 		v, n = c, n+1
 	}
 }
+
+// noToken is a token the synthetic model never drafts: the target's
+// choice where it took none of the drafted children.
+const noToken = -1

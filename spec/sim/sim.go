@@ -216,6 +216,10 @@ type Run struct {
 	// SatOut counts the request-iterations that sat out (spec.SitOut).
 	SatOut int
 	End    time.Duration
+	// Drafts counts the drafted trees against what the target took
+	// (spec.Scheduler.Stats): FitAcceptance of it gives back the machine's
+	// acceptance model, up to the draws.
+	Drafts spec.DraftStats
 }
 
 type live struct {
@@ -269,6 +273,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 	next, done := 0, 0
 	now := time.Duration(0)
 	var seqs, idle []*spec.Seq
+	var emitted []int32 // a verification's tokens, for sch.Stats
 	var dec, running []*live
 	var sat []bool
 	var queue spec.Queue
@@ -397,7 +402,13 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			dec = batch(p, cost, dec, tokens, sch.Timing.Estimate(), epoch.Add(now))
 			for _, l := range dec {
 				left := l.req.Output - l.res.Generated
-				l.seq.NoSpec = left <= 1 || !m.Accept.drafts(draws)
+				nothing := left > 1 && !m.Accept.drafts(draws)
+				l.seq.NoSpec = left <= 1 || nothing
+				if nothing && p.Spec != spec.Incremental {
+					// The synthetic drafter had nothing for it: the
+					// engine would have asked, and counted an empty tree.
+					run.Drafts.Asked++
+				}
 				l.seq.MaxDepth = max(1, left-1)
 				seqs = append(seqs, &l.seq)
 			}
@@ -464,7 +475,8 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			}
 		}
 		for i, l := range dec {
-			k := min(m.Accept.verify(trees[i], rng), l.req.Output-l.res.Generated)
+			k := min(m.Accept.verify(trees[i], rng, &emitted), l.req.Output-l.res.Generated)
+			sch.ObserveEmitted(i, emitted)
 			run.Emitted += k
 			run.Decodes++
 			for range k {
@@ -485,6 +497,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		active = kept
 	}
 	run.End = now
+	run.Drafts = sch.Stats.Add(spec.DraftStats{Asked: run.Drafts.Asked})
 	return run, nil
 }
 

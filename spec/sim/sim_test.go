@@ -518,3 +518,41 @@ func TestAttainmentWithTTFT(t *testing.T) {
 	require.Equal(t, "attain_with_ttft", head[len(head)-1])
 	require.Equal(t, "0.5000", row[len(row)-1])
 }
+
+// The counts a simulation keeps of its drafted trees (Run.Drafts) fit back
+// to the acceptance model it ran: what lets the engine's counts stand for
+// the engine's drafter in a replay.
+func TestFitAcceptanceRecoversTheModel(t *testing.T) {
+	reqs, err := Generate(Workload{Rate: 2, Requests: 200, Categories: PaperMix, Seed: 11}, 10*time.Millisecond)
+	require.NoError(t, err)
+	truth := Acceptance{Name: "truth", Cond: [][]float64{{0.6, 0.15}, {0.5, 0.12}, {0.4, 0.1}}, Drafts: 0.7, Continues: 0.8}
+	m := Machine{Curve: Flat(10 * time.Millisecond), Accept: truth, Slots: 4, Budget: 64, MaxDepth: 4, MaxWidth: 2}
+	p, err := PolicyByName("global-greedy")
+	require.NoError(t, err)
+	run, err := Simulate(m, p, reqs, 3)
+	require.NoError(t, err)
+	fit, err := FitAcceptance("fit", run.Drafts, 200)
+	require.NoError(t, err)
+	t.Logf("fit %+v from offered %v took %v", fit, run.Drafts.Offered[:4], run.Drafts.Took[:4])
+	require.InDelta(t, truth.Drafts, fit.Drafts, 0.03)
+	require.InDelta(t, truth.Continues, fit.Continues, 0.03)
+	require.GreaterOrEqual(t, len(fit.Cond), 3, "depths reached often enough: %v", run.Drafts.Offered)
+	for d, row := range truth.Cond {
+		for k, want := range row {
+			require.InDelta(t, want, fit.Cond[d][k], 0.04, "depth %d child %d", d, k)
+		}
+	}
+	// Counts from another model fit to that model, not to this one.
+	m.Accept = NGramAcceptance
+	run, err = Simulate(m, p, reqs, 3)
+	require.NoError(t, err)
+	other, err := FitAcceptance("other", run.Drafts, 200)
+	require.NoError(t, err)
+	require.InDelta(t, NGramAcceptance.Cond[0][0], other.Cond[0][0], 0.04)
+	require.Greater(t, math.Abs(other.Cond[0][0]-fit.Cond[0][0]), 0.05)
+
+	_, err = FitAcceptance("none", spec.DraftStats{}, 1)
+	require.ErrorContains(t, err, "no drafted trees")
+	_, err = FitAcceptance("thin", run.Drafts, 1<<30)
+	require.ErrorContains(t, err, "fewer than")
+}
