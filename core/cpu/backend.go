@@ -587,6 +587,7 @@ type sequence struct {
 	idle     bool        // sitting this iteration out (Backend.sitOut)
 	batched  int         // tokens this sequence has in the current batch
 	tree     *spec.Tree  // the tree verified this iteration (decoding)
+	planned  int         // its index among the scheduler's sequences (spec.Scheduler.ObserveEmitted)
 	seq      spec.Seq    // prompt and output, for the drafters and the scheduler
 	con      *constraint // the request's grammar; nil: unconstrained
 	res      spec.Result
@@ -842,7 +843,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 		} else if !preempt && !q.idle {
 			// Every node of the tree, root included, gets logits: the
 			// root's give the first token, each node's the one after it.
-			q.tree = trees[di]
+			q.tree, q.planned = trees[di], di
 			di++
 			off := len(bt.Tokens)
 			bt.Tokens, bt.Parent, bt.Pos = q.tree.AppendBatch(bt.Tokens, bt.Parent, bt.Pos, off, q.cache.Len())
@@ -973,6 +974,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 				b.drafts.observe(&q.seq, q.kind, took, len(q.res.Tokens))
 			}
 			b.drafts.accept[b.drafts.usedBy(&q.seq, q.kind)].Observe(q.tree, q.res.Path)
+			b.sched.ObserveEmitted(q.planned, q.res.Tokens)
 			res[i].DraftProposed = q.tree.Len() - 1
 			res[i].DraftAccepted = q.res.Accepted()
 			res[i].VerifyPasses = 1
@@ -996,7 +998,11 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 // Timings is what the iterations so far took and how many decoding
 // sequences sat them out. The engine's goroutine writes them at every
 // Step: read them once the runtime driving b is closed.
-func (b *Backend) Timings() Timings { return b.timings }
+func (b *Backend) Timings() Timings {
+	t := b.timings
+	t.Drafts = b.sched.Stats
+	return t
+}
 
 // newSlotCache reserves a slot's cache, its local layers sized for passes
 // of up to pass tokens when the runner can (model.CPU.NewCachePass), so

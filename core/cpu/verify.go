@@ -32,6 +32,10 @@ type Timings struct {
 	// each reading its own cache, beside the cost curve's chain of n
 	// tokens in one sequence.
 	Roots [MaxRootBatch + 1]RootPasses
+	// Drafts counts the drafted trees against what the target emitted for
+	// them (spec.DraftStats): the acceptance a simulator replays the
+	// engine's requests with (sim.FitAcceptance).
+	Drafts spec.DraftStats
 }
 
 // MaxRootBatch is the largest batch Timings.Roots keeps apart.
@@ -69,6 +73,7 @@ func (t Timings) Since(earlier Timings) Timings {
 	for n := range t.Roots {
 		t.Roots[n] = t.Roots[n].sub(earlier.Roots[n])
 	}
+	t.Drafts = t.Drafts.Sub(earlier.Drafts)
 	return t
 }
 

@@ -411,6 +411,18 @@ type engineRow struct {
 	// request-iterations that sat out (spec.SitOut); NaN where not known
 	// (a replayed file does not keep the engine's).
 	EngineSatOut, SimSatOut float64
+	// Fit is the acceptance the engine's drafts over the point's
+	// replicas fit to (the replay of each replica fits its own), or nil
+	// where they counted too little or were not kept.
+	Fit *sim.Acceptance
+}
+
+// fitOf is the acceptance fitted from d, or nil where d counts too little.
+func fitOf(m sim.Machine, d spec.DraftStats, draftModel bool) *sim.Acceptance {
+	if f, ok := fittedMachine(m, d, draftModel); ok {
+		return &f.Accept
+	}
+	return nil
 }
 
 // runEngine sweeps the real engine over the setting's loads and the
@@ -453,12 +465,14 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	var reqRows []string                           // engine-requests.csv
 	var roots [cpu.MaxRootBatch + 1]cpu.RootPasses // engine-costs.csv, every run's
 	var paired []string                            // the first policy against each other one, per load
+	var served []servedDrafts                      // engine-drafts.json
 	for li, load := range s.Loads {
 		rate := load * s.Capacity()
 		eruns := make([][]*sim.Run, len(pols)) // per policy, one run per replica
 		sruns := make([][]*sim.Run, len(pols))
 		proposed, accepted := make([]int, len(pols)), make([]int, len(pols)) // draft tokens
 		decoding, satOut := make([]int, len(pols)), make([]int, len(pols))   // request-iterations (cpu.Timings)
+		drafts := make([]spec.DraftStats, len(pols))                         // the engine's, over the replicas
 		// Replica by replica, every policy in turn: the machine's pace
 		// drifts over a long sweep, and interleaving spreads the drift
 		// over the policies instead of handing it to the last.
@@ -474,6 +488,8 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 				}
 				decoding[pi] += tm.Decoding
 				satOut[pi] += tm.SatOut
+				drafts[pi] = drafts[pi].Add(tm.Drafts)
+				served = append(served, servedDrafts{p.Name, load, k, tm.Drafts})
 				for n, r := range tm.Roots {
 					roots[n] = roots[n].Add(r)
 				}
@@ -488,7 +504,9 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 				}
 				eruns[pi] = append(eruns[pi], run)
 				if o.check {
-					sr, err := sim.Simulate(s.Machine, p, asWorkload(run), seed)
+					// The replay drafts as this run's drafter did.
+					m, _ := fittedMachine(s.Machine, tm.Drafts, o.draft != "")
+					sr, err := sim.Simulate(m, p, asWorkload(run), seed)
 					if err != nil {
 						return nil, err
 					}
@@ -501,6 +519,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 			if decoding[pi] > 0 {
 				row.EngineSatOut = float64(satOut[pi]) / float64(decoding[pi])
 			}
+			row.Fit = fitOf(s.Machine, drafts[pi], o.draft != "")
 			rows = append(rows, row)
 		}
 		for pi := 1; pi < len(pols) && s.Replicas > 1; pi++ {
@@ -521,6 +540,9 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 		return nil, err
 	}
 	if err := writeCosts(filepath.Join(o.out, "engine-costs.csv"), roots[:], s.Machine.Curve); err != nil {
+		return nil, err
+	}
+	if err := writeDrafts(filepath.Join(o.out, draftsFile), served); err != nil {
 		return nil, err
 	}
 	if len(paired) > 0 {
@@ -603,7 +625,7 @@ func writeCheck(path string, rows []engineRow, mix []sim.Category) error {
 func checkTable(rows []engineRow) {
 	fmt.Printf("\n## engine vs simulator (measured curve, same requests)\n")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\tsat out % engine\tsim\tsim budget bound %\t")
+	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\tsat out % engine\tsim\tsim budget bound %\tfit: drafts %\tgoes on %\ttop-1 % by depth\t")
 	for _, r := range rows {
 		acc := 0.0
 		if r.Proposed > 0 {
@@ -613,9 +635,17 @@ func checkTable(rows []engineRow) {
 		if r.EngineNodes > 0 {
 			nodes = fmt.Sprintf("%.2f", r.EngineNodes)
 		}
-		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%.2f\t%s\t%s\t%.1f\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
+		fit := "–\t–\t–"
+		if f := r.Fit; f != nil {
+			var top []string
+			for _, row := range f.Cond {
+				top = append(top, fmt.Sprintf("%.0f", 100*row[0]))
+			}
+			fit = fmt.Sprintf("%.0f\t%.0f\t%s", 100*f.Drafts, 100*f.Continues, strings.Join(top, " "))
+		}
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%.2f\t%s\t%s\t%.1f\t%s\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
 			100*r.Engine.Attainment, 100*r.Sim.Attainment, 100*(r.Engine.Attainment-r.Sim.Attainment),
-			r.Engine.Goodput, r.Sim.Goodput, acc, 100*r.SimAccept, nodes, r.SimNodes, percent(r.EngineSatOut), percent(r.SimSatOut), 100*r.Sim.Bound)
+			r.Engine.Goodput, r.Sim.Goodput, acc, 100*r.SimAccept, nodes, r.SimNodes, percent(r.EngineSatOut), percent(r.SimSatOut), 100*r.Sim.Bound, fit)
 	}
 	w.Flush()
 }

@@ -100,6 +100,18 @@ func TestEngineSmoke(t *testing.T) {
 		_, err := os.Stat(filepath.Join(out, "engine-rates"+ext))
 		require.NoError(t, err)
 	}
+	// Each served workload's draft counts, for -replay: AdaServe's
+	// n-gram drafter was asked, and every tree it verified was counted
+	// as asked; incremental decoding asks for none.
+	drafts, err := readDrafts(out)
+	require.NoError(t, err)
+	require.Len(t, drafts, 2*2)
+	for k := range 2 {
+		ada, inc := drafts[keyOf("adaserve", 0.5, k)], drafts[keyOf("incremental", 0.5, k)]
+		require.Positive(t, ada.Asked, "replica %d", k)
+		require.GreaterOrEqual(t, ada.Asked, ada.Drafted)
+		require.Zero(t, inc.Asked)
+	}
 }
 
 // The capacity counts the prompts as the engine prefills them: each

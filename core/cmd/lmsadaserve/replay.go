@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/lmstream/lmstream/spec"
 	"github.com/lmstream/lmstream/spec/sim"
 )
 
@@ -209,7 +210,15 @@ func runReplay(o engineOpts, dir string) ([]engineRow, error) {
 		m = engineMachine(o, c, dc)
 	}
 	s := sim.Setting{Machine: m, Mix: mix, Seed: o.seed}
-	fmt.Printf("replay of %s: %s, %s, B=%d, %d slots\n", dir, c.Name, m.Accept.Name, m.Budget, m.Slots)
+	drafts, err := readDrafts(dir)
+	if err != nil {
+		return nil, err
+	}
+	accept := m.Accept.Name
+	if drafts != nil {
+		accept = "acceptance fitted from each run's drafts (" + draftsFile + "), else " + accept
+	}
+	fmt.Printf("replay of %s: %s, %s, B=%d, %d slots\n", dir, c.Name, accept, m.Budget, m.Slots)
 	var rows []engineRow
 	for _, p := range points {
 		pol, err := sim.PolicyByName(p.Policy)
@@ -217,8 +226,14 @@ func runReplay(o engineOpts, dir string) ([]engineRow, error) {
 			return nil, err
 		}
 		var sruns []*sim.Run
+		var pooled spec.DraftStats
 		for k, run := range p.Runs {
-			sr, err := sim.Simulate(m, pol, asWorkload(run), s.ReplicaSeed(p.LoadIndex, k))
+			mk := m
+			if d, ok := drafts[keyOf(p.Policy, p.Load, k)]; ok {
+				mk, _ = fittedMachine(m, d, dc != nil)
+				pooled = pooled.Add(d)
+			}
+			sr, err := sim.Simulate(mk, pol, asWorkload(run), s.ReplicaSeed(p.LoadIndex, k))
 			if err != nil {
 				return nil, fmt.Errorf("%s at load %v: %w", p.Policy, p.Load, err)
 			}
@@ -227,7 +242,9 @@ func runReplay(o engineOpts, dir string) ([]engineRow, error) {
 		if p.Mismatched > 0 {
 			fmt.Printf("%s at load %v: %d requests judged otherwise at the file's rounding\n", p.Policy, p.Load, p.Mismatched)
 		}
-		rows = append(rows, pointRow(len(mix), p.Policy, p.Load, arrivalRate(p.Runs), p.Runs, sruns, p.Proposed, p.Accepted, p.HasDecodes))
+		row := pointRow(len(mix), p.Policy, p.Load, arrivalRate(p.Runs), p.Runs, sruns, p.Proposed, p.Accepted, p.HasDecodes)
+		row.Fit = fitOf(m, pooled, dc != nil)
+		rows = append(rows, row)
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return nil, err

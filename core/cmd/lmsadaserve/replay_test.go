@@ -247,3 +247,61 @@ func TestReplayPace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, base[0].Sim, same[0].Sim)
 }
+
+// -replay fits each replica's acceptance from the draft counts the run
+// kept (engine-drafts.json), where it kept them: the simulator's side of
+// a point is then the simulation with that fit, and the row shows the
+// fit pooled over the replicas. A run without the file replays on the
+// fixed model; a broken file is refused.
+func TestReplayFitsTheEnginesDrafts(t *testing.T) {
+	r := makeReplayRun(t)
+	r.opts.out = t.TempDir()
+	base := engineMachine(r.opts, r.curve, nil)
+	truth := sim.Acceptance{Name: "truth", Cond: [][]float64{{0.7, 0.1}, {0.6, 0.1}}, Drafts: 0.5, Continues: 0.7}
+	pol, err := sim.PolicyByName("adaserve")
+	require.NoError(t, err)
+	// Counts as a drafter of that acceptance leaves them, from a longer
+	// workload than the run's five requests.
+	m := base
+	m.Accept = truth
+	long, err := sim.Generate(sim.Workload{Rate: 2, Requests: 100, Categories: engineMix(64), Seed: 9}, base.Baseline())
+	require.NoError(t, err)
+	var served []servedDrafts
+	for li, load := range []float64{0.5, 1} {
+		for k := range 2 {
+			sr, err := sim.Simulate(m, pol, long, uint64(10*li+k))
+			require.NoError(t, err)
+			served = append(served, servedDrafts{"adaserve", load, k, sr.Drafts})
+		}
+	}
+	require.NoError(t, writeDrafts(filepath.Join(r.dir, draftsFile), served))
+	rows, err := runReplay(r.opts, r.dir)
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+	for i, row := range rows {
+		if row.Engine.Policy == "incremental" {
+			require.Nil(t, row.Fit, "no counts kept for it")
+			continue
+		}
+		require.NotNil(t, row.Fit)
+		require.InDelta(t, truth.Cond[0][0], row.Fit.Cond[0][0], 0.05)
+		require.InDelta(t, truth.Drafts, row.Fit.Drafts, 0.05)
+		require.InDelta(t, truth.Continues, row.Fit.Continues, 0.05)
+		// The simulator's side is the replay on each replica's own fit.
+		var sruns []*sim.Run
+		for k := range 2 {
+			run, err := runOf(r.recs[r.order[i]][k])
+			require.NoError(t, err)
+			fm, ok := fittedMachine(base, served[2*(i/2)+k].Drafts, false)
+			require.True(t, ok)
+			sr, err := sim.Simulate(fm, pol, asWorkload(run), sim.Setting{Seed: r.opts.seed}.ReplicaSeed(i/2, k))
+			require.NoError(t, err)
+			sruns = append(sruns, sr)
+		}
+		require.Equal(t, sim.SummarizeRuns(sruns, 3).Attainment, row.Sim.Attainment, "load %v", row.Engine.Load)
+	}
+
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, draftsFile), []byte("[{"), 0o644))
+	_, err = runReplay(r.opts, r.dir)
+	require.ErrorContains(t, err, draftsFile)
+}
