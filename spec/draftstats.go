@@ -25,6 +25,14 @@ type DraftStats struct {
 	// second child only where its path is among the layer's likeliest, so
 	// the share that counts is of the times the child was there.
 	Offered, Took [StatDepths][StatRanks]int
+	// Proposed[d][k] counts the drafted k-th children of nodes at depth
+	// d, and Believed[d][k] sums the conditional probability the drafter
+	// gave them (a child's path probability over its parent's, as
+	// calibrated for selection): what selection believed, beside what
+	// the target took. A drafter that believes less than it gets
+	// verifies shorter trees than its acceptance would earn.
+	Proposed [StatDepths][StatRanks]int
+	Believed [StatDepths][StatRanks]float64
 }
 
 const (
@@ -46,6 +54,15 @@ func (s *DraftStats) ObserveDraft(t *Tree, limit int) {
 	s.Asked++
 	if t.Len() > 1 {
 		s.Drafted++
+	}
+	for i, n := range t.Nodes[1:] {
+		p := t.Nodes[n.Parent]
+		d, k := statDepth(p.Depth), i+1-int(p.FirstChild)
+		if k >= StatRanks || p.Prob <= 0 {
+			continue
+		}
+		s.Proposed[d][k]++
+		s.Believed[d][k] += n.Prob / p.Prob
 	}
 	for v := t.Nodes[0]; v.Children > 0; {
 		v = t.Nodes[v.FirstChild]
@@ -97,6 +114,8 @@ func (s DraftStats) Add(o DraftStats) DraftStats {
 		for k := range StatRanks {
 			s.Offered[d][k] += o.Offered[d][k]
 			s.Took[d][k] += o.Took[d][k]
+			s.Proposed[d][k] += o.Proposed[d][k]
+			s.Believed[d][k] += o.Believed[d][k]
 		}
 	}
 	return s
@@ -112,6 +131,8 @@ func (s DraftStats) Sub(earlier DraftStats) DraftStats {
 		for k := range StatRanks {
 			s.Offered[d][k] -= earlier.Offered[d][k]
 			s.Took[d][k] -= earlier.Took[d][k]
+			s.Proposed[d][k] -= earlier.Proposed[d][k]
+			s.Believed[d][k] -= earlier.Believed[d][k]
 		}
 	}
 	return s

@@ -25,6 +25,15 @@ func TestDraftStats(t *testing.T) {
 	require.Equal(t, 1, s.Drafted)
 	require.Equal(t, [3]int{0, 1, 1}, [3]int(s.Spine[:3]), "nodes 2 and 4; 5 is at the limit")
 	require.Equal(t, [3]int{0, 1, 1}, [3]int(s.Continued[:3]))
+	// Every proposed child, with the conditional probability it was
+	// given: 0.6 and 0.2 at the root, 0.3/0.6 below 2, 0.2/0.3 below 4.
+	require.Equal(t, [StatRanks]int{1, 1, 0, 0}, s.Proposed[0])
+	require.Equal(t, [StatRanks]int{1, 0, 0, 0}, s.Proposed[1])
+	require.Equal(t, [StatRanks]int{1, 0, 0, 0}, s.Proposed[2])
+	require.InDelta(t, 0.6, s.Believed[0][0], 1e-12)
+	require.InDelta(t, 0.2, s.Believed[0][1], 1e-12)
+	require.InDelta(t, 0.5, s.Believed[1][0], 1e-12)
+	require.InDelta(t, 0.2/0.3, s.Believed[2][0], 1e-12)
 
 	s.ObserveEmitted(&tr, []int32{2, 4, 9}) // two accepted, then a bonus no child holds
 	s.ObserveEmitted(&tr, []int32{3})       // the second child as the bonus: a leaf, so the walk ends

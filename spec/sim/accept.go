@@ -17,6 +17,13 @@ import (
 type Acceptance struct {
 	Name string
 	Cond [][]float64
+	// Believed, when set, is what the synthetic drafter reports instead
+	// of Cond, as rows of the same kind: a drafter whose probabilities
+	// are not what the target accepts (the engine's n-gram drafter
+	// believed its first child 20–40% less likely than it was taken), so
+	// that selection keeps the trees the engine's kept. Nil: a calibrated
+	// drafter, which reports Cond.
+	Believed [][]float64
 	// Drafts is the share of a request's iterations in which the drafter
 	// has anything to propose (0 means 1: always). A draft model always
 	// does; the n-gram drafter only where the text so far repeats, and in
@@ -42,22 +49,36 @@ func (a Acceptance) Validate() error {
 	if !(a.Continues >= 0 && a.Continues <= 1) {
 		return fmt.Errorf("sim: acceptance %q: continues %v is not a probability in [0,1]", a.Name, a.Continues)
 	}
-	for d, row := range a.Cond {
-		s := 0.0
-		for k, p := range row {
-			if !(p >= 0 && p <= 1) || k > 0 && p > row[k-1] { // NaN too
-				return fmt.Errorf("sim: acceptance %q: depth %d: probabilities must be in [0,1] and descending", a.Name, d)
+	if a.Believed != nil && len(a.Believed) == 0 {
+		return fmt.Errorf("sim: acceptance %q: believed has no rows", a.Name)
+	}
+	for _, rows := range [][][]float64{a.Cond, a.Believed} {
+		for d, row := range rows {
+			s := 0.0
+			for k, p := range row {
+				if !(p >= 0 && p <= 1) || k > 0 && p > row[k-1] { // NaN too
+					return fmt.Errorf("sim: acceptance %q: depth %d: probabilities must be in [0,1] and descending", a.Name, d)
+				}
+				s += p
 			}
-			s += p
-		}
-		if s > 1+1e-9 {
-			return fmt.Errorf("sim: acceptance %q: depth %d sums to %.3f > 1", a.Name, d, s)
+			if s > 1+1e-9 {
+				return fmt.Errorf("sim: acceptance %q: depth %d sums to %.3f > 1", a.Name, d, s)
+			}
 		}
 	}
 	return nil
 }
 
 func (a Acceptance) row(d int) []float64 { return a.Cond[min(d, len(a.Cond)-1)] }
+
+// reported is the synthetic drafter's row at depth d: Believed's, or
+// Cond's.
+func (a Acceptance) reported(d int) []float64 {
+	if a.Believed == nil {
+		return a.row(d)
+	}
+	return a.Believed[min(d, len(a.Believed)-1)]
+}
 
 // drafts draws whether the drafter has anything for a request this
 // iteration.
@@ -72,10 +93,12 @@ func (a Acceptance) drafts(rng *rand.Rand) bool {
 // depth of the shares of the times a k-th child was offered that the
 // target took it, for the depths whose first child was offered at least
 // minReached times (deeper ones take the last such row; a later child
-// offered fewer times counts as never taken). A row is made descending
-// (a share above the one before it is cut to it) and at most 1 in all,
-// as Validate wants and as a drafter that orders its children by
-// probability leaves it on average.
+// offered fewer times counts as never taken), and beside them, where the
+// counts kept them, Believed: the mean conditional probability the
+// drafter gave its k-th children at each of those depths. A row is made
+// descending (a share above the one before it is cut to it) and at most
+// 1 in all, as Validate wants and as a drafter that orders its children
+// by probability leaves it on average.
 func FitAcceptance(name string, s spec.DraftStats, minReached int) (Acceptance, error) {
 	a := Acceptance{Name: name}
 	if s.Asked == 0 || s.Drafted == 0 {
@@ -93,29 +116,48 @@ func FitAcceptance(name string, s spec.DraftStats, minReached int) (Acceptance, 
 	}
 	minReached = max(1, minReached)
 	for d := 0; d < spec.StatDepths && s.Offered[d][0] >= minReached; d++ {
-		row := make([]float64, 0, spec.StatRanks)
-		left := 1.0
-		for k := range spec.StatRanks {
-			p := 0.0
-			if s.Offered[d][k] >= minReached {
-				p = float64(s.Took[d][k]) / float64(s.Offered[d][k])
-			}
-			if k > 0 {
-				p = min(p, row[k-1])
-			}
-			p = min(p, left)
-			left -= p
-			row = append(row, p)
+		var took [spec.StatRanks]float64
+		for k, n := range s.Took[d] {
+			took[k] = float64(n)
 		}
-		for len(row) > 1 && row[len(row)-1] == 0 {
-			row = row[:len(row)-1]
-		}
-		a.Cond = append(a.Cond, row)
+		a.Cond = append(a.Cond, shareRow(took, s.Offered[d], minReached))
 	}
 	if len(a.Cond) == 0 {
 		return a, fmt.Errorf("sim: acceptance %q: the root's first child was offered %d times, fewer than %d", name, s.Offered[0][0], minReached)
 	}
+	// What the drafter believed, over the same depths: the mean
+	// conditional probability of each k-th child it proposed (none where
+	// counts from before the beliefs were kept have no proposals).
+	if s.Proposed[0][0] > 0 {
+		for d := range a.Cond {
+			a.Believed = append(a.Believed, shareRow(s.Believed[d], s.Proposed[d], minReached))
+		}
+	}
 	return a, a.Validate()
+}
+
+// shareRow is the row sum[k]/count[k], 0 where count[k] < minCount, made
+// descending (a share above the one before it is cut to it) and at most 1
+// in all, its trailing zeros dropped.
+func shareRow(sum [spec.StatRanks]float64, count [spec.StatRanks]int, minCount int) []float64 {
+	row := make([]float64, 0, spec.StatRanks)
+	left := 1.0
+	for k := range spec.StatRanks {
+		p := 0.0
+		if count[k] >= minCount {
+			p = sum[k] / float64(count[k])
+		}
+		if k > 0 {
+			p = min(p, row[k-1])
+		}
+		p = min(p, left)
+		left -= p
+		row = append(row, p)
+	}
+	for len(row) > 1 && row[len(row)-1] == 0 {
+		row = row[:len(row)-1]
+	}
+	return row
 }
 
 // DraftModelAcceptance resembles a draft model that agrees with its target
@@ -183,7 +225,7 @@ func (m model) NextDistributions(queries []spec.Query, out []float32) error {
 		if q.Depth > 0 && !m.a.continues(m.draws) {
 			continue
 		}
-		for k, p := range m.a.row(q.Depth) {
+		for k, p := range m.a.reported(q.Depth) {
 			out[i*m.Vocab()+k] = float32(p)
 		}
 	}
@@ -193,7 +235,7 @@ func (m model) NextDistributions(queries []spec.Query, out []float32) error {
 func (m model) NextTopK(queries []spec.Query, k int, ids []int32, probs []float32) error {
 	clear(probs[:len(queries)*k])
 	for i, q := range queries {
-		row := m.a.row(q.Depth)
+		row := m.a.reported(q.Depth)
 		has := q.Depth == 0 || m.a.continues(m.draws)
 		for j := range k {
 			ids[i*k+j] = int32(j)

@@ -533,15 +533,30 @@ func TestFitAcceptanceRecoversTheModel(t *testing.T) {
 	require.NoError(t, err)
 	fit, err := FitAcceptance("fit", run.Drafts, 200)
 	require.NoError(t, err)
-	t.Logf("fit %+v from offered %v took %v", fit, run.Drafts.Offered[:4], run.Drafts.Took[:4])
 	require.InDelta(t, truth.Drafts, fit.Drafts, 0.03)
 	require.InDelta(t, truth.Continues, fit.Continues, 0.03)
 	require.GreaterOrEqual(t, len(fit.Cond), 3, "depths reached often enough: %v", run.Drafts.Offered)
 	for d, row := range truth.Cond {
 		for k, want := range row {
 			require.InDelta(t, want, fit.Cond[d][k], 0.04, "depth %d child %d", d, k)
+			// The synthetic drafter reports the truth: what it believed
+			// is what was taken.
+			require.InDelta(t, want, fit.Believed[d][k], 1e-6, "belief at depth %d child %d", d, k)
 		}
 	}
+	// A drafter that believes less than it gets: the fit keeps both, and
+	// a simulation of the fit verifies the shorter trees the belief buys.
+	shy := truth
+	shy.Believed = [][]float64{{0.3, 0.1}, {0.25, 0.05}}
+	m.Accept = shy
+	shyRun, err := Simulate(m, p, reqs, 3)
+	require.NoError(t, err)
+	shyFit, err := FitAcceptance("shy", shyRun.Drafts, 200)
+	require.NoError(t, err)
+	require.InDelta(t, 0.3, shyFit.Believed[0][0], 1e-6)
+	require.InDelta(t, 0.25, shyFit.Believed[2][0], 1e-6, "the last row serves deeper")
+	require.InDelta(t, truth.Cond[0][0], shyFit.Cond[0][0], 0.04, "the target takes what it took")
+	require.Less(t, shyRun.Verified, run.Verified, "less believed, less verified")
 	// Counts from another model fit to that model, not to this one.
 	m.Accept = NGramAcceptance
 	run, err = Simulate(m, p, reqs, 3)

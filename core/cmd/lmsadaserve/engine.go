@@ -625,7 +625,7 @@ func writeCheck(path string, rows []engineRow, mix []sim.Category) error {
 func checkTable(rows []engineRow) {
 	fmt.Printf("\n## engine vs simulator (measured curve, same requests)\n")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\tsat out % engine\tsim\tsim budget bound %\tfit: drafts %\tgoes on %\ttop-1 % by depth\t")
+	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\tsat out % engine\tsim\tsim budget bound %\tfit: drafts %\tgoes on %\ttop-1 % by depth (taken/believed)\t")
 	for _, r := range rows {
 		acc := 0.0
 		if r.Proposed > 0 {
@@ -638,8 +638,12 @@ func checkTable(rows []engineRow) {
 		fit := "–\t–\t–"
 		if f := r.Fit; f != nil {
 			var top []string
-			for _, row := range f.Cond {
-				top = append(top, fmt.Sprintf("%.0f", 100*row[0]))
+			for d, row := range f.Cond {
+				t := fmt.Sprintf("%.0f", 100*row[0])
+				if f.Believed != nil {
+					t += fmt.Sprintf("/%.0f", 100*f.Believed[d][0])
+				}
+				top = append(top, t)
 			}
 			fit = fmt.Sprintf("%.0f\t%.0f\t%s", 100*f.Drafts, 100*f.Continues, strings.Join(top, " "))
 		}
