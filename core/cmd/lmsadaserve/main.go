@@ -42,6 +42,14 @@
 // split into planning, the forward pass and verification, beside what
 // the chain and the batches price them at.
 //
+// The replay drafts as the engine's drafter did: the engine counts its
+// drafted trees against what the target emitted (spec.DraftStats: how
+// often it drafted, how far, what the target took of each child and what
+// the drafter believed of it), each run keeps the counts of every served
+// workload in engine-drafts.json, and the replay of that workload runs
+// on the acceptance they fit (sim.FitAcceptance; the table prints it).
+// Without the file a replay takes the fixed n-gram model.
+//
 // Each run keeps the cost curves it used (curve.csv, curve-roots.csv,
 // draft-curve.csv in -out). The curve sets the SLOs and the request
 // rates (the urgent SLO is the batch of 8's pass), and a two-core VM
