@@ -152,6 +152,12 @@ func (s *Scheduler) ObserveEmitted(i int, tokens []int32) {
 	}
 }
 
+// DraftedFor says whether the last Plan's drafter proposed a node for its
+// sequence i (a draft model that did so had to read its context first).
+func (s *Scheduler) DraftedFor(i int) bool {
+	return i < len(s.asked) && s.asked[i] && s.cands[i].Len() > 1
+}
+
 // Drafted is how many sequences the last Plan drafted for.
 func (s *Scheduler) Drafted() int { return len(s.active) }
 

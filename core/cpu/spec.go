@@ -1143,6 +1143,10 @@ type draftState struct {
 // re-encoded without them predicts worse.
 const draftSink = 4
 
+// DraftSink is draftSink for the simulator's pricing of a new draft cache
+// (lmsadaserve).
+const DraftSink = draftSink
+
 // view appends to dst the tokens of toks the cache is to hold: all of them,
 // or without the skip tokens after the first draftSink. ok is false where
 // toks no longer reach past the skipped ones (a shorter sequence).

@@ -122,6 +122,13 @@ type Machine struct {
 	// stops below nodes under the stop probability. Drafting then costs
 	// the layers actually drafted.
 	Gate bool
+	// DraftWindow, with a DraftCurve, is how many of a request's latest
+	// tokens the draft model's cache starts from: the first iteration
+	// that drafts for a request first feeds the draft model that much of
+	// its context (at most), one pass over every such request's tokens
+	// priced on DraftCurve, as core/cpu's draft model catches up. 0: no
+	// catch-up is priced.
+	DraftWindow int
 }
 
 // draftStep is the price of one draft step over n sequences.
@@ -215,7 +222,10 @@ type Run struct {
 	Planned, Bound int
 	// SatOut counts the request-iterations that sat out (spec.SitOut).
 	SatOut int
-	End    time.Duration
+	// CatchUps counts the iterations that fed the draft model a new
+	// request's context (Machine.DraftWindow).
+	CatchUps int
+	End      time.Duration
 	// Drafts counts the drafted trees against what the target took
 	// (spec.Scheduler.Stats): FitAcceptance of it gives back the machine's
 	// acceptance model, up to the draws.
@@ -228,6 +238,7 @@ type live struct {
 	prefill  int // prompt tokens done
 	seq      spec.Seq
 	deadline int64
+	fed      bool // the draft model has caught up with it (Machine.DraftWindow)
 }
 
 // Simulate runs the requests (in arrival order) through the policy on the
@@ -438,6 +449,21 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				tokens += t.Len()
 				run.Verified += t.Len()
 				depth = max(depth, t.Depth())
+			}
+			if m.DraftWindow > 0 && m.DraftCurve != nil {
+				// A request's first draft feeds the draft model its
+				// context first.
+				catchUp := 0
+				for i, l := range dec {
+					if !l.fed && sch.DraftedFor(i) {
+						l.fed = true
+						catchUp += min(len(l.seq.Tokens), m.DraftWindow)
+					}
+				}
+				if catchUp > 0 {
+					dur += m.DraftCurve.At(catchUp)
+					run.CatchUps++
+				}
 			}
 			switch {
 			case sch.Drafted() == 0: // nothing drafted (spec.Guard, or no request speculates)

@@ -571,3 +571,34 @@ func TestFitAcceptanceRecoversTheModel(t *testing.T) {
 	_, err = FitAcceptance("thin", run.Drafts, 1<<30)
 	require.ErrorContains(t, err, "fewer than")
 }
+
+// A draft model catches up with a request's context before its first
+// draft (Machine.DraftWindow): one pass over at most the window's tokens
+// on the draft curve, once per request, and nothing where it never
+// drafts.
+func TestDraftModelCatchesUpOnce(t *testing.T) {
+	c := Curve{Name: "linear", N: []int{1, 64}, T: []time.Duration{11 * time.Millisecond, 74 * time.Millisecond}}
+	dc := Curve{Name: "draft", N: []int{1, 64}, T: []time.Duration{time.Millisecond, 64 * time.Millisecond}}
+	reqs := []Request{{Prompt: 30, Output: 40, TPOTSLO: time.Second}}
+	run := func(window int, p Policy) *Run {
+		t.Helper()
+		m := Machine{Curve: c, Accept: perfect, Slots: 1, Budget: 8, DraftCurve: &dc, DraftWindow: window}
+		r, err := Simulate(m, p, reqs, 1)
+		require.NoError(t, err)
+		return r
+	}
+	ada := Policy{Name: "adaserve", Spec: spec.AdaServe}
+	without, with := run(0, ada), run(16, ada)
+	require.Zero(t, without.CatchUps)
+	require.Equal(t, 1, with.CatchUps, "one request, one catch-up")
+	require.Greater(t, with.Emitted, with.Decodes, "it drafted")
+	// The same draws (a perfect drafter), so the runs differ by the
+	// catch-up alone: the window's 16 tokens, not the 31 of the context.
+	require.Equal(t, without.Emitted, with.Emitted)
+	require.Equal(t, dc.At(16), with.End-without.End)
+	wide := run(1000, ada)
+	require.Equal(t, dc.At(31), wide.End-without.End, "the prompt and the first token, where the window holds them")
+
+	incr := run(16, Policy{Name: "incremental", Spec: spec.Incremental})
+	require.Zero(t, incr.CatchUps, "no drafts, no catch-up")
+}

@@ -148,6 +148,9 @@ func engineMachine(o engineOpts, c sim.Curve, dc *sim.Curve) sim.Machine {
 		// does the same (without it the simulator speculates where the
 		// engine declines, and the two part by tens of points).
 		m.DraftCurve, m.Gate = dc, o.adaptive
+		// A request's first draft feeds the draft model its context,
+		// up to the window a new draft cache starts from.
+		m.DraftWindow = cpu.DefaultDraftWindow + cpu.DraftSink
 	}
 	return m
 }
