@@ -331,17 +331,16 @@ func (s *Sampler) Penalised(logits []float32) []float32 { return s.penalise(logi
 // (the comparison is strict); NaN never wins, and an input with nothing
 // above -Inf yields 0.
 func argmax(l []float32) int32 {
-	best, bl := 0, float32(math.Inf(-1))
-	for i, v := range l {
-		if v > bl {
-			best, bl = i, v
-		}
+	m := maxLogit(l)
+	if m == float32(math.Inf(-1)) {
+		return 0 // nothing above −Inf: the first token
 	}
-	return int32(best)
+	return int32(firstEqual(l, m))
 }
 
-// maxLogit returns the largest logit, ignoring NaN (-Inf if there is none).
-func maxLogit(l []float32) float32 {
+// maxLogitGo is maxLogit in Go: the largest logit, ignoring NaN (−Inf if
+// there is none).
+func maxLogitGo(l []float32) float32 {
 	m := float32(math.Inf(-1))
 	for _, v := range l {
 		if v > m {
@@ -349,6 +348,25 @@ func maxLogit(l []float32) float32 {
 		}
 	}
 	return m
+}
+
+// firstEqualGo is firstEqual in Go: the index of the first logit equal to
+// v, or −1.
+func firstEqualGo(l []float32, v float32) int {
+	for i, x := range l {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// max32 is the larger of a and b, neither NaN.
+func max32(a, b float32) float32 {
+	if b > a {
+		return b
+	}
+	return a
 }
 
 // tame handles logits whose maximum is infinite, where the subtraction
