@@ -42,13 +42,13 @@ type Scheduler struct {
 	outP   []*Tree
 	active []*Seq
 	actT   []*Tree
-	actI   []int // the active sequences' indices in Plan's seqs
 	// standby and standT: the backed-off sequences a StandbyDrafter
 	// may still draft for, and their trees.
 	standby []*Seq
 	standT  []*Tree
 	reqs    []Candidate
-	// asked[i]: the last Plan drafted for its sequence i.
+	// asked[i]: the last Plan drafted for its sequence i (set with
+	// active, and cleared with it).
 	asked []bool
 }
 
@@ -62,9 +62,9 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 		s.out = append(s.out, make([]Tree, n-len(s.out))...)
 	}
 	shape := s.Config.Shape(n)
-	s.asked = slices.Grow(s.asked[:0], n)[:n] // set once drafted, below
+	s.asked = slices.Grow(s.asked[:0], n)[:n]
 	clear(s.asked)
-	s.active, s.actT, s.actI = s.active[:0], s.actT[:0], s.actI[:0]
+	s.active, s.actT = s.active[:0], s.actT[:0]
 	s.standby, s.standT = s.standby[:0], s.standT[:0]
 	for i, q := range seqs {
 		c := &s.cands[i]
@@ -75,7 +75,7 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 		if q.Payoff.Decide() {
 			s.active = append(s.active, q)
 			s.actT = append(s.actT, c)
-			s.actI = append(s.actI, i)
+			s.asked[i] = true
 		} else if q.Payoff.BackingOff() {
 			s.standby = append(s.standby, q)
 			s.standT = append(s.standT, c)
@@ -83,11 +83,13 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 	}
 	if len(s.active)+len(s.standby) > 0 && s.Config.Policy == AdaServe && s.PlainCost != nil &&
 		Guard(seqs, s.active, now, s.PlainCost(seqs), s.SpecTiming.Estimate()) {
-		s.active, s.actT, s.actI = s.active[:0], s.actT[:0], s.actI[:0]
+		s.active, s.actT = s.active[:0], s.actT[:0]
+		clear(s.asked)
 		s.standby, s.standT = s.standby[:0], s.standT[:0]
 	}
 	if len(s.active) > 0 {
 		if err := s.Drafter.Draft(s.active, shape, s.actT); err != nil {
+			clear(s.asked) // nothing of this Plan is verified as drafted
 			return nil, err
 		}
 	}
@@ -99,10 +101,12 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 	for i, q := range seqs {
 		s.limit(q, &s.cands[i])
 	}
-	for _, i := range s.actI {
-		s.asked[i] = true
+	for i, q := range seqs {
+		if !s.asked[i] {
+			continue
+		}
 		limit := shape.depth()
-		if q := seqs[i]; q.MaxDepth > 0 {
+		if q.MaxDepth > 0 {
 			limit = min(limit, q.MaxDepth)
 		}
 		s.Stats.ObserveDraft(&s.cands[i], limit)

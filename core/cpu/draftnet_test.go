@@ -22,7 +22,7 @@ import (
 // that kept a stale entry, or truncated one too few, answers differently;
 // so does one whose catch-up passes (a long new context fed a few tokens a
 // pass) lost or repeated a token. With a draft window, the reference is
-// asked the context the windowed cache holds: its first draftSink tokens
+// asked the context the windowed cache holds: its first DraftSink tokens
 // and what followed the skipped ones.
 func TestDraftCacheFollowsThePath(t *testing.T) {
 	for _, window := range []int{0, 5} {
@@ -73,8 +73,8 @@ func draftCacheFollowsThePath(t *testing.T, window int) {
 			lag := kept.lag(seq)
 			var had []int32 // what the cache held before
 			before := kept.state(seq)
-			fresh0 := before == nil || before.cache.Len() == 0 || len(seq.Tokens) < draftSink+before.skip
-			if before != nil && before.cache.Len() > 0 && len(seq.Tokens) < draftSink+before.skip {
+			fresh0 := before == nil || before.cache.Len() == 0 || len(seq.Tokens) < DraftSink+before.skip
+			if before != nil && before.cache.Len() > 0 && len(seq.Tokens) < DraftSink+before.skip {
 				belowWindow++
 			}
 			if !fresh0 {
@@ -93,7 +93,7 @@ func draftCacheFollowsThePath(t *testing.T, window int) {
 				}
 				require.Equal(t, len(view)-kept, lag, "iteration %d", iter)
 				if fresh0 {
-					require.Equal(t, max(0, len(seq.Tokens)-draftSink-window)*min(1, window), st.skip, "a new cache's window")
+					require.Equal(t, max(0, len(seq.Tokens)-DraftSink-window)*min(1, window), st.skip, "a new cache's window")
 				}
 			}
 			if st.skip > 0 {

@@ -112,7 +112,7 @@ func PolicyByName(name string) (sim.Policy, error) {
 const DefaultDraftVocab = 65536
 
 // DefaultDraftWindow is how many of a sequence's latest tokens (besides
-// its first draftSink) a draft model's new cache starts from, when the
+// its first DraftSink) a draft model's new cache starts from, when the
 // config's "draft_window" does not say (see draftNet.window). On the
 // Qwen2.5-Coder 1.5B/0.5B pair (2 threads, one stream, BenchmarkSpeculation)
 // whole-file rewrites (prompts of 300–500 tokens) went from 1.64x plain
@@ -1129,7 +1129,7 @@ func abs(x int) int { return max(x, -x) }
 // draftState is a sequence's state in a draft model: its own KV cache and
 // the tokens the cache holds (all committed). With a draft window the
 // cache holds the sequence's tokens less skip of them after the first
-// draftSink (see draftNet.window); the cache's positions count what it
+// DraftSink (see draftNet.window); the cache's positions count what it
 // holds.
 type draftState struct {
 	cache model.Cache
@@ -1137,27 +1137,23 @@ type draftState struct {
 	skip  int
 }
 
-// draftSink is how many leading tokens of a sequence a windowed draft
+// DraftSink is how many leading tokens of a sequence a windowed draft
 // cache keeps before its window: a model puts much of its attention on
 // the first positions (StreamingLLM's "attention sinks"), and a context
 // re-encoded without them predicts worse.
-const draftSink = 4
-
-// DraftSink is draftSink for the simulator's pricing of a new draft cache
-// (lmsadaserve).
-const DraftSink = draftSink
+const DraftSink = 4
 
 // view appends to dst the tokens of toks the cache is to hold: all of them,
-// or without the skip tokens after the first draftSink. ok is false where
+// or without the skip tokens after the first DraftSink. ok is false where
 // toks no longer reach past the skipped ones (a shorter sequence).
 func (st *draftState) view(dst, toks []int32) (v []int32, ok bool) {
 	if st.skip == 0 {
 		return append(dst, toks...), true
 	}
-	if len(toks) < draftSink+st.skip {
+	if len(toks) < DraftSink+st.skip {
 		return dst, false
 	}
-	return append(append(dst, toks[:draftSink]...), toks[draftSink+st.skip:]...), true
+	return append(append(dst, toks[:DraftSink]...), toks[DraftSink+st.skip:]...), true
 }
 
 // held is how many leading tokens of toks the cache already holds: the
@@ -1194,7 +1190,7 @@ type draftNet struct {
 	// the whole prompt.
 	catchUp int
 	// window > 0 starts a sequence's cache with at most its first
-	// draftSink and last window tokens: feeding the draft model a whole
+	// DraftSink and last window tokens: feeding the draft model a whole
 	// prompt costs a draft prefill on the iteration after the first
 	// token (0.6–0.8 s for a 400-token prompt on the Qwen2.5-Coder 0.5B
 	// on two cores), where the next tokens depend mostly on the recent
@@ -1315,12 +1311,12 @@ func (d *draftNet) lag(s *spec.Seq) int {
 }
 
 // newSkip is how many of a sequence's n tokens a new cache leaves out
-// after the first draftSink: all but the last window (none without one).
+// after the first DraftSink: all but the last window (none without one).
 func (d *draftNet) newSkip(n int) int {
 	if d.window <= 0 {
 		return 0
 	}
-	return max(0, n-draftSink-d.window)
+	return max(0, n-DraftSink-d.window)
 }
 
 // state returns the sequence's draft state (see ensureStates).
@@ -1430,7 +1426,7 @@ func (d *draftNet) NextDistributions(queries []spec.Query, out []float32) error 
 // fed (-1, 0 when the cache cannot hold the path).
 func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 	c := st.cache
-	if c.Len() > 0 && len(q.Context) < draftSink+st.skip {
+	if c.Len() > 0 && len(q.Context) < DraftSink+st.skip {
 		// The sequence no longer reaches past the skipped tokens: start
 		// the cache again.
 		if c.Truncate(0) != nil {

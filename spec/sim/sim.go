@@ -418,7 +418,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				if nothing && p.Spec != spec.Incremental {
 					// The synthetic drafter had nothing for it: the
 					// engine would have asked, and counted an empty tree.
-					run.Drafts.Asked++
+					sch.Stats.Asked++
 				}
 				l.seq.MaxDepth = max(1, left-1)
 				seqs = append(seqs, &l.seq)
@@ -523,7 +523,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		active = kept
 	}
 	run.End = now
-	run.Drafts = sch.Stats.Add(spec.DraftStats{Asked: run.Drafts.Asked})
+	run.Drafts = sch.Stats
 	return run, nil
 }
 
