@@ -364,7 +364,9 @@ gpu-baseline:
 # the real engine (-engine): MODEL_PATH with the n-gram drafter, and the
 # Qwen2.5-Coder pair with its draft model on a shorter sweep (about 15
 # minutes on two cores), each point replayed in the simulator on the
-# measured curve (engine-vs-sim.csv); CI's smoke is TestEngineSmoke. A kept
+# measured curve (engine-vs-sim.csv); CI's smoke is TestEngineSmoke. Last,
+# the pair's whole sweep in the simulator on that run's curves and fitted
+# acceptance (build/adaserve-qwen-sim, cpu-measured-pair-rates.csv). A kept
 # run checks a changed simulator in a second, without the engine:
 # go run ./core/cmd/lmsadaserve -replay build/adaserve -out build/replay.
 ADASERVE_QWEN := $(shell $(FETCH) --path qwen2.5-coder-1.5b)
@@ -374,10 +376,12 @@ bench-adaserve: $(MODEL_PATH) $(ADASERVE_QWEN) $(ADASERVE_QWEN_DRAFT)
 	$(GO) run ./core/cmd/lmsadaserve -engine -out $(BUILD)/adaserve -model $(MODEL_PATH)
 	$(GO) run ./core/cmd/lmsadaserve -engine -out $(BUILD)/adaserve-qwen -model $(ADASERVE_QWEN) \
 	  -draft $(ADASERVE_QWEN_DRAFT) -requests 16 -max-tokens 64 -loads 0.5,1 -policies adaserve,specinfer,incremental,vllm
+	$(GO) run ./core/cmd/lmsadaserve -out $(BUILD)/adaserve-qwen-sim -model $(ADASERVE_QWEN) \
+	  -draft $(ADASERVE_QWEN_DRAFT) -curves $(BUILD)/adaserve-qwen -max-tokens 64
 	$(MAKE) adaserve-plots
 
 # PNG plots of every sweep CSV in the bench-adaserve folders (matplotlib,
 # from PyPI into .venv on first use; the test runs never need it).
 adaserve-plots: $(BUILD)/.deps
 	$(VENV_RUN) $(PYTHON) -c 'import matplotlib' 2>/dev/null || $(VENV_RUN) $(PYTHON) -m pip install -q matplotlib
-	$(VENV_RUN) $(PYTHON) core/cmd/lmsadaserve/plot.py $(BUILD)/adaserve $(wildcard $(BUILD)/adaserve-qwen)
+	$(VENV_RUN) $(PYTHON) core/cmd/lmsadaserve/plot.py $(BUILD)/adaserve $(wildcard $(BUILD)/adaserve-qwen $(BUILD)/adaserve-qwen-sim)

@@ -90,3 +90,45 @@ type draftKey struct {
 func keyOf(policy string, load float64, replica int) draftKey {
 	return draftKey{policy, int64(math.Round(load * 1e4)), replica}
 }
+
+// pairSetting is the measured setting of a target and its draft model
+// (cpu-measured-pair): the simulated engine of an -engine run of the pair
+// (engineSettingOn: its curves, budget, tree limits, step gate and the
+// draft cache's catch-up, the paper's categories over the committed
+// prompts' lengths, outputs capped at o.maxTokens) swept over every
+// policy and load. An -engine run can only afford a few points of the
+// pair (13 minutes for 4 workloads at one load); this is the whole sweep
+// on the same machine model, which the replays validate at the points the
+// engine served. With o.curves an engine run's directory, the acceptance
+// is fitted from the drafts that run counted, pooled over everything it
+// served (fittedMachine); otherwise it is sim.DraftModelAcceptance.
+func pairSetting(o simOpts, c sim.Curve, loads []float64, requests, replicas int) (sim.Setting, error) {
+	prompts, err := loadPromptSets(o.prompts)
+	if err != nil {
+		return sim.Setting{}, err
+	}
+	eo := engineOpts{out: o.out, model: o.model, draft: o.draft, threads: o.threads, slots: o.slots,
+		requests: requests, replicas: replicas, maxTokens: o.maxTokens, loads: loads, seed: o.seed,
+		adaptive: true, curves: o.curves}
+	s, err := engineSettingOn(eo, c, prompts)
+	if err != nil {
+		return sim.Setting{}, err
+	}
+	s.Name = "cpu-measured-pair"
+	if o.curves == "" {
+		return s, nil
+	}
+	drafts, err := readDrafts(o.curves)
+	if err != nil {
+		return sim.Setting{}, err
+	}
+	var pooled spec.DraftStats
+	for _, d := range drafts {
+		pooled = pooled.Add(d)
+	}
+	if m, ok := fittedMachine(s.Machine, pooled, true); ok {
+		m.Accept.Name = "fitted from " + filepath.Join(o.curves, draftsFile)
+		s.Machine = m
+	}
+	return s, nil
+}

@@ -108,6 +108,12 @@ func engineSetting(o engineOpts, prompts [][]string) (sim.Setting, error) {
 		return sim.Setting{}, err
 	}
 	c.Name = fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(o.model), o.threads)
+	return engineSettingOn(o, c, prompts)
+}
+
+// engineSettingOn is engineSetting on the target's curve c, already
+// measured or read.
+func engineSettingOn(o engineOpts, c sim.Curve, prompts [][]string) (sim.Setting, error) {
 	var dc *sim.Curve
 	if o.draft != "" {
 		d, err := engineCurve(o, o.draft, 16, 1, draftCurveFile)

@@ -19,6 +19,16 @@
 //	lmsadaserve -engine -model models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
 //	    -draft models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf -out build/adaserve-qwen
 //
+// With -draft and without -engine, the measured setting is the pair's
+// (cpu-measured-pair): the simulated engine of an -engine run of the pair,
+// swept over every policy and load, on that run's curves and the
+// acceptance fitted from its draft counts when -curves names it. The
+// engine serves a few points of the pair in a quarter of an hour; the
+// replays validate the simulator there, and this sweeps the rest:
+//
+//	lmsadaserve -out build/adaserve-qwen-sim -model models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
+//	    -draft models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf -curves build/adaserve-qwen -max-tokens 64
+//
 // -replay DIR checks the simulator as it is now against such a run kept
 // in DIR (its engine-requests.csv and curves), without the engine:
 //
@@ -96,12 +106,12 @@ func main() {
 	seed := flag.Uint64("seed", 1, "workload and acceptance seed")
 	replicas := flag.Int("replicas", 8, "independent workloads pooled into each sweep point (-quick: 1; -engine: 1 unless given)")
 	engine := flag.Bool("engine", false, "run the workload through the real engine (needs -model) and check the simulator against it")
-	draft := flag.String("draft", "", "with -engine: draft model (drafter draft_model; default the n-gram drafter)")
-	prompts := flag.String("prompts", "core/cpu/testdata", "with -engine: directory of the committed prompt sets")
+	draft := flag.String("draft", "", "draft model (drafter draft_model; default the n-gram drafter): with -engine the engine's, without it the measured setting's (see cpu-measured-pair)")
+	prompts := flag.String("prompts", "core/cpu/testdata", "with -engine or -draft: directory of the committed prompt sets")
 	policies := flag.String("policies", "adaserve,specinfer,equal_greedy,global_greedy,incremental,sarathi,vllm", "with -engine: spec_policy values to compare")
 	loads := flag.String("loads", "0.25,0.5,1,1.5", "with -engine: request rates as fractions of the measured capacity")
-	maxTokens := flag.Int("max-tokens", 128, "with -engine: cap on each request's output length")
-	slots := flag.Int("slots", 8, "with -engine: max_slots")
+	maxTokens := flag.Int("max-tokens", 128, "with -engine or -draft: cap on each request's output length")
+	slots := flag.Int("slots", 8, "with -engine or -draft: max_slots")
 	check := flag.Bool("check", true, "with -engine: replay every point in the simulator on the measured curve")
 	curves := flag.String("curves", "", "an earlier run's -out directory whose measured cost curves (curve.csv, curve-roots.csv, draft-curve.csv) to use instead of measuring, so that two builds serve the same SLOs and rates")
 	adaptive := flag.Bool("adaptive", true, "with -engine: the engine's spec_adaptive (false: speculate as the simulator does, even where it does not pay)")
@@ -145,8 +155,8 @@ func main() {
 		}
 		return
 	}
-	if err := run(simOpts{out: *out, model: *modelPath, threads: *threads, quick: *quick,
-		requests: *requests, replicas: *replicas, seed: *seed, curves: *curves}); err != nil {
+	if err := run(simOpts{out: *out, model: *modelPath, draft: *draft, prompts: *prompts, threads: *threads, quick: *quick,
+		requests: *requests, replicas: *replicas, seed: *seed, curves: *curves, maxTokens: *maxTokens, slots: *slots}); err != nil {
 		fmt.Fprintln(os.Stderr, "lmsadaserve:", err)
 		os.Exit(1)
 	}
@@ -168,9 +178,15 @@ func parseLoads(s string) ([]float64, error) {
 // simOpts are the simulator's sweeps' settings (the flags).
 type simOpts struct {
 	out, model string
-	threads    int
-	quick      bool
-	requests   int
+	// draft and prompts: with a draft model, the measured setting is
+	// the pair's (cpu-measured-pair; see pairSetting), over the
+	// committed prompt sets in prompts, with outputs capped at maxTokens
+	// and slots sequences a batch, as an -engine run of the pair.
+	draft, prompts   string
+	maxTokens, slots int
+	threads          int
+	quick            bool
+	requests         int
 	// replicas: workloads pooled into each point (sim.Setting.Replicas).
 	// On the CPU's measured curves the policies differ by a point or two,
 	// and one workload of 200 requests puts either of two ahead depending
@@ -234,6 +250,13 @@ func run(o simOpts) error {
 			Machine: sim.Machine{Curve: c, Accept: sim.NGramAcceptance, Slots: 8, Budget: b},
 			Mix:     sim.PaperMix, Requests: requests / 2, Loads: loads, Seed: seed, Replicas: replicas,
 		})
+		if o.draft != "" {
+			p, err := pairSetting(o, c, loads, requests/2, replicas)
+			if err != nil {
+				return err
+			}
+			settings = append(settings, p)
+		}
 	}
 	for _, s := range settings {
 		rows, err := sim.Sweep(s, sim.Policies)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/spec/sim"
 )
 
@@ -303,5 +304,68 @@ func TestReplayFitsTheEnginesDrafts(t *testing.T) {
 
 	require.NoError(t, os.WriteFile(filepath.Join(r.dir, draftsFile), []byte("[{"), 0o644))
 	_, err = runReplay(r.opts, r.dir)
+	require.ErrorContains(t, err, draftsFile)
+}
+
+// The pair's measured setting (cpu-measured-pair) is the simulated engine
+// of an -engine run of a draft model: that run's target and draft curves,
+// the draft cache's catch-up, the step gate, outputs capped and prompts
+// as long as the committed ones, and the acceptance fitted from every
+// draft the run counted, pooled; without counts, the fixed draft-model
+// acceptance. It sweeps like any other setting.
+func TestPairSetting(t *testing.T) {
+	if _, err := os.Stat(smokeModel); err != nil {
+		t.Skipf("model absent (make model): %v", err)
+	}
+	r := makeReplayRun(t)
+	draft := sim.Curve{N: []int{1, 2, 4, 8, 16}, T: []time.Duration{2 * time.Millisecond, 2100 * time.Microsecond,
+		2300 * time.Microsecond, 2600 * time.Microsecond, 3500 * time.Microsecond}}
+	require.NoError(t, writeCurve(filepath.Join(r.dir, draftCurveFile), draft.N, draft.T))
+	o := simOpts{out: t.TempDir(), model: smokeModel, draft: "unused: the curves are read", prompts: "../../cpu/testdata",
+		threads: 1, maxTokens: 48, slots: 4, seed: 2, curves: r.dir}
+	loads := []float64{0.5}
+
+	s, err := pairSetting(o, r.curve, loads, 6, 1)
+	require.NoError(t, err)
+	require.Equal(t, "cpu-measured-pair", s.Name)
+	require.Equal(t, sim.DraftModelAcceptance.Name, s.Machine.Accept.Name, "no counts kept: the fixed model")
+	require.NotNil(t, s.Machine.DraftCurve)
+	require.Equal(t, draft.T, s.Machine.DraftCurve.T)
+	require.True(t, s.Machine.Gate)
+	require.Equal(t, cpu.DefaultDraftWindow+cpu.DraftSink, s.Machine.DraftWindow)
+	require.Equal(t, 4, s.Machine.Slots)
+	for _, c := range s.Mix {
+		require.LessOrEqual(t, c.Output[1], 48)
+		require.Equal(t, c.Prompt[0], c.Prompt[1], "the committed prompts' mean length")
+		require.Positive(t, c.Prompt[0])
+	}
+
+	// Counts kept by the run, of a drafter whose acceptance is known.
+	truth := sim.Acceptance{Name: "truth", Cond: [][]float64{{0.8, 0.1}, {0.7, 0.1}}, Drafts: 1, Continues: 1}
+	m := s.Machine
+	m.Accept = truth
+	long, err := sim.Generate(sim.Workload{Rate: 2, Requests: 60, Categories: engineMix(48), Seed: 9}, m.Baseline())
+	require.NoError(t, err)
+	pol, err := sim.PolicyByName("global-greedy")
+	require.NoError(t, err)
+	var served []servedDrafts
+	for k := range 2 {
+		sr, err := sim.Simulate(m, pol, long, uint64(k))
+		require.NoError(t, err)
+		served = append(served, servedDrafts{"global_greedy", 0.5, k, sr.Drafts})
+	}
+	require.NoError(t, writeDrafts(filepath.Join(r.dir, draftsFile), served))
+	s, err = pairSetting(o, r.curve, loads, 6, 1)
+	require.NoError(t, err)
+	require.Contains(t, s.Machine.Accept.Name, draftsFile)
+	require.InDelta(t, truth.Cond[0][0], s.Machine.Accept.Cond[0][0], 0.05)
+	require.Equal(t, 1.0, s.Machine.Accept.Drafts, "a draft model's gate decides when it drafts")
+
+	rows, err := sim.Sweep(s, sim.Policies)
+	require.NoError(t, err)
+	require.Len(t, rows, len(sim.Policies))
+
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, draftsFile), []byte("[{"), 0o644))
+	_, err = pairSetting(o, r.curve, loads, 6, 1)
 	require.ErrorContains(t, err, draftsFile)
 }
