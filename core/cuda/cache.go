@@ -38,6 +38,45 @@ func (c *Cache) Truncate(n int) error {
 	return nil
 }
 
+// fillByte is what every byte of a filled entry's keys and values holds
+// (Fill): read as float16, 0x2e2e is 0.0966, near the 0.1 that kv.Cache
+// fills the CPU's rows with, so attention over a filled cache sums
+// ordinary numbers.
+const fillByte = 0x2e
+
+// Fill commits n entries whose keys and values are fillByte, written by
+// memsets queued on the runner's stream (ordered with the passes): a cache
+// as long as a sequence's without the passes that would compute one, for
+// timing the passes that read it. The start-up measurement of batches
+// (core/cpu's filledCache) takes it where a cache has it; without it, 64
+// slots of 256 committed tokens were prefilled in 128-token passes, about
+// 24 k tokens at every runtime's creation. A memset per layer and kv head,
+// keys and values: the rows of one such block are contiguous.
+func (c *Cache) Fill(n int) error {
+	if err := c.Reserve(n); err != nil {
+		return err
+	}
+	if n > 0 {
+		leave, err := c.r.dev.ctx.Enter()
+		if err != nil {
+			return err
+		}
+		defer leave()
+		row := c.r.cfg.HeadDim * 2
+		for b := range c.layers * c.r.cfg.KVHeads {
+			off := (b*c.cap + c.n) * row
+			for _, p := range []cu.DevicePtr{c.k, c.v} {
+				if err := c.r.dev.ctx.MemsetAsync(p.Add(off), fillByte, n*row, c.r.dev.stream); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	c.n += n
+	c.pending = 0
+	return nil
+}
+
 // Commit keeps scratch entries Len()+scratch[j] as Len()+j. Entries that
 // move are copied on the device by kv_commit, queued on the runner's
 // stream behind the pass that wrote them; a path that is already in place

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/cuda/cu"
 	"github.com/lmstream/lmstream/core/cuda/kernels"
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model"
@@ -737,4 +738,64 @@ func TestLoadReportsUploadProgress(t *testing.T) {
 		require.GreaterOrEqual(t, seen[i], seen[i-1], "report %d went back", i)
 	}
 	require.InDelta(t, 1.0, seen[len(seen)-1], 1e-9)
+}
+
+// TestFillWritesTheRows: Cache.Fill commits n entries whose every key and
+// value byte is fillByte, in every layer and kv head, and touches no row
+// past them; a pass after it reads them as committed context (its token
+// at position n) and gives finite logits.
+func TestFillWritesTheRows(t *testing.T) {
+	p := loadPair(t)
+	const capacity, n = 96, 70
+	mc, err := p.gpu.NewCache(capacity)
+	require.NoError(t, err)
+	c := mc.(*Cache)
+	size := c.layers * p.cfg.KVHeads * capacity * p.cfg.HeadDim * 2
+	read := func(ptr cu.DevicePtr) []byte {
+		leave, err := p.gpu.dev.ctx.Enter()
+		require.NoError(t, err)
+		defer leave()
+		require.NoError(t, p.gpu.dev.stream.Sync())
+		b := make([]byte, size)
+		require.NoError(t, p.gpu.dev.ctx.DtoH(b, ptr))
+		return b
+	}
+	func() {
+		leave, err := p.gpu.dev.ctx.Enter()
+		require.NoError(t, err)
+		defer leave()
+		require.NoError(t, p.gpu.dev.ctx.Memset(c.k, 0xff, size))
+		require.NoError(t, p.gpu.dev.ctx.Memset(c.v, 0xff, size))
+	}()
+	require.Error(t, c.Fill(capacity+1), "past the capacity")
+	require.NoError(t, c.Fill(n))
+	require.Equal(t, n, c.Len())
+	row := p.cfg.HeadDim * 2
+	for name, ptr := range map[string]cu.DevicePtr{"keys": c.k, "values": c.v} {
+		b := read(ptr)
+		for blk := range c.layers * p.cfg.KVHeads {
+			for pos := range capacity {
+				want := byte(fillByte)
+				if pos >= n {
+					want = 0xff
+				}
+				at := (blk*capacity + pos) * row
+				for i, x := range b[at : at+row] {
+					if x != want {
+						t.Fatalf("%s: block %d, position %d, byte %d: %#x, want %#x", name, blk, pos, i, x, want)
+					}
+				}
+			}
+		}
+	}
+	var bt model.Batch
+	chain(&bt, c, []int32{1, 2}, true)
+	require.Equal(t, []int{n, n + 1}, bt.Pos)
+	logits := make([]float32, 2*p.cfg.Vocab)
+	require.NoError(t, p.gpu.Forward(&bt, logits))
+	for i, x := range logits {
+		require.False(t, math.IsNaN(float64(x)) || math.IsInf(float64(x), 0), "logit %d: %v", i, x)
+	}
+	commitAll(t, c, 2)
+	require.Equal(t, n+2, c.Len())
 }
