@@ -88,8 +88,11 @@
 // Scheduler.Plan adds a guard (Guard): AdaServe's speculation is put off
 // for an iteration that would leave a request behind its SLO at a slower
 // pace than plain decoding, judging a drafting request by the tokens its
-// speculation has been emitting. The baselines keep the paper's
-// definitions, unguarded.
+// speculation has been emitting. A drafter that must first feed a
+// request's context to its own model (a CatchUpDrafter: a draft model's
+// cache reading a new request's prompt) starts drafting for it only in an
+// iteration every request can wait that pass for (HoldCatchUps). The
+// baselines keep the paper's definitions, unguarded.
 //
 // The same slack, SLO·(o+1) − l (how long a request may wait for its next
 // token and stay on pace), shapes the rest of an AdaServe iteration. The

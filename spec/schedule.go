@@ -50,6 +50,10 @@ type Scheduler struct {
 	// asked[i]: the last Plan drafted for its sequence i (set with
 	// active, and cleared with it).
 	asked []bool
+	keep  []bool // holdCatchUps' scratch
+	// Held counts the sequences whose drafter's catch-up a Plan held
+	// back (HoldCatchUps).
+	Held int
 }
 
 // Plan drafts and selects for one iteration and returns the tree to verify
@@ -86,6 +90,9 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 		s.active, s.actT = s.active[:0], s.actT[:0]
 		clear(s.asked)
 		s.standby, s.standT = s.standby[:0], s.standT[:0]
+	}
+	if len(s.active) > 0 && s.Config.Policy == AdaServe && s.PlainCost != nil {
+		s.holdCatchUps(seqs, now)
 	}
 	if len(s.active) > 0 {
 		if err := s.Drafter.Draft(s.active, shape, s.actT); err != nil {
@@ -133,6 +140,42 @@ func (s *Scheduler) Plan(seqs []*Seq, now time.Time) ([]*Tree, error) {
 		s.outP = append(s.outP, &s.out[i])
 	}
 	return s.outP, nil
+}
+
+// holdCatchUps takes out of this Plan's drafting the sequences whose
+// drafter would first have to catch up for longer than the batch can wait
+// (HoldCatchUps), at the price of what speculative iterations have been
+// taking; a drafter that never catches up (not a CatchUpDrafter) holds
+// none.
+func (s *Scheduler) holdCatchUps(seqs []*Seq, now time.Time) {
+	cd, ok := s.Drafter.(CatchUpDrafter)
+	if !ok {
+		return
+	}
+	t := s.SpecTiming.Estimate()
+	if t <= 0 {
+		t = s.Timing.Estimate()
+	}
+	var held int
+	s.keep, held = HoldCatchUps(cd, seqs, s.active, now, t, s.keep)
+	if held == 0 {
+		return
+	}
+	s.Held += held
+	k, kept := 0, 0
+	for i := range seqs {
+		if !s.asked[i] {
+			continue
+		}
+		if s.keep[k] {
+			s.active[kept], s.actT[kept] = s.active[k], s.actT[k]
+			kept++
+		} else {
+			s.asked[i] = false
+		}
+		k++
+	}
+	s.active, s.actT = s.active[:kept], s.actT[:kept]
 }
 
 // Observe records how long the iteration of the last Plan took, in

@@ -1000,7 +1000,7 @@ func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
 // Step: read them once the runtime driving b is closed.
 func (b *Backend) Timings() Timings {
 	t := b.timings
-	t.Drafts = b.sched.Stats
+	t.Drafts, t.Held = b.sched.Stats, b.sched.Held
 	return t
 }
 

@@ -374,3 +374,42 @@ func TestDraftModelIsRepricedAfterSittingOut(t *testing.T) {
 	require.Nil(t, m.dm.stepBy[st.cache.Cap()])
 	require.Equal(t, held, st.cache.Len())
 }
+
+// TestDraftersReportTheirLag: the scheduler sees the backend's drafters as
+// a spec.CatchUpDrafter, so AdaServe can hold back a catch-up the batch
+// cannot wait for (spec.HoldCatchUps): a model-drafted sequence lags by
+// what its draft cache lacks (a new one: its whole context, within the
+// window), an n-gram one by nothing, and a pass is priced as the draft
+// model prices its passes (unknown before any was measured).
+func TestDraftersReportTheirLag(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 40, 7, 4)
+	b := tinyBackend(t, path, path, `,"spec_adaptive":true`)
+	cd, ok := b.sched.Drafter.(spec.CatchUpDrafter)
+	require.True(t, ok)
+	toks := make([]int32, 30)
+	for i := range toks {
+		toks[i] = int32(1 + i%29)
+	}
+	byModel := &spec.Seq{Tokens: toks, Prompt: 20}
+	byIndex := &spec.Seq{Tokens: toks, Prompt: 20}
+	b.drafts.kind[byModel], b.drafts.kind[byIndex] = draftModel, draftNGram
+	require.Equal(t, 30, cd.Lag(byModel))
+	require.Zero(t, cd.Lag(byIndex))
+	b.drafts.model.dm.owner[byModel] = &draftState{toks: toks[:27]}
+	require.Equal(t, 3, cd.Lag(byModel), "a cache three tokens behind")
+
+	m := b.drafts.model
+	_, ok = cd.LagPrice(30)
+	require.False(t, ok, "no pass measured yet")
+	for range stepSamples {
+		m.dm.observePass(1, true, 2*time.Millisecond)
+	}
+	m.at = func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	price, ok := cd.LagPrice(30)
+	require.True(t, ok)
+	require.Equal(t, 60*time.Millisecond, price, "the target's 30 ms at the draft's measured ratio of 2")
+
+	noModel := tinyBackend(t, path, "", "")
+	_, ok = noModel.sched.Drafter.(spec.CatchUpDrafter).LagPrice(30)
+	require.False(t, ok)
+}

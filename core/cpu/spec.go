@@ -910,6 +910,42 @@ func (d *drafters) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree)
 	return nil
 }
 
+// Lag implements spec.CatchUpDrafter: what the draft model of the
+// sequence's drafter (a separate model or the target's first layers)
+// would feed its cache before drafting for it; the n-gram index feeds
+// nothing.
+func (d *drafters) Lag(s *spec.Seq) int {
+	if m := d.modelOf(d.kind[s]); m != nil {
+		return m.dm.lag(s)
+	}
+	return 0
+}
+
+// LagPrice implements spec.CatchUpDrafter: a pass of the draft model over
+// n tokens (measured, else the prior: modelDrafter.passPrice). A draft
+// model's, where there is one, else the early exit's.
+func (d *drafters) LagPrice(n int) (time.Duration, bool) {
+	if m := d.modelOf(draftModel); m != nil {
+		return m.passPrice(n)
+	}
+	if m := d.modelOf(draftEarlyExit); m != nil {
+		return m.passPrice(n)
+	}
+	return 0, false
+}
+
+// modelOf is the model drafter of kind k, nil for the n-gram index or a
+// model not loaded.
+func (d *drafters) modelOf(k drafterKind) *modelDrafter {
+	switch k {
+	case draftModel:
+		return d.model
+	case draftEarlyExit:
+		return d.early
+	}
+	return nil
+}
+
 // modelDrafter drafts with a model — a separate GGUF sharing the target's
 // vocabulary, or the target's own first layers — by beam search
 // (spec.BeamDrafter over draftNet).

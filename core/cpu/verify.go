@@ -36,6 +36,10 @@ type Timings struct {
 	// them (spec.DraftStats): the acceptance a simulator replays the
 	// engine's requests with (sim.FitAcceptance).
 	Drafts spec.DraftStats
+	// Held counts the sequences whose draft model's catch-up the
+	// scheduler held back (spec.HoldCatchUps), as the simulator's
+	// Run.Held does.
+	Held int
 }
 
 // MaxRootBatch is the largest batch Timings.Roots keeps apart.
@@ -74,6 +78,7 @@ func (t Timings) Since(earlier Timings) Timings {
 		t.Roots[n] = t.Roots[n].sub(earlier.Roots[n])
 	}
 	t.Drafts = t.Drafts.Sub(earlier.Drafts)
+	t.Held -= earlier.Held
 	return t
 }
 

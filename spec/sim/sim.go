@@ -166,6 +166,21 @@ func (g *gate) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.Tree) err
 	return nil
 }
 
+// catchingUp is the simulator's drafter as a draft model's, which feeds a
+// request's context (Machine.DraftWindow of it at most) before its first
+// draft (spec.CatchUpDrafter): the scheduler then holds back the catch-ups
+// the batch cannot wait for, as the engine's does. lags holds, for the
+// iteration's requests, what the draft model still has to read.
+type catchingUp struct {
+	spec.Drafter
+	m    *Machine
+	lags map[*spec.Seq]int
+}
+
+func (c *catchingUp) Lag(s *spec.Seq) int { return c.lags[s] }
+
+func (c *catchingUp) LagPrice(n int) (time.Duration, bool) { return c.m.DraftCurve.At(n), true }
+
 // minProb is the floor under a node's path probability that the engine
 // prices from its cost curve with n decoding requests (spec.Prices and
 // spec.MinProb, as core/cpu's plan does). On the GPU-like curve it is
@@ -223,9 +238,10 @@ type Run struct {
 	// SatOut counts the request-iterations that sat out (spec.SitOut).
 	SatOut int
 	// CatchUps counts the iterations that fed the draft model a new
-	// request's context (Machine.DraftWindow).
-	CatchUps int
-	End      time.Duration
+	// request's context (Machine.DraftWindow), and Held the times the
+	// scheduler held such a catch-up back (spec.HoldCatchUps).
+	CatchUps, Held int
+	End            time.Duration
 	// Drafts counts the drafted trees against what the target took
 	// (spec.Scheduler.Stats): FitAcceptance of it gives back the machine's
 	// acceptance model, up to the draws.
@@ -277,6 +293,11 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			gated = &gate{inner: sch.Drafter, m: &m}
 			sch.Drafter = gated
 		}
+	}
+	var catching *catchingUp
+	if sch.Drafter != nil && m.DraftWindow > 0 && m.DraftCurve != nil {
+		catching = &catchingUp{Drafter: sch.Drafter, m: &m, lags: map[*spec.Seq]int{}}
+		sch.Drafter = catching
 	}
 	epoch := time.Unix(0, 0)
 	run := &Run{Results: make([]Result, len(reqs))}
@@ -437,6 +458,14 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			if gated != nil {
 				gated.n = len(seqs)
 			}
+			if catching != nil {
+				clear(catching.lags)
+				for _, l := range dec {
+					if !l.fed {
+						catching.lags[&l.seq] = min(len(l.seq.Tokens), m.DraftWindow)
+					}
+				}
+			}
 			if trees, err = sch.Plan(seqs, epoch.Add(now)); err != nil {
 				return nil, err
 			}
@@ -523,7 +552,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		active = kept
 	}
 	run.End = now
-	run.Drafts = sch.Stats
+	run.Drafts, run.Held = sch.Stats, sch.Held
 	return run, nil
 }
 

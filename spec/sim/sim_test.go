@@ -602,3 +602,34 @@ func TestDraftModelCatchesUpOnce(t *testing.T) {
 	incr := run(16, Policy{Name: "incremental", Spec: spec.Incremental})
 	require.Zero(t, incr.CatchUps, "no drafts, no catch-up")
 }
+
+// Under AdaServe the draft model's catch-up waits for a batch that can
+// wait for it (spec.HoldCatchUps): beside a request too close to its SLO
+// to absorb a 150 ms catch-up, no request starts drafting, and the held
+// catch-ups are counted; with a loose SLO, or under GlobalGreedy, each
+// request catches up once, at once.
+func TestCatchUpsWaitForSlack(t *testing.T) {
+	c := Curve{Name: "linear", N: []int{1, 64}, T: []time.Duration{11 * time.Millisecond, 74 * time.Millisecond}}
+	dc := Curve{Name: "draft", N: []int{1, 64}, T: []time.Duration{time.Millisecond, 640 * time.Millisecond}}
+	run := func(slo time.Duration, p Policy) *Run {
+		t.Helper()
+		reqs := []Request{
+			{Prompt: 30, Output: 60, TPOTSLO: slo},
+			{Arrival: 50 * time.Millisecond, Prompt: 30, Output: 20, TPOTSLO: time.Second},
+		}
+		m := Machine{Curve: c, Accept: perfect, Slots: 2, Budget: 8, DraftCurve: &dc, DraftWindow: 16}
+		r, err := Simulate(m, p, reqs, 1)
+		require.NoError(t, err)
+		return r
+	}
+	ada := Policy{Name: "adaserve", Spec: spec.AdaServe}
+	tight := run(12*time.Millisecond, ada)
+	require.Positive(t, tight.Held)
+	require.Equal(t, tight.Decodes, tight.Emitted, "nothing drafted while the tight request decodes")
+	loose := run(time.Second, ada)
+	require.Zero(t, loose.Held)
+	require.Equal(t, 2, loose.CatchUps)
+	gg := run(12*time.Millisecond, Policy{Name: "global-greedy", Spec: spec.GlobalGreedy})
+	require.Zero(t, gg.Held)
+	require.Equal(t, 2, gg.CatchUps)
+}
