@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -420,6 +421,9 @@ type engineRow struct {
 	// request-iterations that sat out (spec.SitOut); NaN where not known
 	// (a replayed file does not keep the engine's).
 	EngineSatOut, SimSatOut float64
+	// EngineHeld and SimHeld count the draft model's catch-ups AdaServe
+	// held back (spec.HoldCatchUps); EngineHeld is -1 where not known.
+	EngineHeld, SimHeld int
 	// Fit is the acceptance the engine's drafts over the point's
 	// replicas fit to (the replay of each replica fits its own), or nil
 	// where they counted too little or were not kept.
@@ -481,6 +485,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 		sruns := make([][]*sim.Run, len(pols))
 		proposed, accepted := make([]int, len(pols)), make([]int, len(pols)) // draft tokens
 		decoding, satOut := make([]int, len(pols)), make([]int, len(pols))   // request-iterations (cpu.Timings)
+		held := make([]int, len(pols))                                       // catch-ups held back (cpu.Timings)
 		drafts := make([]spec.DraftStats, len(pols))                         // the engine's, over the replicas
 		// Replica by replica, every policy in turn: the machine's pace
 		// drifts over a long sweep, and interleaving spreads the drift
@@ -497,6 +502,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 				}
 				decoding[pi] += tm.Decoding
 				satOut[pi] += tm.SatOut
+				held[pi] += tm.Held
 				drafts[pi] = drafts[pi].Add(tm.Drafts)
 				served = append(served, servedDrafts{p.Name, load, k, tm.Drafts})
 				for n, r := range tm.Roots {
@@ -528,6 +534,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 			if decoding[pi] > 0 {
 				row.EngineSatOut = float64(satOut[pi]) / float64(decoding[pi])
 			}
+			row.EngineHeld = held[pi]
 			row.Fit = fitOf(s.Machine, drafts[pi], o.draft != "")
 			rows = append(rows, row)
 		}
@@ -591,7 +598,7 @@ func requestRow(policy string, load float64, k int, r record, x sim.Result) stri
 // with the draft tokens the engine proposed and accepted. Nodes per
 // decode need the engine's decode count (knownDecodes).
 func pointRow(ncat int, policy string, load, rate float64, eruns, sruns []*sim.Run, proposed, accepted int, knownDecodes bool) engineRow {
-	row := engineRow{Proposed: proposed, Accepted: accepted, EngineSatOut: math.NaN(), SimSatOut: math.NaN()}
+	row := engineRow{Proposed: proposed, Accepted: accepted, EngineSatOut: math.NaN(), SimSatOut: math.NaN(), EngineHeld: -1}
 	row.Engine = sim.Row{Setting: "engine", Policy: policy, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(eruns, ncat)}
 	decodes := func(r *sim.Run) int { return r.Decodes }
 	if d := total(eruns, decodes); d > 0 && knownDecodes {
@@ -606,6 +613,7 @@ func pointRow(ncat int, policy string, load, rate float64, eruns, sruns []*sim.R
 			}
 			sat := total(sruns, func(r *sim.Run) int { return r.SatOut })
 			row.SimSatOut = float64(sat) / float64(d+sat)
+			row.SimHeld = total(sruns, func(r *sim.Run) int { return r.Held })
 		}
 		row.Sim = sim.Row{Setting: "sim-replay", Policy: policy, Load: load, Rate: rate, Metrics: sim.SummarizeRuns(sruns, ncat)}
 	}
@@ -634,7 +642,7 @@ func writeCheck(path string, rows []engineRow, mix []sim.Category) error {
 func checkTable(rows []engineRow) {
 	fmt.Printf("\n## engine vs simulator (measured curve, same requests)\n")
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\tsat out % engine\tsim\tsim budget bound %\tfit: drafts %\tgoes on %\ttop-1 % by depth (taken/believed)\t")
+	fmt.Fprintln(w, "policy\tload\trate r/s\tengine attain %\tsim attain %\tdiff pts\tengine goodput\tsim goodput\taccept % engine\tsim\tnodes/decode engine\tsim\tsat out % engine\tsim\tsim budget bound %\tcatch-ups held engine\tsim\tfit: drafts %\tgoes on %\ttop-1 % by depth (taken/believed)\t")
 	for _, r := range rows {
 		acc := 0.0
 		if r.Proposed > 0 {
@@ -656,9 +664,13 @@ func checkTable(rows []engineRow) {
 			}
 			fit = fmt.Sprintf("%.0f\t%.0f\t%s", 100*f.Drafts, 100*f.Continues, strings.Join(top, " "))
 		}
-		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%.2f\t%s\t%s\t%.1f\t%s\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
+		held := "–" // a file without the engine's count
+		if r.EngineHeld >= 0 {
+			held = strconv.Itoa(r.EngineHeld)
+		}
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.1f\t%.1f\t%+.1f\t%.1f\t%.1f\t%.0f\t%.0f\t%s\t%.2f\t%s\t%s\t%.1f\t%s\t%d\t%s\t\n", r.Engine.Policy, r.Engine.Load, r.Engine.Rate,
 			100*r.Engine.Attainment, 100*r.Sim.Attainment, 100*(r.Engine.Attainment-r.Sim.Attainment),
-			r.Engine.Goodput, r.Sim.Goodput, acc, 100*r.SimAccept, nodes, r.SimNodes, percent(r.EngineSatOut), percent(r.SimSatOut), 100*r.Sim.Bound, fit)
+			r.Engine.Goodput, r.Sim.Goodput, acc, 100*r.SimAccept, nodes, r.SimNodes, percent(r.EngineSatOut), percent(r.SimSatOut), 100*r.Sim.Bound, held, r.SimHeld, fit)
 	}
 	w.Flush()
 }
