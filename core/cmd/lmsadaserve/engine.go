@@ -46,8 +46,10 @@ type engineOpts struct {
 	// pace, with -replay, scales the run's cost curves for the simulator
 	// while the run's SLOs stay as they were: the engine's pace against
 	// its curve, which a two-core VM moves by 10–20% (1: the curve as
-	// measured).
-	pace float64
+	// measured). measuredPace, with -replay, instead scales each batch
+	// size to the pace the engine ran it at (enginePaced).
+	pace         float64
+	measuredPace bool
 }
 
 // promptSets are the committed prompt sets (core/cpu/testdata) each
@@ -555,7 +557,7 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	if err := os.WriteFile(filepath.Join(o.out, "engine-requests.csv"), []byte(reqCSV), 0o644); err != nil {
 		return nil, err
 	}
-	if err := writeCosts(filepath.Join(o.out, "engine-costs.csv"), roots[:], s.Machine.Curve); err != nil {
+	if err := writeCosts(filepath.Join(o.out, costsFile), roots[:], s.Machine.Curve); err != nil {
 		return nil, err
 	}
 	if err := writeDrafts(filepath.Join(o.out, draftsFile), served); err != nil {

@@ -209,6 +209,23 @@ func runReplay(o engineOpts, dir string) ([]engineRow, error) {
 		}
 		m = engineMachine(o, c, dc)
 	}
+	if o.measuredPace {
+		var ratios []batchPace
+		c, ratios, err = enginePaced(c, dir)
+		if err != nil {
+			return nil, err
+		}
+		if dc != nil {
+			d := paced(*dc, ratios[0].ratio)
+			dc = &d
+		}
+		m = engineMachine(o, c, dc)
+		fmt.Printf("paced as the engine ran (%s):", costsFile)
+		for _, r := range ratios {
+			fmt.Printf(" %d×%.2f", r.batch, r.ratio)
+		}
+		fmt.Println()
+	}
 	s := sim.Setting{Machine: m, Mix: mix, Seed: o.seed}
 	drafts, err := readDrafts(dir)
 	if err != nil {
@@ -267,8 +284,77 @@ func paced(c sim.Curve, pace float64) sim.Curve {
 	}
 	c.T, c.RootT = scale(c.T), scale(c.RootT)
 	c.Entry = time.Duration(float64(c.Entry) * pace)
+	c.Prompt = time.Duration(float64(c.Prompt) * pace)
 	return c
 }
+
+// costsFile is where an -engine run keeps its root-only iterations by
+// batch size beside their price (writeCosts).
+const costsFile = "engine-costs.csv"
+
+// batchPace is how much slower than its price the engine ran a batch of
+// batch sequences' roots.
+type batchPace struct {
+	batch int
+	ratio float64
+}
+
+// enginePaced is c at the pace the engine of the run kept in dir ran at,
+// batch size by batch size: each batch's pass (c.RootT) scaled by what
+// that run's root-only iterations of the size took against their price
+// (costsFile: engine_ms over priced_ms), a size the run did not time by
+// the nearest it did (the smaller of two), and the chain, the row price
+// and the prompt token by the ratio of the smallest batch timed. A two-core
+// VM does not slow down evenly: in session 31 a batch of one ran 1.07×
+// its price and a batch of eight 1.38×, so one -pace for every pass
+// either flatters the policies that run full batches or wrongs those
+// that sit requests out. It returns the ratios by batch, smallest first.
+func enginePaced(c sim.Curve, dir string) (sim.Curve, []batchPace, error) {
+	path := filepath.Join(dir, costsFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return c, nil, err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return c, nil, fmt.Errorf("%s: %w", costsFile, err)
+	}
+	if len(recs) < 2 || len(recs[0]) < 8 || recs[0][0] != "batch" || recs[0][2] != "engine_ms" || recs[0][7] != "priced_ms" {
+		return c, nil, fmt.Errorf("%s: not an engine-costs file, or no batch timed", costsFile)
+	}
+	var paces []batchPace
+	for i, r := range recs[1:] {
+		n, err1 := strconv.Atoi(r[0])
+		took, err2 := strconv.ParseFloat(r[2], 64)
+		price, err3 := strconv.ParseFloat(r[7], 64)
+		if err := errors.Join(err1, err2, err3); err != nil || n < 1 || !(took > 0 && took < maxField) || !(price > 0 && price < maxField) {
+			return c, nil, fmt.Errorf("%s: line %d: want a batch size and two positive times", costsFile, i+2)
+		}
+		if len(paces) > 0 && n <= paces[len(paces)-1].batch {
+			return c, nil, fmt.Errorf("%s: line %d: batch sizes out of order", costsFile, i+2)
+		}
+		paces = append(paces, batchPace{n, took / price})
+	}
+	at := func(n int) float64 {
+		best := paces[0]
+		for _, p := range paces[1:] {
+			if abs(p.batch-n) < abs(best.batch-n) {
+				best = p
+			}
+		}
+		return best.ratio
+	}
+	out := paced(c, paces[0].ratio)
+	out.RootT = make([]time.Duration, len(c.RootT))
+	for i, t := range c.RootT {
+		out.RootT[i] = time.Duration(float64(t) * at(c.RootN[i]))
+	}
+	out.Name = c.Name + " at the engine's pace"
+	return out, paces, nil
+}
+
+func abs(x int) int { return max(x, -x) }
 
 // arrivalRate is the requests per second that arrived over a point's
 // replicas (the file keeps the loads, not the capacity they scaled).

@@ -369,3 +369,55 @@ func TestPairSetting(t *testing.T) {
 	_, err = pairSetting(o, r.curve, loads, 6, 1)
 	require.ErrorContains(t, err, draftsFile)
 }
+
+// -measured-pace replays on the run's curves scaled batch size by batch
+// size to the pace its engine ran at (engine-costs.csv): each batch's
+// pass by its own ratio (an untimed size by the nearest timed one), the
+// chain, row and prompt prices by the smallest batch's. Malformed files
+// are refused by name.
+func TestEnginePaced(t *testing.T) {
+	dir := t.TempDir()
+	c := sim.Curve{Name: "c", N: []int{1, 16}, T: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond},
+		RootN: []int{1, 2, 4, 8}, RootT: []time.Duration{10 * time.Millisecond, 11 * time.Millisecond, 13 * time.Millisecond, 17 * time.Millisecond},
+		Context: 128, Entry: time.Microsecond, Prompt: 2 * time.Millisecond}
+	write := func(body string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, costsFile), []byte(body), 0o644))
+	}
+	write("batch,iterations,engine_ms,plan_ms,forward_ms,verify_ms,curve_ms,priced_ms\n" +
+		"1,10,11.000,0,0,0,10.000,10.000\n2,10,13.200,0,0,0,11.000,11.000\n8,10,25.500,0,0,0,17.000,17.000\n")
+	got, paces, err := enginePaced(c, dir)
+	require.NoError(t, err)
+	require.Equal(t, []batchPace{{1, 1.1}, {2, 1.2}, {8, 1.5}}, paces)
+	want := []time.Duration{11 * time.Millisecond, 13200 * time.Microsecond, 15600 * time.Microsecond, 25500 * time.Microsecond}
+	for i := range want {
+		require.InDelta(t, float64(want[i]), float64(got.RootT[i]), 1e3, "batch %d", c.RootN[i])
+	}
+	require.InDelta(t, float64(22*time.Millisecond), float64(got.T[1]), 1e3, "the chain at the batch of one's pace")
+	require.InDelta(t, float64(2200*time.Microsecond), float64(got.Prompt), 1e3)
+	require.InDelta(t, float64(1100*time.Nanosecond), float64(got.Entry), 1)
+	require.Equal(t, 17*time.Millisecond, c.RootT[3], "the run's curve is left as it was")
+
+	for _, bad := range []string{
+		"",
+		"batch,iterations,engine_ms,plan_ms,forward_ms,verify_ms,curve_ms,priced_ms\n",
+		"batch,iterations,engine_ms,plan_ms,forward_ms,verify_ms,curve_ms,priced_ms\n2,1,1,0,0,0,1,1\n1,1,1,0,0,0,1,1\n",
+		"batch,iterations,engine_ms,plan_ms,forward_ms,verify_ms,curve_ms,priced_ms\n1,1,-1,0,0,0,1,1\n",
+		"batch,iterations,engine_ms,plan_ms,forward_ms,verify_ms,curve_ms,priced_ms\n1,1,NaN,0,0,0,1,1\n",
+		"policy,load\nx,1\n",
+	} {
+		write(bad)
+		_, _, err := enginePaced(c, dir)
+		require.ErrorContains(t, err, costsFile, "%q", bad)
+	}
+	require.NoError(t, os.Remove(filepath.Join(dir, costsFile)))
+	_, _, err = enginePaced(c, dir)
+	require.Error(t, err)
+
+	// A whole replay at the engine's pace.
+	r := makeReplayRun(t)
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, costsFile), []byte("batch,iterations,engine_ms,plan_ms,forward_ms,verify_ms,curve_ms,priced_ms\n1,3,6.600,0,0,0,6.000,6.000\n"), 0o644))
+	r.opts.out, r.opts.measuredPace = t.TempDir(), true
+	rows, err := runReplay(r.opts, r.dir)
+	require.NoError(t, err)
+	require.Len(t, rows, 4)
+}
