@@ -479,14 +479,14 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 				run.Verified += t.Len()
 				depth = max(depth, t.Depth())
 			}
-			if m.DraftWindow > 0 && m.DraftCurve != nil {
+			if catching != nil {
 				// A request's first draft feeds the draft model its
 				// context first.
 				catchUp := 0
 				for i, l := range dec {
 					if !l.fed && sch.DraftedFor(i) {
 						l.fed = true
-						catchUp += min(len(l.seq.Tokens), m.DraftWindow)
+						catchUp += catching.Lag(&l.seq)
 					}
 				}
 				if catchUp > 0 {
