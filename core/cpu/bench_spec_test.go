@@ -210,7 +210,13 @@ func compareSet(tb testing.TB, config string, set []string, drafters []string, m
 // with a small change, where most of the answer copies the prompt),
 // LMSTREAM_SPEC_TOKENS the
 // tokens per answer (128) and LMSTREAM_SPEC_REPS the runs per prompt, of
-// which the fastest counts (2). The Qwen pair:
+// which the fastest counts (2). With draft_model among the drafters,
+// LMSTREAM_PEER_SPEC naming llama.cpp's llama-speculative-simple (built
+// outside this repository) runs it on each set's prompts right after, with
+// the same models, chat template, threads and token cap, and prints its
+// time per decoded token and draft_model's speedup over it
+// (LMSTREAM_PEER_SPEC_ARGS replaces its drafting flags, peerSpecArgs).
+// The Qwen pair:
 //
 //	LMSTREAM_SPEC_MODEL=$PWD/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
 //	LMSTREAM_SPEC_DRAFT=$PWD/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
@@ -238,6 +244,11 @@ func BenchmarkSpeculation(b *testing.B) {
 					plain.msPerToken()/r.msPerToken(), tpp,
 					100*float64(r.accepted)/float64(max(1, r.proposed)),
 					100*float64(tm.Plan)/tot, 100*float64(tm.Forward)/tot, 100*float64(tm.Verify)/tot)
+			}
+			if bin := os.Getenv("LMSTREAM_PEER_SPEC"); bin != "" && runs["draft_model"] != nil {
+				peer := peerSpeculation(b, bin, prompts, tokens)
+				fmt.Fprintf(&out, "%-9s %-12s %9.2f %7.2fx   (draft_model %.2fx llama.cpp's)\n", set, "llama.cpp", peer.msPerToken(),
+					plain.msPerToken()/peer.msPerToken(), peer.msPerToken()/runs["draft_model"].msPerToken())
 			}
 		}
 	}
