@@ -59,7 +59,7 @@ func BenchmarkNGramCeiling(b *testing.B) {
 	const maxDraft = 15
 	var out strings.Builder
 	for b.Loop() {
-		curve, err := MeasureCurve(specBenchModel(), 2, maxDraft+1, 1)
+		curve, err := MeasureCurve(specBenchModel(), benchThreads, maxDraft+1, 1)
 		if err != nil {
 			b.Fatal(err)
 		}

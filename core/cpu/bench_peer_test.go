@@ -60,7 +60,7 @@ func peerSpeculation(tb testing.TB, bin string, set []string, maxTokens int) pee
 			tb.Fatal(err)
 		}
 		cmd := exec.Command(bin, append([]string{"-m", specBenchModel(), "-md", envOr("LMSTREAM_SPEC_DRAFT", benchModel),
-			"-f", file, "-t", "2", "-td", "2", "--temp", "0", "-n", strconv.Itoa(maxTokens), "-c", "2048"}, args...)...)
+			"-f", file, "-t", strconv.Itoa(benchThreads), "-td", strconv.Itoa(benchThreads), "--temp", "0", "-n", strconv.Itoa(maxTokens), "-c", "2048"}, args...)...)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			tb.Fatalf("%s: %v\n%s", bin, err, tail(out, 2000))

@@ -138,8 +138,12 @@ func startBench(tb testing.TB, config string) (*Backend, *runtime.Runtime) {
 	return b, runtime.Start(b, cfg.MaxSlots, cfg.MaxQueue)
 }
 
+// benchThreads is the threads every speculation benchmark runs on: the
+// engine's, the cost curve's and the llama.cpp peer's.
+const benchThreads = 2
+
 func benchConfig(extra string) string {
-	return MergeConfig(`{"model_path":"`+specBenchModel()+`","max_slots":8,"context_length":1024,"threads":2}`, extra)
+	return MergeConfig(`{"model_path":"`+specBenchModel()+`","max_slots":8,"context_length":1024,"threads":`+strconv.Itoa(benchThreads)+`}`, extra)
 }
 
 // specBenchModel is the target of the speculation benchmarks: the default
