@@ -754,6 +754,7 @@ func (b *Backend) Open(s *runtime.Slot) error {
 	q.seq = spec.Seq{Tokens: append(make([]int32, 0, len(s.Prompt)+256), s.Prompt...), Prompt: len(s.Prompt),
 		SLO: it.slo, NoSpec: it.drafter == draftNone, Payoff: spec.Payoff{Always: !b.spec.adaptive}}
 	b.drafts.kind[&q.seq] = it.drafter
+	b.drafts.target[&q.seq] = c
 	s.State = q
 	return nil
 }

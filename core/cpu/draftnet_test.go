@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/kv"
+	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/spec"
@@ -412,4 +414,74 @@ func TestDraftersReportTheirLag(t *testing.T) {
 	noModel := tinyBackend(t, path, "", "")
 	_, ok = noModel.sched.Drafter.(spec.CatchUpDrafter).LagPrice(30)
 	require.False(t, ok)
+}
+
+// TestEarlyExitBorrowsTheTargetsEntries: the early exit's cache takes the
+// K/V of the tokens the target committed from the target's own cache (the
+// early exit's layers are its first ones) instead of computing them again.
+// It answers as an early exit that fed the whole context, holds exactly
+// the target's entries, runs no catch-up pass, and prices its catch-up at
+// the root alone; a sequence without a target cache to borrow from is fed
+// as before.
+func TestEarlyExitBorrowsTheTargetsEntries(t *testing.T) {
+	path := tinyFile(t, t.TempDir(), 40, 7, 4)
+	b := tinyBackend(t, path, path, "")
+	early := b.drafts.early.dm
+	require.NotNil(t, early.borrow)
+	target, err := b.model.NewCache(64)
+	require.NoError(t, err)
+	seq := &spec.Seq{Tokens: []int32{1, 5, 9, 13, 17, 21, 25}, Prompt: 4}
+	commit := func(toks []int32) { // the target's pass over its next tokens
+		var bt model.Batch
+		for i, tok := range toks {
+			bt.Tokens, bt.Cache = append(bt.Tokens, tok), append(bt.Cache, target)
+			bt.Pos, bt.Parent, bt.Logits = append(bt.Pos, target.Len()+i), append(bt.Parent, i-1), append(bt.Logits, false)
+		}
+		require.NoError(t, b.model.Forward(&bt, nil))
+		require.NoError(t, target.Commit(seqInts(len(toks))))
+	}
+	const k = 4
+	ask := func(d *draftNet, s *spec.Seq) ([]int32, []float32) {
+		d.seqs = []*spec.Seq{s}
+		defer func() { d.seqs = nil }()
+		ids, probs := make([]int32, k), make([]float32, k)
+		require.NoError(t, d.NextTopK([]spec.Query{{Seq: 0, Context: s.Tokens}}, k, ids, probs))
+		return ids, probs
+	}
+	commit(seq.Tokens[:len(seq.Tokens)-1]) // the prompt and first token; the root is not committed
+	b.drafts.target[seq] = target
+	for round := range 3 {
+		require.Equal(t, 1, early.lag(seq))
+		ids, probs := ask(early, seq)
+		require.False(t, early.sideFed, "round %d: no catch-up pass", round)
+		fresh := &draftNet{m: early.m, layers: early.layers, owner: map[*spec.Seq]*draftState{}, newCache: early.newCache}
+		wantIDs, wantProbs := ask(fresh, &spec.Seq{Tokens: seq.Tokens, Prompt: seq.Prompt})
+		require.Equal(t, wantIDs, ids, "round %d", round)
+		require.InDeltaSlice(t, wantProbs, probs, 1e-4)
+		c, tc := early.state(seq).cache.(*kv.Cache), target.(*kv.Cache)
+		require.Equal(t, len(seq.Tokens), c.Len())
+		for h := range 2 {
+			n := tc.Len() * 16 // head dim 16: the target's committed rows
+			require.Equal(t, tc.K(0, h)[:n], c.K(0, h)[:n])
+			require.Equal(t, tc.V(0, h)[:n], c.V(0, h)[:n])
+		}
+		// Verification accepts two tokens and a bonus one.
+		seq.Tokens = append(seq.Tokens, ids[0], ids[1], int32(3+round))
+		commit(seq.Tokens[target.Len() : len(seq.Tokens)-1])
+	}
+
+	// Nothing to borrow from: fed, and the same answer.
+	alone := &spec.Seq{Tokens: slices.Clone(seq.Tokens), Prompt: seq.Prompt}
+	ids, _ := ask(early, alone)
+	require.True(t, early.sideFed || early.state(alone).cache.Len() == len(alone.Tokens))
+	wantIDs, _ := ask(&draftNet{m: early.m, layers: early.layers, owner: map[*spec.Seq]*draftState{}, newCache: early.newCache}, alone)
+	require.Equal(t, wantIDs, ids)
+}
+
+func seqInts(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
 }

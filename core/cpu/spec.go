@@ -605,13 +605,16 @@ func prefillCache(m model.Runner, c model.Cache, n, seed, chunk int) error {
 // drafters dispatches each sequence to the drafter its request chose. The
 // scheduler sees one Drafter; the kinds live beside the sequences.
 type drafters struct {
-	kind  map[*spec.Seq]drafterKind
-	ngram spec.NGramDrafter
-	model *modelDrafter // nil without a draft model
-	early *modelDrafter // nil until an early-exit request comes
-	seqs  [4][]*spec.Seq
-	trees [4][]*spec.Tree
-	errs  int // drafter failures (each cost one iteration's speculation)
+	kind map[*spec.Seq]drafterKind
+	// target is each sequence's KV cache in the target, which the early
+	// exit's caches borrow from (draftNet.borrow).
+	target map[*spec.Seq]model.Cache
+	ngram  spec.NGramDrafter
+	model  *modelDrafter // nil without a draft model
+	early  *modelDrafter // nil until an early-exit request comes
+	seqs   [4][]*spec.Seq
+	trees  [4][]*spec.Tree
+	errs   int // drafter failures (each cost one iteration's speculation)
 	// accept calibrates each kind's path probabilities against what
 	// verification accepted (the backend reports every verified tree);
 	// calib holds a kind's factors for its drafter's stop rule.
@@ -689,6 +692,7 @@ func (d *drafters) observe(s *spec.Seq, requested drafterKind, took time.Duratio
 // forget drops a finished sequence's state.
 func (d *drafters) forget(s *spec.Seq) {
 	delete(d.kind, s)
+	delete(d.target, s)
 	delete(d.modelPace, s)
 }
 
@@ -1232,6 +1236,13 @@ type draftNet struct {
 	// on two cores), where the next tokens depend mostly on the recent
 	// ones. The cache then grows with the sequence as before.
 	window int
+	// borrow, where set (the early exit, whose layers are the target's
+	// first ones), commits to the draft cache dst the next n entries of
+	// the target's own cache of s: the K/V the target computed for tokens
+	// it committed, which a catch-up would compute again. It reports
+	// false where it cannot (a cache of another device, a local layer
+	// that no longer holds them); sync then feeds the tokens.
+	borrow func(s *spec.Seq, dst model.Cache, n int) bool
 	// sideFed says whether the current call ran a catch-up pass (its
 	// time is then no draft step's).
 	sideFed  bool
@@ -1334,8 +1345,12 @@ func (d *draftNet) sideChain(c model.Cache, toks []int32, logits bool) *model.Ba
 }
 
 // lag is how many tokens the sequence's draft cache lacks: what its next
-// sync feeds before drafting.
+// sync feeds before drafting. A cache that borrows the target's entries
+// (borrow) feeds only the root, which the target has not committed.
 func (d *draftNet) lag(s *spec.Seq) int {
+	if d.borrow != nil {
+		return 1
+	}
 	if st := d.state(s); st != nil && len(st.toks) > 0 {
 		if v, ok := st.view(d.full[:0], s.Tokens); ok {
 			d.full = v
@@ -1490,6 +1505,14 @@ func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 			}
 		}
 		st.toks = st.toks[:p]
+	}
+	if d.borrow != nil && st.skip == 0 {
+		// Positions below the root's are the tokens the target has
+		// committed (Seq.Committed), its K/V at those positions ours.
+		if n := min(len(q.Context), len(full)) - 1 - p; n > 0 && d.borrow(d.seqs[q.Seq], c, n) {
+			st.toks = append(st.toks, full[p:p+n]...)
+			p += n
+		}
 	}
 	for d.catchUp > 0 && len(full)-p > d.catchUp {
 		if err := d.feed(c, full[p:p+d.catchUp]); err != nil {

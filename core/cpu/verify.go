@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
@@ -95,6 +96,7 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 	b.sched.Config = sc.sched
 	b.sched.Drafter = &b.drafts
 	b.drafts.kind = map[*spec.Seq]drafterKind{}
+	b.drafts.target = map[*spec.Seq]model.Cache{}
 	b.drafts.ngramDeeper = !sc.depthGiven
 	cfg := b.model.Config()
 	if sc.draftModelPath != "" {
@@ -118,6 +120,15 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		ctx := b.context
 		early := &draftNet{m: b.model, layers: layers, catchUp: b.prefillChunk, owner: map[*spec.Seq]*draftState{},
 			newCache: func() (model.Cache, error) { return pr.NewPrefixCache(ctx, layers) }}
+		if _, onCPU := b.model.(model.CPU); onCPU {
+			// The target's caches and the early exit's are kv.Caches of
+			// one model: the draft's catch-ups copy (draftNet.borrow).
+			early.borrow = func(s *spec.Seq, dst model.Cache, n int) bool {
+				from, ok := b.drafts.target[s].(*kv.Cache)
+				to, ok2 := dst.(*kv.Cache)
+				return ok && ok2 && to.AppendFrom(from, n) == nil
+			}
+		}
 		b.drafts.early = &modelDrafter{dm: early, always: !sc.adaptive}
 		b.drafts.early.beam.Model = early
 	}

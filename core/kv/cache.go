@@ -248,6 +248,48 @@ func (c *Cache) Fill(n int) error {
 	return nil
 }
 
+// AppendFrom commits the next n entries, positions Len() … Len()+n−1,
+// copied from src's committed entries at the same positions, layer for
+// layer over this cache's layers (src may hold more: a cache of a model's
+// first layers borrows from the whole model's). Why: the early-exit
+// self-draft runs the target's own first layers, so the K/V the target
+// wrote for the tokens it committed are the ones the draft's cache lacks;
+// copying them costs microseconds where feeding the tokens again costs a
+// pass of those layers (on SmolLM2-135M, 8 ms to catch up 64 tokens
+// against 3.2 ms a decoded token). It is an error, changing nothing, when
+// the shapes differ, src has not committed those positions, or a local
+// layer of src no longer holds them.
+func (c *Cache) AppendFrom(src *Cache, n int) error {
+	from := c.n
+	switch {
+	case n < 0 || from+n > src.n:
+		return fmt.Errorf("kv: AppendFrom: positions %d…%d, but the source holds %d", from, from+n-1, src.n)
+	case len(c.layers) > len(src.layers) || c.kvHeads != src.kvHeads || c.headDim != src.headDim:
+		return fmt.Errorf("kv: AppendFrom: a cache of %d layers × %d kv heads × %d dims from one of %d × %d × %d",
+			len(c.layers), c.kvHeads, c.headDim, len(src.layers), src.kvHeads, src.headDim)
+	}
+	for li := range c.layers {
+		if s := &src.layers[li]; from < s.off {
+			return fmt.Errorf("kv: AppendFrom: layer %d of the source keeps positions from %d on, not %d", li, s.off, from)
+		}
+	}
+	if err := c.Reserve(n); err != nil {
+		return err
+	}
+	hd := c.headDim
+	for li := range c.layers {
+		l, s := &c.layers[li], &src.layers[li]
+		for h := range c.kvHeads {
+			dst, at := (h*l.rows-l.off+from)*hd, (h*s.rows-s.off+from)*hd
+			copy(l.k[dst:dst+n*hd], s.k[at:at+n*hd])
+			copy(l.v[dst:dst+n*hd], s.v[at:at+n*hd])
+		}
+	}
+	c.n += n
+	c.pending = 0
+	return nil
+}
+
 // move shifts layer l's committed rows so that row 0 is position off, into
 // new storage of rows rows when that differs.
 func (c *Cache) move(l *layer, off, rows int) {

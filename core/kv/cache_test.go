@@ -221,3 +221,52 @@ func TestFill(t *testing.T) {
 	r := 299 - w.Off(0)
 	require.InDelta(t, 0.1, quant.F16ToF32(w.K(0, 0)[r*16]), 1e-4)
 }
+
+// A cache of a model's first layers takes the entries a whole model's
+// cache committed (the early exit catching up from the target), in
+// stretches, each entry as the source holds it; what it cannot take is an
+// error that changes nothing.
+func TestAppendFromCopiesTheFirstLayers(t *testing.T) {
+	const w = 5
+	src := NewShape(Shape{Layers: 3, KVHeads: 2, HeadDim: 4, Ctx: 400, Window: []int{0, w, 0}, MaxPass: 8})
+	for e := range 120 {
+		require.NoError(t, src.Reserve(1))
+		fill(src, e, float32(e+1))
+		require.NoError(t, src.Commit([]int{0}))
+	}
+	dst := NewShape(Shape{Layers: 2, KVHeads: 2, HeadDim: 4, Ctx: 400, Window: []int{0, w}, MaxPass: 8})
+	// The source's local layer has moved on: the first positions are gone.
+	require.Positive(t, src.Off(1))
+	require.ErrorContains(t, dst.AppendFrom(src, 3), "keeps positions from")
+	require.Zero(t, dst.Len())
+
+	// From a source whose layers all hold everything, in two stretches.
+	src = NewShape(Shape{Layers: 3, KVHeads: 2, HeadDim: 4, Ctx: 400})
+	require.NoError(t, src.Reserve(30))
+	for e := range 30 {
+		fill(src, e, float32(e+1))
+	}
+	require.NoError(t, src.Commit(seqIdx(30)))
+	require.NoError(t, dst.AppendFrom(src, 12))
+	require.NoError(t, dst.AppendFrom(src, 18))
+	require.Equal(t, 30, dst.Len())
+	for e := max(0, 30-w+1); e < 30; e++ {
+		requireEntry(t, dst, e, float32(e+1))
+	}
+	for e := range 30 { // the global layer holds them all
+		for h := range 2 {
+			require.Equal(t, float32(100*h+e+1), quant.F16ToF32(dst.V(0, h)[e*4]))
+		}
+	}
+	require.ErrorContains(t, dst.AppendFrom(src, 1), "the source holds 30")
+	require.ErrorContains(t, src.AppendFrom(dst, 0), "a cache of 3 layers")
+	require.Equal(t, 30, dst.Len())
+}
+
+func seqIdx(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
