@@ -1,7 +1,9 @@
 package cpu
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -414,6 +416,48 @@ func TestDraftersReportTheirLag(t *testing.T) {
 	noModel := tinyBackend(t, path, "", "")
 	_, ok = noModel.sched.Drafter.(spec.CatchUpDrafter).LagPrice(30)
 	require.False(t, ok)
+}
+
+// softmaxTopK picks a row's k largest logits (the lower id first among
+// equals) and gives their softmax probabilities as float64 arithmetic
+// does, to float32 precision, over a vocabulary-sized row (its SIMD
+// exponential covers whole blocks of 16 and the tail alike).
+func TestSoftmaxTopKMatchesTheSoftmax(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, size := range []int{1, 3, 17, 49152 + 5} {
+		row := make([]float32, size)
+		for i := range row {
+			row[i] = float32(r.NormFloat64() * 4)
+		}
+		if size > 10 {
+			row[7] = row[2] // a tie: id 2 ranks first
+			row[2] += 30    // and both lead
+			row[7] += 30
+		}
+		var z float64
+		mx := slices.Max(row)
+		for _, v := range row {
+			z += math.Exp(float64(v - mx))
+		}
+		order := make([]int, size)
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(row[b], row[a]) })
+		want := slices.Clone(row)
+		const k = 4
+		ids, probs := make([]int32, k), make([]float32, k)
+		softmaxTopK(row, k, ids, probs)
+		for j := range k {
+			if j >= size {
+				require.Zero(t, probs[j])
+				continue
+			}
+			require.Equal(t, int32(order[j]), ids[j], "rank %d of %d", j, size)
+			p := math.Exp(float64(want[order[j]]-mx)) / z
+			require.InDelta(t, p, float64(probs[j]), 2e-6*p+1e-9, "rank %d of %d", j, size)
+		}
+	}
 }
 
 // TestEarlyExitBorrowsTheTargetsEntries: the early exit's cache takes the

@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"time"
@@ -1650,15 +1649,13 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 }
 
 // softmaxTopK writes the k most probable tokens of a logits row, by
-// descending probability, and their softmax probabilities.
+// descending probability (ties: the lower id), and their softmax
+// probabilities. It overwrites the row with its unnormalised softmax
+// weights: one pass of comparisons finds the top k, whose first is the
+// maximum, and the normaliser runs on the SIMD exponential (model.ExpSum).
 func softmaxTopK(row []float32, k int, ids []int32, probs []float32) {
-	mx := row[0]
-	for _, v := range row {
-		mx = max(mx, v)
-	}
-	var z float64
-	for _, v := range row {
-		z += math.Exp(float64(v - mx))
+	if k <= 0 || len(row) == 0 {
+		return
 	}
 	n := 0
 	for i, v := range row {
@@ -1674,8 +1671,9 @@ func softmaxTopK(row []float32, k int, ids []int32, probs []float32) {
 		}
 		ids[j] = int32(i)
 	}
+	z := model.ExpSum(row, row[ids[0]])
 	for j := range n {
-		probs[j] = float32(math.Exp(float64(row[ids[j]]-mx)) / z)
+		probs[j] = row[ids[j]] / z
 	}
 	for j := n; j < k; j++ {
 		probs[j] = 0

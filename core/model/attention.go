@@ -130,6 +130,14 @@ func softmaxWeights(x []float32, mx float32) float32 {
 	return sum
 }
 
+// ExpSum replaces x by e^(x−mx) and returns their sum, the normaliser of
+// a softmax whose largest argument is mx, with attention's kernels
+// (softmaxWeights). A draft model's top-k probabilities need it over a
+// whole vocabulary row every step: with math.Exp that took 1.1 ms a row
+// of SmolLM2's 49,152 ids on an AVX-512 Xeon, more than the 10-layer
+// early-exit pass it followed.
+func ExpSum(x []float32, mx float32) float32 { return softmaxWeights(x, mx) }
+
 // scaleRow multiplies o by f.
 func scaleRow(o []float32, f float32) {
 	for d := range o {
