@@ -1,6 +1,9 @@
 package spec
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // Payoff decides, from what speculation measurably did for one request,
 // whether the request should go on speculating. Expected-value reasoning
@@ -33,6 +36,13 @@ type Payoff struct {
 	backing     bool    // the last Decide's plain answer was a back-off's
 	caughtUp    bool    // a speculative iteration has run (the drafter saw the prompt)
 	lastSpec    float64 // spec's tokens per iteration when the last back-off reset it
+
+	// The priced balance (Priced): per priced iteration, the draft tokens
+	// accepted less the draft steps' price, in plain tokens; decayed sums
+	// of it and of the iterations, forgetting per emitted token.
+	pending             float64 // the price of this iteration's drafting, once Priced
+	priced              bool
+	balance, pricedIter float64
 }
 
 // Back-off bounds, in iterations, and the margin speculation must beat.
@@ -44,6 +54,16 @@ const (
 	// plainFirst plain iterations start a request that has a prior, so
 	// that speculation is judged against a measurement.
 	plainFirst = 2
+	// balanceDecay per emitted token: the priced balance forgets with a
+	// horizon of about a hundred tokens, so the evidence of the last
+	// probes still counts in the next (a back-off of 8–32 tokens keeps
+	// 72–92% of it), while a request whose text changes (prose, then a
+	// passage it copies) is judged on what it does now.
+	balanceDecay = 0.99
+	// balanceMin is the priced iterations (decayed) the balance needs
+	// before it is judged: the first probe's first two iterations; one
+	// more after a back-off.
+	balanceMin = 1.5
 )
 
 // Pace is a time per emitted token over recent iterations: decayed sums
@@ -123,12 +143,46 @@ func (p *Payoff) Decide() bool {
 // first. A StandbyDrafter may still draft for such a request.
 func (p *Payoff) BackingOff() bool { return !p.decided && p.backing }
 
+// Priced tells the gate what the drafting of the request's tree cost this
+// iteration: steps draft steps, each priced at stop of a plain token (the
+// drafter's StopProb: the step and the verified token it adds, over a
+// plain token's time). A drafter whose steps cost real time calls it after
+// drafting; Observe then also judges the request on its priced balance.
+//
+// Why: timing alone judges a probe after probeLen iterations, and each
+// probe of a drafter that does not pay costs that many losing iterations.
+// On SmolLM2-135M's chat prompts the early exit (a step 0.5 of a plain
+// token, 5–8% of its probe iterations accepting anything) spent 12
+// iterations of every 128-token answer probing, 6% of its time. Counting
+// tokens against priced steps is free of the VM's timing noise, and its
+// evidence carries across probes: a request whose balance stays negative
+// backs off again after a single probe iteration.
+func (p *Payoff) Priced(steps int, stop float64) {
+	if steps > 0 && stop > 0 {
+		p.pending, p.priced = float64(steps)*stop, true
+	}
+}
+
 // Observe records one iteration of the request: its duration and the
 // tokens it emitted, and whether drafts were verified (a speculating
 // request whose drafter proposed nothing decoded plainly).
 func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 	if tokens <= 0 || d <= 0 {
 		return
+	}
+	cost, priced := p.pending, p.priced
+	p.pending, p.priced = 0, false
+	forget := math.Pow(balanceDecay, float64(tokens))
+	p.balance *= forget
+	p.pricedIter *= forget
+	if priced && p.decided {
+		// Drafted and paid for, whether or not any node was verified.
+		p.balance += float64(tokens-1) - cost
+		p.pricedIter++
+		if p.pricedIter >= balanceMin && p.balance < 0 {
+			p.backOff()
+			return
+		}
 	}
 	if !speculated {
 		p.plain.Add(d, tokens)
@@ -177,15 +231,25 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 		p.backoff = BackoffMin
 	}
 	if p.spec.PerToken() > ref {
-		// Losing: decode plainly for a while, longer each time in a row.
-		p.off = p.backoff
-		p.backoff = min(2*p.backoff, BackoffMax)
-		p.probe = 0
-		p.lastSpec = p.spec.PerIteration()
-		p.spec = Pace{}
+		p.backOff()
 	} else {
 		p.backoff = BackoffMin
 	}
+}
+
+// backOff starts a back-off: decode plainly for a while, longer each time
+// in a row.
+func (p *Payoff) backOff() {
+	if p.backoff == 0 {
+		p.backoff = BackoffMin
+	}
+	p.off = p.backoff
+	p.backoff = min(2*p.backoff, BackoffMax)
+	p.probe = 0
+	if t := p.spec.PerIteration(); t > 0 {
+		p.lastSpec = t
+	}
+	p.spec = Pace{}
 }
 
 // SpecTokens is what the request's recent speculative iterations emitted

@@ -267,3 +267,88 @@ func TestPromptFloor(t *testing.T) {
 	require.Equal(t, 8, PromptFloor(128, []Prompt{{100, in(time.Second)}}, 0, now))
 	require.Equal(t, 1, PromptFloor(4, []Prompt{{100, in(100 * ms)}}, iter, now))
 }
+
+// runPriced is runPayoff for a drafter that prices its steps: each
+// speculative iteration drafted steps steps at stop of a plain token.
+func runPriced(p *Payoff, n int, d, plain time.Duration, specTokens, steps int, stop float64) (spec int, probes []int) {
+	run := 0
+	for range n {
+		if p.Decide() {
+			spec++
+			run++
+			p.Priced(steps, stop)
+			p.Observe(d, specTokens, true)
+			continue
+		}
+		if run > 0 {
+			probes = append(probes, run)
+			run = 0
+		}
+		p.Observe(plain, 1, false)
+	}
+	return spec, probes
+}
+
+// A drafter whose accepted tokens do not pay for its priced steps backs
+// off on its balance: after the first probe's two iterations, and after a
+// single iteration in the later probes, the evidence of the earlier ones
+// still counting (once back-offs reach BackoffMax, two). Timing alone spends probeLen iterations a probe (and
+// the first probe's catch-up besides).
+func TestPayoffBacksOffOnItsPricedBalance(t *testing.T) {
+	// The early exit on chat prompts: a step 0.5 of a plain token, two
+	// steps a tree, nothing accepted; 1 token in 6 ms against 3.5 plain.
+	p := Payoff{PlainPrior: 3500 * time.Microsecond}
+	n, probes := runPriced(&p, 1000, 6*time.Millisecond, 3500*time.Microsecond, 1, 2, 0.5)
+	require.Equal(t, 2, probes[0], "the first probe")
+	for i, k := range probes[1:] {
+		// After back-offs of BackoffMax tokens, much of the evidence has
+		// been forgotten: one or two iterations.
+		if i < 5 {
+			require.Equal(t, 1, k, "probe %d of %v", i+1, probes)
+		}
+		require.LessOrEqual(t, k, 2, "probe %d of %v", i+1, probes)
+	}
+	timed := Payoff{PlainPrior: 3500 * time.Microsecond}
+	m := runPayoff(&timed, 1000, 6*time.Millisecond, 3500*time.Microsecond, 1)
+	require.Less(t, 2*n, m, "priced %d, timed %d speculative iterations", n, m)
+
+	// Accepting a token every other iteration does not pay for 2 steps at
+	// 0.6 either, though the time of such an iteration (a fast step) says
+	// nothing against it: the balance backs it off.
+	p = Payoff{PlainPrior: 3500 * time.Microsecond}
+	spec := 0
+	for i := range 1000 {
+		if !p.Decide() {
+			p.Observe(3500*time.Microsecond, 1, false)
+			continue
+		}
+		spec++
+		p.Priced(2, 0.6)
+		p.Observe(3*time.Millisecond, 1+i%2, true)
+	}
+	require.Less(t, spec, 40)
+}
+
+// A drafter whose accepted tokens pay for its steps is never backed off by
+// its balance, even through iterations that accept nothing.
+func TestPayoffKeepsAPayingPricedDrafter(t *testing.T) {
+	p := Payoff{PlainPrior: 40 * time.Millisecond}
+	spec := 0
+	for i := range 500 {
+		if !p.Decide() {
+			p.Observe(40*time.Millisecond, 1, false)
+			continue
+		}
+		spec++
+		p.Priced(5, 0.35) // 1.75 plain tokens of steps
+		tokens := []int{1, 4, 6, 3}[i%4]
+		p.Observe(time.Duration(tokens)*25*time.Millisecond, tokens, true)
+	}
+	require.Equal(t, 500-plainFirst, spec)
+	// Without a price, or with a step the stop rule never priced, the
+	// balance has nothing to say.
+	p = Payoff{PlainPrior: 40 * time.Millisecond}
+	p.Priced(0, 0.5)
+	p.Priced(3, 0)
+	require.False(t, p.priced)
+}

@@ -1036,7 +1036,17 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 			shape.StopProb = spec.StopProb(m.dm.Step.Estimate(), m.marginal, m.plain)
 		}
 	}
-	return m.beam.Draft(seqs, shape, trees)
+	if err := m.beam.Draft(seqs, shape, trees); err != nil {
+		return err
+	}
+	if shape.Spine && shape.StopProb > 0 {
+		// Each request's gate weighs what its tree's steps cost against
+		// the tokens verification accepts of it (spec.Payoff.Priced).
+		for i, s := range seqs {
+			s.Payoff.Priced(trees[i].Depth(), shape.StopProb)
+		}
+	}
+	return nil
 }
 
 // repriceEvery is how many calls over n sequences the model sits out,
