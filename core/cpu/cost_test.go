@@ -144,3 +144,21 @@ func TestRootsPriceFollowsTheEngine(t *testing.T) {
 	b.plainPass = nil
 	require.Equal(t, 8*ms, b.cost.Roots(8))
 }
+
+// TestLivePaceScalesThePrices: the prices a draft step is compared with
+// follow the engine's recent plain passes at the iteration's size, in
+// either direction, and are the curve's until one was seen.
+func TestLivePaceScalesThePrices(t *testing.T) {
+	ms := time.Millisecond
+	var b Backend
+	require.Equal(t, 1.0, b.livePace(1), "no curve")
+	b.setCurve(&costCurve{ns: []int{1, 8}, ts: []time.Duration{4 * ms, 8 * ms}})
+	require.Equal(t, 1.0, b.livePace(1), "nothing seen")
+	b.plainPass = []time.Duration{0, 5 * ms, 0}
+	require.InDelta(t, 1.25, b.livePace(1), 1e-9, "one sequence took 5 ms where the curve says 4")
+	require.Equal(t, 1.0, b.livePace(2), "none of 2 seen")
+	require.Equal(t, 1.0, b.livePace(3))
+	b.plainPass[1] = 3 * ms
+	require.InDelta(t, 0.75, b.livePace(1), 1e-9, "faster than at start-up")
+	require.Equal(t, 6*ms, scaleDuration(4*ms, 1.5))
+}

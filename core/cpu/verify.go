@@ -185,6 +185,31 @@ func (b *Backend) rootsPrice(n int) time.Duration {
 	return t
 }
 
+// livePace is how the engine's recent plain passes over n decoding
+// sequences (plainPass) compare with the start-up curve's price of them:
+// 1 until one was measured.
+//
+// Why: a draft step is priced from its own passes, measured as it runs,
+// against a plain token priced from the curve, measured once at start-up
+// on a cache of curveContext tokens. On a VM whose pace drifts by 20% in
+// minutes the two disagree: SmolLM2-135M drafting for itself (a step as
+// dear as the target's pass, which can never pay) measured its step under
+// the start-up price of a plain token, drafted deep spines and ran its
+// chat set at 0.84–0.94x plain.
+func (b *Backend) livePace(n int) float64 {
+	if n >= len(b.plainPass) || b.plainPass[n] <= 0 || b.curve == nil {
+		return 1
+	}
+	if at := b.curve.at(n); at > 0 {
+		return float64(b.plainPass[n]) / float64(at)
+	}
+	return 1
+}
+
+func scaleDuration(d time.Duration, f float64) time.Duration {
+	return time.Duration(float64(d) * f)
+}
+
 // curveTokens is how far the forward pass's cost is measured on a device
 // (at spec.CalibrationSizes, twice each); beyond, it is extrapolated. A
 // CPU is compute-bound long before 48 tokens; a GPU's pass stays nearly
@@ -361,8 +386,12 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 			b.floors = spec.Floors(b.curve.at, n, worth, upTo, b.floors)
 			b.sched.Config.Floor = b.floors
 		}
+		// What the prices are compared with is measured now (a draft
+		// step, a request's iterations): the prices follow the engine's
+		// own recent plain passes (livePace).
+		live := b.livePace(n)
 		for _, s := range b.seqs {
-			s.Payoff.PlainPrior = plain
+			s.Payoff.PlainPrior = scaleDuration(plain, live)
 		}
 		if b.curve != nil {
 			b.drafts.at = b.curve.at
@@ -370,7 +399,7 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		b.drafts.streams = n
 		for _, d := range []*modelDrafter{b.drafts.model, b.drafts.early} {
 			if d != nil {
-				d.plain, d.marginal = worth, marginal
+				d.plain, d.marginal = scaleDuration(worth, live), scaleDuration(marginal, live)
 				if b.curve != nil {
 					d.at = b.curve.at
 				}
