@@ -40,8 +40,7 @@ type Payoff struct {
 	// The priced balance (Priced): per priced iteration, the draft tokens
 	// accepted less the draft steps' price, in plain tokens; decayed sums
 	// of it and of the iterations, forgetting per emitted token.
-	pending             float64 // the price of this iteration's drafting, once Priced
-	priced              bool
+	pending             float64 // the price of this iteration's drafting (0: not Priced)
 	balance, pricedIter float64
 }
 
@@ -159,7 +158,7 @@ func (p *Payoff) BackingOff() bool { return !p.decided && p.backing }
 // backs off again after a single probe iteration.
 func (p *Payoff) Priced(steps int, stop float64) {
 	if steps > 0 && stop > 0 {
-		p.pending, p.priced = float64(steps)*stop, true
+		p.pending = float64(steps) * stop
 	}
 }
 
@@ -170,12 +169,12 @@ func (p *Payoff) Observe(d time.Duration, tokens int, speculated bool) {
 	if tokens <= 0 || d <= 0 {
 		return
 	}
-	cost, priced := p.pending, p.priced
-	p.pending, p.priced = 0, false
+	cost := p.pending
+	p.pending = 0
 	forget := math.Pow(balanceDecay, float64(tokens))
 	p.balance *= forget
 	p.pricedIter *= forget
-	if priced && p.decided {
+	if cost > 0 && p.decided {
 		// Drafted and paid for, whether or not any node was verified.
 		p.balance += float64(tokens-1) - cost
 		p.pricedIter++

@@ -7,18 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// run feeds a Payoff n iterations: speculative ones emit specTokens in d,
+// runPayoff feeds a Payoff n iterations: speculative ones emit specTokens in d,
 // plain ones one token in plain, and returns how many speculated.
 func runPayoff(p *Payoff, n int, d, plain time.Duration, specTokens int) int {
-	spec := 0
-	for range n {
-		if p.Decide() {
-			spec++
-			p.Observe(d, specTokens, true)
-		} else {
-			p.Observe(plain, 1, false)
-		}
-	}
+	spec, _ := runPriced(p, n, d, plain, specTokens, 0, 0) // no price: timing alone
 	return spec
 }
 
@@ -268,8 +260,10 @@ func TestPromptFloor(t *testing.T) {
 	require.Equal(t, 1, PromptFloor(4, []Prompt{{100, in(100 * ms)}}, iter, now))
 }
 
-// runPriced is runPayoff for a drafter that prices its steps: each
-// speculative iteration drafted steps steps at stop of a plain token.
+// runPriced feeds a Payoff n iterations: speculative ones emit specTokens
+// in d, each drafted by steps steps priced at stop of a plain token (none
+// priced with 0), plain ones one token in plain. It returns how many
+// speculated, and the length of each run of them (a probe).
 func runPriced(p *Payoff, n int, d, plain time.Duration, specTokens, steps int, stop float64) (spec int, probes []int) {
 	run := 0
 	for range n {
@@ -350,5 +344,5 @@ func TestPayoffKeepsAPayingPricedDrafter(t *testing.T) {
 	p = Payoff{PlainPrior: 40 * time.Millisecond}
 	p.Priced(0, 0.5)
 	p.Priced(3, 0)
-	require.False(t, p.priced)
+	require.Zero(t, p.pending)
 }

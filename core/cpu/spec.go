@@ -1518,7 +1518,7 @@ func (d *draftNet) sync(st *draftState, q spec.Query) (int, int) {
 	if d.borrow != nil && st.skip == 0 {
 		// Positions below the root's are the tokens the target has
 		// committed (Seq.Committed), its K/V at those positions ours.
-		if n := min(len(q.Context), len(full)) - 1 - p; n > 0 && d.borrow(d.seqs[q.Seq], c, n) {
+		if n := len(q.Context) - 1 - p; n > 0 && d.borrow(d.seqs[q.Seq], c, n) {
 			st.toks = append(st.toks, full[p:p+n]...)
 			p += n
 		}
