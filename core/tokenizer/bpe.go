@@ -17,11 +17,11 @@ type mergeRule struct {
 func pairKey(left, right int32) uint64 { return uint64(uint32(left))<<32 | uint64(uint32(right)) }
 
 func (t *Tokenizer) initBPE(cfg Config) error {
-	pre, wholeWord, err := preTokenizerFor(cfg.Pre)
+	pre, err := preTokenizerFor(cfg.Pre)
 	if err != nil {
 		return err
 	}
-	t.pre, t.wholeWord = pre, wholeWord
+	t.pre, t.wholeWord = pre, pre.ignoreMerges
 	for b := range t.byteTok {
 		t.byteTok[b] = -1
 		if id, ok := t.textID[byteToUTF8[b]]; ok {
@@ -61,6 +61,7 @@ func (t *Tokenizer) initBPE(cfg Config) error {
 // every pre-token.
 type bpeWork struct {
 	spans  []span
+	spans2 []span // scratch of multi-stage pre-tokenizers
 	ids    []int32
 	prev   []int32
 	next   []int32
@@ -72,7 +73,7 @@ var bpeWorkPool = sync.Pool{New: func() any { return new(bpeWork) }}
 
 func (t *Tokenizer) encodeBPE(out []int32, s string) []int32 {
 	w := bpeWorkPool.Get().(*bpeWork)
-	w.spans = t.pre(w.spans[:0], s, 0)
+	w.spans, w.spans2 = t.pre.split(w.spans, w.spans2, s)
 	for _, sp := range w.spans {
 		out = t.encodeWord(out, s[sp.start:sp.end], w)
 	}

@@ -41,11 +41,14 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 		return cfg, err
 	}
 	spm := cfg.Model == "llama"
+	// llama.cpp adds BOS by default for SentencePiece and for the
+	// byte-level vocabularies of a few pre-tokenizers (Llama-3's, tekken).
+	addBOS := spm || (cfg.Model == "gpt2" && defaultAddBOS(cfg.Pre))
 	for key, p := range map[string]struct {
 		dst *bool
 		def bool
 	}{
-		"tokenizer.ggml.add_bos_token":    {&cfg.AddBOS, spm},
+		"tokenizer.ggml.add_bos_token":    {&cfg.AddBOS, addBOS},
 		"tokenizer.ggml.add_eos_token":    {&cfg.AddEOS, false},
 		"tokenizer.ggml.add_space_prefix": {&cfg.AddSpacePrefix, spm},
 	} {

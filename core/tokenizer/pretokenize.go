@@ -1,7 +1,6 @@
 package tokenizer
 
 import (
-	"fmt"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -18,26 +17,9 @@ import (
 // into the scanned string plus base.
 type span struct{ start, end int }
 
-type preTokenizer func(dst []span, s string, base int) []span
-
-// preTokenizerFor returns the scanner that tokenizer.ggml.pre names and
-// whether the vocabulary wants whole pre-tokens looked up before merging
-// (Hugging Face's ignore_merges, which Llama-3 sets).
-func preTokenizerFor(name string) (preTokenizer, bool, error) {
-	switch name {
-	case "gpt-2", "default", "":
-		// "default"/absent: the original GPT-2 regex, the behaviour every
-		// byte-level BPE vocabulary was trained for unless it says otherwise.
-		return splitGPT2, false, nil
-	case "smollm":
-		return splitSmolLM, false, nil
-	case "llama-bpe":
-		return splitLlama3, true, nil
-	case "qwen2":
-		return splitQwen2, false, nil
-	}
-	return nil, false, fmt.Errorf("tokenizer: unsupported pre-tokenizer %q (tokenizer.ggml.pre); supported: gpt-2, default, smollm, llama-bpe, qwen2", name)
-}
+// A stage splits one chunk s, which starts at byte base of the text, and
+// appends its pieces; a pre-tokenizer is a list of stages (see pretypes.go).
+type stage func(dst []span, s string, base int) []span
 
 type charClass uint8
 
@@ -73,12 +55,13 @@ func classOf(r rune) charClass {
 }
 
 func classOfUnicode(r rune) charClass {
-	switch {
-	case unicode.IsLetter(r):
+	switch categoryOf(r) {
+	case catLetter:
 		return clsLetter
-	case unicode.IsNumber(r):
+	case catNumber:
 		return clsNumber
-	case unicode.IsSpace(r):
+	}
+	if unicode.IsSpace(r) {
 		return clsSpace
 	}
 	// Marks, punctuation, symbols, U+FFFD for invalid bytes.
@@ -239,20 +222,41 @@ func splitQwen2(dst []span, s string, base int) []span {
 	return splitLlamaStyle(dst, s, base, 1)
 }
 
+// splitQwen35 is Qwen2's scanner with combining marks joining letters:
+// [^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+ for words and [^\s\p{L}\p{M}\p{N}] for
+// punctuation runs.
+func splitQwen35(dst []span, s string, base int) []span {
+	return splitLlamaStyleMarks(dst, s, base, 1, true)
+}
+
 func splitLlamaStyle(dst []span, s string, base int, maxDigits int) []span {
+	return splitLlamaStyleMarks(dst, s, base, maxDigits, false)
+}
+
+// splitLlamaStyleMarks is the Llama-3 family's scanner; with marks, \p{M}
+// counts as a letter in words and not as punctuation.
+func splitLlamaStyleMarks(dst []span, s string, base int, maxDigits int, marks bool) []span {
+	wordChar := func(r rune, c charClass) bool { return c == clsLetter || (marks && c == clsOther && isMark(r)) }
+	punctChar := func(r rune, c charClass) bool { return c == clsOther && !(marks && isMark(r)) }
 	for i := 0; i < len(s); {
 		r, w := runeAt(s, i)
 		end := i
 		c := classOf(r)
+		var r2 rune = -1 // the next rune, -1 at the end
+		var c2 charClass = clsSpace
+		if i+w < len(s) {
+			r2, _ = runeAt(s, i+w)
+			c2 = classOf(r2)
+		}
 		switch {
 		case r == '\'' && contractionLen(s[i+1:], true) > 0:
 			end = i + 1 + contractionLen(s[i+1:], true)
-		case c == clsLetter:
-			end = scanClass(s, i, clsLetter)
-		case r != '\r' && r != '\n' && c != clsNumber && classAt(s, i+w) == clsLetter:
+		case wordChar(r, c):
+			end = wordRunEnd(s, i, marks)
+		case r != '\r' && r != '\n' && c != clsNumber && r2 >= 0 && wordChar(r2, c2):
 			// [^\r\n\p{L}\p{N}]?\p{L}+: any one non-newline, non-alnum
 			// character (space, tab, quote...) leads a word.
-			end = scanClass(s, i+w, clsLetter)
+			end = wordRunEnd(s, i+w, marks)
 		case c == clsNumber:
 			end = i
 			for n := 0; n < maxDigits && end < len(s); n++ {
@@ -262,13 +266,13 @@ func splitLlamaStyle(dst []span, s string, base int, maxDigits int) []span {
 				}
 				end += w2
 			}
-		case c == clsOther || (r == ' ' && classAt(s, i+w) == clsOther):
+		case punctChar(r, c) || (r == ' ' && r2 >= 0 && punctChar(r2, c2)):
 			// " ?[^\s\p{L}\p{N}]+[\r\n]*"
 			k := i
 			if r == ' ' {
 				k = i + w
 			}
-			end = scanClass(s, k, clsOther)
+			end = punctRunEnd(s, k, marks)
 			for end < len(s) && (s[end] == '\r' || s[end] == '\n') {
 				end++
 			}
@@ -287,18 +291,34 @@ func splitLlamaStyle(dst []span, s string, base int, maxDigits int) []span {
 	return dst
 }
 
-// PreTokenize splits text the way the byte-level BPE pre-tokenizer named by
-// tokenizer.ggml.pre does, before any byte mapping or merging. It is exposed
-// for diagnostics and for checking the scanners against a regex engine.
-func PreTokenize(pre, text string) ([]string, error) {
-	split, _, err := preTokenizerFor(pre)
-	if err != nil {
-		return nil, err
+// wordRunEnd is the end of the run of letters (and, with marks, combining
+// marks) that starts at i.
+func wordRunEnd(s string, i int, marks bool) int {
+	if !marks {
+		return scanClass(s, i, clsLetter)
 	}
-	spans := split(nil, text, 0)
-	out := make([]string, len(spans))
-	for i, sp := range spans {
-		out[i] = text[sp.start:sp.end]
+	for i < len(s) {
+		r, w := runeAt(s, i)
+		if c := classOf(r); c != clsLetter && !(c == clsOther && isMark(r)) {
+			break
+		}
+		i += w
 	}
-	return out, nil
+	return i
+}
+
+// punctRunEnd is the end of the run of [^\s\p{L}\p{N}] (with marks, also
+// not \p{M}) that starts at i.
+func punctRunEnd(s string, i int, marks bool) int {
+	if !marks {
+		return scanClass(s, i, clsOther)
+	}
+	for i < len(s) {
+		r, w := runeAt(s, i)
+		if classOf(r) != clsOther || isMark(r) {
+			break
+		}
+		i += w
+	}
+	return i
 }

@@ -81,7 +81,7 @@ type Tokenizer struct {
 	eog     map[int32]bool
 
 	// byte-level BPE
-	pre         preTokenizer
+	pre         *preTokenizer
 	wholeWord   bool // look a whole pre-token up before merging (Llama-3's ignore_merges)
 	merges      map[uint64]mergeRule
 	byteTok     [256]int32 // id of the token for each single byte, -1 if none
