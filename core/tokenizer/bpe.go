@@ -32,20 +32,31 @@ func (t *Tokenizer) initBPE(cfg Config) error {
 	// loop does one integer-keyed lookup per candidate pair.
 	t.merges = make(map[uint64]mergeRule, len(cfg.Merges))
 	for rank, m := range cfg.Merges {
-		a, b, ok := strings.Cut(m, " ")
-		if !ok || a == "" || b == "" {
-			return fmt.Errorf("tokenizer: merge %d %q is not two tokens separated by a space", rank, m)
+		// As llama.cpp reads a merge: split at the first space after the
+		// first byte, so that a left token may itself start with a space.
+		sp := -1
+		if len(m) > 1 {
+			if j := strings.IndexByte(m[1:], ' '); j >= 0 {
+				sp = j + 1
+			}
 		}
+		if sp < 0 || sp == len(m)-1 {
+			return fmt.Errorf("tokenizer: tokenizer.ggml.merges[%d] %q is not two tokens separated by a space", rank, m)
+		}
+		a, b := m[:sp], m[sp+1:]
 		left, ok1 := t.textID[a]
 		right, ok2 := t.textID[b]
 		merged, ok3 := t.textID[a+b]
+		// A merge is a rule about vocabulary tokens; one that names a text
+		// the vocabulary lacks is a broken file, refused rather than run
+		// with the rule dropped or its result split into bytes.
 		switch {
 		case !ok1:
-			return fmt.Errorf("tokenizer: merge %d %q: left token %q is not in the vocabulary", rank, m, a)
+			return fmt.Errorf("tokenizer: tokenizer.ggml.merges[%d] %q: left token %q is not in the vocabulary (tokenizer.ggml.tokens)", rank, m, a)
 		case !ok2:
-			return fmt.Errorf("tokenizer: merge %d %q: right token %q is not in the vocabulary", rank, m, b)
+			return fmt.Errorf("tokenizer: tokenizer.ggml.merges[%d] %q: right token %q is not in the vocabulary (tokenizer.ggml.tokens)", rank, m, b)
 		case !ok3:
-			return fmt.Errorf("tokenizer: merge %d %q: merged token %q is not in the vocabulary", rank, m, a+b)
+			return fmt.Errorf("tokenizer: tokenizer.ggml.merges[%d] %q: merged token %q is not in the vocabulary (tokenizer.ggml.tokens)", rank, m, a+b)
 		}
 		k := pairKey(left, right)
 		if _, dup := t.merges[k]; !dup { // the earliest rank wins

@@ -7,8 +7,8 @@ import (
 	"github.com/lmstream/lmstream/core/tokenizer"
 )
 
-// FuzzRoundTrip checks the invariants that hold for any input: pre-token
-// pieces tile the text, byte-level BPE decodes back to the exact input bytes
+// FuzzRoundTrip checks the invariants that hold for any input: every
+// pre-tokenizer's pieces tile the text, byte-level BPE decodes back to the exact input bytes
 // (valid UTF-8 or not), and SentencePiece does too up to its space escaping.
 func FuzzRoundTrip(f *testing.F) {
 	for _, s := range []string{
@@ -29,7 +29,7 @@ func FuzzRoundTrip(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, s string, parseSpecial bool) {
-		for _, pre := range []string{"gpt-2", "smollm", "llama-bpe", "qwen2"} {
+		for _, pre := range tokenizer.PreTokenizerNames() {
 			pieces, err := tokenizer.PreTokenize(pre, s)
 			if err != nil {
 				t.Fatal(err)

@@ -93,3 +93,28 @@ func TestSpecialIDsInRange(t *testing.T) {
 	_, err = tokenizer.New(cfg)
 	require.ErrorContains(t, err, "end-of-generation id 8 out of range [0, 8)")
 }
+
+// TestMergesNamingMissingTokens: a merge whose left, right or merged text
+// is not a token is a broken vocabulary, refused with the key and the
+// entry named (issue 52), not run with the rule dropped.
+func TestMergesNamingMissingTokens(t *testing.T) {
+	for merge, want := range map[string]string{
+		"a z": `tokenizer.ggml.merges[1] "a z": right token "z" is not in the vocabulary`,
+		"z a": `tokenizer.ggml.merges[1] "z a": left token "z" is not in the vocabulary`,
+		"b c": `tokenizer.ggml.merges[1] "b c": merged token "bc" is not in the vocabulary`,
+		"abc": `tokenizer.ggml.merges[1] "abc" is not two tokens separated by a space`,
+	} {
+		w := gguf.NewWriter()
+		require.NoError(t, w.AddKV("tokenizer.ggml.model", "gpt2"))
+		require.NoError(t, w.AddKV("tokenizer.ggml.pre", "gpt-2"))
+		require.NoError(t, w.AddKV("tokenizer.ggml.tokens", []string{"a", "b", "c", "ab"}))
+		require.NoError(t, w.AddKV("tokenizer.ggml.merges", []string{"a b", merge}))
+		var buf bytes.Buffer
+		_, err := w.WriteTo(&buf)
+		require.NoError(t, err)
+		f, err := gguf.Parse(buf.Bytes())
+		require.NoError(t, err)
+		_, err = tokenizer.FromGGUF(f)
+		require.ErrorContains(t, err, want)
+	}
+}

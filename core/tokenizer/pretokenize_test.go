@@ -169,11 +169,21 @@ func TestPreTokenizers(t *testing.T) {
 }
 
 func TestPreTokenizerUnknownName(t *testing.T) {
-	_, err := PreTokenize("deepseek-coder", "x")
-	require.ErrorContains(t, err, `"deepseek-coder"`)
-	got, err := PreTokenize("default", "a  b")
+	_, err := PreTokenize("made-up", "x")
+	require.ErrorContains(t, err, `unsupported pre-tokenizer "made-up" (tokenizer.ggml.pre)`)
+	_, err = PreTokenize("gemma4", "x")
+	require.ErrorContains(t, err, `"gemma4" (tokenizer.ggml.pre) is for a vocabulary that is not byte-level`)
+	// "default", and a file with no pre-tokenizer, get llama.cpp's default
+	// list: punctuation runs, GPT-2's regex, digit runs, then groups of
+	// three digits.
+	for _, pre := range []string{"default", ""} {
+		got, err := PreTokenize(pre, "a + b x 123456")
+		require.NoError(t, err)
+		require.Equal(t, []string{"a", " ", "+", " b", " x", " ", "123", "456"}, got)
+	}
+	got, err := PreTokenize("gpt-2", "a + b x 123456")
 	require.NoError(t, err)
-	require.Equal(t, []string{"a", " ", " b"}, got, "default is the GPT-2 regex")
+	require.Equal(t, []string{"a", " +", " b", " x", " 123456"}, got)
 }
 
 func TestPreTokenizersEmptyAndInvalidUTF8(t *testing.T) {

@@ -344,7 +344,8 @@ func TestNewValidates(t *testing.T) {
 		want   string
 	}{
 		{"model", func(c *tokenizer.Config) { c.Model = "wordpiece" }, `unsupported tokenizer model "wordpiece"`},
-		{"pre", func(c *tokenizer.Config) { c.Pre = "falcon" }, `unsupported pre-tokenizer "falcon"`},
+		{"pre", func(c *tokenizer.Config) { c.Pre = "no-such-pre" }, `unsupported pre-tokenizer "no-such-pre"`},
+		{"pre not byte-level", func(c *tokenizer.Config) { c.Pre = "gemma4" }, `pre-tokenizer "gemma4" (tokenizer.ggml.pre) is for a vocabulary that is not byte-level`},
 		{"empty", func(c *tokenizer.Config) { c.Tokens, c.Types = nil, nil }, "empty vocabulary"},
 		{"types length", func(c *tokenizer.Config) { c.Types = c.Types[:3] }, "3 token types for"},
 		{"scores length", func(c *tokenizer.Config) { c.Scores = []float32{1} }, "1 scores for"},
@@ -352,7 +353,7 @@ func TestNewValidates(t *testing.T) {
 		{"eos range", func(c *tokenizer.Config) { c.EOS = 100000 }, "EOS id 100000 out of range"},
 		{"bos negative", func(c *tokenizer.Config) { c.BOS = -2 }, "BOS id -2 out of range"},
 		{"add bos", func(c *tokenizer.Config) { c.BOS, c.AddBOS = -1, true }, "AddBOS set but no BOS"},
-		{"merge shape", func(c *tokenizer.Config) { c.Merges = []string{"he"} }, `merge 0 "he" is not two tokens`},
+		{"merge shape", func(c *tokenizer.Config) { c.Merges = []string{"he"} }, `tokenizer.ggml.merges[0] "he" is not two tokens`},
 		{"merge left", func(c *tokenizer.Config) { c.Merges = []string{"zz e"} }, `left token "zz"`},
 		{"merge right", func(c *tokenizer.Config) { c.Merges = []string{"h zz"} }, `right token "zz"`},
 		{"merge result", func(c *tokenizer.Config) { c.Merges = []string{"e h"} }, `merged token "eh"`},

@@ -57,8 +57,8 @@ type vocabCase struct {
 
 // readVocabCases reads NAME.gguf.inp/.out the way llama.cpp's
 // test-tokenizer-0 does: strings separated by "\n__ggml_vocab_test__\n",
-// one line of space-separated ids per string. A string that occurs twice
-// is one test there (its tests are a map), so it is here.
+// one line of space-separated ids per string. (llama.cpp keeps its tests in
+// a map, so a string that occurs twice is one test there; both count here.)
 func readVocabCases(t *testing.T, inp, out string) []vocabCase {
 	t.Helper()
 	rawIn, err := os.ReadFile(inp)
@@ -78,13 +78,8 @@ func readVocabCases(t *testing.T, inp, out string) []vocabCase {
 	}
 	lines := strings.Split(strings.TrimSuffix(string(rawOut), "\n"), "\n")
 	require.Equal(t, len(texts), len(lines), "%s: %d strings, %d id lines", inp, len(texts), len(lines))
-	seen := map[string]bool{}
 	var cases []vocabCase
 	for i, text := range texts {
-		if seen[text] {
-			continue
-		}
-		seen[text] = true
 		c := vocabCase{text: text, want: []int32{}}
 		for _, f := range strings.Fields(lines[i]) {
 			id, err := strconv.ParseInt(f, 10, 32)
@@ -100,6 +95,13 @@ func readVocabCases(t *testing.T, inp, out string) []vocabCase {
 // the one a test set with no vocabulary file of its own was made with.
 var vocabStandIns = map[string]string{
 	"qwen2": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+}
+
+// vocabRefused are test sets whose tokenizer this package does not have,
+// with the error that refuses their file by name: BERT's WordPiece is an
+// embedding model's tokenizer, not a generator's.
+var vocabRefused = map[string]string{
+	"bert-bge": `unsupported tokenizer model "bert"`,
 }
 
 func loadTokenizerFile(t *testing.T, path string) *tokenizer.Tokenizer {
@@ -140,6 +142,15 @@ func TestLlamaCppVocabularies(t *testing.T) {
 			}
 		}
 		cases := readVocabCases(t, inp, vocab+".out")
+		if want, ok := vocabRefused[name]; ok {
+			f, err := gguf.Open(src)
+			require.NoError(t, err)
+			_, err = tokenizer.FromGGUF(f)
+			f.Close()
+			require.ErrorContains(t, err, want, name)
+			summary = append(summary, fmt.Sprintf("%s: refused by name (%v), %d tests not run", name, err, len(cases)))
+			continue
+		}
 		passed := 0
 		t.Run(name, func(t *testing.T) {
 			tok := loadTokenizerFile(t, src)
