@@ -15,11 +15,24 @@
 //
 // # Pre-tokenizers
 //
-// The pre-tokenizer regexes used by the reference implementations need
-// lookahead and Unicode classes that Go's regexp lacks, so each one is a small
-// hand-written scanner that reproduces the leftmost-first alternation of its
-// regex exactly (see pretokenize.go). \p{L} is unicode.IsLetter, \p{N} is
-// unicode.IsNumber and \s is unicode.IsSpace.
+// tokenizer.ggml.pre names how a byte-level vocabulary cuts text before
+// merging. Every name llama.cpp accepts for one is accepted here
+// (PreTokenizerNames), with llama.cpp's splits as the reference: each name
+// stands for a list of regexes applied in turn, each splitting the pieces
+// the previous one made (pretypes.go). The regexes use lookahead and
+// Unicode classes that Go's regexp lacks, so each is a small hand-written,
+// linear-time scanner that reproduces the leftmost-first alternation
+// llama.cpp runs, including its quirks: the regexes it runs through
+// std::regex see every non-ASCII character only as its category, so there
+// \p{Lu} and \p{Ll} both mean any letter, and only ASCII letters have a
+// case (words.go). \p{L}, \p{N}, \p{P}, \p{S}, \p{M} are the Unicode 15.1
+// general categories and \s is White_Space (uclass.go). An unknown name,
+// or one llama.cpp uses for vocabularies that are not byte-level (gemma4),
+// is refused by name.
+//
+// Invalid UTF-8 is where this package and llama.cpp part: llama.cpp
+// replaces each invalid byte by U+FFFD before anything else, while here the
+// bytes are kept (classed like U+FFFD) so that Decode(Encode(s)) == s.
 //
 // # Special tokens
 //

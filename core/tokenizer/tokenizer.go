@@ -7,7 +7,7 @@ import (
 // Config is what a GGUF file's tokenizer.* metadata holds.
 type Config struct {
 	Model  string    // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-	Pre    string    // tokenizer.ggml.pre: "smollm", "gpt-2", "llama-bpe" (Llama-3), "qwen2", "default", ...; ignored for "llama"
+	Pre    string    // tokenizer.ggml.pre: "smollm", "gpt-2", "llama-bpe" (Llama-3), "qwen2", "tekken", ... (PreTokenizerNames); ignored for "llama"
 	Tokens [][]byte  // tokenizer.ggml.tokens (raw bytes as stored)
 	Scores []float32 // tokenizer.ggml.scores (SPM); nil or one per token
 	Types  []int32   // tokenizer.ggml.token_type; nil (all normal) or one per token

@@ -11,7 +11,8 @@
 // JSON array of ids on one output line. Lines are read as JSON strings when
 // -json is given, so callers can pass text containing newlines or "\r".
 // With -pretokenize no model is read: each line is split by the named
-// pre-tokenizer (smollm, gpt-2, llama-bpe, qwen2) and printed as a JSON array
+// pre-tokenizer (any tokenizer.ggml.pre name: smollm, gpt-2, llama-bpe,
+// qwen2, tekken, ...) and printed as a JSON array
 // of strings.
 package main
 
