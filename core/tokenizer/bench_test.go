@@ -123,3 +123,26 @@ func BenchmarkDecode(b *testing.B) {
 		tok.Decode(ids, false)
 	}
 }
+
+// BenchmarkPreTokenizeRuns splits long runs of one kind of character with
+// the pre-tokenizers whose scanners look furthest ahead: ns/byte should not
+// grow with the size (a scanner that rescans a run at every position
+// would make it grow linearly).
+func BenchmarkPreTokenizeRuns(b *testing.B) {
+	for _, c := range []struct{ pre, unit string }{
+		{"jais-2", " "}, {"gpt-4o", "AAAé"}, {"tekken", "ABC"}, {"exaone-moe", "a "},
+		{"deepseek-llm", " \n"}, {"chameleon", "<sentinel:1"}, {"tiny_aya", "1"},
+	} {
+		for _, size := range []int{64 << 10, 1 << 20} {
+			text := strings.Repeat(c.unit, size/len(c.unit))
+			b.Run(fmt.Sprintf("%s/%dKB", c.pre, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(len(text)))
+				for b.Loop() {
+					if _, err := tokenizer.PreTokenize(c.pre, text); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -6,8 +6,13 @@ import (
 )
 
 // A matcher is one regex anchored at i: the end of its match there, or -1
-// (no match, or only an empty one).
-type matcher func(s string, i int) int
+// (no match, or only an empty one). st is scratch that lives for one chunk,
+// for matchers that would otherwise rescan the same run at each position.
+type matcher func(s string, i int, st *matchState) int
+
+// matchState remembers the whitespace run last scanned in a chunk: [start,
+// end), and the end of its last \r or \n (-1 if none).
+type matchState struct{ spaceStart, spaceEnd, spaceLastNL int }
 
 // isolate makes a stage of a regex the way llama.cpp applies one: each
 // match is a piece, and so is each stretch of text between matches (the
@@ -18,8 +23,9 @@ type matcher func(s string, i int) int
 func isolate(m matcher) stage {
 	return func(dst []span, s string, base int) []span {
 		gap := 0
+		st := matchState{spaceStart: -1, spaceEnd: -1, spaceLastNL: -1}
 		for i := 0; i < len(s); {
-			if end := m(s, i); end > i {
+			if end := m(s, i, &st); end > i {
 				if gap < i {
 					dst = append(dst, span{base + gap, base + i})
 				}
@@ -39,7 +45,7 @@ func isolate(m matcher) stage {
 
 // runOf is X+ for the class pred.
 func runOf(pred func(rune) bool) matcher {
-	return func(s string, i int) int {
+	return func(s string, i int, _ *matchState) int {
 		if end := scanWhile(s, i, pred); end > i {
 			return end
 		}
@@ -49,7 +55,7 @@ func runOf(pred func(rune) bool) matcher {
 
 // upTo is X{1,n}.
 func upTo(n int, pred func(rune) bool) matcher {
-	return func(s string, i int) int {
+	return func(s string, i int, _ *matchState) int {
 		end := i
 		for k := 0; k < n && end < len(s); k++ {
 			r, w := runeAt(s, end)
@@ -67,7 +73,7 @@ func upTo(n int, pred func(rune) bool) matcher {
 
 // spaceThen is \s?X+.
 func spaceThen(pred func(rune) bool) matcher {
-	return func(s string, i int) int {
+	return func(s string, i int, _ *matchState) int {
 		r, w := runeAt(s, i)
 		if isSpace(r) {
 			if end := scanWhile(s, i+w, pred); end > i+w {
@@ -83,7 +89,7 @@ func spaceThen(pred func(rune) bool) matcher {
 }
 
 // matchNewline is [\r\n].
-func matchNewline(s string, i int) int {
+func matchNewline(s string, i int, _ *matchState) int {
 	if s[i] == '\r' || s[i] == '\n' {
 		return i + 1
 	}
@@ -91,7 +97,7 @@ func matchNewline(s string, i int) int {
 }
 
 // matchThreeDigits is [0-9][0-9][0-9].
-func matchThreeDigits(s string, i int) int {
+func matchThreeDigits(s string, i int, _ *matchState) int {
 	if i+3 <= len(s) && isDigit(s[i]) && isDigit(s[i+1]) && isDigit(s[i+2]) {
 		return i + 3
 	}
@@ -101,7 +107,7 @@ func matchThreeDigits(s string, i int) int {
 func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 
 // matchBloom is BLOOM's " ?[^(\s|.,!?…。，、।۔،)]+".
-func matchBloom(s string, i int) int {
+func matchBloom(s string, i int, _ *matchState) int {
 	word := func(r rune) bool { return !isSpace(r) && !bloomBreaks.hasText(r) }
 	k := i
 	if s[i] == ' ' && i+1 < len(s) {
@@ -129,7 +135,7 @@ var (
 
 // matchYoutuCJK is [가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-ヿ]+:
 // the sets are disjoint, so the run is of the set the first character is in.
-func matchYoutuCJK(s string, i int) int {
+func matchYoutuCJK(s string, i int, _ *matchState) int {
 	r, _ := runeAt(s, i)
 	for _, set := range []runeSet{youtuHangul, youtuPunct, youtuBopomofo, cjkKana} {
 		if set.hasText(r) {
@@ -143,7 +149,7 @@ func matchYoutuCJK(s string, i int) int {
 // runs, and single punctuation characters.
 
 // matchSentinel is <sentinel:[0-9]+>.
-func matchSentinel(s string, i int) int {
+func matchSentinel(s string, i int, _ *matchState) int {
 	const prefix = "<sentinel:"
 	if !strings.HasPrefix(s[i:], prefix) {
 		return -1
@@ -161,7 +167,7 @@ func matchSentinel(s string, i int) int {
 // matchImageToken is (IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z: the {1,4} gives
 // back letters only to let Z match, and no letter A-I is a Z, so the Z must
 // follow the longest run of up to four.
-func matchImageToken(s string, i int) int {
+func matchImageToken(s string, i int, _ *matchState) int {
 	const prefix = "IMGIMG"
 	if !strings.HasPrefix(s[i:], prefix) {
 		return -1
@@ -177,7 +183,7 @@ func matchImageToken(s string, i int) int {
 }
 
 // matchChameleonSpace is ([\t\n]|    |  ).
-func matchChameleonSpace(s string, i int) int {
+func matchChameleonSpace(s string, i int, _ *matchState) int {
 	switch {
 	case s[i] == '\t' || s[i] == '\n':
 		return i + 1
@@ -191,7 +197,7 @@ func matchChameleonSpace(s string, i int) int {
 
 // matchChameleonPunct is [\p{P}!-/:-@\[-`{-~]: one punctuation character or
 // ASCII symbol.
-func matchChameleonPunct(s string, i int) int {
+func matchChameleonPunct(s string, i int, _ *matchState) int {
 	r, w := runeAt(s, i)
 	if (r < 0x80 && asciiPunctOrSymbol(byte(r))) || isPunctCollapsed(r) {
 		return i + w

@@ -70,7 +70,7 @@ const (
 )
 
 // match returns the end of the match at i, or -1.
-func (x *wordRegex) match(s string, i int) int {
+func (x *wordRegex) match(s string, i int, st *matchState) int {
 	r, w := runeAt(s, i)
 	if x.leadingContraction && r == '\'' {
 		if n := contractionLen(s[i+1:], true); n > 0 {
@@ -110,7 +110,7 @@ func (x *wordRegex) match(s string, i int) int {
 	if !isSpace(r) {
 		return -1
 	}
-	return x.matchSpaces(s, i)
+	return x.matchSpaces(s, i, st)
 }
 
 // matchWord is LEAD? BODY: the lead is taken when the body then matches
@@ -293,21 +293,25 @@ func (x *wordRegex) isPunct(r rune) bool {
 }
 
 // matchSpaces handles a whitespace run at i: through its last newline if it
-// has one, else the spaces alternatives.
-func (x *wordRegex) matchSpaces(s string, i int) int {
-	run, lastNL, n := i, -1, 0 // run end, end of its last \r or \n, characters
-	for run < len(s) {
-		r, w := runeAt(s, run)
-		if !isSpace(r) {
-			break
+// has one, else the spaces alternatives. The run's extent is kept in st, so
+// that Jais-2's cascade, which takes at most 512 characters of a run at a
+// time, does not rescan the rest of the run for each piece.
+func (x *wordRegex) matchSpaces(s string, i int, st *matchState) int {
+	if !(st.spaceStart <= i && i < st.spaceEnd) {
+		st.spaceStart, st.spaceEnd, st.spaceLastNL = i, i, -1
+		for st.spaceEnd < len(s) {
+			r, w := runeAt(s, st.spaceEnd)
+			if !isSpace(r) {
+				break
+			}
+			if r == '\r' || r == '\n' {
+				st.spaceLastNL = st.spaceEnd + 1
+			}
+			st.spaceEnd += w
 		}
-		if r == '\r' || r == '\n' {
-			lastNL = run + 1
-		}
-		run += w
-		n++
 	}
-	if lastNL > 0 {
+	run, lastNL := st.spaceEnd, st.spaceLastNL
+	if lastNL > i {
 		return lastNL
 	}
 	atEnd := run == len(s)
@@ -315,7 +319,13 @@ func (x *wordRegex) matchSpaces(s string, i int) int {
 		return whitespaceEnd(s, i, run)
 	}
 	// \s{k}(?!\S) for k = 512, 256, ..., 4, then \s{1,2}(?!\S), then \s{1}:
-	// k spaces followed by a space or the end of the chunk.
+	// k spaces followed by a space or the end of the chunk. n is the run's
+	// length in characters, counted only as far as the cascade looks.
+	n := 0
+	for j := i; j < run && n <= 512; n++ {
+		_, w := runeAt(s, j)
+		j += w
+	}
 	fits := func(k int) bool { return n > k || (n == k && atEnd) }
 	for k := 512; k >= 4; k /= 2 {
 		if fits(k) {
