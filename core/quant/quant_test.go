@@ -237,7 +237,8 @@ func TestQuantizeRoundTrip(t *testing.T) {
 				}
 			}
 			rel := math.Sqrt(se / sx)
-			limit := map[Type]float64{Q4_K: 0.12, Q5_K: 0.06, Q6_K: 0.03}[ty]
+			limit := map[Type]float64{Q4_K: 0.12, Q5_K: 0.06, Q6_K: 0.03,
+				Q2_K: 0.4, Q3_K: 0.2, IQ4_NL: 0.1, IQ4_XS: 0.1, MXFP4: 0.14}[ty]
 			if limit > 0 {
 				require.Less(t, rel, limit)
 			}
