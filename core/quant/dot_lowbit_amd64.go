@@ -66,9 +66,9 @@ func lowbitMXFP4x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *flo
 
 // lowbitKernels: the R = 1…4 variants of each kernel, by name.
 var lowbitKernels = map[string][4]func(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int){
-	"lowbitQ2_K": {lowbitQ2_Kx1, lowbitQ2_Kx2, lowbitQ2_Kx3, lowbitQ2_Kx4},
-	"lowbitQ3_K": {lowbitQ3_Kx1, lowbitQ3_Kx2, lowbitQ3_Kx3, lowbitQ3_Kx4},
+	"lowbitQ2_K":   {lowbitQ2_Kx1, lowbitQ2_Kx2, lowbitQ2_Kx3, lowbitQ2_Kx4},
+	"lowbitQ3_K":   {lowbitQ3_Kx1, lowbitQ3_Kx2, lowbitQ3_Kx3, lowbitQ3_Kx4},
 	"lowbitIQ4_XS": {lowbitIQ4_XSx1, lowbitIQ4_XSx2, lowbitIQ4_XSx3, lowbitIQ4_XSx4},
 	"lowbitIQ4_NL": {lowbitIQ4_NLx1, lowbitIQ4_NLx2, lowbitIQ4_NLx3, lowbitIQ4_NLx4},
-	"lowbitMXFP4": {lowbitMXFP4x1, lowbitMXFP4x2, lowbitMXFP4x3, lowbitMXFP4x4},
+	"lowbitMXFP4":  {lowbitMXFP4x1, lowbitMXFP4x2, lowbitMXFP4x3, lowbitMXFP4x4},
 }

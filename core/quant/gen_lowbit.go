@@ -22,6 +22,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"go/format"
 	"math"
 	"os"
 	"strings"
@@ -548,7 +549,9 @@ func main() {
 	}
 	fmt.Fprintf(&d, "// lowbitKernels: the R = 1…4 variants of each kernel, by name.\nvar lowbitKernels = map[string][%d]func(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int){\n%s}\n", maxRows, tab.String())
 	must(os.WriteFile("dot_lowbit_amd64.s", s.Bytes(), 0o644))
-	must(os.WriteFile("dot_lowbit_amd64.go", d.Bytes(), 0o644))
+	src, err := format.Source(d.Bytes())
+	must(err)
+	must(os.WriteFile("dot_lowbit_amd64.go", src, 0o644))
 }
 
 func must(err error) {
