@@ -507,3 +507,30 @@ func BenchmarkLowBit(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFloatMatMul: F16 and BF16 weights (SmolLM2-135M's 1536×576
+// gate) at N = 1, 16 and 64 on 1 thread, through the active kernels and
+// through the pure-Go ones (what an AVX2 CPU ran before the float kernels:
+// one dot per weight row and token, each widening every weight again).
+//
+//	go test ./core/quant -run X -bench FloatMatMul
+func BenchmarkFloatMatMul(b *testing.B) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	const rows, cols = 1536, 576
+	for _, wt := range []Type{F16, BF16} {
+		w, xq, out := benchMatrix(rng, wt, rows, cols, 64)
+		for _, simd := range []bool{true, false} {
+			for _, n := range []int{1, 16, 64} {
+				if !simd && n == 64 {
+					continue // minutes
+				}
+				b.Run(fmt.Sprintf("%s/simd=%v/N=%d", wt, simd, n), func(b *testing.B) {
+					defer UseSIMD(UseSIMD(simd))
+					t := minTime(b, func() { MatMul(wt, w, rows, cols, xq, n, out, nil) })
+					b.ReportMetric(t*1e6, "µs")
+					b.ReportMetric(t*1e9/float64(rows*cols*n), "ns/weight-row")
+				})
+			}
+		}
+	}
+}

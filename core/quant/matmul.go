@@ -163,7 +163,7 @@ func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, 
 		actScales(wt, xq, n, nb, sc)
 	}
 	pool.Run(rows, chunk, func(lo, hi int) {
-		if at == F32 {
+		if at == F32 && k.multi[wt] == nil { // else the float multi-row kernels
 			matmulFloat(k, wt, w, wrb, cols, f32x, n, out, rows, lo, hi)
 			return
 		}
