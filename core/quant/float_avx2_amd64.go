@@ -9,9 +9,10 @@ import "unsafe"
 // setupFloatAVX2 installs the AVX2 kernels of the float weight types
 // (dot_float_avx2_amd64.s): the multi-row form MatMul runs for F16, BF16
 // and F32 weights at every N, and the single-row dots, which are its R = 1
-// kernel so that both give the same bits. On AVX-512 CPUs too: there the
-// single-row AVX-512 dots are no faster for one token (the weights stream
-// from memory) and the batch would widen every weight once per token.
+// kernel so that both give the same bits. On AVX-512 CPUs too: with the
+// single-row AVX-512 dots a batch widens every weight once per token, and
+// one token streams the weights from memory either way (not measured on
+// such a CPU yet; see NOTES.md).
 func setupFloatAVX2(k *kernelSet) {
 	k.f16, k.multi[F16] = floatDot("floatF16", F16)
 	k.bf16, k.multi[BF16] = floatDot("floatBF16", BF16)
