@@ -489,8 +489,8 @@ func (d *decoder) tensorInfos(f *File, n int) ([]int, error) {
 			return nil, err
 		}
 		typ := quant.Type(tt)
-		if !typ.Known() {
-			return nil, d.fail(w, typeAt, "unknown tensor type %d", tt)
+		if err := typ.Support(); err != nil {
+			return nil, d.fail(w, typeAt, "%v", err)
 		}
 		// int(dims[0]) is exact (dims[0] ≤ product ≤ MaxInt); RowBytes only
 		// divides on its error path, so a huge ne0 cannot mislead it here.

@@ -95,8 +95,8 @@ func (w *Writer) AddTensor(name string, t quant.Type, dims []int, data []byte) e
 	if w.names[name] {
 		return fmt.Errorf("gguf: tensor %q added twice", name)
 	}
-	if !t.Known() {
-		return fmt.Errorf("gguf: tensor %q: unknown tensor type %d", name, uint32(t))
+	if err := t.Support(); err != nil {
+		return fmt.Errorf("gguf: tensor %q: %w", name, err)
 	}
 	if len(dims) < 1 || len(dims) > MaxDims {
 		return fmt.Errorf("gguf: tensor %q: %d dimensions, want 1 to %d", name, len(dims), MaxDims)

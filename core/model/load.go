@@ -395,9 +395,16 @@ func (ld *loader) matrix(name string, cols, rows int) matrix {
 	}
 	switch t.Type {
 	case quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1,
-		quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K:
+		quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K,
+		quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.MXFP4:
 	default:
 		ld.err = fmt.Errorf("model: tensor %s has type %s, which has no matmul kernel", name, t.Type)
+		return matrix{}
+	}
+	// Blocks the format defines as invalid (an MXFP4 NaN exponent) would
+	// be read as some arbitrary number; the file is refused instead.
+	if err := quant.Validate(t.Type, t.Data); err != nil {
+		ld.err = fmt.Errorf("model: tensor %s: %w", name, err)
 		return matrix{}
 	}
 	return matrix{typ: t.Type, data: t.Data, rows: rows, cols: cols}

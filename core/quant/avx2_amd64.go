@@ -37,6 +37,8 @@ func setupAVX2(k *kernelSet) {
 	}
 	k.quantQ8K = quantQ8KSIMD
 	setupPacked8(k)
+	setupLowBit(k)
+	setupFloatAVX2(k)
 }
 
 // avx2Dot wraps the R = 1…4 kernels of one type: the single-row dot and

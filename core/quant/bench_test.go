@@ -461,3 +461,76 @@ func BenchmarkPackedQwen(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLowBit: the low-bit types. MultiDot: one L1-resident weight row
+// of 4096 columns against R = 1…4 activation rows through the kernel set's
+// multi-row kernel (as BenchmarkMultiDot, whose Q4_0 and Q4_K rows are the
+// ones to compare with); MatMul: a 1536×1536 matrix (L2/L3-resident) at
+// N = 1, 4 and 16 on 1 thread. ns/row-block: one 32-weight block against
+// one activation row (a 256-weight super-block is 8 blocks).
+//
+//	go test ./core/quant -run X -bench 'LowBit|MultiDot'
+func BenchmarkLowBit(b *testing.B) {
+	rng := rand.New(rand.NewPCG(11, 11))
+	k := active.Load()
+	const cols = 4096
+	for _, wt := range []Type{Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4} {
+		md := k.multi[wt]
+		if md == nil {
+			continue
+		}
+		w, xq, _ := benchMatrix(rng, wt, 1, cols, 4)
+		xrb, _ := ActType(wt).RowBytes(cols)
+		nb := cols / wt.BlockElems()
+		sk := actScaleWords(wt)
+		sc := make([]float32, 4*nb*max(1, sk))
+		if sk > 0 {
+			actScales(wt, xq, 4, nb, sc)
+		}
+		for na := 1; na <= 4; na++ {
+			b.Run(fmt.Sprintf("MultiDot/%s/R=%d", wt, na), func(b *testing.B) {
+				var o [4]float32
+				t := minTime(b, func() { md(w, 1, xq, xrb, sc[:na*nb*max(1, sk)], na, o[:], 1) })
+				b.ReportMetric(t*1e9/float64(cols/32*na), "ns/row-block")
+			})
+		}
+	}
+	const rows, mcols = 1536, 1536
+	for _, wt := range []Type{Q4_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4} {
+		w, xq, out := benchMatrix(rng, wt, rows, mcols, 16)
+		for _, n := range []int{1, 4, 16} {
+			b.Run(fmt.Sprintf("MatMul/%s/N=%d", wt, n), func(b *testing.B) {
+				t := minTime(b, func() { MatMul(wt, w, rows, mcols, xq, n, out, nil) })
+				b.ReportMetric(t*1e6, "µs")
+				b.ReportMetric(t*1e9/float64(rows*mcols/32*n), "ns/row-block")
+			})
+		}
+	}
+}
+
+// BenchmarkFloatMatMul: F16 and BF16 weights (SmolLM2-135M's 1536×576
+// gate) at N = 1, 16 and 64 on 1 thread, through the active kernels and
+// through the pure-Go ones (what an AVX2 CPU ran before the float kernels:
+// one dot per weight row and token, each widening every weight again).
+//
+//	go test ./core/quant -run X -bench FloatMatMul
+func BenchmarkFloatMatMul(b *testing.B) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	const rows, cols = 1536, 576
+	for _, wt := range []Type{F16, BF16} {
+		w, xq, out := benchMatrix(rng, wt, rows, cols, 64)
+		for _, simd := range []bool{true, false} {
+			for _, n := range []int{1, 16, 64} {
+				if !simd && n == 64 {
+					continue // minutes
+				}
+				b.Run(fmt.Sprintf("%s/simd=%v/N=%d", wt, simd, n), func(b *testing.B) {
+					defer UseSIMD(UseSIMD(simd))
+					t := minTime(b, func() { MatMul(wt, w, rows, cols, xq, n, out, nil) })
+					b.ReportMetric(t*1e6, "µs")
+					b.ReportMetric(t*1e9/float64(rows*cols*n), "ns/weight-row")
+				})
+			}
+		}
+	}
+}

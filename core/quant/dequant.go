@@ -61,8 +61,8 @@ func scaleMinK4(j int, q []byte) (sc, m uint8) {
 // Dequantize expands whole blocks of type t from src into dst. len(dst) must
 // be a whole number of blocks and src must hold at least that many blocks.
 func Dequantize(t Type, src []byte, dst []float32) error {
-	if !t.Known() {
-		return fmt.Errorf("quant: unknown type %d", uint32(t))
+	if err := t.Support(); err != nil {
+		return fmt.Errorf("quant: %w", err)
 	}
 	be, bb := t.BlockElems(), t.BlockBytes()
 	if len(dst)%be != 0 {
@@ -71,6 +71,9 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 	nb := len(dst) / be
 	if len(src) < nb*bb {
 		return fmt.Errorf("quant: %s: %d bytes hold fewer than the %d blocks asked for", t, len(src), nb)
+	}
+	if err := Validate(t, src[:nb*bb]); err != nil {
+		return fmt.Errorf("quant: %w", err)
 	}
 	for i := 0; i < nb; i++ {
 		b := src[i*bb : (i+1)*bb]
@@ -126,6 +129,16 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 			dequantQ5K(b, y)
 		case Q6_K:
 			dequantQ6K(b, y)
+		case Q2_K:
+			dequantQ2K(b, y)
+		case Q3_K:
+			dequantQ3K(b, y)
+		case IQ4_NL:
+			dequantIQ4NL(b, y)
+		case IQ4_XS:
+			dequantIQ4XS(b, y)
+		case MXFP4:
+			dequantMXFP4(b, y)
 		case Q8_K:
 			d := math.Float32frombits(le32(b))
 			for j := 0; j < QK; j++ {

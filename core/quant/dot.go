@@ -21,6 +21,7 @@ type kernelSet struct {
 	name                                        string
 	q4_0, q4_1, q5_0, q5_1, q8_0, q4K, q5K, q6K quantDot
 	f32                                         func(w, x []float32) float32
+	q2K, q3K, iq4nl, iq4xs, mxfp4               quantDot
 	f16, bf16                                   func(w []byte, x []float32) float32
 	// Optional multi-activation kernels: one weight row against 4
 	// activation rows x[0:], x[xs:], x[2xs:], x[3xs:], results in out[0:4].
@@ -29,7 +30,7 @@ type kernelSet struct {
 	q4_1x4, q8_0x4, q4_0x4 func(w, x []byte, xs int, out *[4]float32)
 	// Optional multi-row kernels by weight type (AVX2): where set, MatMul
 	// runs every row through them, 4 activation rows per weight-row visit.
-	multi [Q8_K + 1]multiDot
+	multi [typeSlots]multiDot
 	// Optional Q4_1 kernels over activations repacked by repackQ81 (see
 	// dot_q41r_amd64.s): whole block pairs only, xs = repacked row stride.
 	q4_1r   func(w, xr []byte, npairs int) float32
@@ -63,6 +64,8 @@ var genericKernels = kernelSet{
 	q5_0: DotQ5_0Q8_0Generic, q5_1: DotQ5_1Q8_1Generic,
 	q8_0: DotQ8_0Q8_0Generic,
 	q4K:  DotQ4_KQ8_KGeneric, q5K: DotQ5_KQ8_KGeneric, q6K: DotQ6_KQ8_KGeneric,
+	q2K: DotQ2_KQ8_KGeneric, q3K: DotQ3_KQ8_KGeneric, iq4nl: DotIQ4_NLQ8_0Generic,
+	iq4xs: DotIQ4_XSQ8_KGeneric, mxfp4: DotMXFP4Q8_0Generic,
 	f32: DotF32Generic, f16: DotF16F32Generic, bf16: DotBF16F32Generic,
 	q81Scales: q81ScalesGeneric,
 	quantQ80:  quantizeQ8_0Generic, quantQ81: quantizeQ8_1Generic, quantQ8K: quantizeQ8_KGeneric,

@@ -19,7 +19,7 @@ func TestBatchInvariance(t *testing.T) {
 	pool := NewPool(2)
 	defer pool.Close()
 	const rows, n = 40, 11
-	for _, wt := range []Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K} {
+	for _, wt := range append([]Type{F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K}, lowBitTypes...) {
 		cols := 512
 		w := randBlocks(rng, wt, rows*cols/wt.BlockElems())
 		at := ActType(wt)

@@ -21,6 +21,10 @@ func ActType(wt Type) Type {
 		return Q8_0
 	case Q4_K, Q5_K, Q6_K:
 		return Q8_K
+	case Q2_K, Q3_K, IQ4_XS:
+		return Q8_K
+	case IQ4_NL, MXFP4:
+		return Q8_0
 	case F32, F16, BF16:
 		return F32
 	}
@@ -159,7 +163,7 @@ func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, 
 		actScales(wt, xq, n, nb, sc)
 	}
 	pool.Run(rows, chunk, func(lo, hi int) {
-		if at == F32 {
+		if at == F32 && k.multi[wt] == nil { // else the float multi-row kernels
 			matmulFloat(k, wt, w, wrb, cols, f32x, n, out, rows, lo, hi)
 			return
 		}
@@ -184,6 +188,8 @@ func actScaleWords(wt Type) int {
 		return 2
 	case Q4_0, Q5_0:
 		return 9
+	case IQ4_NL, MXFP4:
+		return 1
 	}
 	return 0
 }
@@ -197,6 +203,8 @@ func actScales(wt Type, xq []byte, n, nb int, dst []float32) {
 		blk, d := xq[i*xb:], dst[i*sk:(i+1)*sk]
 		switch wt {
 		case Q8_0:
+			d[0] = f16at(blk)
+		case IQ4_NL, MXFP4:
 			d[0] = f16at(blk)
 		case Q4_1, Q5_1:
 			d[0], d[1] = f16at(blk), f16at(blk[2:])
@@ -266,6 +274,16 @@ func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb int, s
 		dot = k.q5K
 	case Q6_K:
 		dot = k.q6K
+	case Q2_K:
+		dot = k.q2K
+	case Q3_K:
+		dot = k.q3K
+	case IQ4_NL:
+		dot = k.iq4nl
+	case IQ4_XS:
+		dot = k.iq4xs
+	case MXFP4:
+		dot = k.mxfp4
 	}
 	var o4 [4]float32
 	if md := k.multi[wt]; md != nil {

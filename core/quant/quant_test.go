@@ -14,7 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var weightTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32, F16, BF16}
+var weightTypes = append([]Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32, F16, BF16}, lowBitTypes...)
+
+// lowBitTypes are the weight types below 4.5 bits a weight.
+var lowBitTypes = []Type{Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4}
 
 // scaleFields lists the byte offsets of a block's f16 scale fields.
 func scaleFields(t Type) []int {
@@ -25,6 +28,12 @@ func scaleFields(t Type) []int {
 		return []int{0, 2}
 	case Q6_K:
 		return []int{208}
+	case Q2_K:
+		return []int{80, 82}
+	case Q3_K:
+		return []int{108}
+	case IQ4_NL, IQ4_XS:
+		return []int{0}
 	}
 	return nil
 }
@@ -40,6 +49,9 @@ func randBlocks(rng *rand.Rand, t Type, nb int) []byte {
 	for i := 0; i < nb; i++ {
 		for _, off := range scaleFields(t) {
 			put16(b[i*bb+off:], F32ToF16(float32(rng.NormFloat64()*0.05)))
+		}
+		if t == MXFP4 { // an exponent of 2^-12..2^7 (and never the NaN one)
+			b[i*bb] = byte(115 + rng.IntN(20))
 		}
 	}
 	return b
@@ -135,6 +147,7 @@ func TestDequantizeGolden(t *testing.T) {
 		{"q4_0", Q4_0}, {"q4_1", Q4_1}, {"q5_0", Q5_0}, {"q5_1", Q5_1}, {"q8_0", Q8_0},
 		{"q4_k", Q4_K}, {"q5_k", Q5_K}, {"q6_k", Q6_K}, {"f16", F16}, {"bf16", BF16},
 		{"model_q4_1", Q4_1}, {"model_q8_0", Q8_0},
+		{"q2_k", Q2_K}, {"q3_k", Q3_K}, {"iq4_nl", IQ4_NL}, {"iq4_xs", IQ4_XS}, {"mxfp4", MXFP4},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join("testdata", c.name+".bin"))
@@ -224,7 +237,8 @@ func TestQuantizeRoundTrip(t *testing.T) {
 				}
 			}
 			rel := math.Sqrt(se / sx)
-			limit := map[Type]float64{Q4_K: 0.12, Q5_K: 0.06, Q6_K: 0.03}[ty]
+			limit := map[Type]float64{Q4_K: 0.12, Q5_K: 0.06, Q6_K: 0.03,
+				Q2_K: 0.4, Q3_K: 0.2, IQ4_NL: 0.1, IQ4_XS: 0.1, MXFP4: 0.14}[ty]
 			if limit > 0 {
 				require.Less(t, rel, limit)
 			}
@@ -280,6 +294,16 @@ func dotOf(wt Type) func(w, x []byte) float32 {
 		return DotQ5_KQ8_K
 	case Q6_K:
 		return DotQ6_KQ8_K
+	case Q2_K:
+		return DotQ2_KQ8_K
+	case Q3_K:
+		return DotQ3_KQ8_K
+	case IQ4_NL:
+		return DotIQ4_NLQ8_0
+	case IQ4_XS:
+		return DotIQ4_XSQ8_K
+	case MXFP4:
+		return DotMXFP4Q8_0
 	}
 	return nil
 }
@@ -292,7 +316,7 @@ func dotOf(wt Type) func(w, x []byte) float32 {
 func TestDots(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	defer UseSIMD(true)
-	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K} {
+	for _, wt := range append([]Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K}, lowBitTypes...) {
 		at := ActType(wt)
 		be := wt.BlockElems()
 		for _, nb := range []int{1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 18, 31, 48} {
@@ -359,6 +383,9 @@ func TestDots(t *testing.T) {
 }
 
 func isScaleByte(t Type, j int) bool {
+	if t == MXFP4 && j == 0 {
+		return true
+	}
 	for _, off := range scaleFields(t) {
 		if j == off || j == off+1 {
 			return true

@@ -142,8 +142,8 @@ func quantizeQ8_KGeneric(src []float32, dst []byte) {
 // Quantize converts whole blocks of src into type t (every type of this
 // package, weights and activations). dst must hold len(src)/BlockElems blocks.
 func Quantize(t Type, src []float32, dst []byte) error {
-	if !t.Known() {
-		return fmt.Errorf("quant: unknown type %d", uint32(t))
+	if err := t.Support(); err != nil {
+		return fmt.Errorf("quant: %w", err)
 	}
 	be, bb := t.BlockElems(), t.BlockBytes()
 	if len(src)%be != 0 {
@@ -208,6 +208,16 @@ func Quantize(t Type, src []float32, dst []byte) error {
 			quantizeQ45K(t, x, b)
 		case Q6_K:
 			quantizeQ6K(x, b)
+		case Q2_K:
+			quantizeQ2K(x, b)
+		case Q3_K:
+			quantizeQ3K(x, b)
+		case IQ4_NL:
+			quantizeIQ4NL(x, b)
+		case IQ4_XS:
+			quantizeIQ4XS(x, b)
+		case MXFP4:
+			quantizeMXFP4(x, b)
 		}
 	}
 	return nil

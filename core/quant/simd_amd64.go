@@ -75,6 +75,10 @@ func setupSIMD(k *kernelSet) {
 	// took 9% of a verify pass of the Qwen2.5 1.5B model.
 	if hasAVX2() {
 		k.quantQ8K = quantQ8KSIMD
+		setupLowBit(k)
+		// Float weights too: the AVX-512 dots above run one weight row
+		// against one token, converting it again for every token.
+		setupFloatAVX2(k)
 	}
 	k.q4_1 = legacyDot(20, 36, dotQ4_1Q8_1VNNI, DotQ4_1Q8_1Generic)
 	k.q8_0 = legacyDot(34, 34, dotQ8_0Q8_0VNNI, DotQ8_0Q8_0Generic)

@@ -10,20 +10,57 @@ import "fmt"
 type Type uint32
 
 const (
-	F32  Type = 0
-	F16  Type = 1
-	Q4_0 Type = 2
-	Q4_1 Type = 3
-	Q5_0 Type = 6
-	Q5_1 Type = 7
-	Q8_0 Type = 8
-	Q8_1 Type = 9
-	Q4_K Type = 12
-	Q5_K Type = 13
-	Q6_K Type = 14
-	Q8_K Type = 15
-	BF16 Type = 30
+	F32     Type = 0
+	F16     Type = 1
+	Q4_0    Type = 2
+	Q4_1    Type = 3
+	Q5_0    Type = 6
+	Q5_1    Type = 7
+	Q8_0    Type = 8
+	Q8_1    Type = 9
+	Q2_K    Type = 10
+	Q3_K    Type = 11
+	Q4_K    Type = 12
+	Q5_K    Type = 13
+	Q6_K    Type = 14
+	Q8_K    Type = 15
+	IQ2_XXS Type = 16
+	IQ2_XS  Type = 17
+	IQ3_XXS Type = 18
+	IQ1_S   Type = 19
+	IQ4_NL  Type = 20
+	IQ3_S   Type = 21
+	IQ2_S   Type = 22
+	IQ4_XS  Type = 23
+	I8      Type = 24
+	I16     Type = 25
+	I32     Type = 26
+	I64     Type = 27
+	F64     Type = 28
+	IQ1_M   Type = 29
+	BF16    Type = 30
+	TQ1_0   Type = 34
+	TQ2_0   Type = 35
+	MXFP4   Type = 39
+	NVFP4   Type = 40
+	Q1_0    Type = 41
+	Q2_0    Type = 42
 )
+
+// typeSlots bounds the type ids of the kernel tables indexed by Type.
+const typeSlots = int(Q2_0) + 1
+
+// typeNames names every id GGML has given a type, those this package cannot
+// read included, so that a file using one is refused by name ("IQ2_XXS")
+// rather than by number. Ids 4, 5, 31–33 and 36–38 are types GGML removed.
+var typeNames = map[Type]string{
+	4: "Q4_2", 5: "Q4_3",
+	IQ2_XXS: "IQ2_XXS", IQ2_XS: "IQ2_XS", IQ3_XXS: "IQ3_XXS", IQ1_S: "IQ1_S",
+	IQ3_S: "IQ3_S", IQ2_S: "IQ2_S", I8: "I8", I16: "I16", I32: "I32", I64: "I64",
+	F64: "F64", IQ1_M: "IQ1_M", 31: "Q4_0_4_4", 32: "Q4_0_4_8", 33: "Q4_0_8_8",
+	TQ1_0: "TQ1_0", TQ2_0: "TQ2_0", 36: "IQ4_NL_4_4", 37: "IQ4_NL_4_8", 38: "IQ4_NL_8_8",
+	NVFP4: "NVFP4", Q1_0: "Q1_0", Q2_0: "Q2_0",
+}
 
 // QK is the element count of the K-quant super-block.
 const QK = 256
@@ -44,10 +81,16 @@ var layouts = map[Type]layout{
 	Q5_1: {"Q5_1", 32, 2 + 2 + 4 + 16},
 	Q8_0: {"Q8_0", 32, 2 + 32},
 	Q8_1: {"Q8_1", 32, 2 + 2 + 32},
+	Q2_K: {"Q2_K", QK, QK/16 + QK/4 + 2 + 2},
+	Q3_K: {"Q3_K", QK, QK/8 + QK/4 + 12 + 2},
 	Q4_K: {"Q4_K", QK, 2 + 2 + 12 + QK/2},
 	Q5_K: {"Q5_K", QK, 2 + 2 + 12 + QK/8 + QK/2},
 	Q6_K: {"Q6_K", QK, QK/2 + QK/4 + QK/16 + 2},
 	Q8_K: {"Q8_K", QK, 4 + QK + QK/16*2},
+
+	IQ4_NL: {"IQ4_NL", 32, 2 + 16},
+	IQ4_XS: {"IQ4_XS", QK, 2 + 2 + QK/64 + QK/2},
+	MXFP4:  {"MXFP4", 32, 1 + 16},
 }
 
 // Known reports whether t is a type this package can read.
@@ -57,7 +100,23 @@ func (t Type) String() string {
 	if l, ok := layouts[t]; ok {
 		return l.name
 	}
+	if n, ok := typeNames[t]; ok {
+		return n
+	}
 	return fmt.Sprintf("type(%d)", uint32(t))
+}
+
+// Support is nil when t is a type this package can read, else an error
+// that names it: "tensor type IQ2_XXS (16) is not supported" for a type
+// GGML defines, "unknown tensor type 99" for an id it does not.
+func (t Type) Support() error {
+	if t.Known() {
+		return nil
+	}
+	if n, ok := typeNames[t]; ok {
+		return fmt.Errorf("tensor type %s (%d) is not supported", n, uint32(t))
+	}
+	return fmt.Errorf("unknown tensor type %d", uint32(t))
 }
 
 // BlockElems is the number of elements one block holds (1 for float types).
@@ -71,7 +130,7 @@ func (t Type) BlockBytes() int { return layouts[t].blockBytes }
 func (t Type) RowBytes(n int) (int, error) {
 	l, ok := layouts[t]
 	if !ok {
-		return 0, fmt.Errorf("unknown tensor type %d", uint32(t))
+		return 0, t.Support()
 	}
 	if n < 0 || n%l.blockElems != 0 {
 		return 0, fmt.Errorf("%s row of %d elements is not a whole number of %d-element blocks", l.name, n, l.blockElems)

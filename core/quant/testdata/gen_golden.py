@@ -76,3 +76,34 @@ if os.path.exists(model):
             bb = {T.Q4_1: 20, T.Q8_0: 34}[t.tensor_type]
             raw = np.asarray(t.data).view(np.uint8).ravel()[: 64 * bb].tobytes()
             write(want[t.name], raw, t.tensor_type)
+
+# The low-bit types (Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4), from a generator
+# of their own so that the files above do not change.
+rng2 = np.random.default_rng(20260510)
+lowbit = {
+    "q2_k": (T.Q2_K, 84, [80, 82]),
+    "q3_k": (T.Q3_K, 110, [108]),
+    "iq4_nl": (T.IQ4_NL, 18, [0]),
+    "iq4_xs": (T.IQ4_XS, 136, [0]),
+}
+for name, (qt, bb, fields) in lowbit.items():
+    nb = 12
+    blocks = rng2.integers(0, 256, size=(nb, bb), dtype=np.uint8)
+    for i in range(nb):
+        for off in fields:
+            if i == 0:
+                v = 0.0
+            elif i == 1:
+                v = 30000.0 if off == fields[0] else -30000.0
+            else:
+                v = float(rng2.normal(0, 0.05))
+            blocks[i, off:off + 2] = np.frombuffer(np.float16(v).tobytes(), dtype=np.uint8)
+    write(name, blocks.tobytes(), qt)
+
+# MXFP4: the exponent byte takes its extremes (0, 1: subnormal scales;
+# 252, the largest whose values all stay finite) and values around 127;
+# 255 (NaN) is refused by the reader and not here.
+blocks = rng2.integers(0, 256, size=(16, 17), dtype=np.uint8)
+blocks[:, 0] = rng2.integers(110, 140, size=16)
+blocks[0, 0], blocks[1, 0], blocks[2, 0], blocks[3, 0] = 0, 1, 252, 127
+write("mxfp4", blocks.tobytes(), T.MXFP4)
