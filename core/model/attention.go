@@ -79,7 +79,7 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 		}
 	}
 	// Softmax weights (unnormalised) and the weighted sum of values.
-	sum := softmaxWeights(sc[:nv], mx)
+	sum := m.softmaxWeights(sc[:nv], mx)
 	if haveSIMD && hd%64 == 0 {
 		simdWsum(&sc[0], &vals[0], nv, hd, &out[0])
 	} else {
@@ -109,6 +109,17 @@ func (m *Model) visible(li int, t tokInfo, committed int) (lo, run int, extra []
 		}
 	}
 	return lo, run, extra
+}
+
+// softmaxWeights is softmaxWeights after the model's soft-capping of the
+// scores (Gemma 2), c·tanh(x/c), which keeps their order, so the largest
+// capped score is the capped mx.
+func (m *Model) softmaxWeights(x []float32, mx float32) float32 {
+	if c := m.cfg.AttnSoftcap; c > 0 {
+		softcap(x, c)
+		mx = c * float32(math.Tanh(float64(mx/c)))
+	}
+	return softmaxWeights(x, mx)
 }
 
 // softmaxWeights replaces x by e^(x-mx) (the unnormalised softmax weights)

@@ -2,7 +2,7 @@ package model
 
 import (
 	"errors"
-	"fmt"
+
 	"github.com/lmstream/lmstream/core/internal/sat"
 
 	"github.com/lmstream/lmstream/core/gguf"
@@ -61,35 +61,23 @@ type Footprint struct {
 // matrices (pack packs exactly these). It stops at the first missing
 // tensor: Load reports that one.
 func Measure(f *gguf.File) (Footprint, error) {
-	cfg, err := readConfig(f)
+	m, err := readTensors(f, true)
 	if err != nil {
 		return Footprint{}, err
 	}
-	fp := Footprint{Config: cfg}
-	packed := func(name string, rows, cols int) bool {
-		t, ok := f.Tensor(name)
-		if !ok {
-			return false
+	fp := Footprint{Config: m.cfg}
+	packed := func(w *matrix) { fp.Packed += int64(quant.PackedSize(w.typ, w.rows, w.cols)) }
+	vec := func(n int) { fp.Vectors += int64(n) * 4 }
+	vec(m.cfg.Embd)
+	for i := range m.layers {
+		l := &m.layers[i]
+		for _, w := range []*matrix{&l.wq, &l.wk, &l.wv, &l.wo, &l.wGate, &l.wUp, &l.wDown} {
+			packed(w)
 		}
-		fp.Packed += int64(quant.PackedSize(t.Type, rows, cols))
-		return true
+		// The vectors a layer may hold: norms, biases, Q/K norms.
+		vec(4*m.cfg.Embd + 2*m.cfg.Heads*m.cfg.HeadDim + 4*m.cfg.KVHeads*m.cfg.HeadDim + 2*m.cfg.FF)
 	}
-	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim
-	fp.Vectors = int64(cfg.Embd) * 4
-	for i := 0; i < cfg.Layers; i++ {
-		p := fmt.Sprintf("blk.%d.", i)
-		ok := packed(p+"attn_q.weight", qDim, cfg.Embd) && packed(p+"attn_k.weight", kvDim, cfg.Embd) &&
-			packed(p+"attn_v.weight", kvDim, cfg.Embd) && packed(p+"attn_output.weight", cfg.Embd, qDim) &&
-			packed(p+"ffn_gate.weight", cfg.FF, cfg.Embd) && packed(p+"ffn_up.weight", cfg.FF, cfg.Embd) &&
-			packed(p+"ffn_down.weight", cfg.Embd, cfg.FF)
-		if !ok {
-			break
-		}
-		fp.Vectors += int64(2*cfg.Embd+qDim+2*kvDim) * 4
-	}
-	if !packed("output.weight", cfg.Vocab, cfg.Embd) {
-		packed("token_embd.weight", cfg.Vocab, cfg.Embd) // tied: the head is the embedding
-	}
+	packed(&m.output) // tied: the head is the embedding
 	return fp, nil
 }
 

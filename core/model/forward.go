@@ -38,8 +38,8 @@ type scratch struct {
 	proj           []float32 // [N][Embd] attention / FFN output projection
 	gate, up       []float32 // [N][FF]
 	acts           acts      // quantized matmul inputs
-	cos, sin       []float32 // [N][HeadDim/2] RoPE rotation of each token
-	cosL, sinL     []float32 // the same for the local layers' base (Gemma 3)
+	ropeTabs       []ropeTab // per rotation of m.ropes: each token's cos and sin
+	qTemp          []float32 // [N] query temperature (AttnTempScale)
 	plan           Plan
 	tok            []tokInfo // per token: its sequence and visible scratch (from plan)
 	extra          []int32   // visible scratch entries outside a token's span (see tokInfo)
@@ -64,6 +64,16 @@ type tokInfo struct {
 type seqInfo struct {
 	cache *kv.Cache
 	n     int // tokens of the batch in this sequence
+}
+
+// ropeTab is one rotation's cos and sin, [N][HeadDim/2].
+type ropeTab struct{ cos, sin []float32 }
+
+func grow2(t []ropeTab, n int) []ropeTab {
+	if cap(t) < n {
+		return make([]ropeTab, n)
+	}
+	return t[:n]
 }
 
 func grow(b []float32, n int) []float32 {
@@ -107,9 +117,16 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 			scaleRow(row, c.EmbdScale)
 		}
 	}
-	s.cos, s.sin = ropeTables(s.cos, s.sin, m.ropeFreq, b.Pos)
-	if m.ropeLocal != nil {
-		s.cosL, s.sinL = ropeTables(s.cosL, s.sinL, m.ropeLocal, b.Pos)
+	s.ropeTabs = grow2(s.ropeTabs, len(m.ropes))
+	for k, r := range m.ropes {
+		t := &s.ropeTabs[k]
+		t.cos, t.sin = r.tables(t.cos, t.sin, b.Pos)
+	}
+	if c.AttnTempScale != 0 {
+		s.qTemp = grow(s.qTemp, n)
+		for i, p := range b.Pos {
+			s.qTemp[i] = float32(math.Log(math.Floor(float64(p)/float64(c.AttnTempFloor))+1))*c.AttnTempScale + 1
+		}
 	}
 	if m.groupedAttention() {
 		m.planAttnItems(b)
@@ -118,43 +135,51 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 	for li := range m.layers {
 		l := &m.layers[li]
 		// Attention block: x += Wo · attention(rope(Wq·xn), rope(Wk·xn), Wv·xn)
-		m.rmsNorm(s.xn, s.x, l.attnNorm, n)
-		m.acts().set(s.xn, n, c.Embd)
+		m.acts().set(m.preNorm(l.attnNorm, n), n, c.Embd)
 		m.matmul(&l.wq, s.q, n)
 		m.matmul(&l.wk, s.k, n)
 		m.matmul(&l.wv, s.v, n)
 		addBiasRows(s.q, l.bq, n)
 		addBiasRows(s.k, l.bk, n)
 		addBiasRows(s.v, l.bv, n)
-		if l.qNorm != nil {
-			// Per-head RMSNorm of queries and keys, in place.
+		switch c.QKNorm {
+		case QKNormPerHead:
 			rmsNormRows(s.q, s.q, l.qNorm, n*c.Heads, c.HeadDim, c.RMSEps)
 			rmsNormRows(s.k, s.k, l.kNorm, n*c.KVHeads, c.HeadDim, c.RMSEps)
+		case QKNormWhole:
+			rmsNormRows(s.q, s.q, l.qNorm, n, qDim, c.RMSEps)
+			rmsNormRows(s.k, s.k, l.kNorm, n, kvDim, c.RMSEps)
 		}
-		cos, sin := s.cos, s.sin
-		if m.ropeLocal != nil && c.Local(li) {
-			cos, sin = s.cosL, s.sinL
-		}
-		for i := 0; i < n; i++ {
-			cs, sn := cos[i*c.HeadDim/2:(i+1)*c.HeadDim/2], sin[i*c.HeadDim/2:(i+1)*c.HeadDim/2]
-			for h := 0; h < c.Heads; h++ {
-				rope(s.q[i*qDim+h*c.HeadDim:i*qDim+(h+1)*c.HeadDim], cs, sn, c.RopeNeox)
+		if l.rope != nil {
+			t := &s.ropeTabs[m.ropeIndex(l.rope)]
+			for i := 0; i < n; i++ {
+				cs, sn := t.cos[i*c.HeadDim/2:(i+1)*c.HeadDim/2], t.sin[i*c.HeadDim/2:(i+1)*c.HeadDim/2]
+				for h := 0; h < c.Heads; h++ {
+					rope(s.q[i*qDim+h*c.HeadDim:i*qDim+(h+1)*c.HeadDim], cs, sn, c.RopeNeox)
+				}
+				for h := 0; h < c.KVHeads; h++ {
+					rope(s.k[i*kvDim+h*c.HeadDim:i*kvDim+(h+1)*c.HeadDim], cs, sn, c.RopeNeox)
+				}
 			}
-			for h := 0; h < c.KVHeads; h++ {
-				rope(s.k[i*kvDim+h*c.HeadDim:i*kvDim+(h+1)*c.HeadDim], cs, sn, c.RopeNeox)
+		}
+		if c.AttnTempScale != 0 {
+			for i := 0; i < n; i++ {
+				scaleRow(s.q[i*qDim:(i+1)*qDim], s.qTemp[i])
 			}
 		}
 		m.storeKV(b, li)
 		m.attention(b, li)
 		m.acts().set(s.att, n, qDim)
 		m.matmul(&l.wo, s.proj, n)
+		addBiasRows(s.proj, l.bo, n)
 		m.residual(s.proj, l.postAttnNorm, n)
 
-		// FFN block: x += Wdown · (silu(Wgate·xn) ⊙ Wup·xn)
-		m.rmsNorm(s.xn, s.x, l.ffnNorm, n)
-		m.acts().set(s.xn, n, c.Embd)
+		// FFN block: x += Wdown · (act(Wgate·xn) ⊙ Wup·xn)
+		m.acts().set(m.preNorm(l.ffnNorm, n), n, c.Embd)
 		m.matmul(&l.wGate, s.gate, n)
 		m.matmul(&l.wUp, s.up, n)
+		addBiasRows(s.gate, l.bGate, n)
+		addBiasRows(s.up, l.bUp, n)
 		if c.GELU {
 			geglu(s.gate, s.up, n*c.FF)
 		} else {
@@ -162,6 +187,7 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		}
 		m.acts().set(s.gate, n, c.FF)
 		m.matmul(&l.wDown, s.proj, n)
+		addBiasRows(s.proj, l.bDown, n)
 		m.residual(s.proj, l.postFNorm, n)
 	}
 
@@ -181,21 +207,49 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		head = m.head
 	}
 	m.matmul(head, logits[:nl*head.rows], nl)
+	if c.LogitScale != 0 {
+		scaleRow(logits[:nl*head.rows], 1/c.LogitScale)
+	}
 	if c.LogitSoftcap > 0 {
 		softcap(logits[:nl*head.rows], c.LogitSoftcap)
 	}
 	return nil
 }
 
+// preNorm is a block's input: the residual stream RMS-normed by w, or the
+// stream itself for a family without pre-norms (w nil).
+func (m *Model) preNorm(w []float32, n int) []float32 {
+	s := &m.s
+	if w == nil {
+		return s.x[:n*m.cfg.Embd]
+	}
+	m.rmsNorm(s.xn, s.x, w, n)
+	return s.xn
+}
+
 // residual adds a block's output y (n rows of Embd) into the residual
 // stream, RMS-normalized by post first when the model has that norm
-// (Gemma 3); y is clobbered.
+// (Gemma, OLMo 2) and scaled by ResidualScale (Granite); y is clobbered.
 func (m *Model) residual(y, post []float32, n int) {
 	s, d := &m.s, m.cfg.Embd
 	if post != nil {
 		m.rmsNorm(y, y, post, n)
 	}
+	if m.cfg.ResidualScale != 0 {
+		scaleRow(y[:n*d], m.cfg.ResidualScale)
+	}
 	addRows(s.x, y, n*d)
+}
+
+// ropeIndex is the position of a layer's rotation in m.ropes (and its
+// tables in the scratch).
+func (m *Model) ropeIndex(r *ropeSpec) int {
+	for k, x := range m.ropes {
+		if x == r {
+			return k
+		}
+	}
+	panic("model: a layer's rotation is not among the model's")
 }
 
 // ForwardHead is Forward with logits for the first rows token ids only,
@@ -319,20 +373,6 @@ func (a *acts) get(at quant.Type, pool *quant.Pool) []byte {
 func (m *Model) matmul(w *matrix, out []float32, n int) {
 	xq := m.s.acts.get(quant.ActType(w.typ), m.pool)
 	quant.MatMulPacked(w.packed, xq, n, out[:n*w.rows], m.pool)
-}
-
-// ropeTables fills the per-token cos/sin of each rotation frequency in
-// freq, growing cos and sin to len(pos)·len(freq).
-func ropeTables(cos, sin []float32, freq []float64, pos []int) ([]float32, []float32) {
-	half := len(freq)
-	cos, sin = grow(cos, len(pos)*half), grow(sin, len(pos)*half)
-	for i, p := range pos {
-		for j, f := range freq {
-			sn, cs := math.Sincos(float64(p) * f)
-			cos[i*half+j], sin[i*half+j] = float32(cs), float32(sn)
-		}
-	}
-	return cos, sin
 }
 
 // storeKV writes each token's K and V into its cache's scratch entry,

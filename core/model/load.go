@@ -13,48 +13,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/quant"
 )
-
-// Config is the shape of a model.
-type Config struct {
-	Arch                             string
-	Layers, Embd, Heads, KVHeads     int
-	HeadDim, FF, Vocab, ContextTrain int
-	RopeTheta, RMSEps                float32
-	RopeNeox                         bool // Qwen2-style rotate-half; Llama GGUFs rotate adjacent pairs
-	TiedOutput                       bool // the output head is token_embd
-
-	// Gemma 3 (zero for the other families).
-	//
-	// EmbdScale multiplies the token embeddings (√Embd). GELU says the FFN
-	// gate is GELU (tanh form) instead of SiLU. The layers alternate local
-	// and global attention: in each run of SlidingPattern layers all but
-	// the last are local, seeing only the SlidingWindow latest positions
-	// (themselves included) and rotating with RopeThetaLocal; a
-	// SlidingWindow of 0 makes every layer global. LogitSoftcap, when set,
-	// maps each logit z to c·tanh(z/c). Each layer also normalizes its
-	// queries and keys per head, and the attention and FFN outputs before
-	// they join the residual stream (the norms' tensors; see layer).
-	EmbdScale      float32
-	GELU           bool
-	SlidingWindow  int
-	SlidingPattern int
-	RopeThetaLocal float32
-	LogitSoftcap   float32
-	// AttnScale multiplies the query·key products: 1/√HeadDim but for
-	// Gemma 3 27B, whose scale comes from Embd/Heads.
-	AttnScale float32
-}
-
-// Local reports whether layer li attends only within the sliding window.
-func (c *Config) Local(li int) bool {
-	return c.SlidingWindow > 0 && c.SlidingPattern > 0 && li%c.SlidingPattern < c.SlidingPattern-1
-}
 
 // matrix is a weight matrix as the file stores it (rows of cols elements of
 // type typ, row-major) and, prepared once at load, in the layout of
@@ -69,21 +32,25 @@ type matrix struct {
 }
 
 type layer struct {
-	attnNorm, ffnNorm []float32
+	attnNorm, ffnNorm []float32 // nil when the family has no pre-norms (OLMo 2)
 	wq, wk, wv, wo    matrix
-	bq, bk, bv        []float32 // nil when the model has no bias (Llama)
+	bq, bk, bv, bo    []float32 // each nil when the file has no such bias
 	wGate, wUp, wDown matrix
-	// Gemma 3's extra norms (nil otherwise): per-head RMSNorm of queries
-	// and keys before RoPE, and RMSNorm of the attention and FFN outputs
-	// before each joins the residual stream. llama.cpp's converter stores
-	// Gemma's norm weights with the 1 of its (1+w) convention already
-	// added (llama.cpp multiplies by the stored weight as is), so every
-	// norm here is a plain x/rms(x)·w.
+	bGate, bUp, bDown []float32
+	// qNorm and kNorm RMS-normalize queries and keys before RoPE, per head
+	// or over the whole projection (Config.QKNorm); postAttnNorm and
+	// postFNorm RMS-normalize the attention and FFN outputs before each
+	// joins the residual stream. nil where the family has none.
+	// llama.cpp's converter stores Gemma's norm weights with the 1 of its
+	// (1+w) convention already added (llama.cpp multiplies by the stored
+	// weight as is), so every norm here is a plain x/rms(x)·w.
 	qNorm, kNorm            []float32
 	postAttnNorm, postFNorm []float32
 	// window is how many latest positions the layer's attention sees
 	// (0: all of them).
 	window int
+	// rope is the layer's rotation (nil: the layer has no RoPE).
+	rope *ropeSpec
 }
 
 // Model is a loaded model. Forward is not safe for concurrent use (it owns
@@ -96,10 +63,13 @@ type Model struct {
 	head     *matrix // during ForwardHead: the output head's first rows
 	headView matrix  // that view, kept for the next call
 	layers   []layer
-	ropeFreq []float64 // theta_i = base^(-2i/headDim), i < headDim/2
-	// ropeLocal is ropeFreq from RopeThetaLocal (local layers), nil when
-	// every layer uses ropeFreq.
-	ropeLocal []float64
+	// ropes are the distinct rotations the layers use (global, local);
+	// each layer points at its own. ropeFactors are the file's
+	// per-pair frequency factors for the global layers (nil: none), and
+	// longFactors LongRoPE's for contexts past the original one
+	// (SetContext chooses).
+	ropes                    []*ropeSpec
+	ropeFactors, longFactors []float32
 	pool      *quant.Pool
 	arena     *quant.Arena // the packed weights; freed by Close
 	closed    bool
@@ -141,10 +111,7 @@ func LoadWithProgress(f *gguf.File, threads int, progress func(fraction float64)
 	if err := f.Unchanged(); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
-	m.ropeFreq = ropeFrequencies(m.cfg.RopeTheta, m.cfg.HeadDim)
-	if m.cfg.RopeThetaLocal > 0 && m.cfg.RopeThetaLocal != m.cfg.RopeTheta {
-		m.ropeLocal = ropeFrequencies(m.cfg.RopeThetaLocal, m.cfg.HeadDim)
-	}
+	m.setRopes(m.ropeFactors)
 	for li := range m.layers {
 		if m.cfg.Local(li) {
 			m.layers[li].window = m.cfg.SlidingWindow
@@ -152,262 +119,6 @@ func LoadWithProgress(f *gguf.File, threads int, progress func(fraction float64)
 	}
 	m.pool = quant.NewPool(threads)
 	return m, nil
-}
-
-// perLayerTensors is how many tensors every layer has at least (norms,
-// attention and feed-forward matrices; biases are optional).
-const perLayerTensors = 9
-
-// maxContextTrain bounds context_length, which may size a KV cache (the
-// cpu backend's default context is min(context_length, 2048)): no model is
-// trained on a billion tokens, so a larger value is a damaged field.
-const maxContextTrain = 1 << 30
-
-func load(f *gguf.File, progress func(float64)) (*Model, error) {
-	cfg, err := readConfig(f)
-	if err != nil {
-		return nil, err
-	}
-	// cfg.Layers is bounded by the tensors the file holds, so this is a
-	// few hundred bytes per layer the file can really have.
-	m := &Model{cfg: cfg, layers: make([]layer, 0, cfg.Layers)}
-	ld := loader{f: f}
-	m.tokEmbd = ld.matrix("token_embd.weight", cfg.Embd, cfg.Vocab)
-	m.outNorm = ld.vector("output_norm.weight", cfg.Embd)
-	if _, ok := f.Tensor("output.weight"); ok {
-		m.output = ld.matrix("output.weight", cfg.Embd, cfg.Vocab)
-	} else {
-		m.cfg.TiedOutput = true
-		m.output = m.tokEmbd
-	}
-	qDim, kvDim := cfg.Heads*cfg.HeadDim, cfg.KVHeads*cfg.HeadDim // checked not to overflow
-	// The first missing or misshapen tensor ends the loop: nothing after
-	// it is looked up, let alone allocated.
-	for i := 0; i < cfg.Layers && ld.err == nil; i++ {
-		p := fmt.Sprintf("blk.%d.", i)
-		l := layer{
-			attnNorm: ld.vector(p+"attn_norm.weight", cfg.Embd),
-			wq:       ld.matrix(p+"attn_q.weight", cfg.Embd, qDim),
-			wk:       ld.matrix(p+"attn_k.weight", cfg.Embd, kvDim),
-			wv:       ld.matrix(p+"attn_v.weight", cfg.Embd, kvDim),
-			wo:       ld.matrix(p+"attn_output.weight", qDim, cfg.Embd),
-			ffnNorm:  ld.vector(p+"ffn_norm.weight", cfg.Embd),
-			wGate:    ld.matrix(p+"ffn_gate.weight", cfg.Embd, cfg.FF),
-			wUp:      ld.matrix(p+"ffn_up.weight", cfg.Embd, cfg.FF),
-			wDown:    ld.matrix(p+"ffn_down.weight", cfg.FF, cfg.Embd),
-			bq:       ld.optionalVector(p+"attn_q.bias", qDim),
-			bk:       ld.optionalVector(p+"attn_k.bias", kvDim),
-			bv:       ld.optionalVector(p+"attn_v.bias", kvDim),
-		}
-		if cfg.Arch == "gemma3" {
-			l.qNorm = ld.vector(p+"attn_q_norm.weight", cfg.HeadDim)
-			l.kNorm = ld.vector(p+"attn_k_norm.weight", cfg.HeadDim)
-			l.postAttnNorm = ld.vector(p+"post_attention_norm.weight", cfg.Embd)
-			l.postFNorm = ld.vector(p+"post_ffw_norm.weight", cfg.Embd)
-		}
-		m.layers = append(m.layers, l)
-	}
-	if ld.err != nil {
-		return nil, ld.err
-	}
-	m.pack(progress)
-	return m, nil
-}
-
-// readConfig reads the model's shape from the metadata and checks it
-// against what the file holds before anything is sized by it: every
-// dimension is positive, products of dimensions do not overflow, the
-// layer count is bounded by the tensors present, the embedding width and
-// vocabulary are token_embd's. (The layers' tensors are then checked
-// against this shape one by one as they load.)
-func readConfig(f *gguf.File) (Config, error) {
-	arch, err := f.String("general.architecture")
-	if err != nil {
-		return Config{}, fmt.Errorf("model: %w", err)
-	}
-	c := Config{Arch: arch}
-	switch arch {
-	case "llama":
-	case "qwen2":
-		c.RopeNeox = true
-	case "gemma3":
-		c.RopeNeox, c.GELU = true, true
-	default:
-		return Config{}, fmt.Errorf("model: architecture %q is not supported (llama, qwen2, gemma3)", arch)
-	}
-	var errs []error
-	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	// integer reads arch.key, of any integer type, into dst; an absent key
-	// takes def when def ≥ 0. Values outside [1, hi] are errors.
-	integer := func(key string, dst *int, def, hi int) {
-		v, err := f.IntRange(arch+"."+key, 1, hi)
-		switch {
-		case errors.Is(err, gguf.ErrKeyNotFound) && def >= 0:
-			*dst = def
-		case err != nil:
-			errs = append(errs, err)
-		default:
-			*dst = v
-		}
-	}
-	float := func(key string, dst *float32, def float32) {
-		v, err := f.Float32(arch + "." + key)
-		switch {
-		case errors.Is(err, gguf.ErrKeyNotFound) && def > 0:
-			*dst = def
-		case err != nil:
-			errs = append(errs, err)
-		case !(v > 0) || math.IsInf(float64(v), 1):
-			fail("%s.%s is %g, want a positive finite number", arch, key, v)
-		default:
-			*dst = v
-		}
-	}
-	emb, ok := f.Tensor("token_embd.weight")
-	if !ok {
-		return Config{}, errors.New("model: tensor token_embd.weight is missing")
-	}
-	if len(emb.Dims) != 2 {
-		return Config{}, fmt.Errorf("model: tensor token_embd.weight has dims %v, want [embedding_length vocab]", emb.Dims)
-	}
-	c.Vocab = emb.Dims[1]
-	// Every layer has perLayerTensors tensors besides token_embd, so the
-	// file's tensor count bounds the layers before any is looked for: a
-	// block_count of 2^31 fails here at once instead of after growing a
-	// slice of layers toward it.
-	integer("block_count", &c.Layers, -1, math.MaxInt)
-	if maxLayers := (len(f.Tensors) - 1) / perLayerTensors; len(errs) == 0 && c.Layers > maxLayers {
-		fail("%s.block_count is %d but the file holds %d tensors, enough for at most %d layers of %d tensors",
-			arch, c.Layers, len(f.Tensors), max(maxLayers, 0), perLayerTensors)
-	}
-	integer("embedding_length", &c.Embd, -1, math.MaxInt)
-	if len(errs) == 0 && c.Embd != emb.Dims[0] {
-		fail("%s.embedding_length is %d but token_embd.weight rows have %d elements", arch, c.Embd, emb.Dims[0])
-	}
-	integer("attention.head_count", &c.Heads, -1, math.MaxInt)
-	integer("feed_forward_length", &c.FF, -1, math.MaxInt)
-	integer("context_length", &c.ContextTrain, 2048, maxContextTrain)
-	float("rope.freq_base", &c.RopeTheta, 10000)
-	float("attention.layer_norm_rms_epsilon", &c.RMSEps, -1)
-	if len(errs) > 0 {
-		return Config{}, fmt.Errorf("model: %w", errors.Join(errs...))
-	}
-	integer("attention.head_count_kv", &c.KVHeads, c.Heads, c.Heads)
-	if c.Embd%c.Heads != 0 {
-		fail("embedding_length %d is not a multiple of head_count %d", c.Embd, c.Heads)
-	} else {
-		integer("attention.key_length", &c.HeadDim, c.Embd/c.Heads, math.MaxInt)
-	}
-	if len(errs) == 0 {
-		// The attention widths size the scratch and the KV cache; each
-		// must be a real product before the tensors are compared with it.
-		for _, p := range []struct {
-			name string
-			n    int
-		}{{"head_count", c.Heads}, {"head_count_kv", c.KVHeads}} {
-			if hi, lo := bits.Mul64(uint64(p.n), uint64(c.HeadDim)); hi != 0 || lo > math.MaxInt32 {
-				fail("%s %d × head dimension %d is too large", p.name, p.n, c.HeadDim)
-			}
-		}
-		var rot int
-		integer("rope.dimension_count", &rot, c.HeadDim, math.MaxInt)
-		if rot != c.HeadDim {
-			fail("rope.dimension_count %d ≠ head dimension %d (partial rotary embeddings are not supported)", rot, c.HeadDim)
-		}
-		if c.HeadDim%2 != 0 {
-			fail("head dimension %d is odd", c.HeadDim)
-		}
-		if c.Heads%c.KVHeads != 0 {
-			fail("head_count %d is not a multiple of head_count_kv %d", c.Heads, c.KVHeads)
-		}
-		var vDim int
-		integer("attention.value_length", &vDim, c.HeadDim, math.MaxInt)
-		if vDim != c.HeadDim {
-			fail("attention.value_length %d ≠ key_length %d", vDim, c.HeadDim)
-		}
-	}
-	if len(errs) > 0 {
-		return Config{}, fmt.Errorf("model: %w", errors.Join(errs...))
-	}
-	c.AttnScale = float32(1 / math.Sqrt(float64(c.HeadDim)))
-	if arch == "gemma3" {
-		gemma3Config(&c, integer, float)
-		// Soft-capping is optional: only a present key is read.
-		if _, ok := f.Lookup(arch + ".final_logit_softcapping"); ok {
-			float("final_logit_softcapping", &c.LogitSoftcap, -1)
-		}
-		if len(errs) > 0 {
-			return Config{}, fmt.Errorf("model: %w", errors.Join(errs...))
-		}
-	}
-	return c, nil
-}
-
-// gemma3Config reads Gemma 3's extra metadata. Where the file is silent
-// the defaults are the ones the reference implementation (and llama.cpp)
-// assume: a window pattern of 6 (five local layers, then a global one),
-// local RoPE base 10,000. The 27B model (62 layers) scales queries by
-// Embd/Heads instead of the head dimension.
-func gemma3Config(c *Config, integer func(string, *int, int, int), float func(string, *float32, float32)) {
-	c.EmbdScale = float32(math.Sqrt(float64(c.Embd)))
-	var window int
-	integer("attention.sliding_window", &window, 0, maxContextTrain)
-	if window > 0 {
-		c.SlidingWindow = window
-		integer("attention.sliding_window_pattern", &c.SlidingPattern, 6, math.MaxInt)
-		float("rope.freq_base_swa", &c.RopeThetaLocal, 10000)
-	}
-	if c.Layers == 62 {
-		c.AttnScale = float32(1 / math.Sqrt(float64(c.Embd/c.Heads)))
-	}
-}
-
-// loader fetches tensors and remembers the first error.
-type loader struct {
-	f   *gguf.File
-	err error
-}
-
-func (ld *loader) tensor(name string, dims ...int) *gguf.Tensor {
-	if ld.err != nil {
-		return nil
-	}
-	t, ok := ld.f.Tensor(name)
-	if !ok {
-		ld.err = fmt.Errorf("model: tensor %s is missing", name)
-		return nil
-	}
-	same := len(t.Dims) == len(dims)
-	for i := 0; same && i < len(dims); i++ {
-		same = t.Dims[i] == dims[i]
-	}
-	if !same {
-		ld.err = fmt.Errorf("model: tensor %s has dims %v, the config wants %v", name, t.Dims, dims)
-		return nil
-	}
-	return t
-}
-
-func (ld *loader) matrix(name string, cols, rows int) matrix {
-	t := ld.tensor(name, cols, rows)
-	if t == nil {
-		return matrix{}
-	}
-	switch t.Type {
-	case quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1,
-		quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K,
-		quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.MXFP4:
-	default:
-		ld.err = fmt.Errorf("model: tensor %s has type %s, which has no matmul kernel", name, t.Type)
-		return matrix{}
-	}
-	// Blocks the format defines as invalid (an MXFP4 NaN exponent) would
-	// be read as some arbitrary number; the file is refused instead.
-	if err := quant.Validate(t.Type, t.Data); err != nil {
-		ld.err = fmt.Errorf("model: tensor %s: %w", name, err)
-		return matrix{}
-	}
-	return matrix{typ: t.Type, data: t.Data, rows: rows, cols: cols}
 }
 
 // pack prepares every matmul weight for quant.MatMulPacked, in one arena
@@ -497,25 +208,6 @@ func (o *ownedBytes) copy(b []byte) []byte {
 	}
 	o.buf = append(o.buf[:start], b...)
 	return o.buf[start:len(o.buf):len(o.buf)]
-}
-
-func (ld *loader) vector(name string, n int) []float32 {
-	t := ld.tensor(name, n)
-	if t == nil {
-		return nil
-	}
-	v := make([]float32, n)
-	if err := quant.Dequantize(t.Type, t.Data, v); err != nil {
-		ld.err = fmt.Errorf("model: tensor %s: %w", name, err)
-	}
-	return v
-}
-
-func (ld *loader) optionalVector(name string, n int) []float32 {
-	if _, ok := ld.f.Tensor(name); !ok {
-		return nil
-	}
-	return ld.vector(name, n)
 }
 
 // attnScale is the factor of the query·key products.

@@ -98,14 +98,14 @@ func (r CPU) Close() error {
 
 // ReadConfig reads a model's shape from its GGUF metadata, for runners that
 // load the weights themselves (Load does this and more for the CPU).
+// Every tensor is checked as Load checks it (none is read), so the
+// Config's tensor flags say what the file holds.
 func ReadConfig(f *gguf.File) (Config, error) {
-	c, err := readConfig(f)
+	m, err := readTensors(f, true)
 	if err != nil {
-		return c, err
+		return Config{}, err
 	}
-	_, hasOutput := f.Tensor("output.weight")
-	c.TiedOutput = !hasOutput
-	return c, nil
+	return m.cfg, nil
 }
 
 // RopeFrequencies are the rotation frequencies base^(-2i/HeadDim) of each

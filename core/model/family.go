@@ -1,0 +1,103 @@
+package model
+
+// A family is what sets one GGUF architecture's forward pass apart from the
+// plain Llama one. The pass (forward.go) reads these switches and the
+// Config values they lead to; it has no branch per architecture. A new
+// dense family is an entry here and, when it brings metadata of its own,
+// a few lines in configure (config.go).
+type family struct {
+	// ropeNeox rotates (x[i], x[i+d/2]) instead of adjacent pairs.
+	ropeNeox bool
+	// gelu makes the FFN's gate GELU (tanh form) instead of SiLU.
+	gelu bool
+	// noPreNorm: the blocks read the residual stream itself (OLMo 2), not
+	// an RMS-normed copy of it.
+	noPreNorm bool
+	// postNorms: each block's output is RMS-normed (post_attention_norm,
+	// post_ffw_norm) before it joins the residual stream.
+	postNorms bool
+	// qkNorm is how queries and keys are RMS-normed before RoPE.
+	qkNorm QKNorm
+	// embdScaleSqrt multiplies the token embeddings by √Embd (Gemma).
+	embdScaleSqrt bool
+	// tiedOnly: the output head is always token_embd (Gemma 2 and 3 files
+	// have no output.weight).
+	tiedOnly bool
+	// window is the sliding-window rule, when the family has one.
+	window *windowRule
+	// attnSoftcap and logitSoftcap are the family's defaults for the
+	// attention-score and final-logit soft-capping keys (0: none unless
+	// the file says so).
+	attnSoftcap, logitSoftcap float32
+	// queryScaleByEmbd: the 27B Gemma models (queryScaleLayers layers)
+	// scale queries by 1/√(Embd/Heads) instead of 1/√HeadDim.
+	queryScaleLayers int
+	// noRopeEvery: every n-th layer (counting from 1) has no RoPE (SmolLM3).
+	noRopeEvery int
+	// granite: embedding, residual, attention and logit multipliers, and a
+	// rope.scaling.finetuned that, false, turns RoPE off.
+	granite bool
+	// attnTemperature: Llama 4-style query temperature by position (Mistral 3).
+	attnTemperature bool
+	// fusedGateUp: ffn_up holds the gate's rows, then the up rows (Phi-3).
+	fusedGateUp bool
+	// ropeFactors names the per-dimension frequency-factor tensors the
+	// family may carry: rope_freqs (Llama 3) and, for LongRoPE,
+	// rope_factors_long / rope_factors_short.
+	ropeFreqs, longRope bool
+	// outBias, ffnBias: attn_output.bias and ffn_{gate,up,down}.bias may be
+	// present.
+	outBias, ffnBias bool
+	// attnScaleKey: the family reads attention.scale (the query·key factor).
+	attnScaleKey bool
+	// yarnKeys: the family reads the YaRN beta and log-multiplier keys.
+	yarnKeys bool
+	// windowOff: the family's attention.sliding_window is read and not
+	// applied, as llama.cpp does for Phi-3 (whose output this package
+	// matches).
+	windowOff bool
+}
+
+// QKNorm is where a family RMS-normalizes its queries and keys.
+type QKNorm uint8
+
+const (
+	QKNormNone    QKNorm = iota
+	QKNormPerHead        // each head's vector, with a HeadDim weight (Qwen 3, Gemma 3)
+	QKNormWhole          // the whole projection, with an Embd / KV-width weight (OLMo 2)
+)
+
+// windowRule is a family's sliding-window attention: in each run of
+// pattern layers all but the last are local; where the file names no
+// window, defWindow (0: the family has no window then).
+type windowRule struct {
+	defWindow, defPattern int
+	// localUnscaled: local layers rotate without the file's frequency
+	// scaling (Gemma 3, OLMo 2); Gemma 2 scales them like the rest.
+	localUnscaled bool
+	// localNoYarn: local layers take no YaRN extrapolation mix (OLMo 2).
+	localNoYarn bool
+	// localBaseGlobal: without rope.freq_base_swa, local layers rotate
+	// with the global base (Gemma 2, OLMo 2) rather than 10,000 (Gemma 3).
+	localBaseGlobal bool
+}
+
+// families lists the architectures this package runs.
+var families = map[string]family{
+	"llama":    {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true, attnScaleKey: true},
+	"mistral3": {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true, attnScaleKey: true, yarnKeys: true, attnTemperature: true},
+	"smollm3":  {ffnBias: true, attnScaleKey: true, noRopeEvery: 4},
+	"granite":  {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true, granite: true},
+	"qwen2":    {ropeNeox: true},
+	"qwen3":    {ropeNeox: true, qkNorm: QKNormPerHead},
+	"olmo2": {ropeNeox: true, noPreNorm: true, postNorms: true, qkNorm: QKNormWhole,
+		window: &windowRule{defPattern: 4, localUnscaled: true, localNoYarn: true, localBaseGlobal: true}},
+	"phi3": {ropeNeox: true, fusedGateUp: true, longRope: true, windowOff: true},
+	"gemma2": {ropeNeox: true, gelu: true, postNorms: true, embdScaleSqrt: true, tiedOnly: true,
+		window: &windowRule{defWindow: 4096, defPattern: 2, localBaseGlobal: true}, attnSoftcap: 50, logitSoftcap: 30, queryScaleLayers: 46},
+	"gemma3": {ropeNeox: true, gelu: true, postNorms: true, qkNorm: QKNormPerHead, embdScaleSqrt: true, tiedOnly: true,
+		window: &windowRule{defPattern: 6, localUnscaled: true}, queryScaleLayers: 62},
+}
+
+// architectures is the list for error messages.
+const architectures = "llama, mistral3, smollm3, granite, qwen2, qwen3, olmo2, phi3, gemma2, gemma3"

@@ -1,0 +1,123 @@
+package model
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/model/synth"
+)
+
+// familyGolden is llama.cpp's output on one synthetic model (see
+// testdata/families/README.md): at every prompt position its top logits,
+// then its greedy continuation.
+type familyGolden struct {
+	Vocab     int
+	Positions []struct {
+		Top    []int32
+		Logits []float32
+	}
+	Greedy []int32
+}
+
+// vocabFile is the default model, whose vocabulary the synthetic models
+// take; it skips where the file is absent (CI fetches it, and
+// LMSTREAM_REQUIRE_MODELS makes the absence a failure).
+func vocabFile(t *testing.T) *gguf.File {
+	t.Helper()
+	path, _ := filepath.Abs(defaultModelPath)
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("LMSTREAM_REQUIRE_MODELS") != "" {
+			t.Fatalf("default model not found at %s: %v", path, err)
+		}
+		t.Skipf("default model not found at %s (run `make model`): %v", path, err)
+	}
+	f, err := gguf.Open(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// tolFamily bounds |Δlogit| against llama.cpp on the float32 models,
+// relative to the logit (at least 1): both keep K and V in float16 and sum
+// in float32 in different orders.
+const tolFamily = 1e-3
+
+// TestFamiliesMatchLlamaCpp runs each synthetic model of every family
+// over the golden prompt and compares with llama.cpp: the top logits at
+// every position within tolFamily, and the 32 greedy tokens identical.
+// LMSTREAM_SYNTH_DIR=dir writes the model files there (to record the
+// golden data with llama.cpp).
+func TestFamiliesMatchLlamaCpp(t *testing.T) {
+	if raceEnabled {
+		t.Skip("too slow under -race; the tiny models cover the same code")
+	}
+	vocab := vocabFile(t)
+	for _, spec := range synth.Set() {
+		t.Run(spec.Name, func(t *testing.T) {
+			data, err := synth.Write(spec, vocab)
+			require.NoError(t, err)
+			if dir := os.Getenv("LMSTREAM_SYNTH_DIR"); dir != "" {
+				require.NoError(t, os.WriteFile(filepath.Join(dir, spec.Name+".gguf"), data, 0o644))
+			}
+			raw, err := os.ReadFile(filepath.Join("testdata", "families", spec.Name+".json"))
+			if os.IsNotExist(err) && os.Getenv("LMSTREAM_SYNTH_DIR") != "" {
+				t.Skip("no golden data yet; the file was written for recording")
+			}
+			require.NoError(t, err)
+			var g familyGolden
+			require.NoError(t, json.Unmarshal(raw, &g))
+			f, err := gguf.Parse(data)
+			require.NoError(t, err)
+			m, err := Load(f, 2)
+			require.NoError(t, err)
+			defer m.Close()
+			m.SetContext(spec.Context)
+			require.Equal(t, g.Vocab, m.Config().Vocab)
+
+			c := m.NewCache(spec.Context)
+			rows := run(t, m, new(Batch).chain(c, synth.Prompt, true))
+			require.Len(t, g.Positions, len(rows))
+			worst := 0.0
+			for i, p := range g.Positions {
+				require.Equal(t, p.Top[0], argmax(rows[i]), "position %d: llama.cpp's top token", i)
+				for j, id := range p.Top {
+					d := math.Abs(float64(rows[i][id]-p.Logits[j])) / math.Max(1, math.Abs(float64(p.Logits[j])))
+					worst = math.Max(worst, d)
+					require.LessOrEqual(t, d, tolFamily, "position %d, token %d: %g, llama.cpp %g", i, id, rows[i][id], p.Logits[j])
+				}
+			}
+			commitAll(t, c)
+			got := []int32{argmax(rows[len(rows)-1])}
+			for len(got) < len(g.Greedy) {
+				row := run(t, m, new(Batch).chain(c, got[len(got)-1:], false))
+				commitAll(t, c)
+				got = append(got, argmax(row[0]))
+			}
+			require.Equal(t, g.Greedy, got, "greedy tokens")
+			t.Logf("%s: max relative Δlogit %.2g over %d positions, %d greedy tokens identical", spec.Name, worst, len(rows), len(got))
+		})
+	}
+}
+
+// TestFamilyFilesLoad: every synthetic model loads (whether or not golden
+// data exists for it yet), and its configuration says what its family and
+// metadata ask for.
+func TestFamilyFilesLoad(t *testing.T) {
+	vocab := vocabFile(t)
+	for _, spec := range synth.Set() {
+		data, err := synth.Write(spec, vocab)
+		require.NoError(t, err, spec.Name)
+		f, err := gguf.Parse(data)
+		require.NoError(t, err, spec.Name)
+		cfg, err := ReadConfig(f)
+		require.NoError(t, err, spec.Name)
+		require.Equal(t, spec.Arch, cfg.Arch)
+		require.NotEmpty(t, cfg.Extras(), spec.Name)
+	}
+}

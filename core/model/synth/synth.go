@@ -1,0 +1,227 @@
+// Package synth writes small synthetic GGUF models of every architecture
+// the forward pass runs: random weights at realistic scales under a real
+// vocabulary (copied from a model file the project has), deterministic for
+// a given Spec. Real weights for most families are not available to the
+// tests; these files are what llama.cpp's golden logits are recorded on
+// (testdata/families), and what the tests compare the forward pass with.
+//
+// The tensor names and metadata keys are GGUF's (llama.cpp's converter
+// writes them the same way). This package describes each family's tensors
+// on its own, apart from core/model's loader, so that the two check each
+// other.
+package synth
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/quant"
+)
+
+// Spec is one synthetic model.
+type Spec struct {
+	Name    string     // names the golden data
+	Arch    string     // general.architecture
+	Weights quant.Type // the layer matrices (and an untied head)
+	Embed   quant.Type // token_embd
+	Layers, Embd, Heads, KVHeads, FF int
+	Seed    uint64
+	Untied  bool // write output.weight
+	// Tensors beyond the family's plain set.
+	FusedQKV, QKVBias, OutBias, FFNBias bool
+	RopeFreqs                          bool // rope_freqs.weight (Llama 3)
+	LongRope                           bool // rope_factors_short/long.weight
+	// KV is extra metadata under the architecture's prefix (the key
+	// without it), written after the shape.
+	KV map[string]any
+	// Context is the context the golden data ran at (llama.cpp's n_ctx).
+	Context int
+}
+
+// HeadDim is Embd/Heads.
+func (s Spec) HeadDim() int { return s.Embd / s.Heads }
+
+// family is what a Spec's architecture puts in each layer.
+type family struct {
+	qkNorm    string // "", "head" or "whole"
+	postNorms bool
+	noPreNorm bool
+	fusedUp   bool
+	tiedOnly  bool
+}
+
+var families = map[string]family{
+	"llama": {}, "mistral3": {}, "smollm3": {}, "granite": {}, "qwen2": {},
+	"qwen3":  {qkNorm: "head"},
+	"olmo2":  {qkNorm: "whole", postNorms: true, noPreNorm: true},
+	"phi3":   {fusedUp: true},
+	"gemma2": {postNorms: true, tiedOnly: true},
+	"gemma3": {qkNorm: "head", postNorms: true, tiedOnly: true},
+}
+
+// Write builds the file. vocab is a model file whose tokenizer.* metadata
+// the synthetic model takes (its vocabulary size sets the embedding's).
+func Write(s Spec, vocab *gguf.File) ([]byte, error) {
+	fam, ok := families[s.Arch]
+	if !ok {
+		return nil, fmt.Errorf("synth: unknown architecture %q", s.Arch)
+	}
+	toks, err := vocab.Strings("tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, fmt.Errorf("synth: the vocabulary file: %w", err)
+	}
+	nv := len(toks)
+	w := gguf.NewWriter()
+	var errs []error
+	add := func(k string, v any) {
+		if err := w.AddKV(k, v); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	a := s.Arch + "."
+	add("general.architecture", s.Arch)
+	add("general.name", "lmstream synthetic "+s.Name)
+	add(a+"block_count", uint32(s.Layers))
+	add(a+"context_length", uint32(4096))
+	add(a+"embedding_length", uint32(s.Embd))
+	add(a+"feed_forward_length", uint32(s.FF))
+	add(a+"attention.head_count", uint32(s.Heads))
+	add(a+"attention.head_count_kv", uint32(s.KVHeads))
+	add(a+"rope.freq_base", float32(10000))
+	add(a+"attention.layer_norm_rms_epsilon", float32(1e-5))
+	for _, k := range slices.Sorted(maps.Keys(s.KV)) {
+		add(a+k, s.KV[k])
+	}
+	for _, kv := range vocab.KV {
+		if strings.HasPrefix(kv.Key, "tokenizer.") {
+			add(kv.Key, kv.Value)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs[0]
+	}
+
+	r := rand.New(rand.NewPCG(s.Seed, 0x5eed))
+	normal := func(sd float64) func() float32 { return func() float32 { return float32(r.NormFloat64() * sd) } }
+	near1 := func() float32 { return float32(1 + 0.1*r.NormFloat64()) }
+	tensor := func(name string, typ quant.Type, gen func() float32, dims ...int) {
+		if err != nil {
+			return
+		}
+		n := 1
+		for _, d := range dims {
+			n *= d
+		}
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = gen()
+		}
+		var data []byte
+		if data, err = encode(typ, x, dims[0]); err == nil {
+			err = w.AddTensor(name, typ, dims, data)
+		}
+	}
+	hd := s.HeadDim()
+	qd, kvd := s.Heads*hd, s.KVHeads*hd
+	mat := func(cols int, scale float64) func() float32 { return normal(scale / math.Sqrt(float64(cols))) }
+	tensor("token_embd.weight", s.Embed, normal(1), s.Embd, nv)
+	tensor("output_norm.weight", quant.F32, near1, s.Embd)
+	if s.Untied && !fam.tiedOnly {
+		tensor("output.weight", s.Weights, mat(s.Embd, 2), s.Embd, nv)
+	}
+	if s.RopeFreqs {
+		// Llama 3's factors: 1 for the fast pairs, rising to 8 for the slow.
+		f := 0
+		tensor("rope_freqs.weight", quant.F32, func() float32 { f++; return float32(1 + 7*float64(f-1)/float64(hd/2-1)) }, hd/2)
+	}
+	if s.LongRope {
+		f := 0
+		tensor("rope_factors_short.weight", quant.F32, func() float32 { f++; return float32(1 + 0.5*float64(f-1)/float64(hd/2)) }, hd/2)
+		f = 0
+		tensor("rope_factors_long.weight", quant.F32, func() float32 { f++; return float32(1 + 3*float64(f-1)/float64(hd/2)) }, hd/2)
+	}
+	for l := 0; l < s.Layers; l++ {
+		p := fmt.Sprintf("blk.%d.", l)
+		if !fam.noPreNorm {
+			tensor(p+"attn_norm.weight", quant.F32, near1, s.Embd)
+			tensor(p+"ffn_norm.weight", quant.F32, near1, s.Embd)
+		}
+		// Queries and keys a little larger than 1/√n, so attention is
+		// not uniform.
+		if s.FusedQKV {
+			tensor(p+"attn_qkv.weight", s.Weights, mat(s.Embd, 2), s.Embd, qd+2*kvd)
+			if s.QKVBias {
+				tensor(p+"attn_qkv.bias", quant.F32, normal(0.2), qd+2*kvd)
+			}
+		} else {
+			tensor(p+"attn_q.weight", s.Weights, mat(s.Embd, 2), s.Embd, qd)
+			tensor(p+"attn_k.weight", s.Weights, mat(s.Embd, 2), s.Embd, kvd)
+			tensor(p+"attn_v.weight", s.Weights, mat(s.Embd, 1), s.Embd, kvd)
+			if s.QKVBias {
+				tensor(p+"attn_q.bias", quant.F32, normal(0.2), qd)
+				tensor(p+"attn_k.bias", quant.F32, normal(0.2), kvd)
+				tensor(p+"attn_v.bias", quant.F32, normal(0.2), kvd)
+			}
+		}
+		tensor(p+"attn_output.weight", s.Weights, mat(qd, 1), qd, s.Embd)
+		if s.OutBias {
+			tensor(p+"attn_output.bias", quant.F32, normal(0.1), s.Embd)
+		}
+		switch fam.qkNorm {
+		case "head":
+			tensor(p+"attn_q_norm.weight", quant.F32, near1, hd)
+			tensor(p+"attn_k_norm.weight", quant.F32, near1, hd)
+		case "whole":
+			tensor(p+"attn_q_norm.weight", quant.F32, near1, qd)
+			tensor(p+"attn_k_norm.weight", quant.F32, near1, kvd)
+		}
+		if fam.postNorms {
+			tensor(p+"post_attention_norm.weight", quant.F32, near1, s.Embd)
+			tensor(p+"post_ffw_norm.weight", quant.F32, near1, s.Embd)
+		}
+		if fam.fusedUp {
+			tensor(p+"ffn_up.weight", s.Weights, mat(s.Embd, 1), s.Embd, 2*s.FF)
+		} else {
+			tensor(p+"ffn_gate.weight", s.Weights, mat(s.Embd, 1), s.Embd, s.FF)
+			tensor(p+"ffn_up.weight", s.Weights, mat(s.Embd, 1), s.Embd, s.FF)
+		}
+		tensor(p+"ffn_down.weight", s.Weights, mat(s.FF, 1), s.FF, s.Embd)
+		if s.FFNBias {
+			tensor(p+"ffn_gate.bias", quant.F32, normal(0.1), s.FF)
+			tensor(p+"ffn_up.bias", quant.F32, normal(0.1), s.FF)
+			tensor(p+"ffn_down.bias", quant.F32, normal(0.1), s.Embd)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	if _, err := w.WriteTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// encode stores x (rows of cols values) as typ.
+func encode(typ quant.Type, x []float32, cols int) ([]byte, error) {
+	rb, err := typ.RowBytes(cols)
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, rb*(len(x)/cols))
+	if typ == quant.F32 {
+		for i, v := range x {
+			b := math.Float32bits(v)
+			data[4*i], data[4*i+1], data[4*i+2], data[4*i+3] = byte(b), byte(b>>8), byte(b>>16), byte(b>>24)
+		}
+		return data, nil
+	}
+	return data, quant.Quantize(typ, x, data)
+}
+
