@@ -70,10 +70,10 @@ type Model struct {
 	// (SetContext chooses).
 	ropes                    []*ropeSpec
 	ropeFactors, longFactors []float32
-	pool      *quant.Pool
-	arena     *quant.Arena // the packed weights; freed by Close
-	closed    bool
-	s         scratch
+	pool                     *quant.Pool
+	arena                    *quant.Arena // the packed weights; freed by Close
+	closed                   bool
+	s                        scratch
 }
 
 // Load reads the model of a GGUF file and checks its configuration and

@@ -26,17 +26,17 @@ import (
 
 // Spec is one synthetic model.
 type Spec struct {
-	Name    string     // names the golden data
-	Arch    string     // general.architecture
-	Weights quant.Type // the layer matrices (and an untied head)
-	Embed   quant.Type // token_embd
+	Name                             string     // names the golden data
+	Arch                             string     // general.architecture
+	Weights                          quant.Type // the layer matrices (and an untied head)
+	Embed                            quant.Type // token_embd
 	Layers, Embd, Heads, KVHeads, FF int
-	Seed    uint64
-	Untied  bool // write output.weight
+	Seed                             uint64
+	Untied                           bool // write output.weight
 	// Tensors beyond the family's plain set.
 	FusedQKV, QKVBias, OutBias, FFNBias bool
-	RopeFreqs                          bool // rope_freqs.weight (Llama 3)
-	LongRope                           bool // rope_factors_short/long.weight
+	RopeFreqs                           bool // rope_freqs.weight (Llama 3)
+	LongRope                            bool // rope_factors_short/long.weight
 	// KV is extra metadata under the architecture's prefix (the key
 	// without it), written after the shape.
 	KV map[string]any
@@ -224,4 +224,3 @@ func encode(typ quant.Type, x []float32, cols int) ([]byte, error) {
 	}
 	return data, quant.Quantize(typ, x, data)
 }
-
