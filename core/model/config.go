@@ -346,10 +346,12 @@ func configure(c *Config, fam family, m *meta) {
 		m.optFloat("attention.scale", &c.AttnScale)
 		c.NoRope = !m.boolean("rope.scaling.finetuned", true)
 	}
-	c.LogitSoftcap, c.AttnSoftcap = fam.logitSoftcap, fam.attnSoftcap
-	m.optFloat("final_logit_softcapping", &c.LogitSoftcap)
-	if fam.attnSoftcap > 0 {
-		m.optFloat("attn_logit_softcapping", &c.AttnSoftcap)
+	if fam.softcaps {
+		c.LogitSoftcap, c.AttnSoftcap = fam.logitSoftcap, fam.attnSoftcap
+		m.optFloat("final_logit_softcapping", &c.LogitSoftcap)
+		if fam.attnSoftcap > 0 {
+			m.optFloat("attn_logit_softcapping", &c.AttnSoftcap)
+		}
 	}
 	c.Rope = readRopeScaling(c, fam, m)
 	if w := fam.window; w != nil {

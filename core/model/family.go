@@ -25,9 +25,10 @@ type family struct {
 	tiedOnly bool
 	// window is the sliding-window rule, when the family has one.
 	window *windowRule
-	// attnSoftcap and logitSoftcap are the family's defaults for the
-	// attention-score and final-logit soft-capping keys (0: none unless
-	// the file says so).
+	// softcaps: the family reads the final-logit (and, where attnSoftcap
+	// is set, the attention-score) soft-capping keys; attnSoftcap and
+	// logitSoftcap are its defaults (0: none unless the file says so).
+	softcaps                  bool
 	attnSoftcap, logitSoftcap float32
 	// queryScaleByEmbd: the 27B Gemma models (queryScaleLayers layers)
 	// scale queries by 1/√(Embd/Heads) instead of 1/√HeadDim.
@@ -94,9 +95,9 @@ var families = map[string]family{
 		window: &windowRule{defPattern: 4, localUnscaled: true, localNoYarn: true, localBaseGlobal: true}},
 	"phi3": {ropeNeox: true, fusedGateUp: true, longRope: true, windowOff: true},
 	"gemma2": {ropeNeox: true, gelu: true, postNorms: true, embdScaleSqrt: true, tiedOnly: true,
-		window: &windowRule{defWindow: 4096, defPattern: 2, localBaseGlobal: true}, attnSoftcap: 50, logitSoftcap: 30, queryScaleLayers: 46},
+		window: &windowRule{defWindow: 4096, defPattern: 2, localBaseGlobal: true}, softcaps: true, attnSoftcap: 50, logitSoftcap: 30, queryScaleLayers: 46},
 	"gemma3": {ropeNeox: true, gelu: true, postNorms: true, qkNorm: QKNormPerHead, embdScaleSqrt: true, tiedOnly: true,
-		window: &windowRule{defPattern: 6, localUnscaled: true}, queryScaleLayers: 62},
+		window: &windowRule{defPattern: 6, localUnscaled: true}, softcaps: true, queryScaleLayers: 62},
 }
 
 // architectures is the list for error messages.

@@ -125,10 +125,10 @@ func (m *Model) readRopeFactors(ld *loader, fam family) {
 	longRope := fam.longRope && (c.Rope.Kind == "longrope" || c.Arch == "phi3")
 	switch {
 	case fam.ropeFreqs && !longRope:
-		m.ropeFactors = ld.optionalVector("rope_freqs.weight", half)
+		m.ropeFactors = ld.optionalFactors("rope_freqs.weight", half)
 	case longRope:
-		m.ropeFactors = ld.optionalVector("rope_factors_short.weight", half)
-		m.longFactors = ld.optionalVector("rope_factors_long.weight", half)
+		m.ropeFactors = ld.optionalFactors("rope_factors_short.weight", half)
+		m.longFactors = ld.optionalFactors("rope_factors_long.weight", half)
 	}
 	c.RopeFactors = ld.has("rope_freqs.weight") || ld.has("rope_factors_short.weight") || ld.has("rope_factors_long.weight")
 	for _, fs := range [][]float32{m.ropeFactors, m.longFactors} {
@@ -265,8 +265,18 @@ func (ld *loader) matrix(name string, cols, rows int) matrix {
 }
 
 func (ld *loader) vector(name string, n int) []float32 {
+	if ld.dry {
+		ld.tensor(name, n)
+		return nil
+	}
+	return ld.readVector(name, n)
+}
+
+// readVector is vector even in a dry run: for the few values that are
+// checked at load (RoPE factors), which Measure must refuse as Load does.
+func (ld *loader) readVector(name string, n int) []float32 {
 	t := ld.tensor(name, n)
-	if t == nil || ld.dry {
+	if t == nil {
 		return nil
 	}
 	v := make([]float32, n)
@@ -281,6 +291,13 @@ func (ld *loader) optionalVector(name string, n int) []float32 {
 		return nil
 	}
 	return ld.vector(name, n)
+}
+
+func (ld *loader) optionalFactors(name string, n int) []float32 {
+	if !ld.has(name) {
+		return nil
+	}
+	return ld.readVector(name, n)
 }
 
 // refuseUnused fails on the tensors no part of the model read.
