@@ -333,6 +333,10 @@ func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, pass, thread
 		}
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
+	// LongRoPE models rotate by other factors past their original context.
+	if cs, ok := m.(interface{ SetContext(int) }); ok {
+		cs.SetContext(ctx)
+	}
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
 		m.Close()
