@@ -138,7 +138,6 @@ func (r *renderer) eval(s *scope, x expr) (Value, error) {
 
 func (r *renderer) evalConcat(s *scope, x *concatExpr) (Value, error) {
 	parts := make([]string, len(x.parts))
-	n := 0
 	for i, p := range x.parts {
 		v, err := r.eval(s, p)
 		if err != nil {
@@ -147,16 +146,8 @@ func (r *renderer) evalConcat(s *scope, x *concatExpr) (Value, error) {
 		if parts[i], err = r.toStr(v); err != nil {
 			return nil, err
 		}
-		n += len(parts[i])
 	}
-	if err := r.alloc(int64(n)); err != nil {
-		return nil, err
-	}
-	b := make([]byte, 0, n)
-	for _, p := range parts {
-		b = append(b, p...)
-	}
-	return string(b), nil
+	return r.concat(parts...)
 }
 
 func (r *renderer) evalCompare(s *scope, x *compareExpr) (Value, error) {

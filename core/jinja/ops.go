@@ -102,10 +102,7 @@ func (r *renderer) add(l, rv Value) (Value, error) {
 	case string:
 		switch b := rv.(type) {
 		case string:
-			if err := r.alloc(int64(len(a) + len(b))); err != nil {
-				return nil, err
-			}
-			return a + b, nil
+			return r.concat(a, b)
 		case Markup:
 			if err := r.alloc(int64(escapedLen(a) + len(b))); err != nil {
 				return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // Options configure one render.
@@ -58,6 +59,9 @@ type renderer struct {
 	out  *sbuf // where output goes now (a macro's, a block's, the template's)
 	vars map[string]Value
 	now  time.Time
+	// Buffers that long concatenations can grow in place (concat.go).
+	grow    map[unsafe.Pointer]*growBuf
+	growSeq int64
 }
 
 func (r *renderer) newBuf() *sbuf { return &sbuf{b: &r.budget} }

@@ -57,6 +57,8 @@ CASES = [
     ("math_basic", "{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ 2 ** -2 }} {{ -2 ** 2 }} {{ 2 ** 3 ** 2 }} {{ 7.5 // 2 }} {{ -7.5 % 2 }}", {}),
     ("math_mixed", "{{ 1 + 2.0 }} {{ true + 1 }} {{ 3 * 'ab' }} {{ 'ab' * 2 }} {{ [1] * 3 }} {{ 'x' * -1 }} {{ 10 - 2.5 }}", {}),
     ("math_concat", "{{ 'a' ~ 1 ~ none ~ true ~ 1.0 ~ [1] ~ undefined_var }}", {}),
+    ("concat_views", "{% set a = 'x' * 300 %}{% set b = a ~ 'y' %}{% set c = a ~ 'z' %}{% set d = b ~ 'w' %}{% set e = b + 'v' %}{{ b[-1] }}{{ c[-1] }}{{ d[-2:] }}{{ e[-2:] }}{{ b|length }}{{ c|length }}{{ a|length }}", {}),
+    ("concat_loop", "{% set ns = namespace(s='', parts=[]) %}{% for i in range(300) %}{% set ns.parts = ns.parts + [ns.s] %}{% set ns.s = ns.s ~ i ~ ',' %}{% endfor %}{{ ns.s|length }} {{ ns.parts[100]|length }} {{ ns.parts[299][-8:] }} {{ ns.parts|map('length')|sum }}", {}),
     ("math_str_plus_int", "{{ 'a' + 1 }}", {}),
     ("math_int_plus_str", "{{ 1 + 'a' }}", {}),
     ("math_div_zero", "{{ 1 / 0 }}", {}),
