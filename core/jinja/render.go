@@ -22,8 +22,18 @@ type Options struct {
 // ...). It runs on the calling goroutine and returns when the template
 // finishes, fails, runs out of budget or ctx ends, whichever is first;
 // nothing of it keeps running after it returns.
-func (t *Template) Render(ctx context.Context, vars map[string]Value, opt Options) (out string, err error) {
-	r := &renderer{vars: vars, now: opt.Now}
+func (t *Template) Render(ctx context.Context, vars map[string]Value, opt Options) (string, error) {
+	out, _, err := t.render(ctx, vars, opt)
+	return out, err
+}
+
+// internalError is the Kind of an Error that is a bug in the
+// interpreter (a panic it recovered from), not in the template.
+const internalError = "InternalError"
+
+// render is Render, also returning the renderer for tests to inspect.
+func (t *Template) render(ctx context.Context, vars map[string]Value, opt Options) (out string, r *renderer, err error) {
+	r = &renderer{vars: vars, now: opt.Now}
 	lim := opt.Limits
 	if lim == (Limits{}) {
 		lim = DefaultLimits()
@@ -37,21 +47,21 @@ func (t *Template) Render(ctx context.Context, vars map[string]Value, opt Option
 	// failed render.
 	defer func() {
 		if p := recover(); p != nil {
-			out, err = "", &Error{Kind: "InternalError", Msg: fmt.Sprint(p)}
+			out, err = "", &Error{Kind: internalError, Msg: fmt.Sprint(p)}
 		}
 	}()
 	if err := r.check(); err != nil {
-		return "", err
+		return "", r, err
 	}
 	r.out = r.newBuf()
 	root := &scope{}
 	if err := r.execBody(root, t.body); err != nil {
-		return "", err
+		return "", r, err
 	}
 	if r.out.err != nil {
-		return "", r.out.err
+		return "", r, r.out.err
 	}
-	return r.out.String(), nil
+	return r.out.String(), r, nil
 }
 
 type renderer struct {
