@@ -50,7 +50,7 @@ func TestHostileTemplatesFail(t *testing.T) {
 			_, err = m.Render([]Message{user("hi")}, true)
 			var budget *BudgetError
 			require.ErrorAs(t, err, &budget, "got %v", err)
-			require.Equal(t, goroutines, runtime.NumGoroutine())
+			require.LessOrEqual(t, runtime.NumGoroutine(), goroutines)
 		})
 	}
 }
@@ -80,5 +80,5 @@ func TestAbandonedRenderStops(t *testing.T) {
 	var budget *BudgetError
 	require.ErrorAs(t, err, &budget)
 	require.Contains(t, err.Error(), "context canceled")
-	require.Equal(t, goroutines, runtime.NumGoroutine())
+	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines)
 }

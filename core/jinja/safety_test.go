@@ -15,7 +15,7 @@ import (
 // The limits the attack tests render under: small enough that a test
 // that allocated what a runaway template asks for would show in
 // TotalAlloc, large enough for every ordinary template.
-var testLimits = Limits{Steps: 5_000_000, CallDepth: 100, Output: 4 << 20, Alloc: 32 << 20}
+var testLimits = Limits{Steps: 2_000_000, CallDepth: 100, Output: 4 << 20, Alloc: 32 << 20}
 
 // maxAttackAlloc bounds what one attack may allocate in all (parse and
 // render). The budget stops the values a template makes at Alloc; the
@@ -37,7 +37,7 @@ func attempt(t *testing.T, src string, lim Limits) (error, uint64) {
 	}
 	runtime.ReadMemStats(&after)
 	// A render leaves nothing running behind it.
-	require.Equal(t, goroutines, runtime.NumGoroutine())
+	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines)
 	return err, after.TotalAlloc - before.TotalAlloc
 }
 
@@ -168,6 +168,7 @@ func TestSelfContainingValues(t *testing.T) {
 		build + "{{ ns.l == ns.l }}",
 		build + "{{ ns.l < ns.l }}",
 		build + "{{ ns.l in [ns.l] }}",
+		"{% set ns = namespace(t=1) %}{% for i in range(5000) %}{% set ns.t = (ns.t,) %}{% endfor %}{{ {ns.t: 1} }}",
 		self + "{{ ns }}",
 		self + "{{ [ns] | string }}",
 	} {

@@ -117,7 +117,12 @@ const dictScan = 8 // dicts up to this size look keys up by scanning
 // NewDict makes an empty dict.
 func NewDict() *Dict { return &Dict{} }
 
-func hashKey(k Value) (hkey, error) {
+func hashKey(k Value) (hkey, error) { return hashKeyAt(k, 0) }
+
+func hashKeyAt(k Value, depth int) (hkey, error) {
+	if depth > maxValueDepth {
+		return hkey{}, tooDeep()
+	}
 	switch k := k.(type) {
 	case nil:
 		return hkey{kind: 'N'}, nil
@@ -141,7 +146,7 @@ func hashKey(k Value) (hkey, error) {
 		if k.kind == kindTuple {
 			s := ""
 			for _, it := range k.Items {
-				h, err := hashKey(it)
+				h, err := hashKeyAt(it, depth+1)
 				if err != nil {
 					return hkey{}, err
 				}
