@@ -2,9 +2,10 @@
 // was trained on.
 //
 // Models ship their format as a Jinja template (GGUF key
-// tokenizer.chat_template). ForModel renders that text with a Jinja engine
+// tokenizer.chat_template). ForModel renders that text with core/jinja, an
+// interpreter that renders as transformers' apply_chat_template does
 // (jinja.go), and falls back to the few hand-written template families
-// here when the engine cannot: it recognises which family a model's
+// here when the text does not parse: it recognises which family a model's
 // template belongs to by markers that only that family uses (Detect). Each
 // family reproduces its reference
 // template byte for byte, including whitespace, for the conversations it
@@ -22,10 +23,13 @@
 package chat
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/lmstream/lmstream/core/jinja"
 )
 
 // Roles accepted by every template.
@@ -35,8 +39,79 @@ const (
 	RoleAssistant = "assistant"
 )
 
-// Message is one turn of a conversation.
-type Message struct{ Role, Content string }
+// Message is one turn of a conversation. Beyond its role and text it may
+// carry what chat APIs attach to turns; each is passed to the template
+// only when set, since templates test whether a message has it.
+type Message struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	// ReasoningContent is an assistant turn's reasoning (its thinking
+	// before the answer).
+	ReasoningContent string `json:"reasoning_content,omitempty"`
+	// ToolCalls are the calls an assistant turn made.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is the call a tool turn answers; Name the tool's name.
+	ToolCallID string `json:"tool_call_id,omitempty"`
+	Name       string `json:"name,omitempty"`
+}
+
+// ToolCall is one call of a function by the assistant.
+type ToolCall struct {
+	ID       string       `json:"id,omitempty"`
+	Type     string       `json:"type,omitempty"` // "function"
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall names the function and its arguments: a JSON object,
+// which templates get as a dict (as apply_chat_template callers pass
+// them), or a JSON string (OpenAI's wire form), which they get as a
+// string.
+type FunctionCall struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+// value is the message as the template sees it: a dict with the keys
+// that are set, in a fixed order.
+func (m Message) value() (jinja.Value, error) {
+	d := jinja.NewDict()
+	d.SetString("role", m.Role)
+	d.SetString("content", m.Content)
+	if m.ReasoningContent != "" {
+		d.SetString("reasoning_content", m.ReasoningContent)
+	}
+	if len(m.ToolCalls) > 0 {
+		calls := make([]jinja.Value, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			call := jinja.NewDict()
+			if c.ID != "" {
+				call.SetString("id", c.ID)
+			}
+			if c.Type != "" {
+				call.SetString("type", c.Type)
+			}
+			fn := jinja.NewDict()
+			fn.SetString("name", c.Function.Name)
+			if len(c.Function.Arguments) > 0 {
+				args, err := jinja.FromJSON(c.Function.Arguments)
+				if err != nil {
+					return nil, fmt.Errorf("tool call %d: arguments: %w", i, err)
+				}
+				fn.SetString("arguments", args)
+			}
+			call.SetString("function", fn)
+			calls[i] = call
+		}
+		d.SetString("tool_calls", jinja.NewList(calls))
+	}
+	if m.ToolCallID != "" {
+		d.SetString("tool_call_id", m.ToolCallID)
+	}
+	if m.Name != "" {
+		d.SetString("name", m.Name)
+	}
+	return d, nil
+}
 
 // Template renders a conversation in one model family's format.
 type Template interface {

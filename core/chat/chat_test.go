@@ -142,9 +142,9 @@ func modelTemplate(t *testing.T) string {
 	return s
 }
 
-func sys(c string) Message  { return Message{RoleSystem, c} }
-func user(c string) Message { return Message{RoleUser, c} }
-func asst(c string) Message { return Message{RoleAssistant, c} }
+func sys(c string) Message  { return Message{Role: RoleSystem, Content: c} }
+func user(c string) Message { return Message{Role: RoleUser, Content: c} }
+func asst(c string) Message { return Message{Role: RoleAssistant, Content: c} }
 
 func render(t *testing.T, tm Template, msgs []Message, gen bool) string {
 	t.Helper()
@@ -246,7 +246,7 @@ func TestRoleErrors(t *testing.T) {
 		tm, err := ByName(name)
 		require.NoError(t, err)
 		assert.Equal(t, name, tm.Name())
-		_, err = tm.Render([]Message{user("a"), {"tool", "b"}}, true)
+		_, err = tm.Render([]Message{user("a"), {Role: "tool", Content: "b"}}, true)
 		assert.ErrorContains(t, err, `unknown role "tool"`, name)
 		_, err = tm.Render([]Message{user("a"), sys("late")}, true)
 		assert.ErrorContains(t, err, "system message must come first", name)

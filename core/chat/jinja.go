@@ -1,69 +1,71 @@
 package chat
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/nikolalohinski/gonja/v2"
-	"github.com/nikolalohinski/gonja/v2/config"
-	"github.com/nikolalohinski/gonja/v2/exec"
-	"github.com/nikolalohinski/gonja/v2/loaders"
+	"github.com/lmstream/lmstream/core/jinja"
 )
 
 // Jinja renders a conversation with a template's own Jinja text, the way
-// Hugging Face's apply_chat_template does: trim_blocks and lstrip_blocks
-// on, the messages as a list of {"role", "content"} maps, and the
-// variables add_generation_prompt, bos_token, eos_token and the
-// raise_exception function. Unlike the hand-written families it renders
-// whatever roles the template itself accepts (Qwen2.5's "tool", say):
-// checking a conversation is the template's job, through raise_exception.
+// Hugging Face's apply_chat_template does (core/jinja is an interpreter
+// made for that): the messages as a list of dicts, the tools, and the
+// variables add_generation_prompt, bos_token, eos_token, plus the
+// raise_exception and strftime_now functions. Unlike the hand-written
+// families it renders whatever roles the template itself accepts (Qwen2.5's
+// "tool", say): checking a conversation is the template's job, through
+// raise_exception.
+//
+// The template is parsed once; Render is safe for concurrent use.
 type Jinja struct {
-	tmpl     *exec.Template
+	tmpl     *jinja.Template
 	bos, eos string
-	// Timeout bounds one render (budget.go); NewJinja sets
+	// Timeout bounds one render's wall time (budget.go); NewJinja sets
 	// DefaultRenderTimeout.
 	Timeout time.Duration
+	// Limits bound one render's work and memory; NewJinja sets
+	// DefaultLimits().
+	Limits jinja.Limits
+	// Now is the time strftime_now formats; nil means the time of the
+	// render. Tests fix it.
+	Now func() time.Time
 }
 
-// rootName is the one template a Jinja's loader serves: a model's template
-// must not read files through {% include %} or {% import %}.
-const rootName = "/chat_template"
-
-// hfConfig is the environment apply_chat_template renders in.
-func hfConfig() *config.Config {
-	c := config.New()
-	c.TrimBlocks = true
-	c.LeftStripBlocks = true
-	return c
-}
-
-// NewJinja compiles a template's text. bos and eos are the model's BOS and
+// NewJinja parses a template's text. bos and eos are the model's BOS and
 // EOS token texts, which templates print as bos_token and eos_token.
-func NewJinja(text, bos, eos string) (j *Jinja, err error) {
+func NewJinja(text, bos, eos string) (*Jinja, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errors.New("chat: the chat template is empty")
 	}
-	// The parser is a third-party library fed untrusted text (a model file,
-	// a config field): a panic in it is a failed compile, not a crash.
-	defer func() {
-		if p := recover(); p != nil {
-			j, err = nil, fmt.Errorf("chat: jinja: %v", p)
-		}
-	}()
-	loader, err := loaders.NewMemoryLoader(map[string]string{rootName: text})
+	tmpl, err := jinja.Parse(text)
 	if err != nil {
-		return nil, fmt.Errorf("chat: jinja: %w", err)
+		return nil, fmt.Errorf("chat: %w", err)
 	}
-	tmpl, err := exec.NewTemplate(rootName, hfConfig(), loader, checkedEnvironment)
-	if err != nil {
-		return nil, fmt.Errorf("chat: jinja: %w", err)
-	}
-	return &Jinja{tmpl: tmpl, bos: bos, eos: eos, Timeout: DefaultRenderTimeout}, nil
+	return &Jinja{tmpl: tmpl, bos: bos, eos: eos, Timeout: DefaultRenderTimeout, Limits: DefaultLimits()}, nil
 }
 
 func (*Jinja) Name() string { return "jinja" }
+
+// Conversation is what a chat template renders, as apply_chat_template
+// takes it.
+type Conversation struct {
+	Messages []Message
+	// Tools are the function specs the model may call, each a JSON object
+	// ({"type": "function", "function": {"name", "description",
+	// "parameters"}}), rendered as the dicts apply_chat_template passes,
+	// in their keys' order. nil is no tools (None to the template).
+	Tools []json.RawMessage
+	// AddGenerationPrompt ends the prompt with what makes the model
+	// answer as the assistant.
+	AddGenerationPrompt bool
+	// Vars are further template variables, apply_chat_template's keyword
+	// arguments (enable_thinking, ...): Go values or json.RawMessage.
+	Vars map[string]any
+}
 
 // TemplateError is a rejection the template itself raised (its
 // raise_exception call): the conversation is wrong for this model, so no
@@ -74,86 +76,82 @@ func (e *TemplateError) Error() string {
 	return "chat: the template rejects the conversation: " + e.Msg
 }
 
-// checkedEnvironment is gonja's default one with every tag checked
-// against the render budget (budget.go).
-var checkedEnvironment = &exec.Environment{
-	Context:           gonja.DefaultEnvironment.Context,
-	Filters:           gonja.DefaultEnvironment.Filters,
-	Tests:             gonja.DefaultEnvironment.Tests,
-	ControlStructures: checkedStructures,
-	Methods:           gonja.DefaultEnvironment.Methods,
-}
-
-// Render renders on a goroutine of its own and waits at most the timeout
-// (and a grace period): gonja cannot be cancelled, so a runaway template
-// is stopped by the budget's hooks, and when none is reached in time the
-// caller gets a BudgetError while the goroutine winds down on its own.
+// Render renders msgs on the calling goroutine, within the timeout.
 func (j *Jinja) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
-	b := &renderBudget{deadline: time.Now().Add(j.Timeout)}
-	type result struct {
-		out string
-		err error
-	}
-	done := make(chan result, 1) // buffered: an abandoned render never blocks
-	go func() {
-		out, err := j.render(b, msgs, addGenerationPrompt)
-		done <- result{out, err}
-	}()
-	timer := time.NewTimer(j.Timeout + renderGrace)
-	defer timer.Stop()
-	select {
-	case r := <-done:
-		return r.out, r.err
-	case <-timer.C:
-		return "", b.fail("rendering the chat template did not finish within %v", j.Timeout)
-	}
+	return j.RenderConversation(context.Background(), Conversation{Messages: msgs, AddGenerationPrompt: addGenerationPrompt})
 }
 
-func (j *Jinja) render(b *renderBudget, msgs []Message, addGenerationPrompt bool) (out string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			out, err = "", fmt.Errorf("chat: jinja: %v", p)
-		}
-	}()
-	list := make([]any, len(msgs))
-	for i, m := range msgs {
-		list[i] = map[string]any{"role": m.Role, "content": m.Content}
-	}
-	var raised *TemplateError
-	ctx := exec.NewContext(map[string]any{
-		"messages":              list,
-		"add_generation_prompt": addGenerationPrompt,
-		"bos_token":             j.bos,
-		"eos_token":             j.eos,
-		"raise_exception": func(msg string) (string, error) {
-			raised = &TemplateError{Msg: msg}
-			return "", raised
-		},
-		"range":   boundedRange(b),
-		budgetKey: b,
-	})
-	w := &budgetWriter{b: b}
-	err = j.tmpl.Execute(w, ctx)
-	if raised != nil {
-		return "", raised
-	}
-	// The budget's error is the cause whatever gonja wrapped it in.
-	if stop, _ := b.stopped.Load().(error); stop != nil {
-		return "", stop
-	}
+// RenderConversation renders c, stopping when ctx ends, the timeout
+// passes or the budget runs out; it returns with nothing left running.
+func (j *Jinja) RenderConversation(ctx context.Context, c Conversation) (string, error) {
+	vars, err := j.variables(c)
 	if err != nil {
-		return "", fmt.Errorf("chat: jinja: %w", err)
+		return "", err
 	}
-	return string(w.buf), nil
+	if j.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, j.Timeout)
+		defer cancel()
+	}
+	opt := jinja.Options{Limits: j.Limits}
+	if j.Now != nil {
+		opt.Now = j.Now()
+	}
+	out, err := j.tmpl.Render(ctx, vars, opt)
+	if err != nil {
+		return "", renderError(err)
+	}
+	return out, nil
 }
 
-// Model is a model's chat template: its Jinja text rendered by Jinja, and
-// when that cannot be compiled or fails to render a conversation, the
-// hand-written family Detect recognises in the same text. Either part may
-// be missing, not both.
+// variables are the template's variables for c, as apply_chat_template
+// passes them.
+func (j *Jinja) variables(c Conversation) (map[string]jinja.Value, error) {
+	msgs := make([]jinja.Value, len(c.Messages))
+	for i, m := range c.Messages {
+		v, err := m.value()
+		if err != nil {
+			return nil, fmt.Errorf("chat: message %d: %w", i, err)
+		}
+		msgs[i] = v
+	}
+	vars := map[string]jinja.Value{}
+	for k, v := range c.Vars {
+		val, err := jinja.FromGo(v)
+		if err != nil {
+			return nil, fmt.Errorf("chat: template variable %q: %w", k, err)
+		}
+		vars[k] = val
+	}
+	var tools jinja.Value
+	if c.Tools != nil {
+		list := make([]jinja.Value, len(c.Tools))
+		for i, t := range c.Tools {
+			v, err := jinja.FromJSON(t)
+			if err != nil {
+				return nil, fmt.Errorf("chat: tool %d: %w", i, err)
+			}
+			list[i] = v
+		}
+		tools = jinja.NewList(list)
+	}
+	// What apply_chat_template itself passes wins over Vars of the same
+	// name, as its own arguments do.
+	vars["messages"] = jinja.NewList(msgs)
+	vars["tools"] = tools
+	vars["documents"] = nil
+	vars["add_generation_prompt"] = c.AddGenerationPrompt
+	vars["bos_token"] = j.bos
+	vars["eos_token"] = j.eos
+	return vars, nil
+}
+
+// Model is a model's chat template: its Jinja text rendered by Jinja, or
+// when the text does not parse, the hand-written family Detect
+// recognises in it. Either part may be missing, not both.
 type Model struct {
 	Text     string
-	jinja    *Jinja   // nil when the text does not compile
+	jinja    *Jinja   // nil when the text does not parse
 	family   Template // nil when Detect does not recognise the text
 	jinjaErr error
 }
@@ -186,18 +184,46 @@ func (m *Model) Name() string {
 	return m.family.Name()
 }
 
-// Render renders with Jinja, falling back to the family when Jinja fails
-// for any reason but the template's own rejection or a runaway render
-// (a template that loops without end is broken, not merely beyond gonja).
+// Jinja is the model's parsed template, nil when only a family renders.
+func (m *Model) Jinja() *Jinja { return m.jinja }
+
+// Render renders msgs.
 func (m *Model) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
-	if m.jinja == nil {
-		return m.family.Render(msgs, addGenerationPrompt)
+	return m.RenderConversation(context.Background(), Conversation{Messages: msgs, AddGenerationPrompt: addGenerationPrompt})
+}
+
+// RenderConversation renders c with the template when it parsed. A
+// template that fails at run time fails the render: the interpreter
+// renders what jinja2 renders, so the failure is the template's own (or
+// the conversation's), and a family that renders something else would
+// hide it. Only a template that does not parse falls back to its family,
+// which cannot express tools or anything beyond roles and text.
+func (m *Model) RenderConversation(ctx context.Context, c Conversation) (string, error) {
+	if m.jinja != nil {
+		return m.jinja.RenderConversation(ctx, c)
 	}
-	out, err := m.jinja.Render(msgs, addGenerationPrompt)
-	var rejected *TemplateError
-	var budget *BudgetError
-	if err == nil || errors.As(err, &rejected) || errors.As(err, &budget) || m.family == nil {
-		return out, err
+	if err := plainOnly(c); err != nil {
+		if m.jinjaErr != nil {
+			err = fmt.Errorf("%w (the model's template could not be parsed: %v)", err, m.jinjaErr)
+		}
+		return "", err
 	}
-	return m.family.Render(msgs, addGenerationPrompt)
+	return m.family.Render(c.Messages, c.AddGenerationPrompt)
+}
+
+// plainOnly refuses what a hand-written family cannot render: it would
+// drop it silently.
+func plainOnly(c Conversation) error {
+	if c.Tools != nil {
+		return errors.New("chat: the built-in template family cannot render tools")
+	}
+	if len(c.Vars) > 0 {
+		return errors.New("chat: the built-in template family takes no template variables")
+	}
+	for i, m := range c.Messages {
+		if m.ReasoningContent != "" || len(m.ToolCalls) > 0 || m.ToolCallID != "" || m.Name != "" {
+			return fmt.Errorf("chat: message %d: the built-in template family renders only a role and text", i)
+		}
+	}
+	return nil
 }

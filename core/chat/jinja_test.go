@@ -1,8 +1,9 @@
 package chat
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,7 +11,7 @@ import (
 
 // conversations (chat_test.go) rendered by Jinja must equal what the
 // hand-written families give: the families were checked byte for byte
-// against Python's jinja2, so this checks gonja against jinja2 too.
+// against Python's jinja2, so this checks the interpreter against jinja2 too.
 func jinjaMatchesFamily(t *testing.T, tmpl, bos, eos string, skipEmpty bool) {
 	t.Helper()
 	j, err := NewJinja(tmpl, bos, eos)
@@ -51,19 +52,13 @@ func TestJinjaMatchesOtherFamilies(t *testing.T) {
 	jinjaMatchesFamily(t, zephyrTemplate, "<s>", "</s>", false)
 }
 
-// Gemma 3's template uses a conditional expression in parentheses, which
-// gonja cannot parse: ForModel falls back to the Gemma family. The same
-// template with that expression written as an if block compiles, and must
-// render every conversation as the family does.
+// Gemma 3's template (a conditional expression in parentheses, which
+// gonja could not parse) renders every conversation as the family does.
 func TestJinjaGemma(t *testing.T) {
 	m, err := ForModel(gemmaTemplate, "<bos>", "<eos>")
 	require.NoError(t, err)
-	require.Equal(t, "gemma", m.Name())
-	hoisted := strings.Replace(gemmaTemplate,
-		`{{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}`,
-		`{{ '<start_of_turn>' + role + '\n' }}{%- if loop.first -%}{{ first_user_prefix }}{%- endif -%}`, 1)
-	require.NotEqual(t, gemmaTemplate, hoisted)
-	jinjaMatchesFamily(t, hoisted, "<bos>", "<eos>", true) // messages[0] of none fails in jinja2 too
+	require.Equal(t, "jinja", m.Name())
+	jinjaMatchesFamily(t, gemmaTemplate, "<bos>", "<eos>", true) // messages[0] of none fails in jinja2 too
 }
 
 func TestJinjaRaiseException(t *testing.T) {
@@ -85,14 +80,25 @@ func TestModelFallsBackToFamily(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", got)
 
-	// A template that compiles but fails at render time falls back too.
+	// The family cannot render tools or tool calls: it refuses rather
+	// than drop them.
+	_, err = m.RenderConversation(context.Background(), Conversation{Messages: []Message{user("Hi")}, Tools: []json.RawMessage{[]byte(`{"type": "function"}`)}})
+	require.ErrorContains(t, err, "cannot render tools")
+	_, err = m.Render([]Message{{Role: RoleAssistant, ToolCalls: []ToolCall{{Function: FunctionCall{Name: "f"}}}}}, false)
+	require.ErrorContains(t, err, "renders only a role and text")
+}
+
+// A template that parses but fails at run time fails the render, as it
+// does in jinja2: the family's rendering would hide the failure.
+func TestModelDoesNotFallBackOnRenderErrors(t *testing.T) {
 	failing := "<|im_start|><|im_end|>{{ messages[0].content.no_such_method() }}"
-	m, err = ForModel(failing, "", "")
+	m, err := ForModel(failing, "", "")
 	require.NoError(t, err)
 	require.Equal(t, "jinja", m.Name())
-	got, err = m.Render([]Message{user("Hi")}, false)
-	require.NoError(t, err)
-	require.Equal(t, "<|im_start|>user\nHi<|im_end|>\n", got)
+	_, err = m.Render([]Message{user("Hi")}, false)
+	var failed *RenderError
+	require.ErrorAs(t, err, &failed)
+	require.Equal(t, "UndefinedError", failed.Kind)
 }
 
 func TestModelNeitherRenders(t *testing.T) {
@@ -103,11 +109,10 @@ func TestModelNeitherRenders(t *testing.T) {
 }
 
 func TestJinjaNoFileAccess(t *testing.T) {
-	m, err := NewJinja(`{% include "/etc/passwd" %}`, "", "")
-	if err == nil {
-		_, err = m.Render([]Message{user("x")}, false)
+	for _, src := range []string{`{% include "/etc/passwd" %}`, `{% extends '/chat_template' %}`, `{% import 'x' as y %}`} {
+		_, err := NewJinja(src, "", "")
+		require.ErrorContains(t, err, "cannot load other templates", src)
 	}
-	require.Error(t, err)
 }
 
 func TestJinjaRendersOtherRoles(t *testing.T) {

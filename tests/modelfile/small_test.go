@@ -19,6 +19,13 @@ import (
 // Q8_0.
 func smallModel(t testing.TB, wt quant.Type) []byte {
 	t.Helper()
+	return smallModelWithTemplate(t, wt, "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}")
+}
+
+// smallModelWithTemplate is smallModel with chatTemplate as its
+// tokenizer.chat_template.
+func smallModelWithTemplate(t testing.TB, wt quant.Type, chatTemplate string) []byte {
+	t.Helper()
 	const (
 		layers, embd, heads, kvHeads, ff = 2, 64, 4, 2, 128
 	)
@@ -64,7 +71,7 @@ func smallModel(t testing.TB, wt quant.Type) []byte {
 		{"tokenizer.ggml.unknown_token_id", uint32(0)},
 		{"tokenizer.ggml.padding_token_id", uint32(2)},
 		{"tokenizer.ggml.add_bos_token", false},
-		{"tokenizer.chat_template", "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n{% endfor %}"},
+		{"tokenizer.chat_template", chatTemplate},
 	} {
 		require.NoError(t, w.AddKV(kv.k, kv.v))
 	}
