@@ -336,9 +336,6 @@ func configure(c *Config, fam family, m *meta) {
 	if fam.queryScaleLayers > 0 && c.Layers == fam.queryScaleLayers {
 		c.AttnScale = float32(1 / math.Sqrt(float64(c.Embd/c.Heads)))
 	}
-	if fam.attnScaleKey {
-		m.optFloat("attention.scale", &c.AttnScale)
-	}
 	if fam.granite {
 		m.float("logit_scale", &c.LogitScale, -1)
 		m.optFloat("residual_scale", &c.ResidualScale)

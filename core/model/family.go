@@ -49,8 +49,6 @@ type family struct {
 	// outBias, ffnBias: attn_output.bias and ffn_{gate,up,down}.bias may be
 	// present.
 	outBias, ffnBias bool
-	// attnScaleKey: the family reads attention.scale (the query·key factor).
-	attnScaleKey bool
 	// yarnKeys: the family reads the YaRN beta and log-multiplier keys.
 	yarnKeys bool
 	// windowOff: the family's attention.sliding_window is read and not
@@ -85,9 +83,9 @@ type windowRule struct {
 
 // families lists the architectures this package runs.
 var families = map[string]family{
-	"llama":    {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true, attnScaleKey: true},
-	"mistral3": {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true, attnScaleKey: true, yarnKeys: true, attnTemperature: true},
-	"smollm3":  {ffnBias: true, attnScaleKey: true, noRopeEvery: 4},
+	"llama":    {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true},
+	"mistral3": {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true, yarnKeys: true, attnTemperature: true},
+	"smollm3":  {ffnBias: true, noRopeEvery: 4},
 	"granite":  {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true, granite: true},
 	"qwen2":    {ropeNeox: true},
 	"qwen3":    {ropeNeox: true, qkNorm: QKNormPerHead},

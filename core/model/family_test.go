@@ -44,9 +44,13 @@ func vocabFile(t *testing.T) *gguf.File {
 }
 
 // tolFamily bounds |Δlogit| against llama.cpp on the float32 models,
-// relative to the logit (at least 1): both keep K and V in float16 and sum
-// in float32 in different orders.
-const tolFamily = 1e-3
+// relative to the position's largest logit (at least 1). The golden data
+// was recorded with llama.cpp's K/V cache in float32 (with a float16 cache
+// llama.cpp also rounds each query and the softmax weights to float16,
+// which adds about as much again); this package rounds K and V to float16.
+// The worst seen over the set is 1.5e-3 (SmolLM3's four layers), most
+// families stay under 1e-3.
+const tolFamily = 2e-3
 
 // TestFamiliesMatchLlamaCpp runs each synthetic model of every family
 // over the golden prompt and compares with llama.cpp: the top logits at
@@ -85,9 +89,15 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 			require.Len(t, g.Positions, len(rows))
 			worst := 0.0
 			for i, p := range g.Positions {
-				require.Equal(t, p.Top[0], argmax(rows[i]), "position %d: llama.cpp's top token", i)
+				scale := math.Max(1, math.Abs(float64(p.Logits[0])))
+				// The top token is llama.cpp's, unless its runner-up is
+				// within the tolerance twice over (a knife edge either
+				// side of which is right).
+				if float64(p.Logits[0]-p.Logits[1]) > 2*tolFamily*scale {
+					require.Equal(t, p.Top[0], argmax(rows[i]), "position %d: llama.cpp's top token", i)
+				}
 				for j, id := range p.Top {
-					d := math.Abs(float64(rows[i][id]-p.Logits[j])) / math.Max(1, math.Abs(float64(p.Logits[j])))
+					d := math.Abs(float64(rows[i][id]-p.Logits[j])) / scale
 					worst = math.Max(worst, d)
 					require.LessOrEqual(t, d, tolFamily, "position %d, token %d: %g, llama.cpp %g", i, id, rows[i][id], p.Logits[j])
 				}

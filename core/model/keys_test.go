@@ -77,7 +77,6 @@ func TestEveryKeyAndTensorIsRunOrRefused(t *testing.T) {
 			"llama.rope.scaling.original_context_length": uint32(4)}, nil},
 		{"rope.scaling.attn_factor", map[string]any{"llama.rope.scaling.attn_factor": float32(1.3)}, nil},
 		{"rope_freqs", nil, map[string][]float32{"rope_freqs.weight": filled(half, 4)}},
-		{"attention.scale", map[string]any{"llama.attention.scale": float32(0.3)}, nil},
 		{"attn_output.bias", nil, map[string][]float32{"blk.3.attn_output.bias": filled(576, 0.5)}},
 		{"ffn_down.bias", nil, map[string][]float32{"blk.3.ffn_down.bias": filled(576, 0.5)}},
 		{"attn_q.bias", nil, map[string][]float32{"blk.3.attn_q.bias": filled(576, 0.5)}},
@@ -96,6 +95,7 @@ func TestEveryKeyAndTensorIsRunOrRefused(t *testing.T) {
 		tensors    map[string][]float32
 	}{
 		{"a key llama does not read", "llama.attention.sliding_window", map[string]any{"llama.attention.sliding_window": uint32(8)}, nil},
+		{"a key only Granite reads", "llama.attention.scale", map[string]any{"llama.attention.scale": float32(0.3)}, nil},
 		{"experts", "llama.expert_count", map[string]any{"llama.expert_count": uint32(8), "llama.expert_used_count": uint32(2)}, nil},
 		{"non-RMS LayerNorm", "llama.attention.layer_norm_epsilon", map[string]any{"llama.attention.layer_norm_epsilon": float32(1e-5)}, nil},
 		{"partial rotary", "rope.dimension_count", map[string]any{"llama.rope.dimension_count": uint32(32)}, nil},

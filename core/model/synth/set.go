@@ -30,13 +30,12 @@ func float32Shape(name, arch string, seed uint64) Spec {
 func Set() []Spec {
 	with := func(s Spec, f func(*Spec)) Spec { f(&s); return s }
 	return []Spec{
-		with(float32Shape("llama-rope-freqs", "llama", 1), func(s *Spec) { s.RopeFreqs = true }),
+		with(float32Shape("llama-rope-freqs", "llama", 1), func(s *Spec) { s.RopeFreqs, s.Tied = true, true }),
 		with(float32Shape("llama-linear", "llama", 2), func(s *Spec) {
 			s.KV = map[string]any{"rope.scaling.type": "linear", "rope.scaling.factor": float32(4)}
 		}),
 		with(float32Shape("llama-biases", "llama", 3), func(s *Spec) {
-			s.FusedQKV, s.QKVBias, s.OutBias, s.FFNBias, s.Untied = true, true, true, true, true
-			s.KV = map[string]any{"attention.scale": float32(0.1)}
+			s.FusedQKV, s.QKVBias, s.OutBias, s.FFNBias = true, true, true, true
 		}),
 		with(float32Shape("qwen2-yarn", "qwen2", 4), func(s *Spec) {
 			s.QKVBias = true
@@ -60,7 +59,7 @@ func Set() []Spec {
 				"attention.key_length": uint32(64), "attention.value_length": uint32(64)}
 		}),
 		with(float32Shape("phi3-longrope", "phi3", 9), func(s *Spec) {
-			s.FusedQKV, s.LongRope, s.Untied = true, true, true
+			s.FusedQKV, s.LongRope = true, true
 			s.KV = map[string]any{"rope.scaling.attn_factor": float32(1.19), "rope.scaling.original_context_length": uint32(16)}
 		}),
 		with(float32Shape("granite", "granite", 10), func(s *Spec) {

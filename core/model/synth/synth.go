@@ -32,7 +32,7 @@ type Spec struct {
 	Embed                            quant.Type // token_embd
 	Layers, Embd, Heads, KVHeads, FF int
 	Seed                             uint64
-	Untied                           bool // write output.weight
+	Tied                             bool // no output.weight: the head is token_embd (always for Gemma)
 	// Tensors beyond the family's plain set.
 	FusedQKV, QKVBias, OutBias, FFNBias bool
 	RopeFreqs                           bool // rope_freqs.weight (Llama 3)
@@ -86,7 +86,9 @@ func Write(s Spec, vocab *gguf.File) ([]byte, error) {
 	}
 	a := s.Arch + "."
 	add("general.architecture", s.Arch)
-	add("general.name", "lmstream synthetic "+s.Name)
+	// Not the spec's name: llama.cpp gives some vocabularies special
+	// handling by the model's name (one with "phi3" in it, say).
+	add("general.name", "lmstream synthetic model")
 	add(a+"block_count", uint32(s.Layers))
 	add(a+"context_length", uint32(4096))
 	add(a+"embedding_length", uint32(s.Embd))
@@ -130,9 +132,16 @@ func Write(s Spec, vocab *gguf.File) ([]byte, error) {
 	hd := s.HeadDim()
 	qd, kvd := s.Heads*hd, s.KVHeads*hd
 	mat := func(cols int, scale float64) func() float32 { return normal(scale / math.Sqrt(float64(cols))) }
-	tensor("token_embd.weight", s.Embed, normal(1), s.Embd, nv)
+	// Embeddings small beside what the layers add: with a tied head the
+	// logits would otherwise mostly repeat the input token.
+	// Gemma multiplies them by √Embd.
+	embSD := 0.25
+	if fam.tiedOnly {
+		embSD /= math.Sqrt(float64(s.Embd))
+	}
+	tensor("token_embd.weight", s.Embed, normal(embSD), s.Embd, nv)
 	tensor("output_norm.weight", quant.F32, near1, s.Embd)
-	if s.Untied && !fam.tiedOnly {
+	if !s.Tied && !fam.tiedOnly {
 		tensor("output.weight", s.Weights, mat(s.Embd, 2), s.Embd, nv)
 	}
 	if s.RopeFreqs {
