@@ -19,8 +19,14 @@ import (
 // data is read: a page past a new end of file raises SIGBUS, which kills
 // the process unless the read runs under Guard. Unchanged tells whether the
 // file still has the size and modification time it was opened with.
+//
+// Only a regular file is opened: a FIFO, a device or a directory is
+// refused by name. The open itself must not wait, so it is non-blocking:
+// a plain open of a FIFO blocks until some writer opens the other end,
+// which may be never. The check is on the opened descriptor, so the path
+// cannot be swapped between the check and the mapping.
 func Open(path string) (*File, error) {
-	fd, err := os.Open(path)
+	fd, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
@@ -28,6 +34,10 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		fd.Close()
 		return nil, fmt.Errorf("gguf: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		fd.Close()
+		return nil, fmt.Errorf("gguf: %s is not a regular file (%s)", path, fileKind(st.Mode()))
 	}
 	size := st.Size()
 	if size == 0 {
@@ -97,4 +107,21 @@ func withPath(err error, path string) error {
 		return err
 	}
 	return fmt.Errorf("gguf: %s: %w", path, err)
+}
+
+// fileKind names what a non-regular path is, for the refusal.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	}
+	return "mode " + m.String()
 }
