@@ -29,12 +29,34 @@ const (
 	MaxStacks = 512
 	// MaxDepth bounds a stack's height (the nesting of rules in progress).
 	MaxDepth = 1024
+	// MaxElements bounds the elements of all rules together (a literal's
+	// every character is one, and {m,n} copies what it repeats), so the
+	// compiled grammar's memory follows from it: tens of bytes each.
+	MaxElements = 1 << 18
+	// MaxNesting bounds the parentheses open at once in GBNF text and
+	// the groups in a pattern: parsing them recurses, and each level is a
+	// rule the matcher's stacks nest through.
+	MaxNesting = 128
+	// MaxBranches bounds the stacks one expansion may open from a single
+	// position (the ways the output may go on there: 2,000 optional
+	// properties in a row are 2,001 of them). Compile refuses a grammar
+	// with a position past it, which would otherwise be accepted and then
+	// die where the output reaches that position: past MaxStacks, a state
+	// is dead. Half of MaxStacks leaves room for a few such positions
+	// being open at once.
+	MaxBranches = MaxStacks / 2
 )
 
 // elem is one element of an alternative: a character class, or a
 // reference to a rule.
 type elem struct {
-	ref    int32  // rule index; -1 for a character class
+	ref int32 // rule index; -1 for a character class
+	// need is how many frames above its own the stack must still be able
+	// to grow, from this element to its alternative's end, for the
+	// alternative to finish (analyze.go). A frame placed here at height h
+	// can finish only if h+need <= MaxDepth; expand never places one
+	// that cannot, so no live state is a dead end by depth.
+	need   int32
 	ranges []rune // inclusive pairs lo, hi (character class)
 	neg    bool   // the class matches what is outside ranges
 }
@@ -139,9 +161,13 @@ func (g *Grammar) after(f *frame) *frame {
 // expand appends to out the stacks that f stands for with every rule
 // reference at the top replaced by the alternatives of its rule, so that
 // each appended stack has a character class on top (or is empty: nil, the
-// whole grammar matched). It reports false when a limit is exceeded.
-// Termination: compile refuses left recursion, so a chain of expansions
-// with no character consumed cannot revisit a rule.
+// whole grammar matched). It reports false when more than MaxStacks
+// stacks would be made. An alternative that could not finish within
+// MaxDepth frames from where it would start is left out (elem.need), so a
+// stack that is made can always finish: no state is alive only to die
+// later for want of depth. Termination: compile refuses left recursion,
+// so a chain of expansions with no character consumed cannot revisit a
+// rule, and no frame is placed higher than MaxDepth.
 func (g *Grammar) expand(out []*frame, f *frame) ([]*frame, bool) {
 	if len(out) > MaxStacks {
 		return out, false
@@ -158,14 +184,11 @@ func (g *Grammar) expand(out []*frame, f *frame) ([]*frame, bool) {
 	if cont != nil {
 		depth = cont.depth + 1
 	}
-	if depth > MaxDepth {
-		return out, false
-	}
 	ok := true
 	for a, alt := range g.rules[e.ref] {
 		if len(alt) == 0 {
 			out, ok = g.expand(out, cont)
-		} else {
+		} else if depth+alt[0].need <= MaxDepth {
 			out, ok = g.expand(out, &frame{rule: e.ref, alt: int32(a), depth: depth, next: cont})
 		}
 		if !ok {

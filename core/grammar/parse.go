@@ -57,6 +57,16 @@ type parser struct {
 	// helper counts the helper rules made for the rule being parsed.
 	helper int
 	cur    string
+	elems  int // elements made so far (MaxElements)
+}
+
+// grow counts n more elements, refusing the grammar past MaxElements
+// before they are made.
+func (p *parser) grow(n int) error {
+	if p.elems += n; p.elems > MaxElements {
+		return p.errAt(p.pos, "the grammar needs more than %d elements (characters of literals, classes, rule references; a repetition {m,n} copies what it repeats)", MaxElements)
+	}
+	return nil
 }
 
 func (p *parser) errAt(pos int, format string, args ...any) error {
@@ -232,13 +242,23 @@ func (p *parser) sequence(depth int) ([]elem, error) {
 			if err != nil {
 				return nil, err
 			}
-			for _, r := range lit {
-				seq = append(seq, elem{ref: -1, ranges: []rune{r, r}})
+			if err := p.grow(len(lit)); err != nil {
+				return nil, err
+			}
+			// One backing array for the literal's classes: a long
+			// literal is one allocation, not one per character.
+			pairs := make([]rune, 2*len(lit))
+			for i, r := range lit {
+				pairs[2*i], pairs[2*i+1] = r, r
+				seq = append(seq, elem{ref: -1, ranges: pairs[2*i : 2*i+2 : 2*i+2]})
 			}
 			if len(lit) == 0 {
 				lastStart = -2 // an empty literal: nothing to repeat
 			}
 		case c == '[':
+			if err := p.grow(1); err != nil {
+				return nil, err
+			}
 			lastStart = len(seq)
 			e, err := p.class()
 			if err != nil {
@@ -246,11 +266,20 @@ func (p *parser) sequence(depth int) ([]elem, error) {
 			}
 			seq = append(seq, e)
 		case c == '.':
+			if err := p.grow(1); err != nil {
+				return nil, err
+			}
 			p.pos++
 			lastStart = len(seq)
 			seq = append(seq, elem{ref: -1, neg: true})
 		case c == '(':
 			open := p.pos
+			if depth >= MaxNesting {
+				return nil, p.errAt(open, "parentheses nest deeper than %d", MaxNesting)
+			}
+			if err := p.grow(1); err != nil {
+				return nil, err
+			}
 			p.pos++
 			p.space(true)
 			alts, err := p.alternates(depth + 1)
@@ -268,6 +297,9 @@ func (p *parser) sequence(depth int) ([]elem, error) {
 			lastStart = len(seq)
 			seq = append(seq, elem{ref: id})
 		case isNameByte(c):
+			if err := p.grow(1); err != nil {
+				return nil, err
+			}
 			at := p.pos
 			name := p.name()
 			lastStart = len(seq)
@@ -313,6 +345,12 @@ func (p *parser) repeat(seq []elem, start int) ([]elem, error) {
 	// An empty literal repeated is still empty.
 	if len(item) == 0 {
 		return seq, nil
+	}
+	// Besides the item (kept, or in a helper rule): lo copies of one
+	// unit, then hi-lo nested optional helpers of two elements each, or
+	// a star's helper of two, and the reference to it.
+	if err := p.grow(lo + 2*max(hi-lo, 1) + 1); err != nil {
+		return nil, err
 	}
 	var unit elem
 	if len(item) == 1 {
@@ -512,8 +550,8 @@ func (p *parser) class() (elem, error) {
 	}
 }
 
-// compile checks the rules (all defined, root present, no left
-// recursion) and builds the grammar.
+// compile checks the rules (all defined, root present, and what analyze
+// checks) and builds the grammar.
 func (p *parser) compile() (*Grammar, error) {
 	for id, at := range p.defAt {
 		if at < 0 {
@@ -525,7 +563,7 @@ func (p *parser) compile() (*Grammar, error) {
 		return nil, &SyntaxError{Msg: "the grammar has no rule named root"}
 	}
 	g := &Grammar{names: p.names, rules: p.rules, root: root}
-	if err := g.checkLeftRecursion(); err != nil {
+	if err := g.analyze(); err != nil {
 		return nil, err
 	}
 	start := make([]*frame, 0, len(g.rules[root]))
@@ -533,86 +571,12 @@ func (p *parser) compile() (*Grammar, error) {
 	for a, alt := range g.rules[root] {
 		if len(alt) == 0 {
 			start = append(start, nil)
+		} else if 1+alt[0].need > MaxDepth {
+			continue // cannot finish (analyze: some alternative can)
 		} else if start, ok = g.expand(start, &frame{rule: root, alt: int32(a), depth: 1}); !ok {
-			return nil, &SyntaxError{Msg: fmt.Sprintf("the grammar's start expands to more than %d parses or nests deeper than %d rules", MaxStacks, MaxDepth)}
+			return nil, &LimitError{Rule: g.names[root], Msg: fmt.Sprintf("the output may begin in more than %d ways", MaxStacks)}
 		}
 	}
 	g.start = dedup(start)
 	return g, nil
-}
-
-// checkLeftRecursion refuses a rule that can reach itself without
-// consuming a character (directly, through rules that start it, or past
-// rules that can match nothing): the matcher would expand it forever.
-func (g *Grammar) checkLeftRecursion() error {
-	n := len(g.rules)
-	nullable := make([]bool, n)
-	for changed := true; changed; {
-		changed = false
-		for r, alts := range g.rules {
-			if nullable[r] {
-				continue
-			}
-			for _, alt := range alts {
-				all := true
-				for _, e := range alt {
-					if e.ref < 0 || !nullable[e.ref] {
-						all = false
-						break
-					}
-				}
-				if all {
-					nullable[r], changed = true, true
-					break
-				}
-			}
-		}
-	}
-	// starts[r]: the rules r can begin with.
-	starts := make([][]int32, n)
-	for r, alts := range g.rules {
-		for _, alt := range alts {
-			for _, e := range alt {
-				if e.ref < 0 {
-					break
-				}
-				starts[r] = append(starts[r], e.ref)
-				if !nullable[e.ref] {
-					break
-				}
-			}
-		}
-	}
-	const (
-		unseen = iota
-		active
-		done
-	)
-	mark := make([]uint8, n)
-	type item struct{ r, i int32 }
-	for s := range n {
-		if mark[s] != unseen {
-			continue
-		}
-		stack := []item{{int32(s), 0}}
-		mark[s] = active
-		for len(stack) > 0 {
-			top := &stack[len(stack)-1]
-			if int(top.i) >= len(starts[top.r]) {
-				mark[top.r] = done
-				stack = stack[:len(stack)-1]
-				continue
-			}
-			next := starts[top.r][top.i]
-			top.i++
-			switch mark[next] {
-			case active:
-				return &SyntaxError{Msg: fmt.Sprintf("rule %q is left-recursive: it can reach itself before matching a character (a rule that starts with itself, or a repetition of something that can match nothing)", g.names[next])}
-			case unseen:
-				mark[next] = active
-				stack = append(stack, item{next, 0})
-			}
-		}
-	}
-	return nil
 }

@@ -22,115 +22,128 @@ func regexToGBNF(pat string) (string, error) {
 	if len(r.src) > 0 && r.src[0] == '^' {
 		r.pos++
 	}
-	out, err := r.alternation(0)
-	if err != nil {
+	r.out.WriteByte('(')
+	if err := r.alternation(0); err != nil {
 		return "", err
 	}
 	if r.pos < len(r.src) {
 		return "", r.errf("unexpected %q", string(r.src[r.pos]))
 	}
-	return "(" + out + ")", nil
+	r.out.WriteByte(')')
+	return r.out.String(), nil
 }
 
+// rx converts a pattern by recursive descent, writing the GBNF into one
+// buffer as it goes (building each group's text and then copying it into
+// its parent's would cost the nesting depth times the pattern's length).
 type rx struct {
 	src []rune
 	pos int
+	out strings.Builder
 }
 
 func (r *rx) errf(format string, args ...any) error {
 	return fmt.Errorf("pattern at character %d: %s", r.pos, fmt.Sprintf(format, args...))
 }
 
-func (r *rx) alternation(depth int) (string, error) {
-	var alts []string
+func (r *rx) alternation(depth int) error {
 	for {
-		seq, err := r.sequence(depth)
-		if err != nil {
-			return "", err
+		if err := r.sequence(depth); err != nil {
+			return err
 		}
-		alts = append(alts, seq)
 		if r.pos < len(r.src) && r.src[r.pos] == '|' {
 			r.pos++
+			r.out.WriteString(" | ")
 			continue
 		}
-		return strings.Join(alts, " | "), nil
+		return nil
 	}
 }
 
-func (r *rx) sequence(depth int) (string, error) {
-	var parts []string
+// sequence writes the atoms up to '|', ')' or the end. Each atom is one
+// GBNF element (a literal, a class or a parenthesised group), so a
+// quantifier applies to it written right after it.
+func (r *rx) sequence(depth int) error {
+	empty := true
+	atom := func(s string) {
+		if !empty {
+			r.out.WriteByte(' ')
+		}
+		r.out.WriteString(s)
+		empty = false
+	}
+	defer func() {
+		if empty {
+			r.out.WriteString(`""`)
+		}
+	}()
 	for r.pos < len(r.src) {
 		c := r.src[r.pos]
-		var atom string
 		switch c {
 		case '|':
-			return joinSeq(parts), nil
+			return nil
 		case ')':
 			if depth == 0 {
-				return "", r.errf("unbalanced )")
+				return r.errf("unbalanced )")
 			}
-			return joinSeq(parts), nil
+			return nil
 		case '$':
 			if r.pos == len(r.src)-1 {
 				r.pos++
 				continue
 			}
-			return "", r.errf("$ is supported only at the end")
+			return r.errf("$ is supported only at the end")
 		case '^':
-			return "", r.errf("^ is supported only at the start")
+			return r.errf("^ is supported only at the start")
 		case '(':
+			// The pattern becomes a group of its own in the grammar.
+			if depth+1 >= MaxNesting {
+				return r.errf("groups nest deeper than %d", MaxNesting-1)
+			}
 			r.pos++
 			if r.pos+1 < len(r.src) && r.src[r.pos] == '?' {
 				if r.src[r.pos+1] != ':' {
-					return "", r.errf("lookaround and named groups are not supported")
+					return r.errf("lookaround and named groups are not supported")
 				}
 				r.pos += 2
 			}
-			inner, err := r.alternation(depth + 1)
-			if err != nil {
-				return "", err
+			atom("(")
+			if err := r.alternation(depth + 1); err != nil {
+				return err
 			}
 			if r.pos >= len(r.src) || r.src[r.pos] != ')' {
-				return "", r.errf("unclosed (")
+				return r.errf("unclosed (")
 			}
 			r.pos++
-			atom = "(" + inner + ")"
+			r.out.WriteByte(')')
 		case '[':
-			var err error
-			if atom, err = r.class(); err != nil {
-				return "", err
+			s, err := r.class()
+			if err != nil {
+				return err
 			}
+			atom(s)
 		case '.':
 			r.pos++
-			atom = `[^"\\\x00-\x1F\x7F]`
+			atom(`[^"\\\x00-\x1F\x7F]`)
 		case '\\':
-			var err error
-			if atom, err = r.escapeAtom(); err != nil {
-				return "", err
+			s, err := r.escapeAtom()
+			if err != nil {
+				return err
 			}
+			atom(s)
 		case '*', '+', '?', '{':
-			return "", r.errf("quantifier %q has nothing to repeat", string(c))
+			return r.errf("quantifier %q has nothing to repeat", string(c))
 		default:
 			r.pos++
-			atom = jsonCharLit(c)
+			atom(jsonCharLit(c))
 		}
 		q, err := r.quantifier()
 		if err != nil {
-			return "", err
+			return err
 		}
-		if q != "" {
-			atom = "(" + atom + ")" + q
-		}
-		parts = append(parts, atom)
+		r.out.WriteString(q)
 	}
-	return joinSeq(parts), nil
-}
-
-func joinSeq(parts []string) string {
-	if len(parts) == 0 {
-		return `""`
-	}
-	return strings.Join(parts, " ")
+	return nil
 }
 
 func (r *rx) quantifier() (string, error) {

@@ -3,6 +3,7 @@ package grammar
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -60,14 +61,17 @@ func JSONObject() *Grammar {
 func FromSchema(schema []byte) (*Grammar, error) {
 	dec := json.NewDecoder(bytes.NewReader(schema))
 	dec.UseNumber()
-	v, err := readOrdered(dec)
+	v, err := readOrdered(dec, 0)
 	if err != nil {
 		return nil, &SchemaError{Path: "#", Msg: fmt.Sprintf("not JSON: %v", err)}
 	}
-	c := &conv{root: v, rules: map[string]string{}, refs: map[string]string{}}
+	c := &conv{root: v, rules: map[string]string{}, refs: map[string]string{}, paths: map[string]string{}}
 	name, err := c.schema(v, "#")
 	if err != nil {
 		return nil, err
+	}
+	if b := c.size(name); b > MaxGrammarBytes {
+		return nil, &SchemaError{Path: "#", Msg: fmt.Sprintf("the schema converts to a grammar of %d bytes; at most %d are allowed", b, MaxGrammarBytes)}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "root ::= %s\n", name)
@@ -82,9 +86,24 @@ func FromSchema(schema []byte) (*Grammar, error) {
 	b.WriteString(jsonCommon)
 	g, err := Parse(b.String())
 	if err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			// Said of the schema: its rules' names mean nothing to
+			// whoever wrote it.
+			return nil, &SchemaError{Path: c.pathOf(le.Rule), Msg: "cannot be followed: " + le.Msg}
+		}
 		return nil, &SchemaError{Path: "#", Msg: fmt.Sprintf("the converted grammar does not compile: %v", err)}
 	}
 	return g, nil
+}
+
+// size is the converted grammar's length in bytes, before it is built.
+func (c *conv) size(root string) int {
+	n := len("root ::= \n") + len(root) + len(jsonCommon)
+	for k, v := range c.rules {
+		n += len(k) + len(" ::= \n") + len(v)
+	}
+	return n
 }
 
 // object is a JSON object with its keys in document order (the order
@@ -94,10 +113,13 @@ type object struct {
 	vals map[string]any
 }
 
-func readOrdered(dec *json.Decoder) (any, error) {
+func readOrdered(dec *json.Decoder, depth int) (any, error) {
 	t, err := dec.Token()
 	if err != nil {
 		return nil, err
+	}
+	if _, open := t.(json.Delim); open && depth >= MaxSchemaDepth {
+		return nil, fmt.Errorf("nested deeper than %d levels", MaxSchemaDepth)
 	}
 	switch d := t.(type) {
 	case json.Delim:
@@ -110,7 +132,7 @@ func readOrdered(dec *json.Decoder) (any, error) {
 					return nil, err
 				}
 				k := kt.(string)
-				v, err := readOrdered(dec)
+				v, err := readOrdered(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -124,7 +146,7 @@ func readOrdered(dec *json.Decoder) (any, error) {
 		case '[':
 			var a []any
 			for dec.More() {
-				v, err := readOrdered(dec)
+				v, err := readOrdered(dec, depth+1)
 				if err != nil {
 					return nil, err
 				}
@@ -171,15 +193,39 @@ type conv struct {
 	root  any
 	rules map[string]string // rule name → GBNF alternatives
 	refs  map[string]string // $ref target → its rule
+	paths map[string]string // rule name → the schema it is for
 	n     int
+	depth int // schemas being converted inside one another
 }
 
-// newRule names a fresh rule.
-func (c *conv) newRule(body string) string {
+// MaxSchemaDepth bounds how deeply a schema's JSON nests, and how many
+// schemas (through "$ref" too) are converted inside one another: both
+// recurse. The runtime reads request JSON to 64 levels, so a schema
+// within a request never nests this deep.
+const MaxSchemaDepth = 128
+
+// newRule names a fresh rule for the schema at path.
+func (c *conv) newRule(path, body string) string {
 	c.n++
 	name := fmt.Sprintf("s%d", c.n)
 	c.rules[name] = body
+	c.paths[name] = path
 	return name
+}
+
+// pathOf is the schema a rule of the converted grammar came from: its
+// own, or that of the rule a parser helper ("s3-2") was made inside.
+func (c *conv) pathOf(rule string) string {
+	for {
+		if p, ok := c.paths[rule]; ok {
+			return p
+		}
+		i := strings.LastIndexByte(rule, '-')
+		if i < 0 {
+			return "#"
+		}
+		rule = rule[:i]
+	}
 }
 
 // annotations are keywords that do not constrain the value.
@@ -233,6 +279,11 @@ func count(o *object, key, path string) (int, bool, error) {
 // schema returns a GBNF expression (a rule name or a literal) for the
 // values valid against s.
 func (c *conv) schema(s any, path string) (string, error) {
+	if c.depth >= MaxSchemaDepth {
+		return "", &SchemaError{Path: path, Msg: fmt.Sprintf("schemas nest (through $ref too) deeper than %d", MaxSchemaDepth)}
+	}
+	c.depth++
+	defer func() { c.depth-- }()
 	switch x := s.(type) {
 	case bool:
 		if x {
@@ -271,7 +322,7 @@ func (c *conv) object(o *object, path string) (string, error) {
 		for i, e := range list {
 			alts[i] = gbnfLiteral(marshal(e))
 		}
-		return c.newRule("(" + strings.Join(alts, " | ") + ") ws"), nil
+		return c.newRule(path, "("+strings.Join(alts, " | ")+") ws"), nil
 	}
 	for _, k := range []string{"anyOf", "oneOf"} {
 		v, ok := o.vals[k]
@@ -289,7 +340,7 @@ func (c *conv) object(o *object, path string) (string, error) {
 				return "", err
 			}
 		}
-		return c.newRule(strings.Join(alts, " | ")), nil
+		return c.newRule(path, strings.Join(alts, " | ")), nil
 	}
 	var types []string
 	switch t := o.vals["type"].(type) {
@@ -347,7 +398,7 @@ func (c *conv) object(o *object, path string) (string, error) {
 	if len(alts) == 1 {
 		return alts[0], nil
 	}
-	return c.newRule(strings.Join(alts, " | ")), nil
+	return c.newRule(path, strings.Join(alts, " | ")), nil
 }
 
 // ref resolves a local reference, giving each target one rule so that
@@ -375,6 +426,7 @@ func (c *conv) ref(v any, path string) (string, error) {
 	c.n++
 	name := fmt.Sprintf("ref%d", c.n)
 	c.refs[ref] = name
+	c.paths[name] = ref
 	c.rules[name] = "json-null" // placeholder until resolved (recursion)
 	body, err := c.schema(target, ref)
 	if err != nil {
@@ -394,7 +446,7 @@ func (c *conv) str(o *object, path string) (string, error) {
 		if err != nil {
 			return "", &SchemaError{Path: path + "/pattern", Msg: err.Error()}
 		}
-		return c.newRule(`"\"" ` + body + ` "\"" ws`), nil
+		return c.newRule(path, `"\"" `+body+` "\"" ws`), nil
 	}
 	if f, ok := o.vals["format"]; ok {
 		fs, _ := f.(string)
@@ -415,7 +467,7 @@ func (c *conv) str(o *object, path string) (string, error) {
 		default:
 			return "", &SchemaError{Path: path + "/format", Msg: fmt.Sprintf("format %q is not supported (date, time, date-time, uuid are)", fs)}
 		}
-		return c.newRule(`"\"" ` + body + ` "\"" ws`), nil
+		return c.newRule(path, `"\"" `+body+` "\"" ws`), nil
 	}
 	lo, hasLo, err := count(o, "minLength", path)
 	if err != nil {
@@ -435,7 +487,7 @@ func (c *conv) str(o *object, path string) (string, error) {
 	if hasHi {
 		rep = fmt.Sprintf("{%d,%d}", lo, hi)
 	}
-	return c.newRule(`"\"" json-char` + rep + ` "\"" ws`), nil
+	return c.newRule(path, `"\"" json-char`+rep+` "\"" ws`), nil
 }
 
 func (c *conv) obj(o *object, path string) (string, error) {
@@ -473,7 +525,7 @@ func (c *conv) obj(o *object, path string) (string, error) {
 			return "", err
 		}
 		kv := `json-string ":" ws ` + v
-		return c.newRule(`"{" ws (` + kv + ` ("," ws ` + kv + `)*)? "}" ws`), nil
+		return c.newRule(path, `"{" ws (`+kv+` ("," ws `+kv+`)*)? "}" ws`), nil
 	}
 	kvs := make([]string, len(props.keys))
 	for i, k := range props.keys {
@@ -508,11 +560,11 @@ func (c *conv) obj(o *object, path string) (string, error) {
 		if !required[props.keys[i]] {
 			body = with + " | " + rest(i+1, emitted)
 		}
-		n := c.newRule(body)
+		n := c.newRule(path, body)
 		names[key] = n
 		return n
 	}
-	return c.newRule(`"{" ws ` + rest(0, false) + ` "}" ws`), nil
+	return c.newRule(path, `"{" ws `+rest(0, false)+` "}" ws`), nil
 }
 
 func (c *conv) arr(o *object, path string) (string, error) {
@@ -548,5 +600,5 @@ func (c *conv) arr(o *object, path string) (string, error) {
 	default:
 		body = `"[" ws ` + item + " " + more + `{` + strconv.Itoa(lo-1) + `,` + strconv.Itoa(hi-1) + `} "]" ws`
 	}
-	return c.newRule(body), nil
+	return c.newRule(path, body), nil
 }

@@ -1,0 +1,210 @@
+package grammar
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// A pattern nested tens of thousands of groups deep is refused by its
+// nesting, before anything proportional to depth × length is built (the
+// converter used to copy each group's text into its parent's: 172 s and
+// hundreds of MB at 400,000 groups). The same for GBNF parentheses and a
+// schema nested deeper than the converter recurses.
+func TestDeepNestingIsRefusedAtOnce(t *testing.T) {
+	for _, depth := range []int{50_000, 400_000} {
+		pat := strings.Repeat("(", depth) + "a" + strings.Repeat(")", depth)
+		_, err := FromSchema([]byte(`{"type": "string", "pattern": "` + pat + `"}`))
+		var se *SchemaError
+		if !errors.As(err, &se) || se.Path != "#/pattern" || !strings.Contains(err.Error(), "groups nest deeper than 127") {
+			t.Errorf("pattern nested %d deep: %v", depth, err)
+		}
+		_, err = Parse("root ::= " + pat)
+		if err == nil || !strings.Contains(err.Error(), "parentheses nest deeper than 128") {
+			t.Errorf("GBNF nested %d deep: %v", depth, err)
+		}
+	}
+	deep := strings.Repeat(`{"type": "array", "items": `, 200) + "{}" + strings.Repeat("}", 200)
+	if _, err := FromSchema([]byte(deep)); err == nil || !strings.Contains(err.Error(), "deeper than 128") {
+		t.Errorf("a schema nested 200 deep: %v", err)
+	}
+	// The deepest nesting allowed still compiles and matches (a pattern
+	// is a group in the grammar it becomes, so its own go one less deep).
+	pat := strings.Repeat("(", MaxNesting-1) + "a" + strings.Repeat(")", MaxNesting-1)
+	g, err := FromSchema([]byte(`{"type": "string", "pattern": "` + pat + `"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Start().Advance([]byte(`"a"`)).Accepting() {
+		t.Fatal(`"a" does not match a pattern of nested groups around a`)
+	}
+}
+
+// A grammar whose elements would take unbounded memory ({m} copies what
+// it repeats) is refused before they are made.
+func TestElementsAreBounded(t *testing.T) {
+	text := "root ::= " + strings.Repeat(`"ab"{1000} `, 300)
+	_, err := Parse(text)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d elements", MaxElements)) {
+		t.Fatalf("300 copies of a 1000-fold repetition: %v", err)
+	}
+	if _, err := Parse("root ::= " + strings.Repeat(`"ab"{1000} `, 50)); err != nil {
+		t.Fatalf("50 copies: %v", err)
+	}
+}
+
+// finishes walks from the start of g choosing, at every step, among the
+// ASCII bytes that keep the output alive (prefer, once the output is long,
+// the bytes in closers), and reports whether an accepting state is reached
+// within limit bytes without ever meeting a live state that no byte
+// continues: such a state is a stream that fails with "no token of the
+// vocabulary can continue".
+func finishes(t *testing.T, g *Grammar, rng *rand.Rand, limit int, closers string) bool {
+	t.Helper()
+	s := g.Start()
+	var out []byte
+	for len(out) < limit {
+		if s.Accepting() && (rng.IntN(3) == 0 || len(out) > limit/2) {
+			return true
+		}
+		var ok []byte
+		for c := range 128 {
+			if !s.AdvanceByte(byte(c)).Dead() {
+				ok = append(ok, byte(c))
+			}
+		}
+		if len(ok) == 0 {
+			if !s.Accepting() {
+				t.Errorf("after %q no byte continues and the output is not complete", out)
+			}
+			return s.Accepting()
+		}
+		c := ok[rng.IntN(len(ok))]
+		if len(out) > limit/4 {
+			for _, pref := range []byte(closers) {
+				if !s.AdvanceByte(pref).Dead() {
+					c = pref
+					break
+				}
+			}
+		}
+		s = s.AdvanceByte(c)
+		out = append(out, c)
+	}
+	return false
+}
+
+// The schemas that used to be accepted and then fail mid-stream (their
+// states past MaxStacks are dead): too many ways open at once is refused
+// at compile time, naming the schema; within the bound, every output can
+// be finished.
+func TestSchemasAreFollowedOrRefused(t *testing.T) {
+	props := func(n int) string {
+		var b strings.Builder
+		b.WriteString(`{"type": "object", "properties": {`)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, `"p%d": {"type": "integer"}`, i)
+		}
+		b.WriteString("}}")
+		return b.String()
+	}
+	for _, tc := range []struct {
+		schema, path string
+	}{
+		{props(2000), "#"},
+		{`{"type": "object", "properties": {"x": {"type": "string", "pattern": "(a?){1000}"}}}`, "#/properties/x"},
+		{`{"type": "string", "pattern": "(a?|b?){20}"}`, "#"},
+	} {
+		_, err := FromSchema([]byte(tc.schema))
+		var se *SchemaError
+		if !errors.As(err, &se) || se.Path != tc.path || !strings.Contains(err.Error(), "ways at once") {
+			t.Errorf("%.80s: %v, want it refused at %s", tc.schema, err, tc.path)
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, schema := range []string{
+		props(200),
+		`{"type": "string", "pattern": "(a?){200}b"}`,
+		`{"type": "array", "items": {"type": "string", "pattern": "x(a?){100}"}, "minItems": 3}`,
+	} {
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			t.Fatalf("%.60s: %v", schema, err)
+		}
+		for range 20 {
+			if !finishes(t, g, rng, 4000, `"}]0b`) {
+				t.Fatalf("%.60s: an output could not be finished", schema)
+			}
+		}
+	}
+}
+
+// Nesting is followed as deep as MaxDepth allows and never deeper, and no
+// output is let into a nesting it could not close: where one more "["
+// would leave too few frames for what must follow it, "[" is refused
+// while the shorter way out stays open.
+func TestDepthNeverStrandsAnOutput(t *testing.T) {
+	// After each "[" either another level or a leaf that nests five
+	// rules of its own.
+	g, err := Parse(`root ::= "[" (root | leaf) "]"
+leaf ::= "(" l2 ")"
+l2 ::= "(" l3 ")"
+l3 ::= "(" l4 ")"
+l4 ::= "(" l5 ")"
+l5 ::= "x"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := g.Start()
+	opened := 0
+	for {
+		n := s.AdvanceByte('[')
+		if n.Dead() {
+			break
+		}
+		s, opened = n, opened+1
+		if opened > MaxDepth {
+			t.Fatalf("%d levels opened; at most %d frames are followed", opened, MaxDepth)
+		}
+	}
+	if opened < MaxDepth-16 {
+		t.Fatalf("only %d levels opened", opened)
+	}
+	rest := "((((x))))" + strings.Repeat("]", opened)
+	if e := s.Advance([]byte(rest[:4])); e.Dead() {
+		t.Fatalf("after %d levels the leaf cannot start", opened)
+	}
+	if !s.Advance([]byte(rest)).Accepting() {
+		t.Fatalf("after %d levels the output cannot be closed", opened)
+	}
+
+	// A root that nests deeper than MaxDepth to finish at all, and one
+	// that never finishes, are refused.
+	var chain strings.Builder
+	chain.WriteString("root ::= r0\n")
+	for i := range MaxDepth + 10 {
+		fmt.Fprintf(&chain, "r%d ::= \"[\" r%d \"]\"\n", i, i+1)
+	}
+	fmt.Fprintf(&chain, "r%d ::= \"x\"\n", MaxDepth+10)
+	var le *LimitError
+	if _, err := Parse(chain.String()); !errors.As(err, &le) || !strings.Contains(err.Error(), "nests rules") {
+		t.Errorf("a chain %d rules deep: %v", MaxDepth+10, err)
+	}
+	if _, err := Parse(`root ::= "a" root`); !errors.As(err, &le) || !strings.Contains(err.Error(), "matches no text") {
+		t.Errorf("a root that never finishes: %v", err)
+	}
+	// An alternative that never finishes is never entered: the grammar
+	// is its other alternatives.
+	g, err = Parse("root ::= \"a\" | loop\nloop ::= \"b\" loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Start().AdvanceByte('b').Dead() || !g.Start().AdvanceByte('a').Accepting() {
+		t.Error(`"b" starts an output that can never finish`)
+	}
+}
