@@ -1,10 +1,14 @@
 package runtime_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -68,4 +72,28 @@ func TestLogprobsRequestErrors(t *testing.T) {
 		require.Error(t, err, req)
 		require.Contains(t, err.Error(), want, req)
 	}
+}
+
+// A request may not ask for more log-probabilities than
+// MaxLogprobEntries: batch items × max_tokens × (1 + top_logprobs). 128
+// items of 97 tokens with 21 each fit; of 98 they do not, and the error is
+// an invalid request naming the fields, before anything is queued.
+func TestLogprobsResponseBudget(t *testing.T) {
+	rt := byteRuntime(t, 4, "")
+	prompts, _ := json.Marshal(make([]string, 128))
+	req := func(maxTokens int) string {
+		return fmt.Sprintf(`{"prompts":%s,"script":[],"logprobs":true,"top_logprobs":20,"max_tokens":%d}`, prompts, maxTokens)
+	}
+	require.LessOrEqual(t, 128*97*21, runtime.MaxLogprobEntries)
+	require.Greater(t, 128*98*21, runtime.MaxLogprobEntries)
+	_, err := rt.Complete([]byte(req(98)))
+	require.Equal(t, status.InvalidRequest, status.CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), `"max_tokens", "top_logprobs" and the batch size ask for too many log-probabilities`)
+	require.Equal(t, int64(0), rt.Stats().Submitted)
+	res, err := rt.Complete([]byte(req(97)))
+	require.NoError(t, err)
+	require.Len(t, res, 128)
+	// Without logprobs the same batch is no concern of this budget.
+	_, err = rt.Complete([]byte(fmt.Sprintf(`{"prompts":%s,"script":[],"max_tokens":100000}`, prompts)))
+	require.NoError(t, err)
 }

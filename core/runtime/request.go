@@ -74,6 +74,12 @@ const (
 	MaxTopK         = math.MaxInt32 // "top_k" (any value >= the vocabulary is off)
 	MaxSLOMs        = 3_600_000     // "tpot_slo_ms", "ttft_slo_ms": one hour
 	MaxTopLogprobs  = 20            // "top_logprobs", as OpenAI's API
+	// MaxLogprobEntries bounds the log-probabilities one request may ask
+	// for: 1 + top_logprobs per generated token of each batch item, some
+	// 60 bytes of JSON each in an OpenAI answer. Without it a 300-byte
+	// request (128 choices, top_logprobs 20, a 2,048-token context) asks
+	// for 5.5 million of them, hundreds of MB of response.
+	MaxLogprobEntries = 1 << 18
 )
 
 // ParseRequest reads and checks a request's JSON. Fields it does not know
@@ -199,6 +205,14 @@ func ParseRequest(data []byte) (*Request, error) {
 	if topGiven && r.TopLogprobs > 0 && !r.Logprobs {
 		return nil, f.Errorf("top_logprobs", `needs "logprobs": true`)
 	}
+	if r.MaxTokens > 0 {
+		// Known now, before the backend does any work; without
+		// max_tokens the context bounds it (CheckLogprobBudget again,
+		// once the prompts are tokenized).
+		if err := CheckLogprobBudget(r, func(int) int { return r.MaxTokens }); err != nil {
+			return nil, err
+		}
+	}
 	if r.Grammar, err = takeGrammar(f); err != nil {
 		return nil, err
 	}
@@ -286,4 +300,32 @@ func takeGrammar(f *Fields) (*grammar.Grammar, error) {
 		return g, nil
 	}
 	return nil, f.Errorf("response_format", `type must be "text", "json_object" or "json_schema", got %q`, rf.Type)
+}
+
+// CheckLogprobBudget refuses a request whose logprobs could number more
+// than MaxLogprobEntries, when batch item i may generate up to tokens(i)
+// tokens (negative: nothing bounds it that is known here, so nothing is
+// refused).
+func CheckLogprobBudget(r *Request, tokens func(i int) int) error {
+	if !r.Logprobs {
+		return nil
+	}
+	per := int64(1 + r.TopLogprobs)
+	total, most := int64(0), 0
+	for i := range r.Items() {
+		n := tokens(i)
+		if n < 0 {
+			return nil
+		}
+		if r.MaxTokens > 0 {
+			n = min(n, r.MaxTokens)
+		}
+		most = max(most, n)
+		if total += per * int64(n); total > MaxLogprobEntries {
+			return status.Errorf(status.InvalidRequest, `request fields "max_tokens", "top_logprobs" and the batch size ask for too many log-probabilities: `+
+				`%d batch item(s) of up to %d tokens with %d each is more than %d; ask for fewer tokens, items or top_logprobs`,
+				r.Items(), most, per, MaxLogprobEntries)
+		}
+	}
+	return nil
 }

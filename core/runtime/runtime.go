@@ -179,6 +179,16 @@ func (r *Runtime) prepare(requestJSON []byte) ([]*Slot, error) {
 	if len(items) != req.Items() {
 		return nil, status.Errorf(status.Internal, "backend prepared %d items for %d prompts", len(items), req.Items())
 	}
+	if req.Logprobs && req.MaxTokens == 0 {
+		ctx := r.contextLength()
+		room := func(i int) int { return max(ctx-len(items[i].Prompt), 0) }
+		if ctx <= 0 {
+			room = func(int) int { return -1 } // unknown: the backend's own limits hold
+		}
+		if err := CheckLogprobBudget(req, room); err != nil {
+			return nil, err
+		}
+	}
 	var stopIDs map[int32]bool
 	for _, id := range req.StopTokenIDs {
 		if id < 0 || int(id) >= r.vocab.Size() {
@@ -199,6 +209,15 @@ func (r *Runtime) prepare(requestJSON []byte) ([]*Slot, error) {
 		}
 	}
 	return slots, nil
+}
+
+// contextLength is the context of each sequence, or 0 when the backend
+// does not say.
+func (r *Runtime) contextLength() int {
+	if in, ok := r.backend.(Introspector); ok {
+		return in.ModelInfo().RuntimeContext
+	}
+	return 0
 }
 
 func (r *Runtime) safePrepare(req *Request) (items []Prepared, err error) {

@@ -191,6 +191,23 @@ static void test_logprobs(lms_runtime rt) {
     if (rc == LMS_OK) lms_chunk_free(all);
     rc = lms_complete(rt, "{\"prompt\":\"Hi\",\"top_logprobs\":2}", &all, err, sizeof err);
     CHECK(rc == LMS_ERR_INVALID_REQUEST && strstr(err, "needs \"logprobs\": true"), "top without logprobs: rc %d (%s)", rc, err);
+
+    /* The response budget: 64 batch items that may each fill what the
+       256-token context leaves, with 1 + 20 log-probabilities a token, ask
+       for more than LMS allows; refused as an invalid request, not run. */
+    char big[1024];
+    size_t at = (size_t)snprintf(big, sizeof big, "{\"prompts\":[");
+    for (int k = 0; k < 64; k++) at += (size_t)snprintf(big + at, sizeof big - at, "%s\"Hi\"", k ? "," : "");
+    snprintf(big + at, sizeof big - at, "],\"logprobs\":true,\"top_logprobs\":20}");
+    lms_channel many[64];
+    for (int k = 0; k < 64; k++) CHECK(lms_channel_create(&many[k]) == LMS_OK, "channel %d", k);
+    rc = lms_submit(rt, big, many, 64, err, sizeof err);
+    CHECK(rc == LMS_ERR_INVALID_REQUEST && strstr(err, "too many log-probabilities"), "logprob budget: rc %d (%s)", rc, err);
+    for (int k = 0; k < 64; k++) lms_channel_release(many[k]);
+    /* One prompt, bounded by max_tokens instead. */
+    rc = lms_complete(rt, "{\"prompt\":\"Hi\",\"logprobs\":true,\"top_logprobs\":20,\"max_tokens\":20000}", &all, err, sizeof err);
+    CHECK(rc == LMS_ERR_INVALID_REQUEST && strstr(err, "too many log-probabilities"), "logprob budget by max_tokens: rc %d (%s)", rc, err);
+    if (rc == LMS_OK) lms_chunk_free(all);
 }
 
 int main(int argc, char **argv) {
