@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
@@ -19,6 +22,7 @@ type answer struct {
 	s       *Server
 	c       *call
 	w       http.ResponseWriter
+	rc      *http.ResponseController
 	id      string
 	created int64
 
@@ -33,8 +37,9 @@ type event struct {
 }
 
 // run relays the choices' chunks until every choice has finished, the
-// client has gone (ctx: its request is cancelled at once, freeing its
-// slots) or the server's grace period ends.
+// client has gone (ctx, or a write that failed or waited past
+// WriteTimeout: its request is cancelled at once, freeing its slots) or
+// the server's grace period ends.
 func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 	events := make(chan event, 4*len(chans))
 	quit := make(chan struct{})
@@ -88,7 +93,9 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 				a.send(a.chatChunk(i, map[string]string{"role": "assistant", "content": ""}, nil, nil))
 			}
 		}
-		a.flush()
+		if !a.flushed() {
+			return
+		}
 	}
 	for left := n; left > 0; {
 		var ev event
@@ -134,8 +141,8 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 				a.send(a.delta(ev.idx, "", &reasons[ev.idx], nil))
 			}
 		}
-		if a.c.stream && len(events) == 0 {
-			a.flush()
+		if a.c.stream && len(events) == 0 && !a.flushed() {
+			return
 		}
 	}
 	u := map[string]int{
@@ -162,6 +169,7 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 	if a.c.kind == completionEndpoint {
 		object = "text_completion"
 	}
+	a.writeDeadline()
 	writeJSON(a.w, http.StatusOK, map[string]any{"id": a.id, "object": object, "created": a.created, "model": a.s.opts.ModelID, "choices": choices, "usage": u})
 }
 
@@ -176,6 +184,7 @@ func (a *answer) failed(code int32, msg string) {
 		typ, httpCode = "invalid_request_error", http.StatusBadRequest
 	}
 	body := errorBody(typ, "", msg, errorCode(code))
+	a.writeDeadline()
 	if !a.c.stream {
 		writeJSON(a.w, httpCode, body)
 		return
@@ -280,13 +289,37 @@ func (a *answer) send(v any) {
 	a.buf.WriteString("\n")
 }
 
-func (a *answer) flush() {
+// Each write has WriteTimeout to complete: one that cannot (the client
+// stopped reading and the socket's buffers are full) fails, and the
+// answer ends there.
+func (a *answer) flush() error {
 	if a.buf.Len() == 0 {
-		return
+		return nil
 	}
-	a.w.Write(a.buf.Bytes())
+	a.writeDeadline()
+	_, err := a.w.Write(a.buf.Bytes())
 	a.buf.Reset()
-	if f, ok := a.w.(http.Flusher); ok {
-		f.Flush()
+	if err == nil {
+		err = a.rc.Flush()
 	}
+	return err
+}
+
+// flushed flushes, and reports false (counting why) when the answer must
+// end because the write failed.
+func (a *answer) flushed() bool {
+	err := a.flush()
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		a.s.metrics.finished("write_timeout")
+	default:
+		a.s.metrics.finished("disconnected")
+	}
+	return false
+}
+
+func (a *answer) writeDeadline() {
+	_ = a.rc.SetWriteDeadline(time.Now().Add(a.s.opts.WriteTimeout)) // unsupported: no deadline
 }

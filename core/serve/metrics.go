@@ -25,7 +25,14 @@ type metrics struct {
 	accepted  prometheus.Counter
 }
 
-func newMetrics(rt *runtime.Runtime, s *Server) *metrics {
+func newMetrics(s *Server) *metrics {
+	// The runtime's gauges read 0 while it is loading.
+	stats := func() runtime.Stats {
+		if rt := s.current(); rt != nil {
+			return rt.Stats()
+		}
+		return runtime.Stats{}
+	}
 	reg := prometheus.NewRegistry()
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -49,13 +56,20 @@ func newMetrics(rt *runtime.Runtime, s *Server) *metrics {
 	}
 	reg.MustRegister(m.requests, m.finishes, m.ttft, m.tpot, m.prompt, m.generated, m.proposed, m.accepted,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lmstream_queue_depth", Help: "Batch items waiting for a slot."},
-			func() float64 { return float64(rt.Stats().Queued) }),
+			func() float64 { return float64(stats().Queued) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lmstream_active_slots", Help: "Batch items being decoded."},
-			func() float64 { return float64(rt.Stats().ActiveSlots) }),
+			func() float64 { return float64(stats().ActiveSlots) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lmstream_max_slots", Help: "Batch items the runtime decodes at once."},
-			func() float64 { return float64(rt.Stats().MaxSlots) }),
+			func() float64 { return float64(stats().MaxSlots) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lmstream_http_requests_in_flight", Help: "Completion requests being served."},
 			func() float64 { return float64(s.Active()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "lmstream_http_connections_open", Help: "Connections open (at most the server's max_conns)."},
+			func() float64 {
+				if l := s.conns.Load(); l != nil {
+					return float64(l.Open())
+				}
+				return 0
+			}),
 	)
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	return m

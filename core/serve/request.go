@@ -52,7 +52,9 @@ func badField(param, format string, args ...any) error {
 // parseCall translates an OpenAI request body. render turns chat messages
 // into prompt text when the request asks for several choices (the runtime
 // takes "messages" for one batch item only); nil when the backend cannot.
-func parseCall(kind endpoint, body []byte, render func([]runtime.Message) (string, error)) (*call, error) {
+//
+// drafter, when not "", is the "drafter" of a request that names none.
+func parseCall(kind endpoint, body []byte, render func([]runtime.Message) (string, error), drafter string) (*call, error) {
 	// The strict scanner first: malformed JSON, duplicate keys, invalid
 	// UTF-8 and trailing data are errors before any field is looked at.
 	if _, err := runtime.ParseFields(body, "request"); err != nil {
@@ -178,6 +180,12 @@ func parseCall(kind endpoint, body []byte, render func([]runtime.Message) (strin
 			delete(m, "prompt")
 			m["prompts"] = repeat(one, c.n)
 		}
+	}
+	if _, named := m["drafter"]; !named && drafter != "" {
+		// The server's draft model drafts for every request that names
+		// no drafter, sampling ones too (the runtime's default drafter
+		// serves greedy ones only); "speculate": false still turns it off.
+		m["drafter"], _ = json.Marshal(drafter)
 	}
 	out, err := json.Marshal(m)
 	if err != nil {

@@ -4,6 +4,14 @@
 // become the runtime's request JSON, chunks become OpenAI's chunk objects,
 // and the stream contract (well-formed UTF-8 per chunk, stop strings,
 // cancellation) is the runtime's, carried through unchanged.
+//
+// No client can take the server from the others: a stream slot is taken
+// only once a request's body is in (ReadTimeout bounds the wait for it),
+// every write of an answer has its own deadline (WriteTimeout: a client
+// that stops reading is cut off and its request cancelled), and the
+// listener HTTP makes keeps at most MaxConns connections, making room for
+// a new one by closing the one that has waited on its client longest
+// (kept alive with no request, or trickling its headers or body).
 package serve
 
 import (
@@ -15,7 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"sync"
@@ -42,16 +53,49 @@ type Options struct {
 	// APIKey, when set, is required as "Authorization: Bearer KEY" on every
 	// endpoint but /health.
 	APIKey string
+	// DefaultDrafter is the "drafter" of requests that name none, sampling
+	// ones included ("draft_model" when the server has a draft model);
+	// "" leaves it to the runtime (its default drafter, greedy requests
+	// only).
+	DefaultDrafter string
+
+	// ReadTimeout bounds reading a completion request's body (default
+	// 30 s). The body is read before a stream slot is taken, so a client
+	// that sends headers and trickles the body holds no slot, and is cut
+	// off with 408 when the time is up.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds each write of an answer (default 30 s): a client
+	// that stops reading is cut off, and its request cancelled, once one
+	// write has waited this long. Every write gets its own deadline, so a
+	// long stream is never cut for its length.
+	WriteTimeout time.Duration
+
+	// The listener and http.Server that HTTP makes:
+	//
+	// ReadHeaderTimeout bounds reading a request's headers (default
+	// 10 s), and ReadTimeout then its body.
+	ReadHeaderTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection with no request for
+	// this long (default 60 s).
+	IdleTimeout time.Duration
+	// MaxConns bounds the connections open at once (default 1024): see
+	// connLimit, which makes room for a new one by closing the one that
+	// has waited on its client longest.
+	MaxConns int
 }
 
-// Server serves one runtime. Create it with New; Handler is its http.Handler.
+// Server serves one runtime. Create it with New, or with NewLoading
+// before the runtime exists; Handler is its http.Handler, and HTTP makes
+// the http.Server and listener to serve it with.
 type Server struct {
-	rt      *runtime.Runtime
 	opts    Options
-	render  func([]runtime.Message) (string, error)
+	ready   atomic.Pointer[engine] // nil while loading
+	loaded  atomic.Uint64          // math.Float64bits of the loading progress, 0 to 1
 	metrics *metrics
 	mux     *http.ServeMux
+	handler http.Handler
 	created int64
+	conns   atomic.Pointer[connLimit] // HTTP's, for the connections gauge
 
 	slots    chan struct{} // one token per request being served
 	draining atomic.Bool   // shutdown began: new requests are refused
@@ -60,9 +104,25 @@ type Server struct {
 	inflight sync.WaitGroup
 }
 
+// engine is the runtime a Server serves, once it is loaded.
+type engine struct {
+	rt     *runtime.Runtime
+	render func([]runtime.Message) (string, error)
+}
+
 // New makes a Server over rt, which the caller keeps and closes after
 // Shutdown.
 func New(rt *runtime.Runtime, opts Options) *Server {
+	s := NewLoading(opts)
+	s.Ready(rt)
+	return s
+}
+
+// NewLoading makes a Server whose runtime is still being created, so
+// that it can listen at once: until Ready, every endpoint answers 503
+// with a JSON error (code "loading") and Retry-After, and /health reports
+// the loading progress (Progress).
+func NewLoading(opts Options) *Server {
 	if opts.ModelID == "" {
 		opts.ModelID = "lmstream"
 	}
@@ -75,15 +135,26 @@ func New(rt *runtime.Runtime, opts Options) *Server {
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = time.Second
 	}
+	for _, d := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&opts.ReadTimeout, 30 * time.Second}, {&opts.WriteTimeout, 30 * time.Second},
+		{&opts.ReadHeaderTimeout, 10 * time.Second}, {&opts.IdleTimeout, 60 * time.Second},
+	} {
+		if *d.v <= 0 {
+			*d.v = d.def
+		}
+	}
+	if opts.MaxConns <= 0 {
+		opts.MaxConns = 1024
+	}
 	s := &Server{
-		rt: rt, opts: opts, created: time.Now().Unix(),
+		opts: opts, created: time.Now().Unix(),
 		slots:  make(chan struct{}, opts.MaxStreams),
 		ending: make(chan struct{}),
 	}
-	if in, err := rt.Introspector(); err == nil {
-		s.render = func(msgs []runtime.Message) (string, error) { return in.RenderChat(msgs, true) }
-	}
-	s.metrics = newMetrics(rt, s)
+	s.metrics = newMetrics(s)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.auth(func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, chatEndpoint) }))
 	s.mux.HandleFunc("POST /v1/completions", s.auth(func(w http.ResponseWriter, r *http.Request) { s.complete(w, r, completionEndpoint) }))
@@ -93,11 +164,80 @@ func New(rt *runtime.Runtime, opts Options) *Server {
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "invalid_request_error", "", fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
+	s.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.ready.Load() == nil {
+			s.loading(w, r)
+			return
+		}
+		s.mux.ServeHTTP(w, r)
+	})
 	return s
 }
 
+// Ready makes the server serve rt (once; later calls are ignored).
+func (s *Server) Ready(rt *runtime.Runtime) {
+	e := &engine{rt: rt}
+	if in, err := rt.Introspector(); err == nil {
+		e.render = func(msgs []runtime.Message) (string, error) { return in.RenderChat(msgs, true) }
+	}
+	s.Progress("", 1)
+	s.ready.CompareAndSwap(nil, e)
+}
+
+// Progress records how far loading has come (fraction 0 to 1), for
+// /health while loading. Its signature is runtime.NewWithProgress's
+// callback's; safe from any goroutine.
+func (s *Server) Progress(_ string, fraction float64) {
+	s.loaded.Store(math.Float64bits(min(max(fraction, 0), 1)))
+}
+
+// loading answers every request while the runtime is being created.
+func (s *Server) loading(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Retry-After", strconv.Itoa(int((s.opts.RetryAfter+time.Second-1)/time.Second)))
+	body := map[string]any{}
+	for k, v := range errorBody("server_error", "", "the model is loading; retry later", "loading") {
+		body[k] = v
+	}
+	if r.URL.Path == "/health" {
+		body["status"] = "loading"
+		body["progress"] = math.Float64frombits(s.loaded.Load())
+	}
+	writeJSON(w, http.StatusServiceUnavailable, body)
+}
+
 // Handler is the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// HTTP returns the http.Server that serves s and ln wrapped to keep at
+// most MaxConns connections open (connLimit); serve them with
+// hs.Serve(l). Headers must arrive within ReadHeaderTimeout, a request
+// whole within ReadTimeout more, and a kept-alive connection is closed
+// after IdleTimeout without a request. No write timeout is set on the
+// server: a stream may rightly run for hours, so each write gets its own
+// deadline (Options.WriteTimeout).
+func (s *Server) HTTP(ln net.Listener) (*http.Server, net.Listener) {
+	l := newConnLimit(ln, s.opts.MaxConns)
+	s.conns.Store(l)
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadHeaderTimeout + s.opts.ReadTimeout,
+		IdleTimeout:       s.opts.IdleTimeout,
+		ConnState:         l.connState,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return context.WithValue(ctx, connKey{}, c)
+		},
+	}
+	return hs, l
+}
+
+// current is the runtime being served; nil while loading.
+func (s *Server) current() *runtime.Runtime {
+	if e := s.ready.Load(); e != nil {
+		return e.rt
+	}
+	return nil
+}
 
 // Active is the number of completion requests being served.
 func (s *Server) Active() int { return len(s.slots) }
@@ -152,12 +292,37 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// complete serves both completion endpoints.
+// complete serves both completion endpoints. The body is read, and the
+// request parsed, before a stream slot is taken: a slot is held only by
+// a request that can be served.
 func (s *Server) complete(w http.ResponseWriter, r *http.Request, kind endpoint) {
 	path := r.URL.Path
 	if s.draining.Load() {
 		s.metrics.request(path, http.StatusServiceUnavailable)
 		writeError(w, http.StatusServiceUnavailable, "server_error", "", "the server is shutting down")
+		return
+	}
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	e := s.ready.Load()
+
+	body, err := s.readBody(w, r)
+	if err != nil {
+		code, msg := http.StatusBadRequest, fmt.Sprintf("reading the request body: %v", err)
+		var tooBig *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooBig):
+			code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d bytes", s.opts.MaxBodyBytes)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			code, msg = http.StatusRequestTimeout, fmt.Sprintf("the request body did not arrive within %v", s.opts.ReadTimeout)
+		}
+		s.metrics.request(path, code)
+		writeError(w, code, "invalid_request_error", "", msg)
+		return
+	}
+	c, err := parseCall(kind, body, e.render, s.opts.DefaultDrafter)
+	if err != nil {
+		s.fail(w, path, err)
 		return
 	}
 	select {
@@ -168,25 +333,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, kind endpoint)
 		writeError(w, http.StatusTooManyRequests, "rate_limit_error", "", fmt.Sprintf("%d requests are being served, the most this server takes at once; retry later", s.opts.MaxStreams))
 		return
 	}
-	s.inflight.Add(1)
-	defer func() { <-s.slots; s.inflight.Done() }()
-
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	if err != nil {
-		code, msg := http.StatusBadRequest, fmt.Sprintf("reading the request body: %v", err)
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			code, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is larger than %d bytes", s.opts.MaxBodyBytes)
-		}
-		s.metrics.request(path, code)
-		writeError(w, code, "invalid_request_error", "", msg)
-		return
-	}
-	c, err := parseCall(kind, body, s.render)
-	if err != nil {
-		s.fail(w, path, err)
-		return
-	}
+	defer func() { <-s.slots }()
 	chans := make([]*streaming.Channel, c.n)
 	for i := range chans {
 		chans[i] = streaming.NewChannel()
@@ -196,13 +343,35 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, kind endpoint)
 			ch.Release()
 		}
 	}()
-	if err := s.rt.Submit(c.runtimeJSON, chans); err != nil {
+	if err := e.rt.Submit(c.runtimeJSON, chans); err != nil {
 		s.fail(w, path, err)
 		return
 	}
 	s.metrics.request(path, http.StatusOK)
-	a := &answer{s: s, c: c, w: w, id: newID(kind), created: time.Now().Unix()}
+	a := &answer{s: s, c: c, w: w, rc: http.NewResponseController(w), id: newID(kind), created: time.Now().Unix()}
 	a.run(r.Context(), chans)
+}
+
+// readBody reads a request's body whole, within ReadTimeout, while its
+// connection counts as waiting on the client (connLimit may close it to
+// make room). Once the body is in, the read deadline is cleared: net/http
+// goes on reading in the background to notice a client that leaves, and
+// a deadline expiring there would end a long answer as if it had. A body
+// that failed is not cleared: the connection cannot carry another
+// request, and is closed after the error (net/http would otherwise wait,
+// with no deadline, for the rest of the body before answering).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(s.opts.ReadTimeout)) // unsupported (tests' recorders): no deadline
+	waitingBody(r.Context(), true)
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	waitingBody(r.Context(), false)
+	if err != nil {
+		w.Header().Set("Connection", "close")
+		return nil, err
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	return body, nil
 }
 
 // fail writes a request's error in OpenAI's shape.
