@@ -142,7 +142,8 @@ def main():
                             stdout=subprocess.PIPE, text=True)
     paths = {"binding": {n: [] for n in counts}, "openai": {n: [] for n in counts}, "http": {n: [] for n in counts}}
     try:
-        url = re.search(r"listening on (http://\S+)", proc.stdout.readline()).group(1)
+        url = re.search(r"listening on (http://[^;\s]+)", proc.stdout.readline()).group(1)
+        proc.stdout.readline()  # "... loaded in ...; ready"
         client = openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
         ones = {"binding": lambda: binding_one(rt, args.tokens), "openai": lambda: server_one(client, args.tokens),
                 "http": lambda: http_one(url, args.tokens)}

@@ -28,7 +28,9 @@ REPLAY = {
 
 
 class Server:
-    """A running lmstream-serve; the address comes from its first line."""
+    """A running lmstream-serve; the address comes from its first line
+    (it listens at once, answering 503 while the model loads), and the
+    second says the model is loaded."""
 
     def __init__(self, args, tmp_path=None):
         if not os.access(SERVE, os.X_OK):
@@ -36,11 +38,12 @@ class Server:
         self.proc = subprocess.Popen([SERVE, "--port", "0", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
-        m = re.search(r"listening on (http://\S+)", line)
-        if not m:
+        m = re.search(r"listening on (http://[^;\s]+)", line)
+        ready = self.proc.stdout.readline() if m else ""
+        if not m or "ready" not in ready:
             self.proc.kill()
             _, err = self.proc.communicate()
-            pytest.fail(f"lmstream-serve did not start: {line!r} {err!r}")
+            pytest.fail(f"lmstream-serve did not start: {line!r} {ready!r} {err!r}")
         self.url = m.group(1)
 
     def client(self, **kw):
@@ -145,7 +148,8 @@ def test_curl_with_an_api_key(tmp_path):
     proc = subprocess.Popen([SERVE, "--port", "0", "--runtime-config", str(cfg)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        url = re.search(r"(http://\S+)", proc.stdout.readline()).group(1)
+        url = re.search(r"(http://[^;\s]+)", proc.stdout.readline()).group(1)
+        assert "ready" in proc.stdout.readline()
         code = lambda *h: subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", *h, url + "/v1/models"],
                                          capture_output=True, text=True, timeout=30).stdout
         assert code() == "401"
