@@ -45,12 +45,16 @@ type limitedConn struct {
 	net.Conn
 	l    *connLimit
 	once sync.Once
+	gone bool // closed: never marked waiting again (under l.mu)
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() {
-		c.l.setWaiting(c, false)
+		c.l.mu.Lock()
+		c.gone = true
+		delete(c.l.waiting, c)
+		c.l.mu.Unlock()
 		<-c.l.slots
 	})
 	return err
@@ -104,6 +108,7 @@ func (l *connLimit) shedOldest() bool {
 			oldest, since = c, t
 		}
 	}
+	delete(l.waiting, oldest)
 	l.mu.Unlock()
 	if oldest == nil {
 		return false
@@ -115,7 +120,7 @@ func (l *connLimit) shedOldest() bool {
 func (l *connLimit) setWaiting(c *limitedConn, on bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !on {
+	if !on || c.gone {
 		delete(l.waiting, c)
 		return
 	}
