@@ -1,7 +1,9 @@
 """Build glue the declarative pyproject cannot express: the wheel carries
-liblmstream.so (copied from the repository's build/ directory, or from
-LMSTREAM_LIBRARY), so it is platform-specific; the binding itself has no
-compiled Python extension, so one wheel serves every Python 3 version."""
+liblmstream.so and the lmstream-serve program (copied from the
+repository's build/ directory, or from LMSTREAM_LIBRARY and
+LMSTREAM_SERVE_BINARY), so it is platform-specific; the binding itself has
+no compiled Python extension, so one wheel serves every Python 3 version.
+`lmstream serve` runs the packaged lmstream-serve."""
 import os
 import shutil
 
@@ -11,26 +13,30 @@ from setuptools.dist import Distribution
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LIB_NAME = "liblmstream.so"
+SERVE_NAME = "lmstream-serve"
 
 
-def find_library():
-    env = os.environ.get("LMSTREAM_LIBRARY")
-    path = env or os.path.normpath(os.path.join(HERE, "..", "..", "build", LIB_NAME))
+def find_built(env, name, target):
+    path = os.environ.get(env) or os.path.normpath(os.path.join(HERE, "..", "..", "build", name))
     if not os.path.exists(path):
-        raise SystemExit(f"{path} does not exist: run `make lib` at the repository root "
-                         "(or set LMSTREAM_LIBRARY) before building the wheel")
+        raise SystemExit(f"{path} does not exist: run `make {target}` at the repository root "
+                         f"(or set {env}) before building the wheel")
     return path
 
 
 class BuildPyWithLibrary(build_py):
-    """Copies liblmstream.so into the built package (never into the source
-    tree, where a stale copy would shadow a fresh build)."""
+    """Copies liblmstream.so, and lmstream-serve into lmstream/bin, into the
+    built package (never into the source tree, where a stale copy would
+    shadow a fresh build)."""
 
     def run(self):
         super().run()
-        dst = os.path.join(self.build_lib, "lmstream", LIB_NAME)
-        os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(find_library(), dst)
+        pkg = os.path.join(self.build_lib, "lmstream")
+        os.makedirs(os.path.join(pkg, "bin"), exist_ok=True)
+        shutil.copy2(find_built("LMSTREAM_LIBRARY", LIB_NAME, "lib"), os.path.join(pkg, LIB_NAME))
+        serve = os.path.join(pkg, "bin", SERVE_NAME)
+        shutil.copy2(find_built("LMSTREAM_SERVE_BINARY", SERVE_NAME, "serve"), serve)
+        os.chmod(serve, 0o755)
 
 
 class BinaryDistribution(Distribution):

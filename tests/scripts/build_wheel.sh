@@ -2,12 +2,13 @@
 # Builds the Python wheel a package registry accepts: dist/lmstream-VERSION-
 # py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl.
 #
-# The wheel carries liblmstream.so, so the library must run on every Linux
-# the tag promises. Built with the host's gcc it would need the host's glibc
+# The wheel carries liblmstream.so and lmstream-serve (the HTTP server that
+# `lmstream serve` runs), so both must run on every Linux the tag promises. Built with the host's gcc it would need the host's glibc
 # (2.34 here); built with `zig cc -target x86_64-linux-gnu.2.17` it links
 # against glibc 2.17's symbol versions instead, whatever the build machine
-# has. auditwheel then checks the .so's symbol versions and external
-# libraries against the manylinux policies and writes the tag.
+# has. The server is built the same way. auditwheel then checks both ELF
+# files' symbol versions and external libraries against the manylinux
+# policies and writes the tag.
 #
 # Why manylinux2014 and not older: auditwheel finds the library consistent
 # even with manylinux_2_5 (it uses nothing past GLIBC_2.3.2), but the Go
@@ -48,9 +49,12 @@ mkdir -p "$OUT"
 echo "build_wheel: building liblmstream.so against glibc 2.17 (zig cc)"
 "$GO" build -buildmode=c-shared -trimpath -o "$OUT/liblmstream.so" ./capi
 rm -f "$OUT/liblmstream.h"
+echo "build_wheel: building lmstream-serve against glibc 2.17 (zig cc)"
+"$GO" build -trimpath -o "$OUT/lmstream-serve" ./core/cmd/lmstream-serve
 
 rm -rf "$OUT/raw" bindings/python/build bindings/python/*.egg-info
-LMSTREAM_LIBRARY="$OUT/liblmstream.so" "$TOOLS/bin/python" -m pip wheel -q --no-deps \
+LMSTREAM_LIBRARY="$OUT/liblmstream.so" LMSTREAM_SERVE_BINARY="$OUT/lmstream-serve" \
+  "$TOOLS/bin/python" -m pip wheel -q --no-deps \
   --no-build-isolation --wheel-dir "$OUT/raw" ./bindings/python
 rm -rf bindings/python/build bindings/python/*.egg-info
 

