@@ -1145,23 +1145,30 @@ func main() {
 			name := fmt.Sprintf("%sx%d", k.name, r)
 			wide = r > maxAct
 			g := &gen{}
-			fmt.Fprintf(&s, "// func %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)\n// %s, %d activation row(s).\n", name, k.doc, r)
+			fmt.Fprintf(&s, "// func %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)\n// %s, %d activation row(s), ng consecutive 8-row groups.\n", name, k.doc, r)
 			if k.frame == 0 {
-				fmt.Fprintf(&s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
+				fmt.Fprintf(&s, "TEXT ·%s(SB), NOSPLIT, $0-72\n", name)
 			} else {
-				fmt.Fprintf(&s, "TEXT ·%s(SB), 0, $%d-64\n", name, k.frame)
+				fmt.Fprintf(&s, "TEXT ·%s(SB), 0, $%d-72\n", name, k.frame)
 			}
 			g.p("MOVQ wp+0(FP), SI")
-			g.p("MOVQ nb+8(FP), CX")
-			g.p("MOVQ x+16(FP), DI")
 			g.p("MOVQ xs+24(FP), R8")
 			g.p("LEAQ (R8)(R8*2), R10")
-			g.p("MOVQ sc+32(FP), BX")
 			g.p("MOVQ ss+40(FP), R11")
 			g.p("LEAQ (R11)(R11*2), R12")
 			g.p("MOVQ out+48(FP), DX")
 			g.p("MOVQ os+56(FP), R9")
 			g.p("LEAQ (R9)(R9*2), R13")
+			// One call runs ng groups: the records of a matrix's groups
+			// follow each other, so SI runs on from one group into the
+			// next, and a group starts the activations (and their
+			// scales) over. A Go call per 8-row group (its bounds
+			// checks, the assembly's prologue and stores) had cost
+			// about a tenth of a SmolLM2 decode step.
+			g.label(name + "group")
+			g.p("MOVQ nb+8(FP), CX")
+			g.p("MOVQ x+16(FP), DI")
+			g.p("MOVQ sc+32(FP), BX")
 			if wide {
 				g.p("LEAQ (DI)(R8*4), AX")
 				if k.scale {
@@ -1199,18 +1206,21 @@ func main() {
 			for j := 0; j < r; j++ {
 				g.p("VMOVUPS %s, %s", acc(j), oa(j))
 			}
+			g.p("ADDQ $32, DX")
+			g.p("DECQ ng+64(FP)")
+			g.p("JNZ %sgroup", name)
 			g.p("VZEROUPPER")
 			g.p("RET")
 			s.Write(g.b.Bytes())
 			s.WriteString("\n")
-			fmt.Fprintf(&d, "//go:noescape\nfunc %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)\n\n", name)
+			fmt.Fprintf(&d, "//go:noescape\nfunc %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)\n\n", name)
 		}
 	}
 	for _, vnni := range []bool{false, true} {
 		if vnni {
-			d.WriteString("\n// p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.\nvar p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
+			d.WriteString("\n// p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.\nvar p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){\n")
 		} else {
-			d.WriteString("// p8Asm: the na = 1, 2, … variants of each packed8 kernel, by weight type.\nvar p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
+			d.WriteString("// p8Asm: the na = 1, 2, … variants of each packed8 kernel, by weight type.\nvar p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){\n")
 		}
 		for _, k := range kernels {
 			if k.vnni == vnni {

@@ -303,20 +303,21 @@ DATA p8_one16<>+16(SB)/8, $0x0001000100010001
 DATA p8_one16<>+24(SB)/8, $0x0001000100010001
 GLOBL p8_one16<>(SB), RODATA|NOPTR, $32
 
-// func q40P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, 1 activation row(s).
-TEXT ·q40P8x1(SB), NOSPLIT, $0-64
+// func q40P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8x1(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8x1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q40P8x1loop:
 	PREFETCHT0 2304(SI)
@@ -379,23 +380,27 @@ q40P8x1loop:
 	DECQ CX
 	JNZ q40P8x1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8x1group
 	VZEROUPPER
 	RET
 
-// func q40P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, 2 activation row(s).
-TEXT ·q40P8x2(SB), NOSPLIT, $0-64
+// func q40P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8x2(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8x2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q40P8x2loop:
@@ -490,23 +495,27 @@ q40P8x2loop:
 	JNZ q40P8x2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8x2group
 	VZEROUPPER
 	RET
 
-// func q40P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, 3 activation row(s).
-TEXT ·q40P8x3(SB), NOSPLIT, $0-64
+// func q40P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8x3(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8x3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -633,23 +642,27 @@ q40P8x3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8x3group
 	VZEROUPPER
 	RET
 
-// func q40P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, 4 activation row(s).
-TEXT ·q40P8x4(SB), NOSPLIT, $0-64
+// func q40P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8x4(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8x4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -808,23 +821,27 @@ q40P8x4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8x4group
 	VZEROUPPER
 	RET
 
-// func q41P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_1 × Q8_1, 1 activation row(s).
-TEXT ·q41P8x1(SB), NOSPLIT, $0-64
+// func q41P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_1 × Q8_1, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q41P8x1(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q41P8x1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q41P8x1loop:
 	PREFETCHT0 2304(SI)
@@ -889,23 +906,27 @@ q41P8x1loop:
 	DECQ CX
 	JNZ q41P8x1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q41P8x1group
 	VZEROUPPER
 	RET
 
-// func q41P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_1 × Q8_1, 2 activation row(s).
-TEXT ·q41P8x2(SB), NOSPLIT, $0-64
+// func q41P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_1 × Q8_1, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q41P8x2(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q41P8x2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q41P8x2loop:
@@ -1003,23 +1024,27 @@ q41P8x2loop:
 	JNZ q41P8x2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q41P8x2group
 	VZEROUPPER
 	RET
 
-// func q41P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_1 × Q8_1, 3 activation row(s).
-TEXT ·q41P8x3(SB), NOSPLIT, $0-64
+// func q41P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_1 × Q8_1, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q41P8x3(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q41P8x3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -1150,23 +1175,27 @@ q41P8x3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q41P8x3group
 	VZEROUPPER
 	RET
 
-// func q41P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_1 × Q8_1, 4 activation row(s).
-TEXT ·q41P8x4(SB), NOSPLIT, $0-64
+// func q41P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_1 × Q8_1, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q41P8x4(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q41P8x4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -1330,23 +1359,27 @@ q41P8x4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q41P8x4group
 	VZEROUPPER
 	RET
 
-// func q50P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, 1 activation row(s).
-TEXT ·q50P8x1(SB), NOSPLIT, $0-64
+// func q50P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8x1(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8x1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q50P8x1loop:
 	PREFETCHT0 2304(SI)
@@ -1433,23 +1466,27 @@ q50P8x1loop:
 	DECQ CX
 	JNZ q50P8x1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8x1group
 	VZEROUPPER
 	RET
 
-// func q50P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, 2 activation row(s).
-TEXT ·q50P8x2(SB), NOSPLIT, $0-64
+// func q50P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8x2(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8x2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q50P8x2loop:
@@ -1568,23 +1605,27 @@ q50P8x2loop:
 	JNZ q50P8x2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8x2group
 	VZEROUPPER
 	RET
 
-// func q50P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, 3 activation row(s).
-TEXT ·q50P8x3(SB), NOSPLIT, $0-64
+// func q50P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8x3(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8x3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -1735,23 +1776,27 @@ q50P8x3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8x3group
 	VZEROUPPER
 	RET
 
-// func q50P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, 4 activation row(s).
-TEXT ·q50P8x4(SB), NOSPLIT, $0-64
+// func q50P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8x4(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8x4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -1934,23 +1979,27 @@ q50P8x4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8x4group
 	VZEROUPPER
 	RET
 
-// func q80P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q8_0 × Q8_0, 1 activation row(s).
-TEXT ·q80P8x1(SB), NOSPLIT, $0-64
+// func q80P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q8_0 × Q8_0, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q80P8x1(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q80P8x1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q80P8x1loop:
 	PREFETCHT0 2304(SI)
@@ -2024,23 +2073,27 @@ q80P8x1loop:
 	DECQ CX
 	JNZ q80P8x1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q80P8x1group
 	VZEROUPPER
 	RET
 
-// func q80P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q8_0 × Q8_0, 2 activation row(s).
-TEXT ·q80P8x2(SB), NOSPLIT, $0-64
+// func q80P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q8_0 × Q8_0, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q80P8x2(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q80P8x2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q80P8x2loop:
@@ -2159,23 +2212,27 @@ q80P8x2loop:
 	JNZ q80P8x2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q80P8x2group
 	VZEROUPPER
 	RET
 
-// func q80P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q8_0 × Q8_0, 3 activation row(s).
-TEXT ·q80P8x3(SB), NOSPLIT, $0-64
+// func q80P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q8_0 × Q8_0, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q80P8x3(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q80P8x3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -2339,23 +2396,27 @@ q80P8x3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q80P8x3group
 	VZEROUPPER
 	RET
 
-// func q80P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q8_0 × Q8_0, 4 activation row(s).
-TEXT ·q80P8x4(SB), NOSPLIT, $0-64
+// func q80P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q8_0 × Q8_0, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q80P8x4(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q80P8x4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -2564,23 +2625,27 @@ q80P8x4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q80P8x4group
 	VZEROUPPER
 	RET
 
-// func q4kP8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, 1 activation row(s).
-TEXT ·q4kP8x1(SB), 0, $512-64
+// func q4kP8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8x1(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8x1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q4kP8x1loop:
 	PREFETCHT0 2304(SI)
@@ -3043,23 +3108,27 @@ q4kP8x1loop:
 	DECQ CX
 	JNZ q4kP8x1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8x1group
 	VZEROUPPER
 	RET
 
-// func q4kP8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, 2 activation row(s).
-TEXT ·q4kP8x2(SB), 0, $512-64
+// func q4kP8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8x2(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8x2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q4kP8x2loop:
@@ -3753,23 +3822,27 @@ q4kP8x2loop:
 	JNZ q4kP8x2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8x2group
 	VZEROUPPER
 	RET
 
-// func q4kP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, 3 activation row(s).
-TEXT ·q4kP8x3(SB), 0, $512-64
+// func q4kP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8x3(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8x3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -4694,23 +4767,27 @@ q4kP8x3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8x3group
 	VZEROUPPER
 	RET
 
-// func q4kP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, 4 activation row(s).
-TEXT ·q4kP8x4(SB), 0, $512-64
+// func q4kP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8x4(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8x4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -5866,23 +5943,27 @@ q4kP8x4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8x4group
 	VZEROUPPER
 	RET
 
-// func q40P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, VNNI, 1 activation row(s).
-TEXT ·q40P8Vx1(SB), NOSPLIT, $0-64
+// func q40P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, VNNI, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8Vx1(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8Vx1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q40P8Vx1loop:
 	PREFETCHT0 2304(SI)
@@ -5929,23 +6010,27 @@ q40P8Vx1loop:
 	DECQ CX
 	JNZ q40P8Vx1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8Vx1group
 	VZEROUPPER
 	RET
 
-// func q40P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, VNNI, 2 activation row(s).
-TEXT ·q40P8Vx2(SB), NOSPLIT, $0-64
+// func q40P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, VNNI, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8Vx2(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8Vx2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q40P8Vx2loop:
@@ -6008,23 +6093,27 @@ q40P8Vx2loop:
 	JNZ q40P8Vx2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8Vx2group
 	VZEROUPPER
 	RET
 
-// func q40P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, VNNI, 3 activation row(s).
-TEXT ·q40P8Vx3(SB), NOSPLIT, $0-64
+// func q40P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, VNNI, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8Vx3(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8Vx3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -6103,23 +6192,27 @@ q40P8Vx3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8Vx3group
 	VZEROUPPER
 	RET
 
-// func q40P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, VNNI, 4 activation row(s).
-TEXT ·q40P8Vx4(SB), NOSPLIT, $0-64
+// func q40P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, VNNI, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8Vx4(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8Vx4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -6214,23 +6307,27 @@ q40P8Vx4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8Vx4group
 	VZEROUPPER
 	RET
 
-// func q40P8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, VNNI, 5 activation row(s).
-TEXT ·q40P8Vx5(SB), NOSPLIT, $0-64
+// func q40P8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, VNNI, 5 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8Vx5(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8Vx5group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	LEAQ (BX)(R11*4), R14
 	VXORPS Y8, Y8, Y8
@@ -6346,23 +6443,27 @@ q40P8Vx5loop:
 	VMOVUPS Y10, (DX)(R9*2)
 	VMOVUPS Y11, (DX)(R13*1)
 	VMOVUPS Y12, (AX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8Vx5group
 	VZEROUPPER
 	RET
 
-// func q40P8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, VNNI, 6 activation row(s).
-TEXT ·q40P8Vx6(SB), NOSPLIT, $0-64
+// func q40P8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, VNNI, 6 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8Vx6(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8Vx6group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	LEAQ (BX)(R11*4), R14
 	VXORPS Y8, Y8, Y8
@@ -6494,23 +6595,27 @@ q40P8Vx6loop:
 	VMOVUPS Y11, (DX)(R13*1)
 	VMOVUPS Y12, (AX)
 	VMOVUPS Y13, (AX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8Vx6group
 	VZEROUPPER
 	RET
 
-// func q40P8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, VNNI, 7 activation row(s).
-TEXT ·q40P8Vx7(SB), NOSPLIT, $0-64
+// func q40P8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, VNNI, 7 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8Vx7(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8Vx7group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	LEAQ (BX)(R11*4), R14
 	VXORPS Y8, Y8, Y8
@@ -6658,23 +6763,27 @@ q40P8Vx7loop:
 	VMOVUPS Y12, (AX)
 	VMOVUPS Y13, (AX)(R9*1)
 	VMOVUPS Y14, (AX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8Vx7group
 	VZEROUPPER
 	RET
 
-// func q40P8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_0 × Q8_0, VNNI, 8 activation row(s).
-TEXT ·q40P8Vx8(SB), NOSPLIT, $0-64
+// func q40P8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_0 × Q8_0, VNNI, 8 activation row(s), ng consecutive 8-row groups.
+TEXT ·q40P8Vx8(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q40P8Vx8group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	LEAQ (BX)(R11*4), R14
 	VXORPS Y8, Y8, Y8
@@ -6838,23 +6947,27 @@ q40P8Vx8loop:
 	VMOVUPS Y13, (AX)(R9*1)
 	VMOVUPS Y14, (AX)(R9*2)
 	VMOVUPS Y15, (AX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q40P8Vx8group
 	VZEROUPPER
 	RET
 
-// func q41P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_1 × Q8_1, VNNI, 1 activation row(s).
-TEXT ·q41P8Vx1(SB), NOSPLIT, $0-64
+// func q41P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_1 × Q8_1, VNNI, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q41P8Vx1(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q41P8Vx1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q41P8Vx1loop:
 	PREFETCHT0 2304(SI)
@@ -6903,23 +7016,27 @@ q41P8Vx1loop:
 	DECQ CX
 	JNZ q41P8Vx1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q41P8Vx1group
 	VZEROUPPER
 	RET
 
-// func q41P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_1 × Q8_1, VNNI, 2 activation row(s).
-TEXT ·q41P8Vx2(SB), NOSPLIT, $0-64
+// func q41P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_1 × Q8_1, VNNI, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q41P8Vx2(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q41P8Vx2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q41P8Vx2loop:
@@ -6985,23 +7102,27 @@ q41P8Vx2loop:
 	JNZ q41P8Vx2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q41P8Vx2group
 	VZEROUPPER
 	RET
 
-// func q41P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_1 × Q8_1, VNNI, 3 activation row(s).
-TEXT ·q41P8Vx3(SB), NOSPLIT, $0-64
+// func q41P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_1 × Q8_1, VNNI, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q41P8Vx3(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q41P8Vx3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -7084,23 +7205,27 @@ q41P8Vx3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q41P8Vx3group
 	VZEROUPPER
 	RET
 
-// func q41P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_1 × Q8_1, VNNI, 4 activation row(s).
-TEXT ·q41P8Vx4(SB), NOSPLIT, $0-64
+// func q41P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_1 × Q8_1, VNNI, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q41P8Vx4(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q41P8Vx4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -7200,23 +7325,27 @@ q41P8Vx4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q41P8Vx4group
 	VZEROUPPER
 	RET
 
-// func q50P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, VNNI, 1 activation row(s).
-TEXT ·q50P8Vx1(SB), NOSPLIT, $0-64
+// func q50P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, VNNI, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8Vx1(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8Vx1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q50P8Vx1loop:
 	PREFETCHT0 2304(SI)
@@ -7287,23 +7416,27 @@ q50P8Vx1loop:
 	DECQ CX
 	JNZ q50P8Vx1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8Vx1group
 	VZEROUPPER
 	RET
 
-// func q50P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, VNNI, 2 activation row(s).
-TEXT ·q50P8Vx2(SB), NOSPLIT, $0-64
+// func q50P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, VNNI, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8Vx2(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8Vx2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q50P8Vx2loop:
@@ -7390,23 +7523,27 @@ q50P8Vx2loop:
 	JNZ q50P8Vx2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8Vx2group
 	VZEROUPPER
 	RET
 
-// func q50P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, VNNI, 3 activation row(s).
-TEXT ·q50P8Vx3(SB), NOSPLIT, $0-64
+// func q50P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, VNNI, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8Vx3(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8Vx3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -7509,23 +7646,27 @@ q50P8Vx3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8Vx3group
 	VZEROUPPER
 	RET
 
-// func q50P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, VNNI, 4 activation row(s).
-TEXT ·q50P8Vx4(SB), NOSPLIT, $0-64
+// func q50P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, VNNI, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8Vx4(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8Vx4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -7644,23 +7785,27 @@ q50P8Vx4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8Vx4group
 	VZEROUPPER
 	RET
 
-// func q50P8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, VNNI, 5 activation row(s).
-TEXT ·q50P8Vx5(SB), NOSPLIT, $0-64
+// func q50P8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, VNNI, 5 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8Vx5(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8Vx5group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	LEAQ (BX)(R11*4), R14
 	VXORPS Y8, Y8, Y8
@@ -7800,23 +7945,27 @@ q50P8Vx5loop:
 	VMOVUPS Y10, (DX)(R9*2)
 	VMOVUPS Y11, (DX)(R13*1)
 	VMOVUPS Y12, (AX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8Vx5group
 	VZEROUPPER
 	RET
 
-// func q50P8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, VNNI, 6 activation row(s).
-TEXT ·q50P8Vx6(SB), NOSPLIT, $0-64
+// func q50P8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, VNNI, 6 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8Vx6(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8Vx6group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	LEAQ (BX)(R11*4), R14
 	VXORPS Y8, Y8, Y8
@@ -7972,23 +8121,27 @@ q50P8Vx6loop:
 	VMOVUPS Y11, (DX)(R13*1)
 	VMOVUPS Y12, (AX)
 	VMOVUPS Y13, (AX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8Vx6group
 	VZEROUPPER
 	RET
 
-// func q50P8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, VNNI, 7 activation row(s).
-TEXT ·q50P8Vx7(SB), NOSPLIT, $0-64
+// func q50P8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, VNNI, 7 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8Vx7(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8Vx7group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	LEAQ (BX)(R11*4), R14
 	VXORPS Y8, Y8, Y8
@@ -8160,23 +8313,27 @@ q50P8Vx7loop:
 	VMOVUPS Y12, (AX)
 	VMOVUPS Y13, (AX)(R9*1)
 	VMOVUPS Y14, (AX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8Vx7group
 	VZEROUPPER
 	RET
 
-// func q50P8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q5_0 × Q8_0, VNNI, 8 activation row(s).
-TEXT ·q50P8Vx8(SB), NOSPLIT, $0-64
+// func q50P8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q5_0 × Q8_0, VNNI, 8 activation row(s), ng consecutive 8-row groups.
+TEXT ·q50P8Vx8(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q50P8Vx8group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	LEAQ (BX)(R11*4), R14
 	VXORPS Y8, Y8, Y8
@@ -8364,23 +8521,27 @@ q50P8Vx8loop:
 	VMOVUPS Y13, (AX)(R9*1)
 	VMOVUPS Y14, (AX)(R9*2)
 	VMOVUPS Y15, (AX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q50P8Vx8group
 	VZEROUPPER
 	RET
 
-// func q80P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q8_0 × Q8_0, VNNI, 1 activation row(s).
-TEXT ·q80P8Vx1(SB), NOSPLIT, $0-64
+// func q80P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q8_0 × Q8_0, VNNI, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q80P8Vx1(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q80P8Vx1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q80P8Vx1loop:
 	PREFETCHT0 2304(SI)
@@ -8440,23 +8601,27 @@ q80P8Vx1loop:
 	DECQ CX
 	JNZ q80P8Vx1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q80P8Vx1group
 	VZEROUPPER
 	RET
 
-// func q80P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q8_0 × Q8_0, VNNI, 2 activation row(s).
-TEXT ·q80P8Vx2(SB), NOSPLIT, $0-64
+// func q80P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q8_0 × Q8_0, VNNI, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q80P8Vx2(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q80P8Vx2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q80P8Vx2loop:
@@ -8547,23 +8712,27 @@ q80P8Vx2loop:
 	JNZ q80P8Vx2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q80P8Vx2group
 	VZEROUPPER
 	RET
 
-// func q80P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q8_0 × Q8_0, VNNI, 3 activation row(s).
-TEXT ·q80P8Vx3(SB), NOSPLIT, $0-64
+// func q80P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q8_0 × Q8_0, VNNI, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q80P8Vx3(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q80P8Vx3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -8685,23 +8854,27 @@ q80P8Vx3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q80P8Vx3group
 	VZEROUPPER
 	RET
 
-// func q80P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q8_0 × Q8_0, VNNI, 4 activation row(s).
-TEXT ·q80P8Vx4(SB), NOSPLIT, $0-64
+// func q80P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q8_0 × Q8_0, VNNI, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q80P8Vx4(SB), NOSPLIT, $0-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q80P8Vx4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -8854,23 +9027,27 @@ q80P8Vx4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q80P8Vx4group
 	VZEROUPPER
 	RET
 
-// func q4kP8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, VNNI, 1 activation row(s).
-TEXT ·q4kP8Vx1(SB), 0, $512-64
+// func q4kP8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, VNNI, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8Vx1(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8Vx1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q4kP8Vx1loop:
 	VMOVDQU 1024(SI), Y0
@@ -9221,23 +9398,27 @@ q4kP8Vx1loop:
 	DECQ CX
 	JNZ q4kP8Vx1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8Vx1group
 	VZEROUPPER
 	RET
 
-// func q4kP8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, VNNI, 2 activation row(s).
-TEXT ·q4kP8Vx2(SB), 0, $512-64
+// func q4kP8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, VNNI, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8Vx2(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8Vx2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q4kP8Vx2loop:
@@ -9707,23 +9888,27 @@ q4kP8Vx2loop:
 	JNZ q4kP8Vx2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8Vx2group
 	VZEROUPPER
 	RET
 
-// func q4kP8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, VNNI, 3 activation row(s).
-TEXT ·q4kP8Vx3(SB), 0, $512-64
+// func q4kP8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, VNNI, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8Vx3(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8Vx3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -10312,23 +10497,27 @@ q4kP8Vx3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8Vx3group
 	VZEROUPPER
 	RET
 
-// func q4kP8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, VNNI, 4 activation row(s).
-TEXT ·q4kP8Vx4(SB), 0, $512-64
+// func q4kP8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, VNNI, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8Vx4(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8Vx4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -11036,23 +11225,27 @@ q4kP8Vx4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8Vx4group
 	VZEROUPPER
 	RET
 
-// func q4kP8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, VNNI, 5 activation row(s).
-TEXT ·q4kP8Vx5(SB), 0, $512-64
+// func q4kP8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, VNNI, 5 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8Vx5(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8Vx5group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
@@ -11882,23 +12075,27 @@ q4kP8Vx5loop:
 	VMOVUPS Y10, (DX)(R9*2)
 	VMOVUPS Y11, (DX)(R13*1)
 	VMOVUPS Y12, (AX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8Vx5group
 	VZEROUPPER
 	RET
 
-// func q4kP8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, VNNI, 6 activation row(s).
-TEXT ·q4kP8Vx6(SB), 0, $512-64
+// func q4kP8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, VNNI, 6 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8Vx6(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8Vx6group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
@@ -12847,23 +13044,27 @@ q4kP8Vx6loop:
 	VMOVUPS Y11, (DX)(R13*1)
 	VMOVUPS Y12, (AX)
 	VMOVUPS Y13, (AX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8Vx6group
 	VZEROUPPER
 	RET
 
-// func q4kP8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, VNNI, 7 activation row(s).
-TEXT ·q4kP8Vx7(SB), 0, $512-64
+// func q4kP8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, VNNI, 7 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8Vx7(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8Vx7group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
@@ -13931,23 +14132,27 @@ q4kP8Vx7loop:
 	VMOVUPS Y12, (AX)
 	VMOVUPS Y13, (AX)(R9*1)
 	VMOVUPS Y14, (AX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8Vx7group
 	VZEROUPPER
 	RET
 
-// func q4kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q4_K × Q8_K, VNNI, 8 activation row(s).
-TEXT ·q4kP8Vx8(SB), 0, $512-64
+// func q4kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q4_K × Q8_K, VNNI, 8 activation row(s), ng consecutive 8-row groups.
+TEXT ·q4kP8Vx8(SB), 0, $512-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q4kP8Vx8group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
@@ -15134,23 +15339,27 @@ q4kP8Vx8loop:
 	VMOVUPS Y13, (AX)(R9*1)
 	VMOVUPS Y14, (AX)(R9*2)
 	VMOVUPS Y15, (AX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q4kP8Vx8group
 	VZEROUPPER
 	RET
 
-// func q6kP8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q6_K × Q8_K, VNNI, 1 activation row(s).
-TEXT ·q6kP8Vx1(SB), 0, $768-64
+// func q6kP8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q6_K × Q8_K, VNNI, 1 activation row(s), ng consecutive 8-row groups.
+TEXT ·q6kP8Vx1(SB), 0, $768-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q6kP8Vx1group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 q6kP8Vx1loop:
 	VMOVDQU 1536(SI), Y4
@@ -15732,23 +15941,27 @@ q6kP8Vx1loop:
 	DECQ CX
 	JNZ q6kP8Vx1loop
 	VMOVUPS Y12, (DX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q6kP8Vx1group
 	VZEROUPPER
 	RET
 
-// func q6kP8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q6_K × Q8_K, VNNI, 2 activation row(s).
-TEXT ·q6kP8Vx2(SB), 0, $768-64
+// func q6kP8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q6_K × Q8_K, VNNI, 2 activation row(s), ng consecutive 8-row groups.
+TEXT ·q6kP8Vx2(SB), 0, $768-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q6kP8Vx2group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 q6kP8Vx2loop:
@@ -16457,23 +16670,27 @@ q6kP8Vx2loop:
 	JNZ q6kP8Vx2loop
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q6kP8Vx2group
 	VZEROUPPER
 	RET
 
-// func q6kP8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q6_K × Q8_K, VNNI, 3 activation row(s).
-TEXT ·q6kP8Vx3(SB), 0, $768-64
+// func q6kP8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q6_K × Q8_K, VNNI, 3 activation row(s), ng consecutive 8-row groups.
+TEXT ·q6kP8Vx3(SB), 0, $768-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q6kP8Vx3group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -17309,23 +17526,27 @@ q6kP8Vx3loop:
 	VMOVUPS Y12, (DX)
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q6kP8Vx3group
 	VZEROUPPER
 	RET
 
-// func q6kP8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q6_K × Q8_K, VNNI, 4 activation row(s).
-TEXT ·q6kP8Vx4(SB), 0, $768-64
+// func q6kP8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q6_K × Q8_K, VNNI, 4 activation row(s), ng consecutive 8-row groups.
+TEXT ·q6kP8Vx4(SB), 0, $768-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q6kP8Vx4group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	VXORPS Y14, Y14, Y14
@@ -18288,23 +18509,27 @@ q6kP8Vx4loop:
 	VMOVUPS Y13, (DX)(R9*1)
 	VMOVUPS Y14, (DX)(R9*2)
 	VMOVUPS Y15, (DX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q6kP8Vx4group
 	VZEROUPPER
 	RET
 
-// func q6kP8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q6_K × Q8_K, VNNI, 5 activation row(s).
-TEXT ·q6kP8Vx5(SB), 0, $768-64
+// func q6kP8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q6_K × Q8_K, VNNI, 5 activation row(s), ng consecutive 8-row groups.
+TEXT ·q6kP8Vx5(SB), 0, $768-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q6kP8Vx5group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
@@ -19477,23 +19702,27 @@ q6kP8Vx5loop:
 	VMOVUPS Y10, (DX)(R9*2)
 	VMOVUPS Y11, (DX)(R13*1)
 	VMOVUPS Y12, (AX)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q6kP8Vx5group
 	VZEROUPPER
 	RET
 
-// func q6kP8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q6_K × Q8_K, VNNI, 6 activation row(s).
-TEXT ·q6kP8Vx6(SB), 0, $768-64
+// func q6kP8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q6_K × Q8_K, VNNI, 6 activation row(s), ng consecutive 8-row groups.
+TEXT ·q6kP8Vx6(SB), 0, $768-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q6kP8Vx6group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
@@ -20793,23 +21022,27 @@ q6kP8Vx6loop:
 	VMOVUPS Y11, (DX)(R13*1)
 	VMOVUPS Y12, (AX)
 	VMOVUPS Y13, (AX)(R9*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q6kP8Vx6group
 	VZEROUPPER
 	RET
 
-// func q6kP8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q6_K × Q8_K, VNNI, 7 activation row(s).
-TEXT ·q6kP8Vx7(SB), 0, $768-64
+// func q6kP8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q6_K × Q8_K, VNNI, 7 activation row(s), ng consecutive 8-row groups.
+TEXT ·q6kP8Vx7(SB), 0, $768-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q6kP8Vx7group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
@@ -22236,23 +22469,27 @@ q6kP8Vx7loop:
 	VMOVUPS Y12, (AX)
 	VMOVUPS Y13, (AX)(R9*1)
 	VMOVUPS Y14, (AX)(R9*2)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q6kP8Vx7group
 	VZEROUPPER
 	RET
 
-// func q6kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
-// Q6_K × Q8_K, VNNI, 8 activation row(s).
-TEXT ·q6kP8Vx8(SB), 0, $768-64
+// func q6kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+// Q6_K × Q8_K, VNNI, 8 activation row(s), ng consecutive 8-row groups.
+TEXT ·q6kP8Vx8(SB), 0, $768-72
 	MOVQ wp+0(FP), SI
-	MOVQ nb+8(FP), CX
-	MOVQ x+16(FP), DI
 	MOVQ xs+24(FP), R8
 	LEAQ (R8)(R8*2), R10
-	MOVQ sc+32(FP), BX
 	MOVQ ss+40(FP), R11
 	LEAQ (R11)(R11*2), R12
 	MOVQ out+48(FP), DX
 	MOVQ os+56(FP), R9
 	LEAQ (R9)(R9*2), R13
+q6kP8Vx8group:
+	MOVQ nb+8(FP), CX
+	MOVQ x+16(FP), DI
+	MOVQ sc+32(FP), BX
 	LEAQ (DI)(R8*4), AX
 	VXORPS Y8, Y8, Y8
 	VXORPS Y9, Y9, Y9
@@ -23806,6 +24043,9 @@ q6kP8Vx8loop:
 	VMOVUPS Y13, (AX)(R9*1)
 	VMOVUPS Y14, (AX)(R9*2)
 	VMOVUPS Y15, (AX)(R13*1)
+	ADDQ $32, DX
+	DECQ ng+64(FP)
+	JNZ q6kP8Vx8group
 	VZEROUPPER
 	RET
 
