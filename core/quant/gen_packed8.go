@@ -995,6 +995,11 @@ type kernel struct {
 	spread bool
 	block  func(g *gen, r int)
 	doc    string
+	// lean, setup: the block for up to leanRows activation rows, where
+	// it differs, and its constants, loaded once a call
+	// (gen_packed8_lean.go).
+	lean  func(g *gen, r int)
+	setup func(g *gen)
 	// acts: the most activation rows one call takes (maxAct unless set).
 	// Eight rows stream a group's weights once for a verify pass of N = 8
 	// and halve the per-row share of decoding them; that needs the
@@ -1003,11 +1008,16 @@ type kernel struct {
 }
 
 var kernels = []kernel{
-	{name: "q40P8", wt: "Q4_0", rec: 144, xb: 34, scale: true, doc: "Q4_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 2, 0) }},
-	{name: "q41P8", wt: "Q4_1", rec: 160, xb: 36, scale: true, doc: "Q4_1 × Q8_1", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 4, 144) }},
-	{name: "q50P8", wt: "Q5_0", rec: 176, xb: 34, scale: true, doc: "Q5_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, true, 160, 2, 0) }},
-	{name: "q80P8", wt: "Q8_0", rec: 272, xb: 34, scale: true, doc: "Q8_0 × Q8_0", block: q80Block},
-	{name: "q4kP8", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, doc: "Q4_K × Q8_K", block: q4kBlock},
+	{name: "q40P8", wt: "Q4_0", rec: 144, xb: 34, scale: true, doc: "Q4_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 2, 0) },
+		lean: func(g *gen, r int) { nibbleLean(g, r, false, 128, 2, 0) }, setup: func(g *gen) { leanSetup(g, false) }},
+	{name: "q41P8", wt: "Q4_1", rec: 160, xb: 36, scale: true, doc: "Q4_1 × Q8_1", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 4, 144) },
+		lean: func(g *gen, r int) { nibbleLean(g, r, false, 128, 4, 144) }, setup: func(g *gen) { leanSetup(g, false) }},
+	{name: "q50P8", wt: "Q5_0", rec: 176, xb: 34, scale: true, doc: "Q5_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, true, 160, 2, 0) },
+		lean: func(g *gen, r int) { nibbleLean(g, r, true, 160, 2, 0) }, setup: func(g *gen) { leanSetup(g, true) }},
+	{name: "q80P8", wt: "Q8_0", rec: 272, xb: 34, scale: true, doc: "Q8_0 × Q8_0", block: q80Block,
+		lean: q80Lean, setup: func(g *gen) { leanSetup(g, false) }},
+	{name: "q4kP8", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, doc: "Q4_K × Q8_K", block: q4kBlock,
+		lean: q4kLean, setup: func(g *gen) { g.p("VMOVDQU p8_nib<>(SB), Y11") }},
 	{name: "q40P8V", wt: "Q4_0", rec: 144, xb: 34, scale: true, vnni: true, acts: 8, doc: "Q4_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 2, 0) }},
 	{name: "q41P8V", wt: "Q4_1", rec: 160, xb: 36, scale: true, vnni: true, doc: "Q4_1 × Q8_1, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 4, 144) }},
 	{name: "q50P8V", wt: "Q5_0", rec: 176, xb: 34, scale: true, vnni: true, acts: 8, doc: "Q5_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, true, 160, 2, 0) }},
@@ -1159,6 +1169,11 @@ func main() {
 			g.p("MOVQ out+48(FP), DX")
 			g.p("MOVQ os+56(FP), R9")
 			g.p("LEAQ (R9)(R9*2), R13")
+			block := k.block
+			if k.lean != nil && r <= leanRows {
+				block = k.lean
+				k.setup(g)
+			}
 			// One call runs ng groups: the records of a matrix's groups
 			// follow each other, so SI runs on from one group into the
 			// next, and a group starts the activations (and their
@@ -1186,7 +1201,7 @@ func main() {
 			for off := 0; off < k.rec && !k.spread; off += 64 {
 				g.p("PREFETCHT0 %d(SI)", prefetchAhead+off)
 			}
-			k.block(g, r)
+			block(g, r)
 			g.p("ADDQ $%d, SI", k.rec)
 			g.p("ADDQ $%d, DI", k.xb)
 			if wide {
