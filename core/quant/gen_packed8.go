@@ -999,7 +999,7 @@ type kernel struct {
 	// it differs, and its constants, loaded once a call
 	// (gen_packed8_lean.go).
 	lean  func(g *gen, r int)
-	setup func(g *gen)
+	setup func(g *gen, r int)
 	// acts: the most activation rows one call takes (maxAct unless set).
 	// Eight rows stream a group's weights once for a verify pass of N = 8
 	// and halve the per-row share of decoding them; that needs the
@@ -1009,15 +1009,23 @@ type kernel struct {
 
 var kernels = []kernel{
 	{name: "q40P8", wt: "Q4_0", rec: 144, xb: 34, scale: true, doc: "Q4_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 2, 0) },
-		lean: func(g *gen, r int) { nibbleLean(g, r, false, 128, 2, 0) }, setup: func(g *gen) { leanSetup(g, false) }},
+		lean: func(g *gen, r int) { nibbleLean(g, r, false, 128, 2, 0) }, setup: func(g *gen, r int) { leanSetup(g, r, false) }},
 	{name: "q41P8", wt: "Q4_1", rec: 160, xb: 36, scale: true, doc: "Q4_1 × Q8_1", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 4, 144) },
-		lean: func(g *gen, r int) { nibbleLean(g, r, false, 128, 4, 144) }, setup: func(g *gen) { leanSetup(g, false) }},
+		lean: func(g *gen, r int) { nibbleLean(g, r, false, 128, 4, 144) }, setup: func(g *gen, r int) { leanSetup(g, r, false) }},
 	{name: "q50P8", wt: "Q5_0", rec: 176, xb: 34, scale: true, doc: "Q5_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, true, 160, 2, 0) },
-		lean: func(g *gen, r int) { nibbleLean(g, r, true, 160, 2, 0) }, setup: func(g *gen) { leanSetup(g, true) }},
+		lean: func(g *gen, r int) { nibbleLean(g, r, true, 160, 2, 0) }, setup: func(g *gen, r int) { leanSetup(g, r, true) }},
 	{name: "q80P8", wt: "Q8_0", rec: 272, xb: 34, scale: true, doc: "Q8_0 × Q8_0", block: q80Block,
-		lean: q80Lean, setup: func(g *gen) { leanSetup(g, false) }},
+		lean: q80Lean, setup: func(g *gen, r int) { leanSetup(g, r, false) }},
 	{name: "q4kP8", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, doc: "Q4_K × Q8_K", block: q4kBlock,
-		lean: q4kLean, setup: func(g *gen) { g.p("VMOVDQU p8_nib<>(SB), Y11") }},
+		lean: q4kLean, setup: func(g *gen, r int) { leanSetup(g, r, false) }},
+	{name: "q6kP8", wt: "Q6_K", rec: 1680, xb: 292, frame: 768, spread: true, doc: "Q6_K × Q8_K", block: q6kAVX2, setup: q6kSetup,
+		lean: func(g *gen, r int) {
+			if r == 1 {
+				q6kLean(g, r)
+			} else {
+				q6kAVX2(g, r)
+			}
+		}},
 	{name: "q40P8V", wt: "Q4_0", rec: 144, xb: 34, scale: true, vnni: true, acts: 8, doc: "Q4_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 2, 0) }},
 	{name: "q41P8V", wt: "Q4_1", rec: 160, xb: 36, scale: true, vnni: true, doc: "Q4_1 × Q8_1, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 4, 144) }},
 	{name: "q50P8V", wt: "Q5_0", rec: 176, xb: 34, scale: true, vnni: true, acts: 8, doc: "Q5_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, true, 160, 2, 0) }},
@@ -1143,6 +1151,7 @@ func main() {
 	for h := uint32(0); h < 2; h++ {
 		shuffle64(&s, fmt.Sprintf("p16_pickw%d", h), func(b uint32) uint32 { return 0x80 | (b+2*h)<<8 | 0x80<<16 | (b+2*h+1)<<24 })
 	}
+	leanTables(&s)
 	for q := 0; q < 4; q++ {
 		fmt.Fprintf(&s, "DATA p8_one16<>+%d(SB)/8, $0x0001000100010001\n", 8*q)
 	}
@@ -1172,7 +1181,9 @@ func main() {
 			block := k.block
 			if k.lean != nil && r <= leanRows {
 				block = k.lean
-				k.setup(g)
+			}
+			if k.setup != nil {
+				k.setup(g, r)
 			}
 			// One call runs ng groups: the records of a matrix's groups
 			// follow each other, so SI runs on from one group into the

@@ -37,7 +37,7 @@ package quant
 //	              [1024:1120) the 12 packed scale bytes as three parts: A
 //	                       (bytes 0–3 of rows 0..7), B (4–7), C (8–11)
 //	              [1120:1136) d, [1136:1152) dmin of rows 0..7, f16
-//	Q6_K (1680 B, VNNI CPUs only: on AVX2 the row kernels are as fast)
+//	Q6_K (1680 B)
 //	              [0:1024) 32 parts of ql (part p, lane r: ql[4p:4p+4])
 //	              [1024:1536) 16 parts of qh (part p: qh[4p:4p+4])
 //	              [1536:1664) 4 parts of the int8 scales

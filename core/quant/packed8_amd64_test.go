@@ -24,7 +24,7 @@ func TestPacked8VNNIEqualsAVX2(t *testing.T) {
 		t.Skip("the CPU lacks AVX-512 VNNI or AVX2")
 	}
 	rng := rand.New(rand.NewPCG(41, 42))
-	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K} {
+	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K} {
 		var avx2, vnni kernelSet
 		installPacked8(&avx2, p8Asm)
 		installPacked8(&vnni, p8AsmVNNI)

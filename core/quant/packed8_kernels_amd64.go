@@ -65,6 +65,18 @@ func q4kP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float3
 func q4kP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
+func q6kP8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
 func q40P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
@@ -191,6 +203,7 @@ var p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss i
 	Q5_0: {q50P8x1, q50P8x2, q50P8x3, q50P8x4},
 	Q8_0: {q80P8x1, q80P8x2, q80P8x3, q80P8x4},
 	Q4_K: {q4kP8x1, q4kP8x2, q4kP8x3, q4kP8x4},
+	Q6_K: {q6kP8x1, q6kP8x2, q6kP8x3, q6kP8x4},
 }
 
 // p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.
