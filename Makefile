@@ -160,12 +160,17 @@ test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixi
 # the kernels of CPUs without AVX-512 VNNI are tested on those with it too;
 # KERNELS_VNNI likewise keeps an AMX Xeon off its tiles, as CPUs with
 # AVX-512 VNNI but no AMX (AMD Zen 4, Ice Lake) run.
+# KERNELS_AVXVNNI runs the AVX-VNNI kernels where the CPU has them and no
+# AVX-512 VNNI would take precedence (elsewhere TestEmulatedAVXVNNI runs
+# them on an emulator in every run of the package).
 KERNELS_AVX2 := LMSTREAM_CPU_KERNELS=avx2
+KERNELS_AVXVNNI := LMSTREAM_CPU_KERNELS=avxvnni
 KERNELS_VNNI := LMSTREAM_CPU_KERNELS=avx512vnni
 test-go:
 	$(VENV_RUN) LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
 	$(GO) test -count=1 -timeout=45m ./core/model ./core/cpu ./tests/modelfile
 	$(KERNELS_AVX2) $(GO) test -count=1 ./core/quant
+	if grep -qw avx_vnni /proc/cpuinfo; then $(KERNELS_AVXVNNI) $(GO) test -count=1 ./core/quant; fi
 	$(KERNELS_VNNI) $(GO) test -count=1 ./core/quant
 	$(GO) test -count=1 -run='^TestEngineSmoke$$' ./core/cmd/lmsadaserve
 

@@ -990,6 +990,7 @@ type kernel struct {
 	frame int    // stack frame bytes
 	scale bool   // takes p8Scales (the legacy types)
 	vnni  bool   // needs AVX-512 VNNI (p8AsmVNNI)
+	vex   bool   // needs AVX-VNNI (p8AsmAVXVNNI, gen_packed8_avxvnni.go)
 	// spread: the block function issues its own prefetches, spread
 	// through its work, instead of all at the top of the loop.
 	spread bool
@@ -1026,6 +1027,15 @@ var kernels = []kernel{
 				q6kAVX2(g, r)
 			}
 		}},
+	{name: "q40P8X", wt: "Q4_0", rec: 144, xb: 34, scale: true, vex: true, doc: "Q4_0 × Q8_0, AVX-VNNI",
+		block: func(g *gen, r int) { nibbleVex(g, r, false, 128, 2, 0) }, setup: func(g *gen, r int) { vexSetup(g, false) }},
+	{name: "q41P8X", wt: "Q4_1", rec: 160, xb: 36, scale: true, vex: true, doc: "Q4_1 × Q8_1, AVX-VNNI",
+		block: func(g *gen, r int) { nibbleVex(g, r, false, 128, 4, 144) }, setup: func(g *gen, r int) { vexSetup(g, false) }},
+	{name: "q50P8X", wt: "Q5_0", rec: 176, xb: 34, scale: true, vex: true, doc: "Q5_0 × Q8_0, AVX-VNNI",
+		block: func(g *gen, r int) { nibbleVex(g, r, true, 160, 2, 0) }, setup: func(g *gen, r int) { vexSetup(g, true) }},
+	{name: "q80P8X", wt: "Q8_0", rec: 272, xb: 34, scale: true, vex: true, doc: "Q8_0 × Q8_0, AVX-VNNI", block: q80Vex},
+	{name: "q4kP8X", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, vex: true, doc: "Q4_K × Q8_K, AVX-VNNI", block: q4kVex},
+	{name: "q6kP8X", wt: "Q6_K", rec: 1680, xb: 292, frame: 768, spread: true, vex: true, doc: "Q6_K × Q8_K, AVX-VNNI", block: q6kVex},
 	{name: "q40P8V", wt: "Q4_0", rec: 144, xb: 34, scale: true, vnni: true, acts: 8, doc: "Q4_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 2, 0) }},
 	{name: "q41P8V", wt: "Q4_1", rec: 160, xb: 36, scale: true, vnni: true, doc: "Q4_1 × Q8_1, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 4, 144) }},
 	{name: "q50P8V", wt: "Q5_0", rec: 176, xb: 34, scale: true, vnni: true, acts: 8, doc: "Q5_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, true, 160, 2, 0) }},
@@ -1242,14 +1252,17 @@ func main() {
 			fmt.Fprintf(&d, "//go:noescape\nfunc %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)\n\n", name)
 		}
 	}
-	for _, vnni := range []bool{false, true} {
-		if vnni {
-			d.WriteString("\n// p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.\nvar p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){\n")
-		} else {
+	for _, set := range []string{"avx2", "vnni", "vex"} {
+		switch set {
+		case "avx2":
 			d.WriteString("// p8Asm: the na = 1, 2, … variants of each packed8 kernel, by weight type.\nvar p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){\n")
+		case "vnni":
+			d.WriteString("\n// p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.\nvar p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){\n")
+		case "vex":
+			d.WriteString("\n// p8AsmAVXVNNI: the same with VPDPBUSD's VEX form, for CPUs with AVX-VNNI.\nvar p8AsmAVXVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){\n")
 		}
 		for _, k := range kernels {
-			if k.vnni == vnni {
+			if (k.vnni && set == "vnni") || (k.vex && set == "vex") || (!k.vnni && !k.vex && set == "avx2") {
 				fmt.Fprintf(&d, "\t%s: {", k.wt)
 				for r := 1; r <= k.maxActs(); r++ {
 					if r > 1 {

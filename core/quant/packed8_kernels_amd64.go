@@ -77,6 +77,78 @@ func q6kP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float3
 func q6kP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
+func q40P8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q40P8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q40P8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q40P8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q41P8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q41P8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q41P8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q41P8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q80P8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q80P8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q80P8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q80P8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
 func q40P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
@@ -214,6 +286,16 @@ var p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, 
 	Q8_0: {q80P8Vx1, q80P8Vx2, q80P8Vx3, q80P8Vx4},
 	Q4_K: {q4kP8Vx1, q4kP8Vx2, q4kP8Vx3, q4kP8Vx4, q4kP8Vx5, q4kP8Vx6, q4kP8Vx7, q4kP8Vx8},
 	Q6_K: {q6kP8Vx1, q6kP8Vx2, q6kP8Vx3, q6kP8Vx4, q6kP8Vx5, q6kP8Vx6, q6kP8Vx7, q6kP8Vx8},
+}
+
+// p8AsmAVXVNNI: the same with VPDPBUSD's VEX form, for CPUs with AVX-VNNI.
+var p8AsmAVXVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){
+	Q4_0: {q40P8Xx1, q40P8Xx2, q40P8Xx3, q40P8Xx4},
+	Q4_1: {q41P8Xx1, q41P8Xx2, q41P8Xx3, q41P8Xx4},
+	Q5_0: {q50P8Xx1, q50P8Xx2, q50P8Xx3, q50P8Xx4},
+	Q8_0: {q80P8Xx1, q80P8Xx2, q80P8Xx3, q80P8Xx4},
+	Q4_K: {q4kP8Xx1, q4kP8Xx2, q4kP8Xx3, q4kP8Xx4},
+	Q6_K: {q6kP8Xx1, q6kP8Xx2, q6kP8Xx3, q6kP8Xx4},
 }
 
 // p16AsmVNNI: the pair kernels (two 8-row groups in a ZMM), VNNI only.

@@ -56,6 +56,8 @@ func canRun(set string) bool {
 		return true
 	case "avx2":
 		return hasAVX2()
+	case "avxvnni":
+		return hasAVXVNNI()
 	case "avx512vnni":
 		return hasVNNI512() && hasAVX2()
 	case "amx":
@@ -75,6 +77,14 @@ func setupSIMDUpTo(k *kernelSet, limit string) {
 			setupAVX2(k)
 		}
 		return
+	case "avxvnni":
+		switch {
+		case hasAVXVNNI():
+			setupAVXVNNI(k)
+		case hasAVX2():
+			setupAVX2(k)
+		}
+		return
 	}
 	if cpu.X86.HasAVX512F {
 		k.name = "avx512"
@@ -85,7 +95,10 @@ func setupSIMDUpTo(k *kernelSet, limit string) {
 		k.quantQ81 = quantQ8SIMD(true)
 	}
 	if !hasVNNI512() {
-		if hasAVX2() {
+		switch {
+		case hasAVXVNNI():
+			setupAVXVNNI(k)
+		case hasAVX2():
 			setupAVX2(k)
 		}
 		return
