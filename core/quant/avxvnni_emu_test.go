@@ -501,11 +501,15 @@ func (m *emuMachine) call(name string, args []uint64) {
 				}
 				return
 			})
-		case "VMULPS":
+		case "VMULPS", "VADDPS":
 			v3(func(x, y [32]byte) [32]byte {
 				xf, yf := f32s8(x), f32s8(y)
 				for i := range xf {
-					xf[i] *= yf[i]
+					if in.op == "VMULPS" {
+						xf[i] *= yf[i]
+					} else {
+						xf[i] += yf[i]
+					}
 				}
 				return fromF32(xf)
 			})
