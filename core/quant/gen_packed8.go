@@ -310,6 +310,9 @@ var (
 func q4kSums(g *gen, r int) {
 	for s := 0; s < 8; s++ {
 		for k := 0; k < 8; k++ {
+			if s%2 == 0 {
+				q4kSpreadPrefetch(g, 4*s+k)
+			}
 			g.p("VMOVDQU %d(SI), Y0", 32*(8*(s/2)+k))
 			if s%2 == 1 {
 				g.p("VPSRLW $4, Y0, Y0")
@@ -1017,7 +1020,7 @@ var kernels = []kernel{
 		lean: func(g *gen, r int) { nibbleLean(g, r, true, 160, 2, 0) }, setup: func(g *gen, r int) { leanSetup(g, r, true) }},
 	{name: "q80P8", wt: "Q8_0", rec: 272, xb: 34, scale: true, doc: "Q8_0 × Q8_0", block: q80Block,
 		lean: q80Lean, setup: func(g *gen, r int) { leanSetup(g, r, false) }},
-	{name: "q4kP8", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, doc: "Q4_K × Q8_K", block: q4kBlock,
+	{name: "q4kP8", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, spread: true, doc: "Q4_K × Q8_K", block: q4kBlock,
 		lean: q4kLean, setup: func(g *gen, r int) { leanSetup(g, r, false) }},
 	{name: "q6kP8", wt: "Q6_K", rec: 1680, xb: 292, frame: 768, spread: true, doc: "Q6_K × Q8_K", block: q6kAVX2, setup: q6kSetup,
 		lean: func(g *gen, r int) {
