@@ -74,7 +74,7 @@ FUZZ_TARGETS := ./streaming:FuzzSanitizer:250000 ./streaming:FuzzStopMatcher:250
                 ./core/gguf:FuzzParse:350000 ./core/tokenizer:FuzzRoundTrip:25000 \
                 ./core/grammar:FuzzGrammar:150000 ./core/jinja:FuzzTemplate:15000
 
-.PHONY: bench-adaserve adaserve-plots all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
+.PHONY: bench-decode bench-adaserve adaserve-plots all lib check-header check-links run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
         test-models clean vet install uninstall test-install go-version test-readme serve test-serve gpu-baseline
 
 all: lib check-header check-links serve
@@ -160,12 +160,17 @@ test: deps-test test-models all vet test-go fuzz-smoke test-py test-c test-elixi
 # the kernels of CPUs without AVX-512 VNNI are tested on those with it too;
 # KERNELS_VNNI likewise keeps an AMX Xeon off its tiles, as CPUs with
 # AVX-512 VNNI but no AMX (AMD Zen 4, Ice Lake) run.
+# KERNELS_AVXVNNI runs the AVX-VNNI kernels where the CPU has them and no
+# AVX-512 VNNI would take precedence (elsewhere TestEmulatedAVXVNNI runs
+# them on an emulator in every run of the package).
 KERNELS_AVX2 := LMSTREAM_CPU_KERNELS=avx2
+KERNELS_AVXVNNI := LMSTREAM_CPU_KERNELS=avxvnni
 KERNELS_VNNI := LMSTREAM_CPU_KERNELS=avx512vnni
 test-go:
 	$(VENV_RUN) LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
 	$(GO) test -count=1 -timeout=45m ./core/model ./core/cpu ./tests/modelfile
 	$(KERNELS_AVX2) $(GO) test -count=1 ./core/quant
+	if grep -qw avx_vnni /proc/cpuinfo; then $(KERNELS_AVXVNNI) $(GO) test -count=1 ./core/quant; fi
 	$(KERNELS_VNNI) $(GO) test -count=1 ./core/quant
 	$(GO) test -count=1 -run='^TestEngineSmoke$$' ./core/cmd/lmsadaserve
 
@@ -292,6 +297,22 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
 	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_serve.py
 	cd bindings/elixir && mix run bench/bench.exs
+
+# The decode table of CPUs without AVX-512: decode (tg128, and 64 tokens at
+# depth 256) and prefill pp512 on 1 and 2 threads, lmstream on the kernel
+# set KERNELS (default avx2; quant.KernelSetNames) beside llama.cpp's
+# llama-bench (LMSTREAM_PEER_LLAMA_BENCH, built for the same instruction
+# set: GGML_NATIVE=OFF GGML_AVX2=ON GGML_FMA=ON GGML_F16C=ON for avx2), with
+# the weight bytes a decode step reads over the measured read bandwidth.
+# Each model's table names the CPU and the load average before and after:
+# run it on a quiet machine.
+DECODE_MODELS ?= smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b
+KERNELS ?= avx2
+bench-decode: $(foreach m,$(DECODE_MODELS),$(shell $(FETCH) --path $(m)))
+	$(GO) build -o $(BUILD)/lmsbench ./core/cmd/lmsbench
+	@for m in $(DECODE_MODELS); do \
+	  $(BUILD)/lmsbench -model $$($(FETCH) --path $$m) -rounds $(BENCH_ROUNDS) -kernels $(KERNELS) -no-forward || exit 1; echo; \
+	done
 
 # The wheel a package registry accepts, in dist/: liblmstream.so built
 # against glibc 2.17 (zig cc from PyPI's ziglang) and tagged

@@ -429,7 +429,7 @@ func BenchmarkPacked8(b *testing.B) {
 		out := make([]float32, p8MaxActs*p8Rows)
 		for na := 1; na <= k.p8Acts[wt]; na++ {
 			b.Run(fmt.Sprintf("%s/R=%d", wt, na), func(b *testing.B) {
-				t := minTime(b, func() { kern(wp, nb, xq, xrb, sc, out, p8Rows, na) })
+				t := minTime(b, func() { kern(wp, nb, 1, xq, xrb, sc, out, p8Rows, na) })
 				b.ReportMetric(t*1e9/float64(p8Rows*cols/32*na), "ns/row-block")
 			})
 		}

@@ -41,10 +41,8 @@ type kernelSet struct {
 	q41p, q80p       func(wp []byte, nb int, x []byte, xs int, sc, out []float32, rows int, mask uint16, na int)
 	q41pack, q80pack func(w []byte, wrb, nb int, dst []byte)
 	q81Scales        func(x []byte, nb int, dst []float32)
-	// Optional 8-row packed-layout kernels by weight type (packed8.go,
-	// AVX2): na ≤ p8Acts[wt] activation rows (stride xs bytes) over one
-	// 8-row group, 8 floats per activation row to out[j*os:].
-	p8     [Q8_K + 1]func(wp []byte, nb int, x []byte, xs int, sc, out []float32, os, na int)
+	// Optional 8-row packed-layout kernels by weight type (packed8.go).
+	p8     [Q8_K + 1]p8Kernel
 	p8Acts [Q8_K + 1]int
 	// Optional pair kernels (VNNI): the same over two adjacent 8-row
 	// groups (gb bytes apart) at once, 16 floats per activation row.

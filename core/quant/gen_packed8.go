@@ -310,6 +310,9 @@ var (
 func q4kSums(g *gen, r int) {
 	for s := 0; s < 8; s++ {
 		for k := 0; k < 8; k++ {
+			if s%2 == 0 {
+				q4kSpreadPrefetch(g, 4*s+k)
+			}
 			g.p("VMOVDQU %d(SI), Y0", 32*(8*(s/2)+k))
 			if s%2 == 1 {
 				g.p("VPSRLW $4, Y0, Y0")
@@ -990,11 +993,17 @@ type kernel struct {
 	frame int    // stack frame bytes
 	scale bool   // takes p8Scales (the legacy types)
 	vnni  bool   // needs AVX-512 VNNI (p8AsmVNNI)
+	vex   bool   // needs AVX-VNNI (p8AsmAVXVNNI, gen_packed8_avxvnni.go)
 	// spread: the block function issues its own prefetches, spread
 	// through its work, instead of all at the top of the loop.
 	spread bool
 	block  func(g *gen, r int)
 	doc    string
+	// lean, setup: the block for up to leanRows activation rows, where
+	// it differs, and its constants, loaded once a call
+	// (gen_packed8_lean.go).
+	lean  func(g *gen, r int)
+	setup func(g *gen, r int)
 	// acts: the most activation rows one call takes (maxAct unless set).
 	// Eight rows stream a group's weights once for a verify pass of N = 8
 	// and halve the per-row share of decoding them; that needs the
@@ -1003,11 +1012,33 @@ type kernel struct {
 }
 
 var kernels = []kernel{
-	{name: "q40P8", wt: "Q4_0", rec: 144, xb: 34, scale: true, doc: "Q4_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 2, 0) }},
-	{name: "q41P8", wt: "Q4_1", rec: 160, xb: 36, scale: true, doc: "Q4_1 × Q8_1", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 4, 144) }},
-	{name: "q50P8", wt: "Q5_0", rec: 176, xb: 34, scale: true, doc: "Q5_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, true, 160, 2, 0) }},
-	{name: "q80P8", wt: "Q8_0", rec: 272, xb: 34, scale: true, doc: "Q8_0 × Q8_0", block: q80Block},
-	{name: "q4kP8", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, doc: "Q4_K × Q8_K", block: q4kBlock},
+	{name: "q40P8", wt: "Q4_0", rec: 144, xb: 34, scale: true, doc: "Q4_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 2, 0) },
+		lean: func(g *gen, r int) { nibbleLean(g, r, false, 128, 2, 0) }, setup: func(g *gen, r int) { leanSetup(g, r, false) }},
+	{name: "q41P8", wt: "Q4_1", rec: 160, xb: 36, scale: true, doc: "Q4_1 × Q8_1", block: func(g *gen, r int) { nibbleBlock(g, r, false, 128, 4, 144) },
+		lean: func(g *gen, r int) { nibbleLean(g, r, false, 128, 4, 144) }, setup: func(g *gen, r int) { leanSetup(g, r, false) }},
+	{name: "q50P8", wt: "Q5_0", rec: 176, xb: 34, scale: true, doc: "Q5_0 × Q8_0", block: func(g *gen, r int) { nibbleBlock(g, r, true, 160, 2, 0) },
+		lean: func(g *gen, r int) { nibbleLean(g, r, true, 160, 2, 0) }, setup: func(g *gen, r int) { leanSetup(g, r, true) }},
+	{name: "q80P8", wt: "Q8_0", rec: 272, xb: 34, scale: true, doc: "Q8_0 × Q8_0", block: q80Block,
+		lean: q80Lean, setup: func(g *gen, r int) { leanSetup(g, r, false) }},
+	{name: "q4kP8", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, spread: true, doc: "Q4_K × Q8_K", block: q4kBlock,
+		lean: q4kLean, setup: func(g *gen, r int) { leanSetup(g, r, false) }},
+	{name: "q6kP8", wt: "Q6_K", rec: 1680, xb: 292, frame: 768, spread: true, doc: "Q6_K × Q8_K", block: q6kAVX2, setup: q6kSetup,
+		lean: func(g *gen, r int) {
+			if r == 1 {
+				q6kLean(g, r)
+			} else {
+				q6kAVX2(g, r)
+			}
+		}},
+	{name: "q40P8X", wt: "Q4_0", rec: 144, xb: 34, scale: true, vex: true, doc: "Q4_0 × Q8_0, AVX-VNNI",
+		block: func(g *gen, r int) { nibbleVex(g, r, false, 128, 2, 0) }, setup: func(g *gen, r int) { vexSetup(g, false) }},
+	{name: "q41P8X", wt: "Q4_1", rec: 160, xb: 36, scale: true, vex: true, doc: "Q4_1 × Q8_1, AVX-VNNI",
+		block: func(g *gen, r int) { nibbleVex(g, r, false, 128, 4, 144) }, setup: func(g *gen, r int) { vexSetup(g, false) }},
+	{name: "q50P8X", wt: "Q5_0", rec: 176, xb: 34, scale: true, vex: true, doc: "Q5_0 × Q8_0, AVX-VNNI",
+		block: func(g *gen, r int) { nibbleVex(g, r, true, 160, 2, 0) }, setup: func(g *gen, r int) { vexSetup(g, true) }},
+	{name: "q80P8X", wt: "Q8_0", rec: 272, xb: 34, scale: true, vex: true, doc: "Q8_0 × Q8_0, AVX-VNNI", block: q80Vex},
+	{name: "q4kP8X", wt: "Q4_K", rec: 1152, xb: 292, frame: 512, vex: true, doc: "Q4_K × Q8_K, AVX-VNNI", block: q4kVex},
+	{name: "q6kP8X", wt: "Q6_K", rec: 1680, xb: 292, frame: 768, spread: true, vex: true, doc: "Q6_K × Q8_K, AVX-VNNI", block: q6kVex},
 	{name: "q40P8V", wt: "Q4_0", rec: 144, xb: 34, scale: true, vnni: true, acts: 8, doc: "Q4_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 2, 0) }},
 	{name: "q41P8V", wt: "Q4_1", rec: 160, xb: 36, scale: true, vnni: true, doc: "Q4_1 × Q8_1, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, false, 128, 4, 144) }},
 	{name: "q50P8V", wt: "Q5_0", rec: 176, xb: 34, scale: true, vnni: true, acts: 8, doc: "Q5_0 × Q8_0, VNNI", block: func(g *gen, r int) { nibbleBlockV(g, r, true, 160, 2, 0) }},
@@ -1133,6 +1164,7 @@ func main() {
 	for h := uint32(0); h < 2; h++ {
 		shuffle64(&s, fmt.Sprintf("p16_pickw%d", h), func(b uint32) uint32 { return 0x80 | (b+2*h)<<8 | 0x80<<16 | (b+2*h+1)<<24 })
 	}
+	leanTables(&s)
 	for q := 0; q < 4; q++ {
 		fmt.Fprintf(&s, "DATA p8_one16<>+%d(SB)/8, $0x0001000100010001\n", 8*q)
 	}
@@ -1145,23 +1177,37 @@ func main() {
 			name := fmt.Sprintf("%sx%d", k.name, r)
 			wide = r > maxAct
 			g := &gen{}
-			fmt.Fprintf(&s, "// func %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)\n// %s, %d activation row(s).\n", name, k.doc, r)
+			fmt.Fprintf(&s, "// func %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)\n// %s, %d activation row(s), ng consecutive 8-row groups.\n", name, k.doc, r)
 			if k.frame == 0 {
-				fmt.Fprintf(&s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
+				fmt.Fprintf(&s, "TEXT ·%s(SB), NOSPLIT, $0-72\n", name)
 			} else {
-				fmt.Fprintf(&s, "TEXT ·%s(SB), 0, $%d-64\n", name, k.frame)
+				fmt.Fprintf(&s, "TEXT ·%s(SB), 0, $%d-72\n", name, k.frame)
 			}
 			g.p("MOVQ wp+0(FP), SI")
-			g.p("MOVQ nb+8(FP), CX")
-			g.p("MOVQ x+16(FP), DI")
 			g.p("MOVQ xs+24(FP), R8")
 			g.p("LEAQ (R8)(R8*2), R10")
-			g.p("MOVQ sc+32(FP), BX")
 			g.p("MOVQ ss+40(FP), R11")
 			g.p("LEAQ (R11)(R11*2), R12")
 			g.p("MOVQ out+48(FP), DX")
 			g.p("MOVQ os+56(FP), R9")
 			g.p("LEAQ (R9)(R9*2), R13")
+			block := k.block
+			if k.lean != nil && r <= leanRows {
+				block = k.lean
+			}
+			if k.setup != nil {
+				k.setup(g, r)
+			}
+			// One call runs ng groups: the records of a matrix's groups
+			// follow each other, so SI runs on from one group into the
+			// next, and a group starts the activations (and their
+			// scales) over. A Go call per 8-row group (its bounds
+			// checks, the assembly's prologue and stores) had cost
+			// about a tenth of a SmolLM2 decode step.
+			g.label(name + "group")
+			g.p("MOVQ nb+8(FP), CX")
+			g.p("MOVQ x+16(FP), DI")
+			g.p("MOVQ sc+32(FP), BX")
 			if wide {
 				g.p("LEAQ (DI)(R8*4), AX")
 				if k.scale {
@@ -1179,7 +1225,7 @@ func main() {
 			for off := 0; off < k.rec && !k.spread; off += 64 {
 				g.p("PREFETCHT0 %d(SI)", prefetchAhead+off)
 			}
-			k.block(g, r)
+			block(g, r)
 			g.p("ADDQ $%d, SI", k.rec)
 			g.p("ADDQ $%d, DI", k.xb)
 			if wide {
@@ -1199,21 +1245,27 @@ func main() {
 			for j := 0; j < r; j++ {
 				g.p("VMOVUPS %s, %s", acc(j), oa(j))
 			}
+			g.p("ADDQ $32, DX")
+			g.p("DECQ ng+64(FP)")
+			g.p("JNZ %sgroup", name)
 			g.p("VZEROUPPER")
 			g.p("RET")
 			s.Write(g.b.Bytes())
 			s.WriteString("\n")
-			fmt.Fprintf(&d, "//go:noescape\nfunc %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)\n\n", name)
+			fmt.Fprintf(&d, "//go:noescape\nfunc %s(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)\n\n", name)
 		}
 	}
-	for _, vnni := range []bool{false, true} {
-		if vnni {
-			d.WriteString("\n// p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.\nvar p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
-		} else {
-			d.WriteString("// p8Asm: the na = 1, 2, … variants of each packed8 kernel, by weight type.\nvar p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){\n")
+	for _, set := range []string{"avx2", "vnni", "vex"} {
+		switch set {
+		case "avx2":
+			d.WriteString("// p8Asm: the na = 1, 2, … variants of each packed8 kernel, by weight type.\nvar p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){\n")
+		case "vnni":
+			d.WriteString("\n// p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.\nvar p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){\n")
+		case "vex":
+			d.WriteString("\n// p8AsmAVXVNNI: the same with VPDPBUSD's VEX form, for CPUs with AVX-VNNI.\nvar p8AsmAVXVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){\n")
 		}
 		for _, k := range kernels {
-			if k.vnni == vnni {
+			if (k.vnni && set == "vnni") || (k.vex && set == "vex") || (!k.vnni && !k.vex && set == "avx2") {
 				fmt.Fprintf(&d, "\t%s: {", k.wt)
 				for r := 1; r <= k.maxActs(); r++ {
 					if r > 1 {

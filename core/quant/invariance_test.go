@@ -13,8 +13,19 @@ import (
 // batched pass and must reproduce plain decoding, which multiplies one row
 // at a time, token for token; continuous batching must not change a
 // request's output either. So every N must give every row bit-identical
-// results, not merely close ones.
+// results, not merely close ones: with every kernel set the CPU runs (the
+// pure-Go reference included), each packing its own layout.
 func TestBatchInvariance(t *testing.T) {
+	defer func() { _ = SelectKernels("") }()
+	for _, set := range KernelSets() {
+		if err := SelectKernels(set); err != nil {
+			t.Fatal(err)
+		}
+		t.Run(set, testBatchInvariance)
+	}
+}
+
+func testBatchInvariance(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	pool := NewPool(2)
 	defer pool.Close()

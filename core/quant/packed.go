@@ -64,8 +64,8 @@ func packedRecord(wt Type) int {
 
 // Packed is a weight matrix prepared once (at model load) for MatMulPacked.
 // For Q4_1 and Q8_0 on CPUs with AVX-512 VNNI (16-row groups), for Q4_0,
-// Q5_0 and Q4_K there too and for Q4_0, Q4_1, Q5_0, Q8_0 and Q4_K on AVX2
-// CPUs (packed8.go's 8-row groups), it holds the weights in a transposed
+// Q5_0, Q4_K and Q6_K there too and for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and
+// Q6_K on AVX2 CPUs (packed8.go's 8-row groups), it holds the weights in a transposed
 // layout (same size as the original) that the batched kernels read
 // directly; for other types and CPUs it only wraps the original matrix and
 // MatMulPacked is MatMul. The original slice w is kept by reference (it is

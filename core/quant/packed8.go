@@ -37,7 +37,7 @@ package quant
 //	              [1024:1120) the 12 packed scale bytes as three parts: A
 //	                       (bytes 0–3 of rows 0..7), B (4–7), C (8–11)
 //	              [1120:1136) d, [1136:1152) dmin of rows 0..7, f16
-//	Q6_K (1680 B, VNNI CPUs only: on AVX2 the row kernels are as fast)
+//	Q6_K (1680 B)
 //	              [0:1024) 32 parts of ql (part p, lane r: ql[4p:4p+4])
 //	              [1024:1536) 16 parts of qh (part p: qh[4p:4p+4])
 //	              [1536:1664) 4 parts of the int8 scales
@@ -66,8 +66,13 @@ func p8Record(wt Type) int {
 // p8Legacy reports whether wt's 8-row kernels take p8Scales.
 func p8Legacy(wt Type) bool { return wt == Q4_0 || wt == Q4_1 || wt == Q5_0 || wt == Q8_0 }
 
+// p8Kernel runs na ≤ p8Acts[wt] activation rows (stride xs bytes) over ng
+// consecutive 8-row groups of nb records each, writing 8·ng floats per
+// activation row to out[j·os:].
+type p8Kernel func(wp []byte, nb, ng int, x []byte, xs int, sc, out []float32, os, na int)
+
 // packed8 is k's 8-row kernel for wt, or nil.
-func (k *kernelSet) packed8(wt Type) func(wp []byte, nb int, x []byte, xs int, sc, out []float32, os, na int) {
+func (k *kernelSet) packed8(wt Type) p8Kernel {
 	if int(wt) >= len(k.p8) {
 		return nil
 	}
@@ -268,46 +273,54 @@ func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, 
 				lo = full
 			}
 		}
-		for u := lo; u < hi; u++ {
-			if pair != nil && (2*u+2)*p8Rows <= rows {
-				r0 := 2 * u * p8Rows
-				n0 := 0
-				for c := 0; c < calls; c++ {
-					na := (n - n0) / (calls - c)
-					var s []float32
-					if sc != nil {
-						s = sc[n0*nb*2 : (n0+na)*nb*2]
-					}
-					pair(wp[2*u*gb:(2*u+2)*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], xrb, s, out[n0*rows+r0:], rows, na)
-					n0 += na
+		// eight runs groups [g0, g1) through the 8-row kernel: the whole
+		// ones in one call per activation split, a partial last group
+		// into tail, of which it keeps the valid rows.
+		eight := func(g0, g1 int) {
+			whole := min(g1, rows/p8Rows)
+			n0 := 0
+			for c := 0; c < calls; c++ {
+				na := (n - n0) / (calls - c)
+				x := xq[n0*xrb : (n0+na)*xrb]
+				var s []float32
+				if sc != nil {
+					s = sc[n0*nb*2 : (n0+na)*nb*2]
 				}
+				if whole > g0 {
+					kern(wp[g0*gb:whole*gb], nb, whole-g0, x, xrb, s, out[n0*rows+g0*p8Rows:], rows, na)
+				}
+				if g1 > whole { // the last, partial group: 8 lanes out, valid kept
+					if tail == nil {
+						tail = make([]float32, acts*p8Rows)
+					}
+					r0 := whole * p8Rows
+					kern(wp[whole*gb:g1*gb], nb, 1, x, xrb, s, tail, p8Rows, na)
+					for j := 0; j < na; j++ {
+						copy(out[(n0+j)*rows+r0:(n0+j+1)*rows], tail[j*p8Rows:])
+					}
+				}
+				n0 += na
+			}
+		}
+		if pair == nil {
+			eight(2*lo, min(2*hi, groups))
+			return
+		}
+		for u := lo; u < hi; u++ {
+			if (2*u+2)*p8Rows > rows {
+				eight(2*u, min(2*u+2, groups))
 				continue
 			}
-			for g := 2 * u; g < min(2*u+2, groups); g++ {
-				wg := wp[g*gb : (g+1)*gb]
-				r0 := g * p8Rows
-				valid := min(p8Rows, rows-r0)
-				n0 := 0
-				for c := 0; c < calls; c++ {
-					na := (n - n0) / (calls - c)
-					x := xq[n0*xrb : (n0+na)*xrb]
-					var s []float32
-					if sc != nil {
-						s = sc[n0*nb*2 : (n0+na)*nb*2]
-					}
-					if valid == p8Rows {
-						kern(wg, nb, x, xrb, s, out[n0*rows+r0:], rows, na)
-					} else { // the last, partial group: 8 lanes out, valid kept
-						if tail == nil {
-							tail = make([]float32, acts*p8Rows)
-						}
-						kern(wg, nb, x, xrb, s, tail, p8Rows, na)
-						for j := 0; j < na; j++ {
-							copy(out[(n0+j)*rows+r0:(n0+j)*rows+r0+valid], tail[j*p8Rows:])
-						}
-					}
-					n0 += na
+			r0 := 2 * u * p8Rows
+			n0 := 0
+			for c := 0; c < calls; c++ {
+				na := (n - n0) / (calls - c)
+				var s []float32
+				if sc != nil {
+					s = sc[n0*nb*2 : (n0+na)*nb*2]
 				}
+				pair(wp[2*u*gb:(2*u+2)*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], xrb, s, out[n0*rows+r0:], rows, na)
+				n0 += na
 			}
 		}
 	})

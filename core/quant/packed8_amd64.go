@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-//go:generate go run gen_packed8.go gen_amx.go
+//go:generate go run gen_packed8.go gen_amx.go gen_packed8_lean.go gen_packed8_avxvnni.go
 
 // setupPacked8 installs the AVX2 8-row packed kernels of packed8_amd64.s
 // (called where AVX2 is the best the CPU has).
@@ -33,22 +33,22 @@ func setupPacked8VNNI(k *kernelSet) {
 // installPacked8 installs kernels by weight type. The wrappers check every
 // extent the assembly touches, so a slicing mistake in a caller panics
 // instead of reading or writing out of bounds.
-func installPacked8(k *kernelSet, asm map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)) {
+func installPacked8(k *kernelSet, asm map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)) {
 	for wt, ks := range asm {
 		rec, xb, legacy := p8Record(wt), ActType(wt).BlockBytes(), p8Legacy(wt)
 		k.p8Acts[wt] = len(ks)
-		k.p8[wt] = func(wp []byte, nb int, x []byte, xs int, sc, out []float32, os, na int) {
-			if na < 1 || na > len(ks) || nb < 1 {
+		k.p8[wt] = func(wp []byte, nb, ng int, x []byte, xs int, sc, out []float32, os, na int) {
+			if na < 1 || na > len(ks) || nb < 1 || ng < 1 {
 				panic("quant: packed8 kernel: bad call")
 			}
-			_ = wp[nb*rec-1]
+			_ = wp[ng*nb*rec-1]
 			_ = x[(na-1)*xs+nb*xb-1]
 			if legacy {
 				_ = sc[na*nb*2-1]
 			}
-			_ = out[(na-1)*os+p8Rows-1]
+			_ = out[(na-1)*os+ng*p8Rows-1]
 			ks[na-1](unsafe.SliceData(wp), nb, unsafe.SliceData(x), xs,
-				unsafe.SliceData(sc), 8*nb, unsafe.SliceData(out), 4*os)
+				unsafe.SliceData(sc), 8*nb, unsafe.SliceData(out), 4*os, ng)
 		}
 	}
 }

@@ -24,7 +24,7 @@ func TestPacked8VNNIEqualsAVX2(t *testing.T) {
 		t.Skip("the CPU lacks AVX-512 VNNI or AVX2")
 	}
 	rng := rand.New(rand.NewPCG(41, 42))
-	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K} {
+	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K} {
 		var avx2, vnni kernelSet
 		installPacked8(&avx2, p8Asm)
 		installPacked8(&vnni, p8AsmVNNI)
@@ -50,11 +50,11 @@ func TestPacked8VNNIEqualsAVX2(t *testing.T) {
 			a := make([]float32, p8MaxActs*p8Rows)
 			for j0 := 0; j0 < p8MaxActs; j0 += avx2.p8Acts[wt] {
 				na := min(avx2.p8Acts[wt], p8MaxActs-j0)
-				avx2.p8[wt](wp, nb, xq[j0*xrb:], xrb, sc[j0*nb*2:], a[j0*p8Rows:], p8Rows, na)
+				avx2.p8[wt](wp, nb, 1, xq[j0*xrb:], xrb, sc[j0*nb*2:], a[j0*p8Rows:], p8Rows, na)
 			}
 			for na := 1; na <= vnni.p8Acts[wt]; na++ {
 				v := make([]float32, na*p8Rows)
-				vnni.p8[wt](wp, nb, xq, xrb, sc, v, p8Rows, na)
+				vnni.p8[wt](wp, nb, 1, xq, xrb, sc, v, p8Rows, na)
 				for i := range v {
 					require.Equal(t, math.Float32bits(a[i]), math.Float32bits(v[i]),
 						fmt.Sprintf("%s nb=%d na=%d lane %d: %g vs %g", wt, nb, na, i, a[i], v[i]))
@@ -142,8 +142,8 @@ func TestPacked16EqualsPacked8(t *testing.T) {
 				}
 				for na := 1; na <= k.p8Acts[wt]; na++ {
 					want := make([]float32, na*2*p8Rows)
-					k.p8[wt](wp[:gb], nb, xq, xrb, sc, want, 2*p8Rows, na)
-					k.p8[wt](wp[gb+gap:], nb, xq, xrb, sc, want[p8Rows:], 2*p8Rows, na)
+					k.p8[wt](wp[:gb], nb, 1, xq, xrb, sc, want, 2*p8Rows, na)
+					k.p8[wt](wp[gb+gap:], nb, 1, xq, xrb, sc, want[p8Rows:], 2*p8Rows, na)
 					got := make([]float32, na*2*p8Rows)
 					pair(wp, gb+gap, nb, xq, xrb, sc, got, 2*p8Rows, na)
 					for i := range got {

@@ -5,202 +5,297 @@
 package quant
 
 //go:noescape
-func q40P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q41P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q41P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q41P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q41P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q50P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q50P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q50P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q50P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q80P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q80P8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q80P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q80P8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q80P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q80P8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q80P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q80P8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q4kP8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q4kP8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q4kP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q4kP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q6kP8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q6kP8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q6kP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q6kP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q40P8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q41P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q41P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q41P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q41P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q50P8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q50P8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q50P8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q50P8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q80P8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q80P8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q80P8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q50P8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q80P8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q80P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q4kP8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q80P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q4kP8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q80P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q4kP8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q80P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q4kP8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q6kP8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q6kP8Xx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q6kP8Xx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q6kP8Xx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q4kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q6kP8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q6kP8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q6kP8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q6kP8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q40P8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q6kP8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q6kP8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q6kP8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
-func q6kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int)
+func q41P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q50P8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q80P8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q80P8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q80P8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q80P8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q4kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Vx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Vx2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Vx3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Vx4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Vx5(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Vx6(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Vx7(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func q6kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 // p8Asm: the na = 1, 2, … variants of each packed8 kernel, by weight type.
-var p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){
+var p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){
 	Q4_0: {q40P8x1, q40P8x2, q40P8x3, q40P8x4},
 	Q4_1: {q41P8x1, q41P8x2, q41P8x3, q41P8x4},
 	Q5_0: {q50P8x1, q50P8x2, q50P8x3, q50P8x4},
 	Q8_0: {q80P8x1, q80P8x2, q80P8x3, q80P8x4},
 	Q4_K: {q4kP8x1, q4kP8x2, q4kP8x3, q4kP8x4},
+	Q6_K: {q6kP8x1, q6kP8x2, q6kP8x3, q6kP8x4},
 }
 
 // p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.
-var p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int){
+var p8AsmVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){
 	Q4_0: {q40P8Vx1, q40P8Vx2, q40P8Vx3, q40P8Vx4, q40P8Vx5, q40P8Vx6, q40P8Vx7, q40P8Vx8},
 	Q4_1: {q41P8Vx1, q41P8Vx2, q41P8Vx3, q41P8Vx4},
 	Q5_0: {q50P8Vx1, q50P8Vx2, q50P8Vx3, q50P8Vx4, q50P8Vx5, q50P8Vx6, q50P8Vx7, q50P8Vx8},
 	Q8_0: {q80P8Vx1, q80P8Vx2, q80P8Vx3, q80P8Vx4},
 	Q4_K: {q4kP8Vx1, q4kP8Vx2, q4kP8Vx3, q4kP8Vx4, q4kP8Vx5, q4kP8Vx6, q4kP8Vx7, q4kP8Vx8},
 	Q6_K: {q6kP8Vx1, q6kP8Vx2, q6kP8Vx3, q6kP8Vx4, q6kP8Vx5, q6kP8Vx6, q6kP8Vx7, q6kP8Vx8},
+}
+
+// p8AsmAVXVNNI: the same with VPDPBUSD's VEX form, for CPUs with AVX-VNNI.
+var p8AsmAVXVNNI = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){
+	Q4_0: {q40P8Xx1, q40P8Xx2, q40P8Xx3, q40P8Xx4},
+	Q4_1: {q41P8Xx1, q41P8Xx2, q41P8Xx3, q41P8Xx4},
+	Q5_0: {q50P8Xx1, q50P8Xx2, q50P8Xx3, q50P8Xx4},
+	Q8_0: {q80P8Xx1, q80P8Xx2, q80P8Xx3, q80P8Xx4},
+	Q4_K: {q4kP8Xx1, q4kP8Xx2, q4kP8Xx3, q4kP8Xx4},
+	Q6_K: {q6kP8Xx1, q6kP8Xx2, q6kP8Xx3, q6kP8Xx4},
 }
 
 // p16AsmVNNI: the pair kernels (two 8-row groups in a ZMM), VNNI only.

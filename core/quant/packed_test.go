@@ -63,8 +63,8 @@ func TestPackers(t *testing.T) {
 }
 
 // TestMatMulPacked: for the types with a packed layout (Q4_1 and Q8_0 in
-// 16-row groups with VNNI; Q4_0, Q5_0, Q4_K in 8-row groups with VNNI or
-// AVX2, Q6_K with VNNI only, Q4_1 and Q8_0 with AVX2),
+// 16-row groups with VNNI; Q4_0, Q5_0, Q4_K, Q6_K in 8-row groups with VNNI or
+// AVX2, Q4_1 and Q8_0 with AVX2),
 // MatMul and MatMulPacked (every N) against the float64 reference, for
 // N = 1..70, row counts that leave partial groups, odd block counts, 1–3
 // threads, SIMD and generic kernels.

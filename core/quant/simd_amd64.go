@@ -37,20 +37,51 @@ func hasVNNI512() bool {
 }
 
 // KernelsEnv names the environment variable that caps the kernel set the
-// process uses: "generic" (the pure-Go code), "avx2" (the AVX2 kernels even
-// where AVX-512 VNNI is present), "avx512vnni" (no AMX tiles where the CPU
-// has them) or empty for the best the CPU has. It is read once, at
-// start-up. Why: the AVX2 kernels serve every CPU without AVX-512 VNNI (AMD
-// Zen 1–3, Intel client cores), and a machine that has it can only test and
-// measure them this way; likewise the VNNI kernels on an AMX Xeon.
+// process uses: one of KernelSetNames ("generic" the pure-Go code, "avx2"
+// the AVX2 kernels even where AVX-512 VNNI is present, "avx512vnni" no AMX
+// tiles where the CPU has them, ...) or empty for the best the CPU has. It
+// is read once, at start-up (SelectKernels changes the cap later). Why: the
+// AVX2 kernels serve every CPU without AVX-512 VNNI (AMD Zen 1–3, Intel
+// client cores), and a machine that has it can only test and measure them
+// this way; likewise the VNNI kernels on an AMX Xeon.
 const KernelsEnv = "LMSTREAM_CPU_KERNELS"
 
-func setupSIMD(k *kernelSet) {
-	switch os.Getenv(KernelsEnv) {
+func setupSIMD(k *kernelSet) { setupSIMDUpTo(k, os.Getenv(KernelsEnv)) }
+
+// canRun reports whether this CPU can run the kernel set named set (one of
+// KernelSetNames).
+func canRun(set string) bool {
+	switch set {
+	case "generic":
+		return true
+	case "avx2":
+		return hasAVX2()
+	case "avxvnni":
+		return hasAVXVNNI()
+	case "avx512vnni":
+		return hasVNNI512() && hasAVX2()
+	case "amx":
+		return hasAMX() && hasAVX2()
+	}
+	return false
+}
+
+// setupSIMDUpTo installs in k the best kernels the CPU has, up to the set
+// named limit (empty: no limit).
+func setupSIMDUpTo(k *kernelSet, limit string) {
+	switch limit {
 	case "generic":
 		return
 	case "avx2":
 		if hasAVX2() {
+			setupAVX2(k)
+		}
+		return
+	case "avxvnni":
+		switch {
+		case hasAVXVNNI():
+			setupAVXVNNI(k)
+		case hasAVX2():
 			setupAVX2(k)
 		}
 		return
@@ -64,7 +95,10 @@ func setupSIMD(k *kernelSet) {
 		k.quantQ81 = quantQ8SIMD(true)
 	}
 	if !hasVNNI512() {
-		if hasAVX2() {
+		switch {
+		case hasAVXVNNI():
+			setupAVXVNNI(k)
+		case hasAVX2():
 			setupAVX2(k)
 		}
 		return
@@ -103,7 +137,7 @@ func setupSIMD(k *kernelSet) {
 	}
 	setupPacked(k)
 	setupPacked8VNNI(k)
-	if os.Getenv(KernelsEnv) != "avx512vnni" && hasAMX() {
+	if limit != "avx512vnni" && hasAMX() {
 		setupAMX(k)
 	}
 	k.q4_1x4 = legacyDot4(20, 36, dotQ4_1Q8_1x4VNNI, DotQ4_1Q8_1Generic)

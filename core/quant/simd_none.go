@@ -8,3 +8,7 @@ const KernelsEnv = "LMSTREAM_CPU_KERNELS"
 
 // setupSIMD: no assembly kernels in this build; the generic ones serve.
 func setupSIMD(k *kernelSet) {}
+
+func setupSIMDUpTo(k *kernelSet, limit string) {}
+
+func canRun(set string) bool { return set == "generic" }

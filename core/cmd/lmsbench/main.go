@@ -3,7 +3,16 @@
 // forward pass over N tokens relative to one token, and the weight bytes read
 // per second next to a memory-bandwidth measurement taken in the same run.
 //
-//	lmsbench [-model PATH] [-rounds 5] [-forward-only]
+//	lmsbench [-model PATH] [-rounds 5] [-kernels SET] [-forward-only | -no-forward]
+//
+// -kernels runs lmstream on one kernel set (quant.KernelSetNames: generic,
+// avx2, avx512vnni, amx; default the best the CPU has), so that a machine
+// can measure every set it can execute: on an AVX-512 machine, -kernels
+// avx2 is what a CPU without AVX-512 runs. Compare it with a llama.cpp
+// built for the same instruction set (for AVX2: GGML_NATIVE=OFF
+// GGML_AVX2=ON GGML_FMA=ON GGML_F16C=ON, no AVX-512). The load average
+// is printed before and after: figures taken on a busy machine are not
+// worth comparing.
 //
 // Every figure is the median of -rounds measurements, with the min–max
 // spread: the machines are shared and noisy, so compare ratios taken in one
@@ -60,7 +69,15 @@ func main() {
 	path := flag.String("model", "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model")
 	rounds := flag.Int("rounds", 5, "measurements per figure")
 	forwardOnly := flag.Bool("forward-only", false, "measure only the forward passes T(N) (kernel work: quick A/B runs)")
+	noForward := flag.Bool("no-forward", false, "skip the forward passes T(N): decode, decode at depth, prefill and bandwidth only")
+	kernels := flag.String("kernels", "", "kernel set: "+strings.Join(quant.KernelSetNames, ", ")+" (default: the best this CPU runs)")
 	flag.Parse()
+	if *kernels != "" {
+		if err := quant.SelectKernels(*kernels); err != nil {
+			fatal(err)
+		}
+	}
+	loadBefore := loadAverage()
 	f, err := gguf.Open(*path)
 	if err != nil {
 		fatal(err)
@@ -122,6 +139,9 @@ func main() {
 	forwardN := map[int]*figure{}
 	ratioN := map[int]*figure{}
 	for _, n := range []int{1, 2, 4, 8, 16, 32, 64} {
+		if *noForward {
+			break
+		}
 		fg := add(fmt.Sprintf("forward over N=%d at ctx 256, 2 threads", n), "ms", func() float64 { return forwardMs(m, 256, n) })
 		forwardN[n] = fg
 		if n == 1 {
@@ -136,7 +156,7 @@ func main() {
 	var peerErr error
 	switch {
 	case os.Getenv("LMSTREAM_PEER_LLAMA_BENCH") != "":
-		peer, peerErr = llamaBench(os.Getenv("LMSTREAM_PEER_LLAMA_BENCH"), *path, *rounds)
+		peer, peerErr = llamaBench(os.Getenv("LMSTREAM_PEER_LLAMA_BENCH"), *path, *rounds, !*noForward)
 	case os.Getenv("LMSTREAM_PEER_PYTHON") != "":
 		peer, peerErr = llamaCpp(os.Getenv("LMSTREAM_PEER_PYTHON"), *path, *rounds)
 	}
@@ -160,7 +180,8 @@ func main() {
 	}
 
 	fmt.Printf("model %s (%.1f MB of weights, %.1f MB read a decode step), Go %s, GOMAXPROCS %d, %d rounds\n\n", *path, float64(weightBytes)/1e6, float64(decodeBytes)/1e6, runtime.Version(), runtime.GOMAXPROCS(0), *rounds)
-	fmt.Printf("CPU %s, %d logical CPUs, kernels %s\n\n", cpuModel(), runtime.NumCPU(), quant.Kernels())
+	fmt.Printf("CPU %s, %d logical CPUs, kernels %s\n", cpuModel(), runtime.NumCPU(), quant.Kernels())
+	fmt.Printf("load average (1, 5, 15 min) before: %s, after: %s\n\n", loadBefore, loadAverage())
 	fmt.Printf("ratio = lmstream ÷ llama.cpp: above 1 is better for tok/s, below 1 for ms and T(N)/T(1)\n\n")
 	fmt.Printf("%-52s %10s %-6s %-17s %12s %8s\n", "figure", "median", "unit", "min–max", "llama.cpp", "ratio")
 	for _, fg := range figs {
@@ -384,8 +405,19 @@ func cpuModel() string {
 	return "unknown"
 }
 
-// llamaBench measures llama.cpp with its own llama-bench on the same model.
-func llamaBench(bin, path string, rounds int) (map[string]float64, error) {
+// loadAverage is /proc/loadavg's 1, 5 and 15 minute load averages
+// ("unknown" elsewhere).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "unknown"
+}
+
+// llamaBench measures llama.cpp with its own llama-bench on the same model
+// (the forward passes over N tokens only when forward is set).
+func llamaBench(bin, path string, rounds int, forward bool) (map[string]float64, error) {
 	type result struct {
 		Threads int     `json:"n_threads"`
 		Prompt  int     `json:"n_prompt"`
@@ -401,11 +433,14 @@ func llamaBench(bin, path string, rounds int) (map[string]float64, error) {
 		}
 	}
 	r := fmt.Sprint(rounds)
-	for _, args := range [][]string{
+	runs := [][]string{
 		{"-t", "1,2", "-p", "512", "-n", "128"},
 		{"-t", "1,2", "-p", "0", "-n", "64", "-d", "256"},
-		{"-t", "2", "-p", "1,2,4,8,16,32,64", "-n", "0", "-d", "256"},
-	} {
+	}
+	if forward {
+		runs = append(runs, []string{"-t", "2", "-p", "1,2,4,8,16,32,64", "-n", "0", "-d", "256"})
+	}
+	for _, args := range runs {
 		cmd := exec.Command(bin, append([]string{"-m", path, "-fa", "0,1", "-r", r, "-o", "json"}, args...)...)
 		b, err := cmd.Output()
 		if err != nil {
