@@ -23,7 +23,7 @@ func main() {
 	list := flag.Bool("list", false, "list the specs and exit")
 	flag.Parse()
 	if *list {
-		for _, s := range synth.Set() {
+		for _, s := range append(synth.Set(), synth.QuantSet()...) {
 			fmt.Printf("%s\t%s\t%s\n", s.Name, s.Arch, s.Weights)
 		}
 		return
@@ -48,7 +48,7 @@ func run(vocabPath, out, only string) error {
 		return err
 	}
 	n := 0
-	for _, s := range synth.Set() {
+	for _, s := range append(synth.Set(), synth.QuantSet()...) {
 		if only != "" && s.Name != only {
 			continue
 		}

@@ -70,3 +70,18 @@ func Set() []Spec {
 		with(float32Shape("smollm3", "smollm3", 12), func(s *Spec) { s.Layers = 4 }),
 	}
 }
+
+// QuantTypes are the weight types QuantSet covers.
+var QuantTypes = []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q4_K, quant.Q5_K, quant.Q6_K,
+	quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.MXFP4, quant.F16, quant.BF16}
+
+// QuantSet is one model per weight type (Qwen 3's shape, widths that
+// every block size divides), for golden data on the quantized kernels.
+func QuantSet() []Spec {
+	var set []Spec
+	for i, wt := range QuantTypes {
+		set = append(set, Spec{Name: "qwen3-" + wt.String(), Arch: "qwen3", Weights: wt, Embed: quant.Q8_0,
+			Layers: 2, Embd: 256, Heads: 4, KVHeads: 2, FF: 512, Seed: 100 + uint64(i), Context: goldenContext})
+	}
+	return set
+}
