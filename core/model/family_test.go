@@ -11,6 +11,7 @@ import (
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model/synth"
+	"github.com/lmstream/lmstream/core/quant"
 )
 
 // familyGolden is llama.cpp's output on one synthetic model (see
@@ -52,6 +53,19 @@ func vocabFile(t *testing.T) *gguf.File {
 // families stay under 1e-3.
 const tolFamily = 2e-3
 
+// tolQuantized is tolFamily for a model with quantized weights (gpt-oss's
+// MXFP4 experts, whose activations both sides quantize to Q8_0). A Q8_0
+// value that rounds the other way in one of two equally valid roundings
+// moves this small model's logits a lot: quantizing against the unrounded
+// scale (as GGML does) instead of the stored float16 one (as this package
+// does) moved the gpt-oss file's top logits by up to 4.8e-3 relative, and
+// llama.cpp's differ from these by up to 6e-3, 1e-3 to 2e-3 at most
+// positions (taking GGML's rounding brings position 0 to 1.4e-4; the
+// float32 gpt-oss file, gpt-oss-f32, matches within tolFamily). A real
+// fault is larger: leaving out the experts' down biases (σ = 0.1) moves
+// every position by 2e-2 to 8e-2.
+const tolQuantized = 1e-2
+
 // TestFamiliesMatchLlamaCpp runs each synthetic model of every family
 // over the golden prompt and compares with llama.cpp: the top logits at
 // every position within tolFamily, and the 32 greedy tokens identical.
@@ -87,30 +101,50 @@ func TestFamiliesMatchLlamaCpp(t *testing.T) {
 			c := m.NewCache(spec.Context)
 			rows := run(t, m, new(Batch).chain(c, synth.Prompt, true))
 			require.Len(t, g.Positions, len(rows))
+			tol := tolFamily
+			quantized := spec.Weights != quant.F32 || spec.ExpertWeights != quant.F32
+			if quantized {
+				tol = tolQuantized
+			}
 			worst := 0.0
 			for i, p := range g.Positions {
 				scale := math.Max(1, math.Abs(float64(p.Logits[0])))
 				// The top token is llama.cpp's, unless its runner-up is
 				// within the tolerance twice over (a knife edge either
 				// side of which is right).
-				if float64(p.Logits[0]-p.Logits[1]) > 2*tolFamily*scale {
+				if float64(p.Logits[0]-p.Logits[1]) > 2*tol*scale {
 					require.Equal(t, p.Top[0], argmax(rows[i]), "position %d: llama.cpp's top token", i)
 				}
 				for j, id := range p.Top {
 					d := math.Abs(float64(rows[i][id]-p.Logits[j])) / scale
 					worst = math.Max(worst, d)
-					require.LessOrEqual(t, d, tolFamily, "position %d, token %d: %g, llama.cpp %g", i, id, rows[i][id], p.Logits[j])
+					require.LessOrEqual(t, d, tol, "position %d, token %d: %g, llama.cpp %g", i, id, rows[i][id], p.Logits[j])
 				}
 			}
+			// The continuation follows llama.cpp's greedy tokens: each must
+			// be ours, or a near tie within the tolerance (after which
+			// free-running sequences would part, and nothing more would
+			// be compared).
 			commitAll(t, c)
-			got := []int32{argmax(rows[len(rows)-1])}
-			for len(got) < len(g.Greedy) {
-				row := run(t, m, new(Batch).chain(c, got[len(got)-1:], false))
-				commitAll(t, c)
-				got = append(got, argmax(row[0]))
+			row, same := rows[len(rows)-1], 0
+			for k, want := range g.Greedy {
+				if k > 0 {
+					row = run(t, m, new(Batch).chain(c, g.Greedy[k-1:k], false))[0]
+					commitAll(t, c)
+				}
+				top := argmax(row)
+				if top == want {
+					same++
+					continue
+				}
+				gap := float64(row[top]-row[want]) / math.Max(1, math.Abs(float64(row[top])))
+				require.LessOrEqual(t, gap, 2*tol, "greedy token %d: llama.cpp's %d, ours %d", k, want, top)
 			}
-			require.Equal(t, g.Greedy, got, "greedy tokens")
-			t.Logf("%s: max relative Δlogit %.2g over %d positions, %d greedy tokens identical", spec.Name, worst, len(rows), len(got))
+			if !quantized {
+				require.Equal(t, len(g.Greedy), same, "greedy tokens")
+			}
+			t.Logf("%s: max relative Δlogit %.2g over %d positions, %d of %d greedy tokens identical, the rest near ties",
+				spec.Name, worst, len(rows), same, len(g.Greedy))
 		})
 	}
 }
