@@ -91,8 +91,8 @@ func routeToken(x MoE, logits []float32, sel []int32, w []float32, taken []bool)
 
 // topK writes the indices of the len(sel) largest values of v into sel,
 // largest first; equal values go lowest index first (llama.cpp's argsort
-// leaves their order unspecified). A NaN is never larger than anything,
-// so sel always holds distinct valid indices.
+// leaves their order unspecified). Whatever the values (NaN compares
+// false), sel holds distinct valid indices.
 func topK(v []float32, sel []int32, taken []bool) {
 	clear(taken)
 	for i := range sel {
