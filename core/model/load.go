@@ -141,7 +141,11 @@ func LoadWithProgress(f *gguf.File, threads int, progress func(fraction float64)
 // goroutine of ours can recover; the price is that those weights live in
 // anonymous memory instead of the page cache (the same resident size, not
 // shared with other processes mapping the file).
-func (m *Model) pack(progress func(float64)) {
+//
+// release (gguf.File.Release) is told each source once it is copied, so
+// that the file's pages leave the resident set as the copies fill it: the
+// load's peak memory is about the model's, not twice it.
+func (m *Model) pack(progress func(float64), release func([]byte)) {
 	var all []*matrix
 	for i := range m.layers {
 		all = append(all, m.layers[i].matrices()...)
@@ -177,17 +181,20 @@ func (m *Model) pack(progress func(float64)) {
 		}
 	}
 	for _, w := range all {
-		n := len(w.data)
+		src := w.data
 		if unpacked(w) {
 			w.data = own.copy(w.data)
 		}
 		w.packed = quant.PrepackIn(arena, w.typ, w.data, w.rows, w.cols)
-		report(n)
+		release(src)
+		report(len(src))
 	}
 	if embdShared {
 		m.tokEmbd.data = m.output.data
 	} else {
-		m.tokEmbd.data = own.copy(m.tokEmbd.data)
+		src := m.tokEmbd.data
+		m.tokEmbd.data = own.copy(src)
+		release(src)
 	}
 	report(len(m.tokEmbd.data))
 	if progress != nil {

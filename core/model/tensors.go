@@ -17,7 +17,7 @@ func load(f *gguf.File, progress func(float64)) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.pack(progress)
+	m.pack(progress, f.Release)
 	return m, nil
 }
 
