@@ -3,6 +3,7 @@ package model
 import (
 	"bytes"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -242,4 +243,17 @@ func TestExpertsConfig(t *testing.T) {
 		require.GreaterOrEqual(t, fp.Packed, m.PackedBytes(), tc.name)
 		m.Close()
 	}
+}
+
+// TestWriteBenchMoE writes synth.BenchMoE's file to
+// $LMSTREAM_SYNTH_BENCH (skipped without it): the model the
+// mixture-of-experts speed and memory figures in NOTES.md were taken on.
+func TestWriteBenchMoE(t *testing.T) {
+	path := os.Getenv("LMSTREAM_SYNTH_BENCH")
+	if path == "" {
+		t.Skip("LMSTREAM_SYNTH_BENCH names no file to write")
+	}
+	data, err := synth.Write(synth.BenchMoE(), vocabFile(t))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, data, 0o644))
 }

@@ -33,3 +33,14 @@ func moeSpecs() []Spec {
 		}),
 	}
 }
+
+// BenchMoE is a Qwen3-MoE-shaped model for measuring speed and memory, not
+// for golden data: Qwen3-30B-A3B's embedding (2048), expert width (768),
+// head dimension (128), 8 experts a token, but 64 experts and 8 layers
+// instead of 128 and 48, so that its Q4_K file (1.5 GB) fits beside
+// llama.cpp's copy on a 24 GB machine.
+func BenchMoE() Spec {
+	return Spec{Name: "qwen3moe-bench", Arch: "qwen3moe", Weights: quant.Q4_K, Embed: quant.Q4_K,
+		Layers: 8, Embd: 2048, Heads: 16, KVHeads: 4, FF: 6144, Seed: 52, Context: 4096,
+		Experts: 64, ExpertsUsed: 8, ExpertFF: 768}
+}
