@@ -146,8 +146,10 @@ var families = map[string]family{
 	"gemma3": {ropeNeox: true, gelu: true, postNorms: true, qkNorm: QKNormPerHead, embdScaleSqrt: true, tiedOnly: true,
 		window: &windowRule{defPattern: 6, localUnscaled: true}, softcaps: true, queryScaleLayers: 62},
 	// gpt-oss: every other layer local (the window a required key), YaRN
-	// on every layer alike, sinks, and experts with biases.
-	"gpt-oss": {ropeNeox: true, outBias: true, sinks: true, ffnNorm: "post_attention_norm",
+	// on every layer alike, sinks, and experts with biases. Its converter
+	// writes the YaRN betas (32 and 1, what llama.cpp assumes without
+	// reading them), so they are read rather than refused.
+	"gpt-oss": {ropeNeox: true, outBias: true, sinks: true, ffnNorm: "post_attention_norm", yarnKeys: true,
 		window: &windowRule{required: true, defPattern: 2, localBaseGlobal: true},
 		moe:    &moeRule{ffKey: true, gating: GatingSoftmaxKept, biases: true, swigluOAI: true}},
 }

@@ -3,7 +3,6 @@ package model
 import (
 	"bytes"
 	"math"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -245,15 +244,23 @@ func TestExpertsConfig(t *testing.T) {
 	}
 }
 
-// TestWriteBenchMoE writes synth.BenchMoE's file to
-// $LMSTREAM_SYNTH_BENCH (skipped without it): the model the
-// mixture-of-experts speed and memory figures in NOTES.md were taken on.
-func TestWriteBenchMoE(t *testing.T) {
-	path := os.Getenv("LMSTREAM_SYNTH_BENCH")
-	if path == "" {
-		t.Skip("LMSTREAM_SYNTH_BENCH names no file to write")
+// TestGptOssYarnBetas: gpt-oss files carry the YaRN betas their converter
+// finds in the model's config (32 and 1): those load and change nothing,
+// and other values are applied, not ignored.
+func TestGptOssYarnBetas(t *testing.T) {
+	logits := func(f *gguf.File) []float32 {
+		m, err := Load(f, 2)
+		require.NoError(t, err)
+		defer m.Close()
+		return run(t, m, new(Batch).chain(m.NewCache(64), synth.Prompt, false))[0]
 	}
-	data, err := synth.Write(synth.BenchMoE(), vocabFile(t))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, data, 0o644))
+	base := synthFile(t, "gpt-oss-f32")
+	plain := logits(base)
+	same := withKV(t, withKV(t, base, "gpt-oss.rope.scaling.yarn_beta_fast", float32(32), nil),
+		"gpt-oss.rope.scaling.yarn_beta_slow", float32(1), nil)
+	require.True(t, slices.Equal(plain, logits(same)), "the betas llama.cpp assumes changed the logits")
+	// A smaller slow beta moves the YaRN ramp's upper end from pair 6 to
+	// pair 11 of 32 (this file's original context is 32).
+	other := logits(withKV(t, base, "gpt-oss.rope.scaling.yarn_beta_slow", float32(0.25), nil))
+	require.False(t, slices.Equal(plain, other), "yarn_beta_slow 0.25 loaded but changed nothing")
 }
