@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"os"
 	"slices"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/lmstream/lmstream/core/quant"
 )
@@ -588,6 +590,30 @@ func (d *decoder) tensorData(f *File, infoAt []int) error {
 		}
 	}
 	return nil
+}
+
+// Release tells the OS that b, bytes of the file's mapping (a tensor's
+// Data), will not be read again soon: the whole pages within it leave the
+// process's resident memory. They stay in the page cache, and a later
+// read maps them back, so the data is unchanged. A loader that copies
+// every tensor out of the mapping calls it after each copy, so that the
+// copies and the file's pages are not resident together. It does nothing
+// for a File from Parse (whose bytes are the caller's memory, not a
+// file's) or for bytes outside the mapping.
+func (f *File) Release(b []byte) {
+	if len(f.mapping) == 0 || len(b) == 0 {
+		return
+	}
+	base := uintptr(unsafe.Pointer(&f.mapping[0]))
+	lo := uintptr(unsafe.Pointer(&b[0])) - base
+	if lo >= uintptr(len(f.mapping)) || uintptr(len(b)) > uintptr(len(f.mapping))-lo {
+		return
+	}
+	page := uintptr(os.Getpagesize())
+	start, end := (lo+page-1)/page*page, (lo+uintptr(len(b)))/page*page
+	if start < end {
+		dropPages(f.mapping[start:end])
+	}
 }
 
 // Close releases the mapping made by Open; every Tensor.Data becomes nil.

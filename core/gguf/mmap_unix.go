@@ -125,3 +125,8 @@ func fileKind(m os.FileMode) string {
 	}
 	return "mode " + m.String()
 }
+
+// dropPages takes whole pages of the read-only shared file mapping out of
+// the resident set (MADV_DONTNEED: for a file mapping the contents stay
+// the file's, read back from the page cache on the next access).
+func dropPages(b []byte) { _ = unix.Madvise(b, unix.MADV_DONTNEED) }

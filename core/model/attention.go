@@ -79,7 +79,7 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 		}
 	}
 	// Softmax weights (unnormalised) and the weighted sum of values.
-	sum := m.softmaxWeights(sc[:nv], mx)
+	sum := m.softmaxWeights(sc[:nv], mx, li, h)
 	if haveSIMD && hd%64 == 0 {
 		simdWsum(&sc[0], &vals[0], nv, hd, &out[0])
 	} else {
@@ -111,13 +111,21 @@ func (m *Model) visible(li int, t tokInfo, committed int) (lo, run int, extra []
 	return lo, run, extra
 }
 
-// softmaxWeights is softmaxWeights after the model's soft-capping of the
-// scores (Gemma 2), c·tanh(x/c), which keeps their order, so the largest
-// capped score is the capped mx.
-func (m *Model) softmaxWeights(x []float32, mx float32) float32 {
+// softmaxWeights is softmaxWeights for query head h of layer li, after the
+// model's soft-capping of the scores (Gemma 2), c·tanh(x/c), which keeps
+// their order, so the largest capped score is the capped mx. A layer with
+// attention sinks (gpt-oss) adds the head's sink logit s to the
+// denominator, as if it were one more key whose value is zero: the
+// maximum becomes max(mx, s) and the sum gains e^(s−max).
+func (m *Model) softmaxWeights(x []float32, mx float32, li, h int) float32 {
 	if c := m.cfg.AttnSoftcap; c > 0 {
 		softcap(x, c)
 		mx = c * float32(math.Tanh(float64(mx/c)))
+	}
+	if sinks := m.layers[li].sinks; sinks != nil {
+		s := sinks[h]
+		mx = max(mx, s)
+		return softmaxWeights(x, mx) + expf(s-mx)
 	}
 	return softmaxWeights(x, mx)
 }

@@ -172,7 +172,7 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	for q := range nq {
 		t := q / nh
 		x := sc[q*sst+los[t]-base : q*sst+runs[t]-base]
-		sums[q] = m.softmaxWeights(x, simdMax(&x[0], len(x)))
+		sums[q] = m.softmaxWeights(x, simdMax(&x[0], len(x)), li, h0+q%nh)
 	}
 
 	// Value sums, attnChunk values at a time, widened once for every token;
@@ -259,7 +259,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 		if lo > base {
 			mx[h] = simdMax(&x[0], len(x))
 		}
-		sums[h] = m.softmaxWeights(x, mx[h])
+		sums[h] = m.softmaxWeights(x, mx[h], li, h0+h)
 	}
 
 	// Weighted value sums: the run from the cache, then the extra rows

@@ -28,8 +28,7 @@ func (m *Model) Close() {
 	// The packed copies point into the arena: drop them with it, so that
 	// nothing can reach the unmapped memory.
 	for i := range m.layers {
-		l := &m.layers[i]
-		for _, w := range []*matrix{&l.wq, &l.wk, &l.wv, &l.wo, &l.wGate, &l.wUp, &l.wDown} {
+		for _, w := range m.layers[i].matrices() {
 			w.packed = nil
 		}
 	}
@@ -70,12 +69,15 @@ func Measure(f *gguf.File) (Footprint, error) {
 	vec := func(n int) { fp.Vectors += int64(n) * 4 }
 	vec(m.cfg.Embd)
 	for i := range m.layers {
-		l := &m.layers[i]
-		for _, w := range []*matrix{&l.wq, &l.wk, &l.wv, &l.wo, &l.wGate, &l.wUp, &l.wDown} {
+		for _, w := range m.layers[i].matrices() {
 			packed(w)
 		}
-		// The vectors a layer may hold: norms, biases, Q/K norms.
-		vec(4*m.cfg.Embd + 2*m.cfg.Heads*m.cfg.HeadDim + 4*m.cfg.KVHeads*m.cfg.HeadDim + 2*m.cfg.FF)
+		// The vectors a layer may hold: norms, biases, Q/K norms, sinks,
+		// the experts' biases.
+		vec(4*m.cfg.Embd + 2*m.cfg.Heads*m.cfg.HeadDim + 4*m.cfg.KVHeads*m.cfg.HeadDim + 2*m.cfg.FF + m.cfg.Heads)
+		if e := m.cfg.MoE; e.Biases {
+			vec(e.Experts * (1 + 2*e.FF + m.cfg.Embd))
+		}
 	}
 	packed(&m.output) // tied: the head is the embedding
 	return fp, nil
@@ -110,9 +112,14 @@ func (c Config) KVBytes(ctx, maxPass int) (int64, error) {
 // projection, gate, up), their quantized copies, the RoPE tables and the
 // logits. It saturates at math.MaxInt64 instead of overflowing.
 func (c Config) ScratchBytes(tokens, logitRows int) int64 {
-	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	perToken := int64(3*c.Embd+2*qDim+2*kvDim+2*c.FF)*4 + // float32 activations
-		int64(max(c.Embd, c.FF))*2 + // quantized matmul inputs (≤ 9 bits a value, rounded up)
+	qDim, kvDim, ff := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim, c.ffnWidth()
+	perToken := int64(3*c.Embd+2*qDim+2*kvDim+2*ff)*4 + // float32 activations
+		int64(max(c.Embd, ff))*2 + // quantized matmul inputs (≤ 9 bits a value, rounded up)
 		int64(c.HeadDim)*4 // cos and sin tables
+	if x := c.MoE; x.Experts > 0 {
+		// Router logits; each kept expert's output, weight and index; one
+		// expert's down rows and gathered, quantized inputs and hidden rows.
+		perToken += int64(x.Experts+x.Used*(c.Embd+2)+c.Embd)*4 + int64(c.Embd+ff)*2
+	}
 	return sat.Add(sat.Mul(int64(tokens), perToken), sat.Mul(int64(logitRows), int64(c.Vocab)*4))
 }

@@ -69,8 +69,26 @@ type Config struct {
 
 	// What the file's tensors add to the plain layer (set as they load):
 	// a fused QKV projection, attn_output or FFN biases, per-pair RoPE
-	// frequency factors.
-	FusedQKV, OutputBias, FFNBias, RopeFactors bool
+	// frequency factors, attention sinks (a per-head logit in each
+	// softmax's denominator).
+	FusedQKV, OutputBias, FFNBias, RopeFactors, AttnSinks bool
+
+	// MoE, when Experts > 0, makes every layer's FFN a mixture of experts.
+	MoE MoE
+}
+
+// MoE is a mixture-of-experts FFN: a router scores the Experts experts for
+// each token, the Used best run (SwiGLU FFNs of width FF, each with
+// biases when Biases), and their outputs are summed, weighted as Gating
+// and Normalize say.
+type MoE struct {
+	Experts, Used, FF int
+	Gating            Gating
+	Normalize         bool
+	Biases            bool
+	// SwigluOAI: the activation is gpt-oss's, SiLU(1.702·min(g, 7))-style
+	// with both inputs clamped (see swigluOAI).
+	SwigluOAI bool
 }
 
 // RopeScaling is how a layer's rotation departs from θ_i = base^(-2i/d):
@@ -93,6 +111,14 @@ type RopeScaling struct {
 // Scaled reports whether the rotation departs from the plain one.
 func (r RopeScaling) Scaled() bool {
 	return (r.FreqScale != 0 && r.FreqScale != 1) || r.ExtFactor != 0 || (r.AttnFactor != 0 && r.AttnFactor != 1)
+}
+
+// ffnWidth is the width of one FFN's hidden rows: FF, or an expert's.
+func (c *Config) ffnWidth() int {
+	if c.MoE.Experts > 0 {
+		return c.MoE.FF
+	}
+	return c.FF
 }
 
 // Local reports whether layer li attends only within the sliding window.
@@ -129,6 +155,8 @@ func (c *Config) Extras() []string {
 	add(c.FusedQKV, "fused QKV")
 	add(c.OutputBias || c.FFNBias, "output or FFN biases")
 	add(c.RopeFactors, "RoPE frequency factors")
+	add(c.AttnSinks, "attention sinks")
+	add(c.MoE.Experts > 0, "mixture of experts")
 	return x
 }
 
@@ -321,6 +349,7 @@ func readConfig(f *gguf.File) (Config, family, error) {
 	}
 	c.AttnScale = float32(1 / math.Sqrt(float64(c.HeadDim)))
 	configure(&c, fam, m)
+	readMoE(&c, fam, m)
 	refuseUnread(m)
 	if err := m.err(); err != nil {
 		return Config{}, family{}, err
@@ -352,7 +381,11 @@ func configure(c *Config, fam family, m *meta) {
 	}
 	c.Rope = readRopeScaling(c, fam, m)
 	if w := fam.window; w != nil {
-		m.integer("attention.sliding_window", &c.SlidingWindow, w.defWindow, 0, maxContextTrain)
+		def := w.defWindow
+		if w.required {
+			def = -1
+		}
+		m.integer("attention.sliding_window", &c.SlidingWindow, def, 0, maxContextTrain)
 		if c.SlidingWindow > 0 {
 			m.integer("attention.sliding_window_pattern", &c.SlidingPattern, w.defPattern, 1, math.MaxInt)
 			base := float32(10000)
@@ -465,7 +498,8 @@ func refuseUnread(m *meta) {
 			if v, err := m.f.Int(kv.Key); err == nil && v == 0 {
 				continue
 			}
-		case "expert_count", "expert_used_count":
+		case "expert_count", "expert_used_count", "expert_group_count", "expert_group_used_count":
+			// A dense family's file may say it has no experts.
 			if v, err := m.f.Int(kv.Key); err == nil && v == 0 {
 				continue
 			}

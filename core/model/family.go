@@ -55,7 +55,51 @@ type family struct {
 	// applied, as llama.cpp does for Phi-3 (whose output this package
 	// matches).
 	windowOff bool
+	// moe makes the FFN a mixture of experts (see moeRule); nil: dense.
+	moe *moeRule
+	// sinks: each layer's attn_sinks holds one logit per query head that
+	// joins its softmax's denominator (gpt-oss).
+	sinks bool
+	// ffnNorm names the FFN's pre-norm tensor when it is not ffn_norm
+	// (gpt-oss calls it post_attention_norm).
+	ffnNorm string
 }
+
+// moeRule is how a family's mixture-of-experts FFN routes each token: a
+// router scores every expert, ExpertsUsed of them run, and their outputs
+// are summed by weight. llama.cpp hard-wires these per architecture (it
+// reads no gating or normalisation key for these families), and so does
+// this table.
+type moeRule struct {
+	// optional: the file chooses, by expert_count, between the dense FFN
+	// and experts (llama: Mixtral is a llama file with experts).
+	optional bool
+	// ffKey: the experts' width is expert_feed_forward_length; ffKeyOptional:
+	// when absent it is feed_forward_length / expert_used_count (Qwen3-MoE).
+	// Without ffKey it is feed_forward_length (Mixtral).
+	ffKey, ffKeyOptional bool
+	// gating is how the router's logits become the kept experts' weights.
+	gating Gating
+	// normalize divides the kept weights by their sum.
+	normalize bool
+	// biases: the router and every expert projection have biases (gpt-oss).
+	biases bool
+	// swigluOAI: the experts' activation is gpt-oss's clamped SwiGLU.
+	swigluOAI bool
+}
+
+// Gating is how a mixture-of-experts router's logits become the weights of
+// the experts a token runs.
+type Gating uint8
+
+const (
+	// GatingSoftmax: softmax over every expert's logit; the largest
+	// ExpertsUsed probabilities are kept (Mixtral, Qwen3-MoE).
+	GatingSoftmax Gating = iota
+	// GatingSoftmaxKept: the ExpertsUsed largest logits are kept and the
+	// softmax runs over them alone (gpt-oss).
+	GatingSoftmaxKept
+)
 
 // QKNorm is where a family RMS-normalizes its queries and keys.
 type QKNorm uint8
@@ -77,18 +121,23 @@ type windowRule struct {
 	// localNoYarn: local layers take no YaRN extrapolation mix (OLMo 2).
 	localNoYarn bool
 	// localBaseGlobal: without rope.freq_base_swa, local layers rotate
-	// with the global base (Gemma 2, OLMo 2) rather than 10,000 (Gemma 3).
+	// with the global base (Gemma 2, OLMo 2, gpt-oss) rather than 10,000
+	// (Gemma 3).
 	localBaseGlobal bool
+	// required: the file must name the window (gpt-oss).
+	required bool
 }
 
 // families lists the architectures this package runs.
 var families = map[string]family{
-	"llama":    {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true},
+	"llama": {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true,
+		moe: &moeRule{optional: true, normalize: true}},
 	"mistral3": {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true, yarnKeys: true, attnTemperature: true},
 	"smollm3":  {ffnBias: true, noRopeEvery: 4},
 	"granite":  {ropeFreqs: true, longRope: true, outBias: true, ffnBias: true, granite: true},
 	"qwen2":    {ropeNeox: true},
 	"qwen3":    {ropeNeox: true, qkNorm: QKNormPerHead},
+	"qwen3moe": {ropeNeox: true, qkNorm: QKNormPerHead, moe: &moeRule{ffKey: true, ffKeyOptional: true, normalize: true}},
 	"olmo2": {ropeNeox: true, noPreNorm: true, postNorms: true, qkNorm: QKNormWhole,
 		window: &windowRule{defPattern: 4, localUnscaled: true, localNoYarn: true, localBaseGlobal: true}},
 	"phi3": {ropeNeox: true, fusedGateUp: true, longRope: true, windowOff: true},
@@ -96,7 +145,14 @@ var families = map[string]family{
 		window: &windowRule{defWindow: 4096, defPattern: 2, localBaseGlobal: true}, softcaps: true, attnSoftcap: 50, logitSoftcap: 30, queryScaleLayers: 46},
 	"gemma3": {ropeNeox: true, gelu: true, postNorms: true, qkNorm: QKNormPerHead, embdScaleSqrt: true, tiedOnly: true,
 		window: &windowRule{defPattern: 6, localUnscaled: true}, softcaps: true, queryScaleLayers: 62},
+	// gpt-oss: every other layer local (the window a required key), YaRN
+	// on every layer alike, sinks, and experts with biases. Its converter
+	// writes the YaRN betas (32 and 1, what llama.cpp assumes without
+	// reading them), so they are read rather than refused.
+	"gpt-oss": {ropeNeox: true, outBias: true, sinks: true, ffnNorm: "post_attention_norm", yarnKeys: true,
+		window: &windowRule{required: true, defPattern: 2, localBaseGlobal: true},
+		moe:    &moeRule{ffKey: true, gating: GatingSoftmaxKept, biases: true, swigluOAI: true}},
 }
 
 // architectures is the list for error messages.
-const architectures = "llama, mistral3, smollm3, granite, qwen2, qwen3, olmo2, phi3, gemma2, gemma3"
+const architectures = "llama, mistral3, smollm3, granite, qwen2, qwen3, qwen3moe, olmo2, phi3, gemma2, gemma3, gpt-oss"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model/synth"
+	"github.com/lmstream/lmstream/core/quant"
 )
 
 // familyGolden is llama.cpp's output on one synthetic model (see
@@ -22,8 +23,7 @@ type familyGolden struct {
 		Top    []int32
 		Logits []float32
 	}
-	Greedy       []int32
-	GreedyMargin []float32 `json:"greedy_margin"` // llama.cpp's top logit less its runner-up, per greedy step
+	Greedy []int32
 }
 
 // vocabFile is the default model, whose vocabulary the synthetic models
@@ -53,6 +53,19 @@ func vocabFile(t *testing.T) *gguf.File {
 // families stay under 1e-3.
 const tolFamily = 2e-3
 
+// tolQuantized is tolFamily for a model with quantized weights (gpt-oss's
+// MXFP4 experts, whose inputs both sides quantize to Q8_0). There a value
+// near a rounding boundary turns the float16 rounding of K and V (this
+// package's, not the recording's) into a whole Q8_0 step, and such steps
+// move this small model's logits a lot: two equally valid roundings of
+// the activations (against the stored float16 scale, as this package
+// does, or the unrounded one, as GGML does) move its top logits by up to
+// 6.4e-3 relative, and llama.cpp's differ from these by up to 7.7e-3 (the
+// float32 gpt-oss file, gpt-oss-f32, stays within tolFamily). A real
+// fault is larger: leaving out the experts' down biases (σ = 0.1) moves
+// every position by 2.1e-2 or more, up to 0.22.
+const tolQuantized = 1e-2
+
 // TestFamiliesMatchLlamaCpp runs each synthetic model of every family
 // over the golden prompt and compares with llama.cpp: the top logits at
 // every position within tolFamily, and the 32 greedy tokens identical.
@@ -60,11 +73,14 @@ const tolFamily = 2e-3
 // golden data with llama.cpp).
 func TestFamiliesMatchLlamaCpp(t *testing.T) { checkFamilies(t, synth.Set(), tolFamily) }
 
-// tolQuantTypes is tolFamily for the quantized weight types: both sides
-// quantize activations the same way (Q8_0 or Q8_K blocks), but llama.cpp
-// rounds them to float16 or bfloat16 for float16 and bfloat16 weights,
-// where this package keeps float32.
-const tolQuantTypes = 3e-2
+// tolQuantTypes is tolQuantized for QuantSet's models, whose every matrix
+// is quantized (two layers and the head): both sides quantize the
+// activations to Q8_0 or Q8_K blocks, rounding against different scales
+// (see tolQuantized), and each matrix adds its own share. The worst seen
+// is 3.0e-2 (Q6_K), most types stay under 2e-2; llama.cpp also rounds the
+// activations of float16 and bfloat16 weights to those types (3.8e-3 for
+// bfloat16), which this package keeps in float32.
+const tolQuantTypes = 4e-2
 
 // TestQuantTypesMatchLlamaCpp is TestFamiliesMatchLlamaCpp for one model
 // per weight type.
@@ -100,7 +116,11 @@ func checkFamilies(t *testing.T, specs []synth.Spec, tol float64) {
 			c := m.NewCache(spec.Context)
 			rows := run(t, m, new(Batch).chain(c, synth.Prompt, true))
 			require.Len(t, g.Positions, len(rows))
-			require.Len(t, g.GreedyMargin, len(g.Greedy))
+			tol := tol
+			quantized := spec.Weights != quant.F32 || spec.ExpertWeights != quant.F32
+			if quantized {
+				tol = max(tol, tolQuantized)
+			}
 			worst := 0.0
 			for i, p := range g.Positions {
 				scale := math.Max(1, math.Abs(float64(p.Logits[0])))
@@ -116,39 +136,32 @@ func checkFamilies(t *testing.T, specs []synth.Spec, tol float64) {
 					require.LessOrEqual(t, d, tol, "position %d, token %d: %g, llama.cpp %g", i, id, rows[i][id], p.Logits[j])
 				}
 			}
+			// The continuation follows llama.cpp's greedy tokens: each must
+			// be ours, or a near tie within the tolerance (after which
+			// free-running sequences would part, and nothing more would
+			// be compared).
 			commitAll(t, c)
-			// The greedy tokens are llama.cpp's up to the first step whose
-			// runner-up is within the tolerance twice over: past a knife
-			// edge either continuation is right.
-			edge := 2 * tol * topScale(g)
-			got := []int32{argmax(rows[len(rows)-1])}
-			n := 0
-			for i := range g.Greedy {
-				if float64(g.GreedyMargin[i]) <= edge {
-					break
-				}
-				require.Equal(t, g.Greedy[i], got[i], "greedy token %d", i)
-				n++
-				if i+1 < len(g.Greedy) {
-					row := run(t, m, new(Batch).chain(c, got[i:i+1], false))
+			row, same := rows[len(rows)-1], 0
+			for k, want := range g.Greedy {
+				if k > 0 {
+					row = run(t, m, new(Batch).chain(c, g.Greedy[k-1:k], false))[0]
 					commitAll(t, c)
-					got = append(got, argmax(row[0]))
 				}
+				top := argmax(row)
+				if top == want {
+					same++
+					continue
+				}
+				gap := float64(row[top]-row[want]) / math.Max(1, math.Abs(float64(row[top])))
+				require.LessOrEqual(t, gap, 2*tol, "greedy token %d: llama.cpp's %d, ours %d", k, want, top)
 			}
-			t.Logf("%s: max relative Δlogit %.2g over %d positions, %d of %d greedy tokens identical (then a knife edge)",
-				spec.Name, worst, len(rows), n, len(g.Greedy))
+			if !quantized {
+				require.Equal(t, len(g.Greedy), same, "greedy tokens")
+			}
+			t.Logf("%s: max relative Δlogit %.2g over %d positions, %d of %d greedy tokens identical, the rest near ties",
+				spec.Name, worst, len(rows), same, len(g.Greedy))
 		})
 	}
-}
-
-// topScale is the largest top logit of the prompt positions (at least 1),
-// the scale the tolerances are relative to.
-func topScale(g familyGolden) float64 {
-	s := 1.0
-	for _, p := range g.Positions {
-		s = math.Max(s, math.Abs(float64(p.Logits[0])))
-	}
-	return s
 }
 
 // TestFamilyFilesLoad: every synthetic model loads (whether or not golden

@@ -36,7 +36,8 @@ type scratch struct {
 	x, xn          []float32 // [N][Embd] residual stream, normed copy
 	q, k, v, att   []float32 // [N][Heads*HeadDim], [N][KVHeads*HeadDim] ×2, [N][Heads*HeadDim]
 	proj           []float32 // [N][Embd] attention / FFN output projection
-	gate, up       []float32 // [N][FF]
+	gate, up       []float32 // [N][FF] (of an expert: [N][MoE.FF])
+	moe            moeScratch
 	acts           acts      // quantized matmul inputs
 	ropeTabs       []ropeTab // per rotation of m.ropes: each token's cos and sin
 	qTemp          []float32 // [N] query temperature (AttnTempScale)
@@ -103,7 +104,7 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 	s.q, s.att = grow(s.q, n*qDim), grow(s.att, n*qDim)
 	s.k, s.v = grow(s.k, n*kvDim), grow(s.v, n*kvDim)
 	s.proj = grow(s.proj, n*c.Embd)
-	s.gate, s.up = grow(s.gate, n*c.FF), grow(s.up, n*c.FF)
+	s.gate, s.up = grow(s.gate, n*c.ffnWidth()), grow(s.up, n*c.ffnWidth())
 
 	// Token embeddings: dequantized rows of token_embd.
 	for i, t := range b.Tokens {
@@ -174,20 +175,13 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		addBiasRows(s.proj, l.bo, n)
 		m.residual(s.proj, l.postAttnNorm, n)
 
-		// FFN block: x += Wdown · (act(Wgate·xn) ⊙ Wup·xn)
+		// FFN block: x += FFN(xn), dense or a mixture of experts.
 		m.acts().set(m.preNorm(l.ffnNorm, n), n, c.Embd)
-		m.matmul(&l.wGate, s.gate, n)
-		m.matmul(&l.wUp, s.up, n)
-		addBiasRows(s.gate, l.bGate, n)
-		addBiasRows(s.up, l.bUp, n)
-		if c.GELU {
-			geglu(s.gate, s.up, n*c.FF)
+		if l.moe != nil {
+			m.moeFFN(l.moe, n)
 		} else {
-			swiglu(s.gate, s.up, n*c.FF)
+			m.denseFFN(l, n)
 		}
-		m.acts().set(s.gate, n, c.FF)
-		m.matmul(&l.wDown, s.proj, n)
-		addBiasRows(s.proj, l.bDown, n)
 		m.residual(s.proj, l.postFNorm, n)
 	}
 
@@ -214,6 +208,33 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		softcap(logits[:nl*head.rows], c.LogitSoftcap)
 	}
 	return nil
+}
+
+// denseFFN computes s.proj = Wdown · (act(Wgate·xn) ⊙ Wup·xn) for the n
+// rows of the current acts.
+func (m *Model) denseFFN(l *layer, n int) {
+	c, s := &m.cfg, &m.s
+	m.matmul(&l.wGate, s.gate, n)
+	m.matmul(&l.wUp, s.up, n)
+	addBiasRows(s.gate, l.bGate, n)
+	addBiasRows(s.up, l.bUp, n)
+	m.activate(s.gate, s.up, n*c.FF)
+	m.acts().set(s.gate, n, c.FF)
+	m.matmul(&l.wDown, s.proj, n)
+	addBiasRows(s.proj, l.bDown, n)
+}
+
+// activate writes gate[i] = act(gate[i]) · up[i] for the first n, with
+// the model's gated activation.
+func (m *Model) activate(gate, up []float32, n int) {
+	switch {
+	case m.cfg.MoE.SwigluOAI:
+		swigluOAI(gate, up, n)
+	case m.cfg.GELU:
+		geglu(gate, up, n)
+	default:
+		swiglu(gate, up, n)
+	}
 }
 
 // preNorm is a block's input: the residual stream RMS-normed by w, or the

@@ -35,8 +35,13 @@ type layer struct {
 	attnNorm, ffnNorm []float32 // nil when the family has no pre-norms (OLMo 2)
 	wq, wk, wv, wo    matrix
 	bq, bk, bv, bo    []float32 // each nil when the file has no such bias
-	wGate, wUp, wDown matrix
+	wGate, wUp, wDown matrix    // unused (zero) in a layer of experts
 	bGate, bUp, bDown []float32
+	// moe is the layer's mixture of experts, nil for a dense FFN.
+	moe *experts
+	// sinks is one logit per query head that joins the denominator of the
+	// head's softmax (nil: none).
+	sinks []float32
 	// qNorm and kNorm RMS-normalize queries and keys before RoPE, per head
 	// or over the whole projection (Config.QKNorm); postAttnNorm and
 	// postFNorm RMS-normalize the attention and FFN outputs before each
@@ -136,11 +141,14 @@ func LoadWithProgress(f *gguf.File, threads int, progress func(fraction float64)
 // goroutine of ours can recover; the price is that those weights live in
 // anonymous memory instead of the page cache (the same resident size, not
 // shared with other processes mapping the file).
-func (m *Model) pack(progress func(float64)) {
+//
+// release (gguf.File.Release) is told each source once it is copied, so
+// that the file's pages leave the resident set as the copies fill it: the
+// load's peak memory is about the model's, not twice it.
+func (m *Model) pack(progress func(float64), release func([]byte)) {
 	var all []*matrix
 	for i := range m.layers {
-		l := &m.layers[i]
-		all = append(all, &l.wq, &l.wk, &l.wv, &l.wo, &l.wGate, &l.wUp, &l.wDown)
+		all = append(all, m.layers[i].matrices()...)
 	}
 	all = append(all, &m.output)
 	unpacked := func(w *matrix) bool { return quant.PackedSize(w.typ, w.rows, w.cols) == 0 }
@@ -173,17 +181,20 @@ func (m *Model) pack(progress func(float64)) {
 		}
 	}
 	for _, w := range all {
-		n := len(w.data)
+		src := w.data
 		if unpacked(w) {
 			w.data = own.copy(w.data)
 		}
 		w.packed = quant.PrepackIn(arena, w.typ, w.data, w.rows, w.cols)
-		report(n)
+		release(src)
+		report(len(src))
 	}
 	if embdShared {
 		m.tokEmbd.data = m.output.data
 	} else {
-		m.tokEmbd.data = own.copy(m.tokEmbd.data)
+		src := m.tokEmbd.data
+		m.tokEmbd.data = own.copy(src)
+		release(src)
 	}
 	report(len(m.tokEmbd.data))
 	if progress != nil {
@@ -192,6 +203,15 @@ func (m *Model) pack(progress func(float64)) {
 	if m.cfg.TiedOutput {
 		m.tokEmbd.packed = m.output.packed
 	}
+}
+
+// matrices are the layer's weight matrices in the order a pass reads them.
+func (l *layer) matrices() []*matrix {
+	all := []*matrix{&l.wq, &l.wk, &l.wv, &l.wo}
+	if l.moe != nil {
+		return append(all, l.moe.matrices()...)
+	}
+	return append(all, &l.wGate, &l.wUp, &l.wDown)
 }
 
 // ownAlign is the alignment of each copy in ownedBytes: a cache line, as

@@ -114,6 +114,19 @@ func swiglu(gate, up []float32, n int) {
 	}
 }
 
+// swigluOAI is gpt-oss's activation: gate[i] = σ(1.702·g)·g · (u + 1)
+// with g = min(gate[i], 7) and u = up[i] clamped to [-7, 7], as GGML's
+// swiglu_oai computes it.
+func swigluOAI(gate, up []float32, n int) {
+	const alpha, limit = 1.702, 7
+	gate, up = gate[:n], up[:n]
+	for i, g := range gate {
+		x := min(g, limit)
+		y := max(min(up[i], limit), -limit)
+		gate[i] = x / (1 + expf(-alpha*x)) * (y + 1)
+	}
+}
+
 // geglu writes gate[i] = gelu(gate[i]) * up[i] with GELU's tanh form,
 // gelu(g) = g/2·(1 + tanh(√(2/π)·(g + 0.044715·g³))), as Gemma's FFN (and
 // llama.cpp's GELU) computes it. tanh(u) = 1 - 2/(e^(2u)+1), so that a

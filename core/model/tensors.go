@@ -17,7 +17,7 @@ func load(f *gguf.File, progress func(float64)) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.pack(progress)
+	m.pack(progress, f.Release)
 	return m, nil
 }
 
@@ -58,14 +58,18 @@ func readTensors(f *gguf.File, dry bool) (*Model, error) {
 
 // layer reads layer i's tensors: Q, K and V separate or fused, each bias
 // where the file has one, the norms the family places, the FFN's gate and
-// up separate or fused (Phi-3).
+// up separate or fused (Phi-3), or its experts.
 func (ld *loader) layer(c *Config, fam family, i int) layer {
 	p := fmt.Sprintf("blk.%d.", i)
 	qDim, kvDim := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim // checked not to overflow
 	var l layer
 	if !c.NoPreNorm {
+		ffnNorm := "ffn_norm"
+		if fam.ffnNorm != "" {
+			ffnNorm = fam.ffnNorm
+		}
 		l.attnNorm = ld.vector(p+"attn_norm.weight", c.Embd)
-		l.ffnNorm = ld.vector(p+"ffn_norm.weight", c.Embd)
+		l.ffnNorm = ld.vector(p+ffnNorm+".weight", c.Embd)
 	}
 	if ld.has(p + "attn_qkv.weight") {
 		c.FusedQKV = true
@@ -99,6 +103,21 @@ func (ld *loader) layer(c *Config, fam family, i int) layer {
 		l.postAttnNorm = ld.vector(p+"post_attention_norm.weight", c.Embd)
 		l.postFNorm = ld.vector(p+"post_ffw_norm.weight", c.Embd)
 	}
+	if fam.sinks {
+		l.sinks = ld.vector(p+"attn_sinks.weight", c.Heads)
+		c.AttnSinks = true
+	}
+	if c.MoE.Experts > 0 {
+		l.moe = ld.experts(c, p)
+	} else {
+		ld.denseFFN(&l, c, fam, p)
+	}
+	return l
+}
+
+// denseFFN reads a layer's plain FFN: gate and up separate or fused
+// (Phi-3), down, and the biases where the family allows them.
+func (ld *loader) denseFFN(l *layer, c *Config, fam family, p string) {
 	if c.FusedGateUp {
 		up := ld.matrix(p+"ffn_up.weight", c.Embd, 2*c.FF)
 		l.wGate, l.wUp = up.rowsView(0, c.FF), up.rowsView(c.FF, 2*c.FF)
@@ -113,7 +132,6 @@ func (ld *loader) layer(c *Config, fam family, i int) layer {
 		l.bDown = ld.optionalVector(p+"ffn_down.bias", c.Embd)
 		c.FFNBias = c.FFNBias || ld.has(p+"ffn_gate.bias") || ld.has(p+"ffn_up.bias") || ld.has(p+"ffn_down.bias")
 	}
-	return l
 }
 
 // readRopeFactors reads the per-pair frequency factors: Llama 3's
@@ -247,7 +265,12 @@ var matrixTypes = map[quant.Type]bool{
 }
 
 func (ld *loader) matrix(name string, cols, rows int) matrix {
-	t := ld.tensor(name, cols, rows)
+	return ld.matrixOf(name, ld.tensor(name, cols, rows), cols, rows)
+}
+
+// matrixOf is tensor t (already checked to hold rows×cols elements) as a
+// matrix, when its type has kernels and its blocks are valid.
+func (ld *loader) matrixOf(name string, t *gguf.Tensor, cols, rows int) matrix {
 	if t == nil {
 		return matrix{}
 	}

@@ -4,6 +4,9 @@
 // and files any family can be tried with (`make run MODEL=dir/qwen3.gguf`).
 //
 //	lmssynth -vocab models/SmolLM2-135M-Instruct.Q4_1.gguf -out DIR [-only NAME]
+//
+// -only qwen3moe-bench writes synth.BenchMoE, the Qwen3-MoE-shaped file
+// the mixture-of-experts speed and memory figures are taken on.
 package main
 
 import (
@@ -47,8 +50,12 @@ func run(vocabPath, out, only string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	specs := append(synth.Set(), synth.QuantSet()...)
+	if only == synth.BenchMoE().Name { // 1.5 GB: written only when asked for
+		specs = append(specs, synth.BenchMoE())
+	}
 	n := 0
-	for _, s := range append(synth.Set(), synth.QuantSet()...) {
+	for _, s := range specs {
 		if only != "" && s.Name != only {
 			continue
 		}

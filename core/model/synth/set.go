@@ -29,7 +29,7 @@ func float32Shape(name, arch string, seed uint64) Spec {
 // float32 weights.
 func Set() []Spec {
 	with := func(s Spec, f func(*Spec)) Spec { f(&s); return s }
-	return []Spec{
+	return append([]Spec{
 		with(float32Shape("llama-rope-freqs", "llama", 1), func(s *Spec) { s.RopeFreqs, s.Tied = true, true }),
 		with(float32Shape("llama-linear", "llama", 2), func(s *Spec) {
 			s.KV = map[string]any{"rope.scaling.type": "linear", "rope.scaling.factor": float32(4)}
@@ -68,7 +68,7 @@ func Set() []Spec {
 		}),
 		float32Shape("olmo2", "olmo2", 11),
 		with(float32Shape("smollm3", "smollm3", 12), func(s *Spec) { s.Layers = 4 }),
-	}
+	}, moeSpecs()...)
 }
 
 // QuantTypes are the weight types QuantSet covers.

@@ -37,6 +37,11 @@ type Spec struct {
 	FusedQKV, QKVBias, OutBias, FFNBias bool
 	RopeFreqs                           bool // rope_freqs.weight (Llama 3)
 	LongRope                            bool // rope_factors_short/long.weight
+	// Experts > 0 makes every FFN a mixture of Experts experts of width
+	// ExpertFF, ExpertsUsed of them per token, stored as ExpertWeights
+	// (F32, the zero value, means Weights).
+	Experts, ExpertsUsed, ExpertFF int
+	ExpertWeights                  quant.Type
 	// KV is extra metadata under the architecture's prefix (the key
 	// without it), written after the shape.
 	KV map[string]any
@@ -49,20 +54,28 @@ func (s Spec) HeadDim() int { return s.Embd / s.Heads }
 
 // family is what a Spec's architecture puts in each layer.
 type family struct {
-	qkNorm    string // "", "head" or "whole"
-	postNorms bool
-	noPreNorm bool
-	fusedUp   bool
-	tiedOnly  bool
+	qkNorm     string // "", "head" or "whole"
+	postNorms  bool
+	noPreNorm  bool
+	fusedUp    bool
+	tiedOnly   bool
+	untiedOnly bool   // output.weight always (gpt-oss)
+	ffnNorm    string // the FFN's pre-norm when not ffn_norm
+	// expertFF: the file names the experts' width
+	// (expert_feed_forward_length); expertBiases: router and experts have
+	// biases; sinks: attn_sinks per layer (gpt-oss).
+	expertFF, expertBiases, sinks bool
 }
 
 var families = map[string]family{
 	"llama": {}, "mistral3": {}, "smollm3": {}, "granite": {}, "qwen2": {},
-	"qwen3":  {qkNorm: "head"},
-	"olmo2":  {qkNorm: "whole", postNorms: true, noPreNorm: true},
-	"phi3":   {fusedUp: true},
-	"gemma2": {postNorms: true, tiedOnly: true},
-	"gemma3": {qkNorm: "head", postNorms: true, tiedOnly: true},
+	"qwen3":    {qkNorm: "head"},
+	"olmo2":    {qkNorm: "whole", postNorms: true, noPreNorm: true},
+	"phi3":     {fusedUp: true},
+	"gemma2":   {postNorms: true, tiedOnly: true},
+	"gemma3":   {qkNorm: "head", postNorms: true, tiedOnly: true},
+	"qwen3moe": {qkNorm: "head", expertFF: true},
+	"gpt-oss":  {untiedOnly: true, ffnNorm: "post_attention_norm", expertFF: true, expertBiases: true, sinks: true},
 }
 
 // Write builds the file. vocab is a model file whose tokenizer.* metadata
@@ -97,6 +110,13 @@ func Write(s Spec, vocab *gguf.File) ([]byte, error) {
 	add(a+"attention.head_count_kv", uint32(s.KVHeads))
 	add(a+"rope.freq_base", float32(10000))
 	add(a+"attention.layer_norm_rms_epsilon", float32(1e-5))
+	if s.Experts > 0 {
+		add(a+"expert_count", uint32(s.Experts))
+		add(a+"expert_used_count", uint32(s.ExpertsUsed))
+		if fam.expertFF {
+			add(a+"expert_feed_forward_length", uint32(s.ExpertFF))
+		}
+	}
 	for _, k := range slices.Sorted(maps.Keys(s.KV)) {
 		add(a+k, s.KV[k])
 	}
@@ -141,7 +161,7 @@ func Write(s Spec, vocab *gguf.File) ([]byte, error) {
 	}
 	tensor("token_embd.weight", s.Embed, normal(embSD), s.Embd, nv)
 	tensor("output_norm.weight", quant.F32, near1, s.Embd)
-	if !s.Tied && !fam.tiedOnly {
+	if (!s.Tied || fam.untiedOnly) && !fam.tiedOnly {
 		tensor("output.weight", s.Weights, mat(s.Embd, 2), s.Embd, nv)
 	}
 	if s.RopeFreqs {
@@ -158,8 +178,15 @@ func Write(s Spec, vocab *gguf.File) ([]byte, error) {
 	for l := 0; l < s.Layers; l++ {
 		p := fmt.Sprintf("blk.%d.", l)
 		if !fam.noPreNorm {
+			ffnNorm := "ffn_norm"
+			if fam.ffnNorm != "" {
+				ffnNorm = fam.ffnNorm
+			}
 			tensor(p+"attn_norm.weight", quant.F32, near1, s.Embd)
-			tensor(p+"ffn_norm.weight", quant.F32, near1, s.Embd)
+			tensor(p+ffnNorm+".weight", quant.F32, near1, s.Embd)
+		}
+		if fam.sinks {
+			tensor(p+"attn_sinks.weight", quant.F32, normal(1), s.Heads)
 		}
 		// Queries and keys a little larger than 1/√n, so attention is
 		// not uniform.
@@ -194,6 +221,10 @@ func Write(s Spec, vocab *gguf.File) ([]byte, error) {
 			tensor(p+"post_attention_norm.weight", quant.F32, near1, s.Embd)
 			tensor(p+"post_ffw_norm.weight", quant.F32, near1, s.Embd)
 		}
+		if s.Experts > 0 {
+			writeExperts(s, fam, p, tensor, normal, mat)
+			continue
+		}
 		if fam.fusedUp {
 			tensor(p+"ffn_up.weight", s.Weights, mat(s.Embd, 1), s.Embd, 2*s.FF)
 		} else {
@@ -215,6 +246,28 @@ func Write(s Spec, vocab *gguf.File) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// writeExperts writes layer p's router (float32, scaled so that routing
+// is decisive but not one-sided) and its experts' 3-D tensors: Experts
+// slabs of ExpertFF rows (gate, up) or Embd rows (down).
+func writeExperts(s Spec, fam family, p string, tensor func(string, quant.Type, func() float32, ...int),
+	normal func(float64) func() float32, mat func(int, float64) func() float32) {
+	wt := s.ExpertWeights
+	if wt == quant.F32 {
+		wt = s.Weights
+	}
+	n, ff := s.Experts, s.ExpertFF
+	tensor(p+"ffn_gate_inp.weight", quant.F32, mat(s.Embd, 2), s.Embd, n)
+	tensor(p+"ffn_gate_exps.weight", wt, mat(s.Embd, 1), s.Embd, ff, n)
+	tensor(p+"ffn_up_exps.weight", wt, mat(s.Embd, 1), s.Embd, ff, n)
+	tensor(p+"ffn_down_exps.weight", wt, mat(ff, 1), ff, s.Embd, n)
+	if fam.expertBiases {
+		tensor(p+"ffn_gate_inp.bias", quant.F32, normal(0.5), n)
+		tensor(p+"ffn_gate_exps.bias", quant.F32, normal(0.1), ff, n)
+		tensor(p+"ffn_up_exps.bias", quant.F32, normal(0.1), ff, n)
+		tensor(p+"ffn_down_exps.bias", quant.F32, normal(0.1), s.Embd, n)
+	}
 }
 
 // encode stores x (rows of cols values) as typ.
