@@ -1,12 +1,15 @@
-// Package model is the forward pass of Llama-family transformers (Llama,
-// SmolLM, TinyLlama, Qwen2, Gemma 3) read from GGUF files, over a general batch of
-// tokens from any number of sequences with a tree attention mask: the one
-// pass serves chunked prefill, decoding and the verification of speculative
+// Package model is the forward pass of decoder-only transformers read from
+// GGUF files (the Llama, Mistral, Qwen, Gemma, Phi, Granite, OLMo, SmolLM and
+// gpt-oss families, dense or with experts), over a general batch of tokens
+// from any number of sequences with a tree attention mask: the one pass
+// serves chunked prefill, decoding and the verification of speculative
 // token trees.
 //
-// The files read top to bottom: load.go (configuration and weights),
-// forward.go (the pass), attention.go (masked grouped-query attention), ops.go
-// (norms, RoPE, the small vector kernels).
+// The files read top to bottom: family.go (what sets each architecture
+// apart), config.go (the metadata, every key accounted for), tensors.go
+// (the weights, every tensor accounted for), load.go (packing), forward.go
+// (the pass), attention.go (masked grouped-query attention), rope.go (RoPE
+// and its scalings), ops.go (norms and the small vector kernels).
 package model
 
 import (
