@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/model/synth"
 	"github.com/lmstream/lmstream/core/quant"
 )
 
@@ -75,6 +76,10 @@ func TestGGUFMutator(t *testing.T) {
 	var real *source
 	if data, err := os.ReadFile(defaultModel); err == nil {
 		real = newSource(t, "default", data)
+		// Families whose metadata and tensors the default model lacks:
+		// experts, attention sinks, YaRN, MXFP4 blocks (gpt-oss), fused
+		// projections and LongRoPE factors (Phi-3).
+		sources = append(sources, synthSources(t)...)
 	} else {
 		t.Logf("default model absent (run `make model`), mutating only the generated ones: %v", err)
 	}
@@ -413,4 +418,25 @@ func put(b []byte, width int, x uint64) {
 	case 8:
 		binary.LittleEndian.PutUint64(b, x)
 	}
+}
+
+// synthSources are synthetic models (core/model/synth, under the default
+// model's vocabulary) of the families with the most metadata and tensors
+// of their own.
+func synthSources(t *testing.T) []*source {
+	t.Helper()
+	vocab, err := gguf.Open(defaultModel)
+	require.NoError(t, err)
+	defer vocab.Close()
+	var out []*source
+	for _, spec := range synth.Set() {
+		if spec.Name != "gpt-oss" && spec.Name != "phi3-longrope" {
+			continue
+		}
+		data, err := synth.Write(spec, vocab)
+		require.NoError(t, err, spec.Name)
+		out = append(out, newSource(t, spec.Name, data))
+	}
+	require.Len(t, out, 2, "the synthetic gpt-oss and phi3-longrope specs")
+	return out
 }
