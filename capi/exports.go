@@ -21,6 +21,7 @@ import (
 
 	_ "github.com/lmstream/lmstream/core/cpu"
 	_ "github.com/lmstream/lmstream/core/cuda"
+	"github.com/lmstream/lmstream/core/jsonstrict"
 	_ "github.com/lmstream/lmstream/core/replay"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
@@ -100,7 +101,7 @@ func lmsgo_configure_process(settings *C.char, errBuf *C.char, errSize C.size_t)
 	if settings == nil {
 		return fail(status.Errorf(status.InvalidArgument, "settings_json is NULL"), errBuf, errSize)
 	}
-	f, err := runtime.ParseFields(goBytes(settings), "settings")
+	f, err := jsonstrict.ParseFields(goBytes(settings), "settings")
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}
@@ -109,15 +110,15 @@ func lmsgo_configure_process(settings *C.char, errBuf *C.char, errSize C.size_t)
 	// the machine only costs.
 	var threads, gcPercent int
 	var memLimit int64
-	hasThreads, err := runtime.TakeIn(f, "threads", &threads, 1, 1024)
+	hasThreads, err := jsonstrict.TakeIn(f, "threads", &threads, 1, 1024)
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}
-	hasGC, err := runtime.TakeIn(f, "gc_percent", &gcPercent, -1, 1_000_000)
+	hasGC, err := jsonstrict.TakeIn(f, "gc_percent", &gcPercent, -1, 1_000_000)
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}
-	hasLimit, err := runtime.TakeIn(f, "memory_limit_bytes", &memLimit, 1, math.MaxInt64)
+	hasLimit, err := jsonstrict.TakeIn(f, "memory_limit_bytes", &memLimit, 1, math.MaxInt64)
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}

@@ -104,6 +104,7 @@ import (
 	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/grammar"
+	"github.com/lmstream/lmstream/core/jsonstrict"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/registry"
 	"github.com/lmstream/lmstream/core/runtime"
@@ -652,14 +653,14 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 		{"presence_penalty", &p.PresencePenalty, -sample.MaxAdditivePenalty, sample.MaxAdditivePenalty},
 		{"frequency_penalty", &p.FrequencyPenalty, -sample.MaxAdditivePenalty, sample.MaxAdditivePenalty},
 	} {
-		if _, err := runtime.TakeIn(req.Extra, f.key, f.dst, f.lo, f.hi); err != nil {
+		if _, err := jsonstrict.TakeIn(req.Extra, f.key, f.dst, f.lo, f.hi); err != nil {
 			return nil, err
 		}
 	}
 	if r := p.RepetitionPenalty; r != 0 && r < sample.MinRepetitionPenalty {
 		return nil, req.Extra.Errorf("repetition_penalty", "must be 0 or 1 (off) or in [%g, %g], got %g", sample.MinRepetitionPenalty, float64(sample.MaxRepetitionPenalty), r)
 	}
-	if _, err := runtime.TakeIn(req.Extra, "repeat_last_n", &p.RepeatLastN, 0, sample.MaxRepeatLastN); err != nil {
+	if _, err := jsonstrict.TakeIn(req.Extra, "repeat_last_n", &p.RepeatLastN, 0, sample.MaxRepeatLastN); err != nil {
 		return nil, err
 	}
 	smp, err := sample.New(p, b.tok.Size())

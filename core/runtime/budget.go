@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"github.com/lmstream/lmstream/core/internal/sat"
 	"math"
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/lmstream/lmstream/core/internal/sat"
 
 	"github.com/lmstream/lmstream/core/status"
 )

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/lmstream/lmstream/core/jsonstrict"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -16,7 +17,7 @@ type Config struct {
 	// KV caches, scratch); 0 means DefaultBudget. See MemoryBudget.
 	MemoryBudgetBytes int64
 	// Backend-specific fields, taken by the backend's Factory.
-	Extra *Fields
+	Extra *jsonstrict.Fields
 	// Progress, when set, hears how loading advances (see Report). It is
 	// not a JSON field: the caller of NewWithProgress supplies it.
 	Progress func(stage string, fraction float64)
@@ -81,7 +82,7 @@ func backendNames() []string {
 
 // ParseConfig reads a runtime config's common fields.
 func ParseConfig(data []byte) (*Config, error) {
-	f, err := ParseFields(data, "config")
+	f, err := jsonstrict.ParseFields(data, "config")
 	if err != nil {
 		return nil, err
 	}

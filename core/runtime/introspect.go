@@ -1,6 +1,9 @@
 package runtime
 
-import "github.com/lmstream/lmstream/core/status"
+import (
+	"github.com/lmstream/lmstream/core/jsonstrict"
+	"github.com/lmstream/lmstream/core/status"
+)
 
 // Introspector is what a backend may answer about its model besides
 // generating: how it tokenizes, what its metadata says, how it renders a
@@ -64,7 +67,7 @@ func (r *Runtime) Introspector() (Introspector, error) {
 // "add_generation_prompt": bool (default true)}, checking the messages as
 // ParseRequest does.
 func ParseChat(data []byte) ([]Message, bool, error) {
-	f, err := ParseFields(data, "request")
+	f, err := jsonstrict.ParseFields(data, "request")
 	if err != nil {
 		return nil, false, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/jsonstrict"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 )
@@ -100,9 +101,9 @@ func TestStrictJSONAcceptsWhatIsValid(t *testing.T) {
 		fmt.Fprintf(&b, `"k%d":%d,`, i, i)
 	}
 	ok := b.String() + `"last":null}}`
-	_, err = runtime.ParseFields([]byte(ok), "request")
+	_, err = jsonstrict.ParseFields([]byte(ok), "request")
 	require.NoError(t, err)
-	_, err = runtime.ParseFields([]byte(b.String()+`"k17":1}}`), "request")
+	_, err = jsonstrict.ParseFields([]byte(b.String()+`"k17":1}}`), "request")
 	requireCode(t, err, status.BadJSON, `duplicate key "k17"`, "40 keys")
 }
 

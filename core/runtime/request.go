@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/lmstream/lmstream/core/grammar"
+	"github.com/lmstream/lmstream/core/jsonstrict"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 )
@@ -49,7 +50,7 @@ type Request struct {
 
 	// Backend-specific fields (the replay script, for one) that the backend
 	// takes in Prepare; anything it leaves is an unknown-field error.
-	Extra *Fields
+	Extra *jsonstrict.Fields
 }
 
 // Items is the number of batch items the request makes.
@@ -85,7 +86,7 @@ const (
 // ParseRequest reads and checks a request's JSON. Fields it does not know
 // are left in Extra for the backend.
 func ParseRequest(data []byte) (*Request, error) {
-	f, err := ParseFields(data, "request")
+	f, err := jsonstrict.ParseFields(data, "request")
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +126,7 @@ func ParseRequest(data []byte) (*Request, error) {
 		}
 	}
 
-	if _, err := TakeIn(f, "max_tokens", &r.MaxTokens, 1, MaxMaxTokens); err != nil {
+	if _, err := jsonstrict.TakeIn(f, "max_tokens", &r.MaxTokens, 1, MaxMaxTokens); err != nil {
 		return nil, err
 	}
 	switch f.Kind("stop") {
@@ -162,7 +163,7 @@ func ParseRequest(data []byte) (*Request, error) {
 	if _, err := f.Take("include_stop", &r.IncludeStop); err != nil {
 		return nil, err
 	}
-	if _, err := TakeIn(f, "temperature", &r.Temperature, 0, sample.MaxTemperature); err != nil {
+	if _, err := jsonstrict.TakeIn(f, "temperature", &r.Temperature, 0, sample.MaxTemperature); err != nil {
 		return nil, err
 	}
 	if r.Temperature < sample.MinTemperature {
@@ -185,11 +186,11 @@ func ParseRequest(data []byte) (*Request, error) {
 		{"tpot_slo_ms", &r.TPOTSLOMs, 0, MaxSLOMs},
 		{"ttft_slo_ms", &r.TTFTSLOMs, 0, MaxSLOMs},
 	} {
-		if _, err := TakeIn(f, p.key, p.dst, p.lo, p.hi); err != nil {
+		if _, err := jsonstrict.TakeIn(f, p.key, p.dst, p.lo, p.hi); err != nil {
 			return nil, err
 		}
 	}
-	if _, err := TakeIn(f, "top_k", &r.TopK, 0, MaxTopK); err != nil {
+	if _, err := jsonstrict.TakeIn(f, "top_k", &r.TopK, 0, MaxTopK); err != nil {
 		return nil, err
 	}
 	if r.HasSeed, err = f.Take("seed", &r.Seed); err != nil {
@@ -198,7 +199,7 @@ func ParseRequest(data []byte) (*Request, error) {
 	if _, err := f.Take("logprobs", &r.Logprobs); err != nil {
 		return nil, err
 	}
-	topGiven, err := TakeIn(f, "top_logprobs", &r.TopLogprobs, 0, MaxTopLogprobs)
+	topGiven, err := jsonstrict.TakeIn(f, "top_logprobs", &r.TopLogprobs, 0, MaxTopLogprobs)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +222,7 @@ func ParseRequest(data []byte) (*Request, error) {
 }
 
 // checkMessages applies the limits every "messages" list has.
-func checkMessages(f *Fields, msgs []Message) error {
+func checkMessages(f *jsonstrict.Fields, msgs []Message) error {
 	if len(msgs) == 0 {
 		return f.Errorf("messages", "must hold at least one message")
 	}
@@ -253,7 +254,7 @@ type jsonSchemaSpec struct {
 // "json_object"}, {"type": "json_schema", "json_schema": {"schema":
 // ...}}) and "grammar" (GBNF text), at most one of them, and compiles
 // the constraint.
-func takeGrammar(f *Fields) (*grammar.Grammar, error) {
+func takeGrammar(f *jsonstrict.Fields) (*grammar.Grammar, error) {
 	var rf *responseFormat
 	if _, err := f.Take("response_format", &rf); err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/lmstream/lmstream/core/jsonstrict"
 	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 )
@@ -57,7 +58,7 @@ func badField(param, format string, args ...any) error {
 func parseCall(kind endpoint, body []byte, render func([]runtime.Message) (string, error), drafter string) (*call, error) {
 	// The strict scanner first: malformed JSON, duplicate keys, invalid
 	// UTF-8 and trailing data are errors before any field is looked at.
-	if _, err := runtime.ParseFields(body, "request"); err != nil {
+	if _, err := jsonstrict.ParseFields(body, "request"); err != nil {
 		return nil, err
 	}
 	var m map[string]json.RawMessage

@@ -1,4 +1,4 @@
-package runtime
+package jsonstrict
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // parsing take the fields they know; whatever is left is an error, so a
 // misspelt option is reported instead of silently ignored.
 //
-// The whole document is checked by the strict scanner (json.go) when it
+// The whole document is checked by the strict scanner (scan.go) when it
 // is parsed: malformed JSON, invalid UTF-8, lone surrogates, duplicate keys
 // at any depth and trailing data are BadJSON errors before any field is
 // read. Take then decodes one member with the same scanner, so a value of

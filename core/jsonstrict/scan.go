@@ -1,4 +1,19 @@
-package runtime
+// Package jsonstrict reads the JSON of everything that crosses the ABI
+// (requests, runtime configs, process settings) strictly.
+//
+// encoding/json is lenient where the header promises strictness: it turns
+// invalid UTF-8 and lone surrogate escapes into U+FFFD, lets the last of
+// two duplicate keys win, and treats null as "leave the value alone" for
+// every type. This package holds a small scanner that checks a document
+// completely (RFC 8259 grammar, well-formed UTF-8, paired surrogates, no
+// duplicate keys in any object, nothing after the value, bounded nesting)
+// and decodes values into Go destinations with the same rules, so an error
+// always names the field, the byte offset and the JSON types involved.
+//
+// Two error classes, as the ABI documents them: a document that is not
+// JSON under these rules is BadJSON; well-formed JSON with a value of the
+// wrong type or range is InvalidRequest.
+package jsonstrict
 
 import (
 	"encoding/json"
@@ -11,22 +26,6 @@ import (
 
 	"github.com/lmstream/lmstream/core/status"
 )
-
-// Strict JSON for everything that crosses the ABI (requests, runtime
-// configs, process settings).
-//
-// encoding/json is lenient where the header promises strictness: it turns
-// invalid UTF-8 and lone surrogate escapes into U+FFFD, lets the last of
-// two duplicate keys win, and treats null as "leave the value alone" for
-// every type. This file holds a small scanner that checks a document
-// completely (RFC 8259 grammar, well-formed UTF-8, paired surrogates, no
-// duplicate keys in any object, nothing after the value, bounded nesting)
-// and decodes values into Go destinations with the same rules, so an error
-// always names the field, the byte offset and the JSON types involved.
-//
-// Two error classes, as the ABI documents them: a document that is not
-// JSON under these rules is BadJSON; well-formed JSON with a value of the
-// wrong type or range is InvalidRequest.
 
 // maxJSONDepth bounds nesting. The deepest document the runtime reads is
 // a replay "scripts" field (an array of arrays of arrays); the bound keeps
