@@ -290,7 +290,7 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	@for m in $(BENCH_MODELS); do \
 	  $(BUILD)/lmsbench -model $$($(FETCH) --path $$m) -rounds $(BENCH_ROUNDS) || exit 1; echo; \
 	done
-	$(GO) test -run='^$$' -bench='Text|StreamChunk|ChunkThroughput' -count=3 ./streaming ./core/runtime
+	$(GO) test -run='^$$' -bench='Text|StreamChunk|ChunkThroughput' -count=3 ./streaming ./core/loop
 	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand|MultiDot' -benchtime=20x ./core/quant
 	$(GO) test -run='^$$' -bench=ConstrainedDecode -benchtime=3x ./core/cpu
 	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))

@@ -13,7 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	goruntime "runtime"
+	"runtime"
 	"runtime/debug"
 	"time"
 	"unicode/utf8"
@@ -22,14 +22,14 @@ import (
 	_ "github.com/lmstream/lmstream/core/cpu"
 	_ "github.com/lmstream/lmstream/core/cuda"
 	"github.com/lmstream/lmstream/core/jsonstrict"
+	"github.com/lmstream/lmstream/core/loop"
 	_ "github.com/lmstream/lmstream/core/replay"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
 
 var (
-	runtimes table[*runtime.Runtime]
+	runtimes table[*loop.Runtime]
 	channels table[*streaming.Channel]
 	muxes    table[*streaming.Mux]
 )
@@ -126,7 +126,7 @@ func lmsgo_configure_process(settings *C.char, errBuf *C.char, errSize C.size_t)
 		return fail(err, errBuf, errSize)
 	}
 	if hasThreads {
-		goruntime.GOMAXPROCS(threads)
+		runtime.GOMAXPROCS(threads)
 	}
 	if hasGC {
 		debug.SetGCPercent(gcPercent)
@@ -143,7 +143,7 @@ func lmsgo_runtime_create(config *C.char, out *C.lms_runtime, errBuf *C.char, er
 	if config == nil || out == nil {
 		return fail(status.Errorf(status.InvalidArgument, "config_json and out must not be NULL"), errBuf, errSize)
 	}
-	rt, err := runtime.New(goBytes(config))
+	rt, err := loop.New(goBytes(config))
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}
@@ -262,7 +262,7 @@ func lmsgo_complete(h C.lms_runtime, request *C.char, out **C.lms_chunk, errBuf 
 	if request == nil || out == nil {
 		return fail(status.Errorf(status.InvalidArgument, "request_json and out must not be NULL"), errBuf, errSize)
 	}
-	req, err := runtime.ParseRequest(goBytes(request))
+	req, err := loop.ParseRequest(goBytes(request))
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}

@@ -11,7 +11,7 @@ import (
 	"encoding/json"
 	"unsafe"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -19,7 +19,7 @@ import (
 // its answer into caller memory; none hands out Go memory.
 
 // introspector resolves a runtime handle to its backend's Introspector.
-func introspector(h C.lms_runtime) (runtime.Introspector, error) {
+func introspector(h C.lms_runtime) (loop.Introspector, error) {
 	rt, ok := runtimes.get(uint64(h))
 	if !ok {
 		return nil, status.Errorf(status.InvalidHandle, "invalid runtime handle")
@@ -161,7 +161,7 @@ func lmsgo_render_chat(h C.lms_runtime, request *C.char, buf *C.char, size C.siz
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}
-	msgs, gen, err := runtime.ParseChat(goBytes(request))
+	msgs, gen, err := loop.ParseChat(goBytes(request))
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}

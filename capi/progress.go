@@ -9,7 +9,7 @@ import "C"
 import (
 	"unsafe"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -24,7 +24,7 @@ type progressEvent struct {
 var stageNames = map[string]*C.char{}
 
 func init() {
-	for _, s := range []string{runtime.StageOpen, runtime.StageWeights, runtime.StageSpec, runtime.StageCalibrate, runtime.StageReady} {
+	for _, s := range []string{loop.StageOpen, loop.StageWeights, loop.StageSpec, loop.StageCalibrate, loop.StageReady} {
 		stageNames[s] = C.CString(s)
 	}
 }
@@ -51,7 +51,7 @@ func lmsgo_runtime_create_with_progress(config *C.char, handler C.lms_progress_h
 	cfg := append([]byte(nil), goBytes(config)...) // the caller's buffer is only borrowed for this call
 	events := make(chan progressEvent, 64)
 	type result struct {
-		rt  *runtime.Runtime
+		rt  *loop.Runtime
 		err error
 	}
 	done := make(chan result, 1)
@@ -64,7 +64,7 @@ func lmsgo_runtime_create_with_progress(config *C.char, handler C.lms_progress_h
 			}
 			done <- res
 		}()
-		res.rt, res.err = runtime.NewWithProgress(cfg, func(stage string, fraction float64) {
+		res.rt, res.err = loop.NewWithProgress(cfg, func(stage string, fraction float64) {
 			select {
 			case events <- progressEvent{stage, fraction}:
 			default:
@@ -89,7 +89,7 @@ func lmsgo_runtime_create_with_progress(config *C.char, handler C.lms_progress_h
 	for waiting := true; waiting; {
 		select {
 		case e := <-events:
-			if e.stage != runtime.StageReady { // said below, once
+			if e.stage != loop.StageReady { // said below, once
 				call(e)
 			}
 		case res = <-done:
@@ -98,7 +98,7 @@ func lmsgo_runtime_create_with_progress(config *C.char, handler C.lms_progress_h
 	}
 	// Everything reported before the end is delivered, in order, ready last.
 	for len(events) > 0 {
-		if e := <-events; e.stage != runtime.StageReady {
+		if e := <-events; e.stage != loop.StageReady {
 			call(e)
 		}
 	}
@@ -113,7 +113,7 @@ func lmsgo_runtime_create_with_progress(config *C.char, handler C.lms_progress_h
 	}
 	// Said here, not through the buffer, so it cannot be a dropped report;
 	// there is nothing left to stop, so its return is ignored.
-	call(progressEvent{runtime.StageReady, 1})
+	call(progressEvent{loop.StageReady, 1})
 	*out = C.lms_runtime(runtimes.add(res.rt))
 	return C.LMS_OK
 }

@@ -2,7 +2,7 @@
 // AdaServe's SLO-customized selection, and tree verification (greedy and
 // lossless sampling). It knows nothing of the model: a draft model plugs in
 // through DraftModel, the target's distributions arrive through Targets, and
-// core/runtime drives one iteration as Plan → forward pass → Verify*.
+// core/loop drives one iteration as Plan → forward pass → Verify*.
 //
 // # Speculative decoding with token trees
 //

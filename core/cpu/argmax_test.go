@@ -6,8 +6,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
 )
 
@@ -39,10 +39,10 @@ func (r *argmaxRunner) ForwardArgmax(b *model.Batch, ids []int32) error {
 
 // argmaxBackend is tinyBackend's engine over the tiny model at path on an
 // argmaxRunner, closed with the test.
-func argmaxBackend(t *testing.T, path string) (runtime.Backend, *argmaxRunner) {
+func argmaxBackend(t *testing.T, path string) (loop.Backend, *argmaxRunner) {
 	t.Helper()
 	var ar *argmaxRunner
-	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + path + `","max_slots":2,"threads":1,"context_length":64,"spec_budget":6,"spec_max_depth":3,"spec_max_width":2,"spec_adaptive":false,"spec_min_prob":0.25}`))
+	cfg, err := loop.ParseConfig([]byte(`{"model_path":"` + path + `","max_slots":2,"threads":1,"context_length":64,"spec_budget":6,"spec_max_depth":3,"spec_max_width":2,"spec_adaptive":false,"spec_min_prob":0.25}`))
 	require.NoError(t, err)
 	be, err := NewBackend(cfg, "argmax-test", func(f *gguf.File, threads int) (model.Runner, error) {
 		m, err := model.Load(f, threads)

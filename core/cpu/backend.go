@@ -51,7 +51,7 @@
 // # Memory
 //
 // New refuses, before allocating anything, a configuration that would
-// reserve more than the runtime's memory budget (runtime.Config.MemoryBudget:
+// reserve more than the runtime's memory budget (loop.Config.MemoryBudget:
 // "memory_budget_bytes", or 75% of physical memory or of the cgroup limit).
 // It counts the model file (mapped: every pass reads all of it), the packed
 // weights, one KV cache per slot (layers × kv heads × context × head dim ×
@@ -94,7 +94,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	goruntime "runtime"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -105,9 +105,9 @@ import (
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/jsonstrict"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/registry"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/core/tokenizer"
@@ -116,7 +116,7 @@ import (
 	"github.com/lmstream/lmstream/streaming"
 )
 
-func init() { runtime.Register("cpu", New) }
+func init() { loop.Register("cpu", New) }
 
 // OpenRunner loads the model of a GGUF file onto a device, with threads
 // host threads for the work the device leaves to the CPU.
@@ -132,7 +132,7 @@ type Backend struct {
 	tok       *tokenizer.Tokenizer
 	template  *chat.Model // nil when the model has none or nothing can render it
 	tmplErr   error       // why template is nil, for requests with messages
-	info      runtime.ModelInfo
+	info      loop.ModelInfo
 
 	context      int
 	prefillChunk int
@@ -158,7 +158,7 @@ type Backend struct {
 	prompts []spec.Prompt
 	// prefilling are this iteration's prefilling slots, by TTFT deadline
 	// (allotPrefill).
-	prefilling []*runtime.Slot
+	prefilling []*loop.Slot
 	trees      []*spec.Tree
 	root       []spec.Tree // root-only trees when nothing speculates
 	rootP      []*spec.Tree
@@ -199,7 +199,7 @@ const (
 )
 
 // New is the CPU backend: NewBackend with the model on the CPU.
-func New(cfg *runtime.Config) (runtime.Backend, error) {
+func New(cfg *loop.Config) (loop.Backend, error) {
 	return NewBackend(cfg, "cpu", openCPUReporting(cfg))
 }
 
@@ -207,7 +207,7 @@ func New(cfg *runtime.Config) (runtime.Backend, error) {
 // (the first model it opens) as the weights stage, from 0.05 to 0.3 of the
 // whole creation (NewBackend's shares). A draft model opened later, during
 // the speculation stage, reports nothing: the fraction must not go back.
-func openCPUReporting(cfg *runtime.Config) OpenRunner {
+func openCPUReporting(cfg *loop.Config) OpenRunner {
 	var first atomic.Bool
 	return func(f *gguf.File, threads int) (model.Runner, error) {
 		var progress func(float64)
@@ -225,8 +225,8 @@ func openCPUReporting(cfg *runtime.Config) OpenRunner {
 // WeightsProgress maps a device's share of the weights loaded (0 to 1)
 // onto the weights stage of cfg's creation progress, for backends that
 // load their own weights.
-func WeightsProgress(cfg *runtime.Config) func(float64) {
-	return func(x float64) { cfg.Report(runtime.StageWeights, weightsStart+(specStart-weightsStart)*x) }
+func WeightsProgress(cfg *loop.Config) func(float64) {
+	return func(x float64) { cfg.Report(loop.StageWeights, weightsStart+(specStart-weightsStart)*x) }
 }
 
 // The shares of creation's progress where the weights and the speculation
@@ -241,10 +241,10 @@ const (
 // budget, and runs it through this package's engine: batching, speculation,
 // sampling and verification are the same on every device. device names the
 // backend in messages and calibration keys.
-func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Backend, error) {
+func NewBackend(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error) {
 	var path string
 	var override *string
-	ctx, chunk, threads := 0, 128, goruntime.GOMAXPROCS(0)
+	ctx, chunk, threads := 0, 128, runtime.GOMAXPROCS(0)
 	for _, f := range []struct {
 		key string
 		dst any
@@ -288,7 +288,7 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 	}
 	// The fractions are rough shares of the time creation takes: packing
 	// the weights, then measuring the forward pass (calibration).
-	cfg.Report(runtime.StageOpen, 0)
+	cfg.Report(loop.StageOpen, 0)
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, status.Errorf(status.Model, "model %s: %v (a model's name works too: %s; `lmstream pull NAME` fetches it)", path, errors.Unwrap(err), strings.Join(registry.Names(), ", "))
@@ -305,17 +305,17 @@ func NewBackend(cfg *runtime.Config, device string, open OpenRunner) (runtime.Ba
 		f.Close()
 		return nil, err
 	}
-	cfg.Report(runtime.StageWeights, weightsStart)
+	cfg.Report(loop.StageWeights, weightsStart)
 	b, err := load(f, device, open, plan.context, min(chunk, plan.context), plan.pass, threads, cfg.MaxSlots, override)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	b.reserved = plan.res.Total()
-	cfg.Report(runtime.StageSpec, specStart)
+	cfg.Report(loop.StageSpec, specStart)
 	// Measuring the forward pass's cost (once per model and thread count
 	// in a process) takes most of the rest.
-	calibrating := func(f float64) { cfg.Report(runtime.StageCalibrate, specStart+0.69*f) }
+	calibrating := func(f float64) { cfg.Report(loop.StageCalibrate, specStart+0.69*f) }
 	if err := b.setupSpec(sc, path, threads, calibrating); err != nil {
 		b.Close()
 		return nil, err
@@ -386,7 +386,7 @@ func (b *Backend) AdmitFCFS() bool { return b.spec.fcfsAdmit }
 
 // preempting reports whether decoding waits this iteration: under
 // sim.Preempt ("vllm") a prompt still to prefill runs first, alone.
-func (b *Backend) preempting(slots []*runtime.Slot) bool {
+func (b *Backend) preempting(slots []*loop.Slot) bool {
 	if b.spec.prefill != sim.Preempt {
 		return false
 	}
@@ -403,7 +403,7 @@ func (b *Backend) preempting(slots []*runtime.Slot) bool {
 // spec.SitOut): they get no tokens from it, so that the requests short of
 // their TPOT SLO get theirs sooner. b.seqs must hold every decoding
 // sequence of slots, in order.
-func (b *Backend) sitOut(slots []*runtime.Slot, now time.Time) {
+func (b *Backend) sitOut(slots []*loop.Slot, now time.Time) {
 	b.idle = b.idle[:0]
 	if !b.spec.sloBatch || b.curve == nil || len(b.seqs) < 2 {
 		return
@@ -442,7 +442,7 @@ func (b *Backend) sitOut(slots []*runtime.Slot, now time.Time) {
 // runs every iteration and emits a token each (spec.Queue.Holds): its
 // prompt's chunks left, then its tokens to max_tokens, or to a full cache
 // without one.
-func (b *Backend) holds(s *runtime.Slot, q *sequence) int {
+func (b *Backend) holds(s *loop.Slot, q *sequence) int {
 	n := 0
 	if !q.decoding {
 		n = (len(s.Prompt) - q.prefill + b.prefillChunk - 1) / b.prefillChunk
@@ -455,13 +455,13 @@ func (b *Backend) holds(s *runtime.Slot, q *sequence) int {
 	return n + max(0, left)
 }
 
-// WatchesQueue implements runtime.QueueWatcher: only sitting out
+// WatchesQueue implements loop.QueueWatcher: only sitting out
 // (AdaServe) weighs the queue.
 func (b *Backend) WatchesQueue() bool { return b.spec.sloBatch }
 
-// WatchQueue implements runtime.QueueWatcher, keeping the waiting
+// WatchQueue implements loop.QueueWatcher, keeping the waiting
 // requests for sitOut.
-func (b *Backend) WatchQueue(waiting []runtime.Queued) {
+func (b *Backend) WatchQueue(waiting []loop.Queued) {
 	b.queue.Waiting = b.queue.Waiting[:0]
 	for _, w := range waiting {
 		b.queue.Waiting = append(b.queue.Waiting, spec.Waiting{Deadline: time.Unix(0, w.Deadline), Prompt: w.Prompt})
@@ -470,7 +470,7 @@ func (b *Backend) WatchQueue(waiting []runtime.Queued) {
 
 // prefillWhole is the prompt tokens of an iteration that gives every
 // prefilling slot a whole prefill_chunk.
-func (b *Backend) prefillWhole(slots []*runtime.Slot) int {
+func (b *Backend) prefillWhole(slots []*loop.Slot) int {
 	n := 0
 	for _, s := range slots {
 		if !s.State.(*sequence).decoding {
@@ -486,7 +486,7 @@ func (b *Backend) prefillWhole(slots []*runtime.Slot) int {
 // those sitting out included (spec.PrefillChunkBeside, priced from the
 // forward pass's measured curve; at least spec.ChunkFloor of the whole).
 // b.seqs and b.idle must hold this iteration's decoding sequences.
-func (b *Backend) prefillBudget(slots []*runtime.Slot, now time.Time) int {
+func (b *Backend) prefillBudget(slots []*loop.Slot, now time.Time) int {
 	whole := b.prefillWhole(slots)
 	if !b.spec.sloChunk || b.curve == nil || whole == 0 {
 		return whole
@@ -498,7 +498,7 @@ func (b *Backend) prefillBudget(slots []*runtime.Slot, now time.Time) int {
 // (spec.ChunkFloor; under AdaServe spec.PromptFloor: what the prompts
 // being prefilled need for their TTFT deadlines). b.seqs must hold this
 // iteration's decoding sequences.
-func (b *Backend) promptFloor(slots []*runtime.Slot, now time.Time) {
+func (b *Backend) promptFloor(slots []*loop.Slot, now time.Time) {
 	whole := b.prefillWhole(slots)
 	b.floor = spec.ChunkFloor(whole)
 	if !b.spec.sloChunk || b.curve == nil || whole == 0 {
@@ -512,7 +512,7 @@ func (b *Backend) promptFloor(slots []*runtime.Slot, now time.Time) {
 		}
 		var deadline time.Time
 		if slo := s.Request.TTFTSLOMs; slo > 0 {
-			deadline = time.Unix(0, runtime.TTFTDeadline(s.Submitted(), slo))
+			deadline = time.Unix(0, loop.TTFTDeadline(s.Submitted(), slo))
 		}
 		b.prompts = append(b.prompts, spec.Prompt{Left: len(s.Prompt) - q.prefill, Deadline: deadline})
 	}
@@ -525,15 +525,15 @@ func (b *Backend) promptFloor(slots []*runtime.Slot, now time.Time) {
 // them, at most prefill_chunk each (sequence.chunk). Under AdaServe the
 // budget can be a few tokens (spec.PromptFloor), and those belong to the
 // prompt whose first token is due soonest.
-func (b *Backend) allotPrefill(slots []*runtime.Slot, budget int) {
+func (b *Backend) allotPrefill(slots []*loop.Slot, budget int) {
 	b.prefilling = b.prefilling[:0]
 	for _, s := range slots {
 		if q := s.State.(*sequence); !q.decoding {
 			b.prefilling = append(b.prefilling, s)
 		}
 	}
-	deadline := func(s *runtime.Slot) int64 { return runtime.TTFTDeadline(s.Submitted(), s.Request.TTFTSLOMs) }
-	slices.SortStableFunc(b.prefilling, func(x, y *runtime.Slot) int { return cmp.Compare(deadline(x), deadline(y)) })
+	deadline := func(s *loop.Slot) int64 { return loop.TTFTDeadline(s.Submitted(), s.Request.TTFTSLOMs) }
+	slices.SortStableFunc(b.prefilling, func(x, y *loop.Slot) int { return cmp.Compare(deadline(x), deadline(y)) })
 	for _, s := range b.prefilling {
 		q := s.State.(*sequence)
 		q.chunk = min(b.prefillChunk, budget, len(s.Prompt)-q.prefill)
@@ -635,7 +635,7 @@ func (q *sequence) logprobsOf(path []int, tokens []int32) []streaming.TokenLogpr
 }
 
 // Prepare renders and tokenizes each prompt, and checks it fits.
-func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
+func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
 	p := sample.Params{
 		Temperature: req.Temperature, TopK: req.TopK, TopP: req.TopP, MinP: req.MinP,
 		Seed: req.Seed, HasSeed: req.HasSeed,
@@ -690,7 +690,7 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	} else {
 		texts = req.Prompts
 	}
-	out := make([]runtime.Prepared, len(texts))
+	out := make([]loop.Prepared, len(texts))
 	for i, text := range texts {
 		if err := b.cannotFit(i, text); err != nil {
 			return nil, err
@@ -705,7 +705,7 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 		case len(ids) >= b.context:
 			return nil, status.Errorf(status.PromptTooLong, "request: prompt %d has %d tokens; the context holds %d (with room for at least one generated token)", i, len(ids), b.context)
 		}
-		out[i] = runtime.Prepared{Prompt: ids, Data: seeded(it, i)}
+		out[i] = loop.Prepared{Prompt: ids, Data: seeded(it, i)}
 	}
 	return out, nil
 }
@@ -739,7 +739,7 @@ func (b *Backend) cannotFit(i int, text string) error {
 }
 
 // Open gives the slot a reserved cache.
-func (b *Backend) Open(s *runtime.Slot) error {
+func (b *Backend) Open(s *loop.Slot) error {
 	if len(b.caches) == 0 {
 		return status.Errorf(status.Capacity, "no free KV cache (more slots than caches)")
 	}
@@ -764,7 +764,7 @@ func (b *Backend) Open(s *runtime.Slot) error {
 	return nil
 }
 
-func (b *Backend) Release(s *runtime.Slot) {
+func (b *Backend) Release(s *loop.Slot) {
 	if q, ok := s.State.(*sequence); ok && q.cache != nil {
 		b.caches = append(b.caches, q.cache)
 		q.cache = nil
@@ -781,7 +781,7 @@ func (b *Backend) Release(s *runtime.Slot) {
 // allRawArgmax reports whether every slot that gets logits this step picks
 // its tokens as the plain argmax of them (sample.Sampler.RawArgmax, and no
 // grammar constraining it) and needs nothing else from them (no logprobs).
-func (b *Backend) allRawArgmax(slots []*runtime.Slot) bool {
+func (b *Backend) allRawArgmax(slots []*loop.Slot) bool {
 	for i, s := range slots {
 		q := s.State.(*sequence)
 		if b.rows[i] >= 0 && (q.con != nil || q.logprobs || !q.sampler.RawArgmax()) {
@@ -799,7 +799,7 @@ func (b *Backend) allRawArgmax(slots []*runtime.Slot) bool {
 // KV cache and hands back the accepted burst. Under "vllm" (sim.Preempt)
 // an iteration with a prompt to prefill runs only prompt chunks: the
 // decoding sequences get no tokens until every prompt is in.
-func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
+func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {
 	t0 := time.Now()
 	bt := &b.batch
 	bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]

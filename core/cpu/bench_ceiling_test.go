@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/spec/sim"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -92,7 +92,7 @@ func greedyAnswers(b *testing.B, prompts []string, maxTokens int) []answer {
 	defer rt.Close()
 	var answers []answer
 	for _, p := range prompts {
-		text, err := bk.RenderChat([]runtime.Message{{Role: "user", Content: p}}, true)
+		text, err := bk.RenderChat([]loop.Message{{Role: "user", Content: p}}, true)
 		if err != nil {
 			b.Fatal(err)
 		}

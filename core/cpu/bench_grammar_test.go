@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 )
 
 // BenchmarkConstrainedDecode compares the decode rate (1/TPOT: prefill
@@ -18,7 +18,7 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 	if _, err := os.Stat(modelPath); err != nil {
 		b.Skipf("default model absent (run `make model`): %v", err)
 	}
-	rt, err := runtime.New([]byte(`{"model_path":"` + modelPath + `","max_slots":1,"context_length":1024,"spec_budget":12}`))
+	rt, err := loop.New([]byte(`{"model_path":"` + modelPath + `","max_slots":1,"context_length":1024,"spec_budget":12}`))
 	if err != nil {
 		b.Fatal(err)
 	}

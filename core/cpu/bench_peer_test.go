@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 )
 
 // peerSpecArgs are llama-speculative-simple's drafting flags when
@@ -44,7 +44,7 @@ func peerSpeculation(tb testing.TB, bin string, set []string, maxTokens int) pee
 	bk, rt := startBench(tb, benchConfig(""))
 	texts := make([]string, len(set))
 	for i, p := range set {
-		text, err := bk.RenderChat([]runtime.Message{{Role: "user", Content: p}}, true)
+		text, err := bk.RenderChat([]loop.Message{{Role: "user", Content: p}}, true)
 		if err != nil {
 			tb.Fatal(err)
 		}

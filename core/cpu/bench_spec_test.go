@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -63,7 +63,7 @@ func runSet(tb testing.TB, config string, set []string, maxTokens, streams int, 
 }
 
 // runOn is runSet on a runtime already started (and warmed up).
-func runOn(tb testing.TB, b *Backend, rt *runtime.Runtime, set []string, maxTokens, streams int, extra map[string]any, slo func(i int) float64) specRun {
+func runOn(tb testing.TB, b *Backend, rt *loop.Runtime, set []string, maxTokens, streams int, extra map[string]any, slo func(i int) float64) specRun {
 	b.timings = Timings{}
 	var run specRun
 	var mu sync.Mutex
@@ -125,8 +125,8 @@ func runOn(tb testing.TB, b *Backend, rt *runtime.Runtime, set []string, maxToke
 
 // startBench starts a runtime on a CPU backend built from config; the
 // caller closes it.
-func startBench(tb testing.TB, config string) (*Backend, *runtime.Runtime) {
-	cfg, err := runtime.ParseConfig([]byte(config))
+func startBench(tb testing.TB, config string) (*Backend, *loop.Runtime) {
+	cfg, err := loop.ParseConfig([]byte(config))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func startBench(tb testing.TB, config string) (*Backend, *runtime.Runtime) {
 		tb.Fatal(err)
 	}
 	b := be.(*Backend)
-	return b, runtime.Start(b, cfg.MaxSlots, cfg.MaxQueue)
+	return b, loop.Start(b, cfg.MaxSlots, cfg.MaxQueue)
 }
 
 // benchThreads is the threads every speculation benchmark runs on: the

@@ -2,12 +2,13 @@ package cpu
 
 import (
 	"fmt"
-	"github.com/lmstream/lmstream/core/internal/sat"
 	"os"
 
+	"github.com/lmstream/lmstream/core/internal/sat"
+
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -16,7 +17,7 @@ import (
 type memoryPlan struct {
 	context int
 	pass    int // the most tokens a slot's cache takes in one pass
-	res     runtime.Reservation
+	res     loop.Reservation
 }
 
 // planMemory resolves "context_length" against the model and adds up what

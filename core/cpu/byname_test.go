@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -23,17 +23,17 @@ func TestModelByName(t *testing.T) {
 	t.Setenv("LMSTREAM_MODELS", cache)
 
 	// Not in the cache: LMS_ERR_MODEL, telling a pip user what to run.
-	_, err = runtime.New([]byte(`{"model_path":"smollm2-135m"}`))
+	_, err = loop.New([]byte(`{"model_path":"smollm2-135m"}`))
 	require.Equal(t, status.Model, status.CodeOf(err))
 	require.ErrorContains(t, err, "run `lmstream pull smollm2-135m`")
 	require.NotContains(t, err.Error(), "make")
 
 	require.NoError(t, os.Symlink(abs, filepath.Join(cache, "SmolLM2-135M-Instruct.Q4_1.gguf")))
-	rt, err := runtime.New([]byte(`{"model_path":"smollm2-135m","draft_model_path":"smollm2-135m","max_slots":1,"context_length":64,"spec_budget":4}`))
+	rt, err := loop.New([]byte(`{"model_path":"smollm2-135m","draft_model_path":"smollm2-135m","max_slots":1,"context_length":64,"spec_budget":4}`))
 	require.NoError(t, err)
 	rt.Close()
 
-	_, err = runtime.New([]byte(`{"model_path":"smollm2-135m","draft_model_path":"qwen2.5-coder-0.5b","max_slots":1,"context_length":64}`))
+	_, err = loop.New([]byte(`{"model_path":"smollm2-135m","draft_model_path":"qwen2.5-coder-0.5b","max_slots":1,"context_length":64}`))
 	require.Equal(t, status.Model, status.CodeOf(err))
 	require.ErrorContains(t, err, "lmstream pull qwen2.5-coder-0.5b")
 }

@@ -2,7 +2,7 @@ package cpu
 
 import (
 	"github.com/lmstream/lmstream/core/grammar"
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/core/tokenizer"
@@ -113,7 +113,7 @@ func (c *constraint) sample(s grammar.State, row []float32, smp *sample.Sampler)
 // grammar state for verification's masks. trees holds the trees of the
 // decoding slots that run this iteration (b.seqs: none sitting out, none
 // at all while a prefill preempts decoding), in slot order.
-func (b *Backend) pruneTrees(slots []*runtime.Slot, trees []*spec.Tree) {
+func (b *Backend) pruneTrees(slots []*loop.Slot, trees []*spec.Tree) {
 	if len(trees) == 0 {
 		return
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/cpu"
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -24,26 +24,26 @@ var modelPath = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.
 // 2-3 tokens), fixed so that each test does not spend a calibration's
 // forward passes (minutes under the race detector on a CPU without
 // AVX-512).
-func newRuntime(t *testing.T, extra string) *runtime.Runtime {
+func newRuntime(t *testing.T, extra string) *loop.Runtime {
 	t.Helper()
 	if raceEnabled {
 		// The default model's passes run the portable kernels ten times
 		// slower under the race detector: minutes a test on a CPU without
 		// AVX-512. `make test` runs these without it too (test-go's second
-		// line); the engine's concurrency is raced by core/runtime's tests
+		// line); the engine's concurrency is raced by core/loop's tests
 		// and the tiny-model tests here.
 		t.Skip("real-model runtime tests are too slow under -race; go test ./core/cpu runs them")
 	}
 	if _, err := os.Stat(modelPath); err != nil {
 		t.Skipf("default model absent (run `make model`): %v", err)
 	}
-	rt, err := runtime.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":4,"context_length":512,"spec_budget":12}`, extra)))
+	rt, err := loop.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":4,"context_length":512,"spec_budget":12}`, extra)))
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)
 	return rt
 }
 
-func stream(t *testing.T, rt *runtime.Runtime, req string) ([]streaming.Chunk, string) {
+func stream(t *testing.T, rt *loop.Runtime, req string) ([]streaming.Chunk, string) {
 	t.Helper()
 	ch := streaming.NewChannel()
 	defer ch.Release()
@@ -128,7 +128,7 @@ func TestSubmitErrors(t *testing.T) {
 	require.ErrorContains(t, err, `unknown field "script"`)
 	err = rt.Submit([]byte(`{"prompt":"hi","top_k":-1}`), []*streaming.Channel{streaming.NewChannel()})
 	require.Equal(t, status.InvalidRequest, status.CodeOf(err))
-	_, err = runtime.New([]byte(`{"model_path":"/nonexistent.gguf"}`))
+	_, err = loop.New([]byte(`{"model_path":"/nonexistent.gguf"}`))
 	require.Equal(t, status.Model, status.CodeOf(err))
 	require.ErrorContains(t, err, "lmstream pull")
 	require.NotContains(t, err.Error(), "make")

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/kv"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/spec"
 )
@@ -46,7 +46,7 @@ func TestDraftCacheFollowsThePath(t *testing.T) {
 	require.LessOrEqual(t, huge.window, 64)
 	require.Equal(t, len(prompt), huge.lag(&spec.Seq{Tokens: prompt, Prompt: len(prompt)}))
 
-	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + path + `","draft_window":-1}`))
+	cfg, err := loop.ParseConfig([]byte(`{"model_path":"` + path + `","draft_window":-1}`))
 	require.NoError(t, err)
 	_, err = New(cfg)
 	require.ErrorContains(t, err, `"draft_window"`)
@@ -171,7 +171,7 @@ func TestDraftVocab(t *testing.T) {
 	specOut := generate(t, b, []int32{1, 40, 50, 60}, sample.Params{}, draftModel, 24)
 	require.Equal(t, plainOut, specOut)
 
-	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + path + `","draft_vocab":-1}`))
+	cfg, err := loop.ParseConfig([]byte(`{"model_path":"` + path + `","draft_vocab":-1}`))
 	require.NoError(t, err)
 	_, err = New(cfg)
 	require.ErrorContains(t, err, `"draft_vocab"`)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -26,7 +26,7 @@ func TestGemmaThroughTheEngine(t *testing.T) {
 	if _, err := os.Stat(path); err != nil || raceEnabled {
 		t.Skipf("Gemma 3 270M absent (make model MODEL=gemma3-270m) or -race: %v", err)
 	}
-	rt, err := runtime.New([]byte(`{"model_path":"` + path + `","max_slots":2,"context_length":1024,` +
+	rt, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":2,"context_length":1024,` +
 		`"spec_budget":8,"spec_adaptive":false,"spec_min_prob":0.25}`))
 	require.NoError(t, err)
 	defer rt.Close()
@@ -35,7 +35,7 @@ func TestGemmaThroughTheEngine(t *testing.T) {
 	require.Equal(t, "gemma3", info.Architecture)
 	require.Equal(t, 262144, info.VocabSize)
 	require.Equal(t, "gemma", info.ChatRenderer)
-	text, err := in.RenderChat([]runtime.Message{{Role: "user", Content: "Hi"}}, true)
+	text, err := in.RenderChat([]loop.Message{{Role: "user", Content: "Hi"}}, true)
 	require.NoError(t, err)
 	require.Equal(t, "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n", text)
 
@@ -64,7 +64,7 @@ func TestGemmaBudgetCountsTheWindow(t *testing.T) {
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("Gemma 3 270M absent (make model MODEL=gemma3-270m): %v", err)
 	}
-	_, err := runtime.New([]byte(`{"model_path":"` + path + `","max_slots":2,"context_length":8192,"memory_budget_bytes":1000}`))
+	_, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":2,"context_length":8192,"memory_budget_bytes":1000}`))
 	require.Equal(t, status.Capacity, status.CodeOf(err), "%v", err)
 	t.Log(err)
 	m := regexp.MustCompile(`KV caches \(2 slots × 18 layers × 1 kv heads × 8192 positions, 15 local layers holding (\d+) × 256 dims × 2 \(K, V\) × 2 B\)[^\n]*?(\d+) B`).FindStringSubmatch(err.Error())

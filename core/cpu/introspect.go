@@ -3,16 +3,16 @@ package cpu
 import (
 	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/core/tokenizer"
 )
 
-// The Backend answers runtime.Introspector from what it read at load (the
+// The Backend answers loop.Introspector from what it read at load (the
 // tokenizer holds its own copy of the vocabulary), so none of this touches
 // the model file or the engine goroutine's state.
-var _ runtime.Introspector = (*Backend)(nil)
+var _ loop.Introspector = (*Backend)(nil)
 
 // tokenText is the text of a special token for a chat template's
 // bos_token/eos_token ("" for an absent id).
@@ -24,14 +24,14 @@ func tokenText(tok *tokenizer.Tokenizer, id int32) string {
 }
 
 // modelInfo gathers the metadata once, at load.
-func modelInfo(f *gguf.File, cfg model.Config, tok *tokenizer.Tokenizer, ctx int) runtime.ModelInfo {
-	info := runtime.ModelInfo{Architecture: cfg.Arch, ContextLength: cfg.ContextTrain,
-		RuntimeContext: ctx, VocabSize: tok.Size(), SpecialTokens: []runtime.SpecialToken{}}
+func modelInfo(f *gguf.File, cfg model.Config, tok *tokenizer.Tokenizer, ctx int) loop.ModelInfo {
+	info := loop.ModelInfo{Architecture: cfg.Arch, ContextLength: cfg.ContextTrain,
+		RuntimeContext: ctx, VocabSize: tok.Size(), SpecialTokens: []loop.SpecialToken{}}
 	if name, err := f.String("general.name"); err == nil {
 		info.Name = name
 	}
-	special := func(id int32) runtime.SpecialToken {
-		return runtime.SpecialToken{ID: id, Text: tokenText(tok, id), EndOfGeneration: tok.EOG(id)}
+	special := func(id int32) loop.SpecialToken {
+		return loop.SpecialToken{ID: id, Text: tokenText(tok, id), EndOfGeneration: tok.EOG(id)}
 	}
 	if id := tok.BOS(); id >= 0 {
 		t := special(id)
@@ -68,10 +68,10 @@ func (b *Backend) Detokenize(ids []int32, skipSpecial bool) ([]byte, error) {
 	return b.tok.Decode(ids, skipSpecial), nil
 }
 
-func (b *Backend) ModelInfo() runtime.ModelInfo { return b.info }
+func (b *Backend) ModelInfo() loop.ModelInfo { return b.info }
 
 // RenderChat renders messages as a request's "messages" are.
-func (b *Backend) RenderChat(msgs []runtime.Message, addGenerationPrompt bool) (string, error) {
+func (b *Backend) RenderChat(msgs []loop.Message, addGenerationPrompt bool) (string, error) {
 	if b.template == nil {
 		return "", status.Errorf(status.InvalidRequest, "request: \"messages\" cannot be used: %v", b.tmplErr)
 	}

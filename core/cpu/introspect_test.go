@@ -8,11 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 )
 
-func introspector(t *testing.T, rt *runtime.Runtime) runtime.Introspector {
+func introspector(t *testing.T, rt *loop.Runtime) loop.Introspector {
 	t.Helper()
 	in, err := rt.Introspector()
 	require.NoError(t, err)
@@ -53,9 +53,9 @@ func TestModelInfoSmolLM2(t *testing.T) {
 	require.Equal(t, 8192, info.ContextLength)
 	require.Equal(t, 512, info.RuntimeContext)
 	require.Equal(t, 49152, info.VocabSize)
-	require.Equal(t, &runtime.SpecialToken{ID: 1, Text: "<|im_start|>"}, info.BOS)
-	require.Equal(t, &runtime.SpecialToken{ID: 2, Text: "<|im_end|>", EndOfGeneration: true}, info.EOS)
-	require.Contains(t, info.SpecialTokens, runtime.SpecialToken{ID: 0, Text: "<|endoftext|>", EndOfGeneration: true})
+	require.Equal(t, &loop.SpecialToken{ID: 1, Text: "<|im_start|>"}, info.BOS)
+	require.Equal(t, &loop.SpecialToken{ID: 2, Text: "<|im_end|>", EndOfGeneration: true}, info.EOS)
+	require.Contains(t, info.SpecialTokens, loop.SpecialToken{ID: 0, Text: "<|endoftext|>", EndOfGeneration: true})
 	require.Contains(t, info.ChatTemplate, "<|im_start|>")
 	require.Equal(t, "jinja", info.ChatRenderer)
 	// The JSON the C ABI hands out has every field, nulls included.
@@ -73,7 +73,7 @@ func TestModelInfoQwen(t *testing.T) {
 	if _, err := os.Stat(path); err != nil || raceEnabled {
 		t.Skipf("Qwen2.5-Coder-0.5B absent (make model MODEL=qwen2.5-coder-0.5b) or -race: %v", err)
 	}
-	rt, err := runtime.New([]byte(`{"model_path":"` + path + `","max_slots":1,"context_length":256,"spec_budget":12}`))
+	rt, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":1,"context_length":256,"spec_budget":12}`))
 	require.NoError(t, err)
 	defer rt.Close()
 	in := introspector(t, rt)
@@ -85,14 +85,14 @@ func TestModelInfoQwen(t *testing.T) {
 	require.Equal(t, int32(151645), info.EOS.ID)
 	require.Equal(t, "<|im_end|>", info.EOS.Text)
 	require.Equal(t, "jinja", info.ChatRenderer)
-	text, err := in.RenderChat([]runtime.Message{{Role: "user", Content: "Hi"}}, true)
+	text, err := in.RenderChat([]loop.Message{{Role: "user", Content: "Hi"}}, true)
 	require.NoError(t, err)
 	require.Equal(t, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"+
 		"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", text)
 }
 
 // promptTokens submits req and returns the prompt's token count.
-func promptTokens(t *testing.T, rt *runtime.Runtime, req string) int {
+func promptTokens(t *testing.T, rt *loop.Runtime, req string) int {
 	t.Helper()
 	chunks, _ := stream(t, rt, req)
 	last := chunks[len(chunks)-1]
@@ -103,7 +103,7 @@ func promptTokens(t *testing.T, rt *runtime.Runtime, req string) int {
 func TestMessagesUseRenderChat(t *testing.T) {
 	rt := newRuntime(t, "")
 	in := introspector(t, rt)
-	msgs := []runtime.Message{{Role: "system", Content: "Be terse."}, {Role: "user", Content: "Hi there"}}
+	msgs := []loop.Message{{Role: "system", Content: "Be terse."}, {Role: "user", Content: "Hi there"}}
 	text, err := in.RenderChat(msgs, true)
 	require.NoError(t, err)
 	require.Equal(t, "<|im_start|>system\nBe terse.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n", text)
@@ -122,7 +122,7 @@ func TestChatTemplateOverride(t *testing.T) {
 	rt := newRuntime(t, `,"chat_template":`+string(js))
 	in := introspector(t, rt)
 	require.Equal(t, tmpl, in.ModelInfo().ChatTemplate)
-	text, err := in.RenderChat([]runtime.Message{{Role: "user", Content: "Hi"}}, true)
+	text, err := in.RenderChat([]loop.Message{{Role: "user", Content: "Hi"}}, true)
 	require.NoError(t, err)
 	require.Equal(t, "[USER] Hi\n[ASSISTANT]", text)
 	ids, _ := in.Tokenize(text, true, true)
@@ -134,7 +134,7 @@ func TestChatTemplateOverrideRejected(t *testing.T) {
 		t.Skip("default model absent")
 	}
 	for _, bad := range []string{`"{% for %}"`, `""`, `3`} {
-		_, err := runtime.New([]byte(`{"model_path":"` + modelPath + `","chat_template":` + bad + `}`))
+		_, err := loop.New([]byte(`{"model_path":"` + modelPath + `","chat_template":` + bad + `}`))
 		require.Equal(t, status.InvalidRequest, status.CodeOf(err), bad)
 		require.ErrorContains(t, err, "chat_template")
 	}

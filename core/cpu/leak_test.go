@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	goruntime "runtime"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -33,7 +33,7 @@ func rssBytes(t testing.TB) int64 {
 // settledRSS returns the RSS once the garbage is collected and handed back
 // to the OS, so that only memory something still holds is counted.
 func settledRSS(t testing.TB) int64 {
-	goruntime.GC()
+	runtime.GC()
 	debug.FreeOSMemory()
 	return rssBytes(t)
 }
@@ -70,7 +70,7 @@ func TestRuntimeCyclesDoNotLeak(t *testing.T) {
 	// spec_budget skips the start-up calibration (seconds without SIMD).
 	cfg := []byte(`{"model_path":"` + modelPath + `","max_slots":2,"context_length":256,"spec_budget":8}`)
 	cycle := func(i int) {
-		rt, err := runtime.New(cfg)
+		rt, err := loop.New(cfg)
 		require.NoError(t, err)
 		ch := streaming.NewChannel()
 		require.NoError(t, rt.Submit([]byte(`{"prompt":"Hello","max_tokens":2}`), []*streaming.Channel{ch}))
@@ -88,7 +88,7 @@ func TestRuntimeCyclesDoNotLeak(t *testing.T) {
 		ch.Release()
 		rt.Close()
 	}
-	goroutines := goruntime.NumGoroutine()
+	goroutines := runtime.NumGoroutine()
 	var base int64
 	for i := 1; i <= cycles; i++ {
 		cycle(i)
@@ -105,5 +105,5 @@ func TestRuntimeCyclesDoNotLeak(t *testing.T) {
 		"RSS grew by %.1f MB over %d cycles (%.1f MB after cycle 2, %.1f MB after cycle %d)",
 		float64(end-base)/1e6, cycles-2, float64(base)/1e6, float64(end)/1e6, cycles)
 	// The engine and pool goroutines of every runtime have ended.
-	require.LessOrEqual(t, goruntime.NumGoroutine(), goroutines, fmt.Sprintf("goroutines: %d before the cycles", goroutines))
+	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines, fmt.Sprintf("goroutines: %d before the cycles", goroutines))
 }

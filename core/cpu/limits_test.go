@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/cpu"
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -50,7 +50,7 @@ func TestConfigSizesAreBounded(t *testing.T) {
 		{`"spec_max_width":0`, "spec_max_width"},
 		{`"memory_budget_bytes":-1`, "memory_budget_bytes"},
 	} {
-		_, err := runtime.New([]byte(`{"model_path":"` + modelPath + `",` + c.extra + `}`))
+		_, err := loop.New([]byte(`{"model_path":"` + modelPath + `",` + c.extra + `}`))
 		require.Error(t, err, c.extra)
 		require.Equal(t, status.InvalidRequest, status.CodeOf(err), "%s: %v", c.extra, err)
 		require.Contains(t, err.Error(), `"`+c.field+`"`, c.extra)
@@ -64,7 +64,7 @@ func TestMemoryBudgetRefusesWithNumbers(t *testing.T) {
 	needModel(t)
 	// The issue's reproducer: 4096 slots of 2048 positions, ~193 GB of KV
 	// cache, accepted on a 24 GB machine.
-	_, err := runtime.New([]byte(`{"model_path":"` + modelPath + `","max_slots":4096}`))
+	_, err := loop.New([]byte(`{"model_path":"` + modelPath + `","max_slots":4096}`))
 	require.Equal(t, status.Capacity, status.CodeOf(err), "%v", err)
 	msg := err.Error()
 	t.Log(msg)
@@ -77,13 +77,13 @@ func TestMemoryBudgetRefusesWithNumbers(t *testing.T) {
 	}
 	// The largest context the model allows, 8 slots: ~3 GB of KV, refused
 	// by a configured 1 GB budget, and the message says which budget.
-	_, err = runtime.New([]byte(`{"model_path":"` + modelPath + `","context_length":8192,"memory_budget_bytes":1000000000}`))
+	_, err = loop.New([]byte(`{"model_path":"` + modelPath + `","context_length":8192,"memory_budget_bytes":1000000000}`))
 	require.Equal(t, status.Capacity, status.CodeOf(err), "%v", err)
 	require.Contains(t, err.Error(), `budget is 1.0 GB (1000000000 B) (config field "memory_budget_bytes"`)
 	require.Contains(t, err.Error(), "8 slots × 30 layers × 3 kv heads × 8192 positions")
 
 	// A sane configuration under the same budget passes and serves.
-	rt, err := runtime.New([]byte(`{"model_path":"` + modelPath + `","max_slots":2,"context_length":256,"spec_budget":8,"memory_budget_bytes":1000000000}`))
+	rt, err := loop.New([]byte(`{"model_path":"` + modelPath + `","max_slots":2,"context_length":256,"spec_budget":8,"memory_budget_bytes":1000000000}`))
 	require.NoError(t, err)
 	defer rt.Close()
 	ch := streaming.NewChannel()
@@ -103,15 +103,15 @@ func TestMemoryBudgetRefusesWithNumbers(t *testing.T) {
 // default budget of any machine that can hold the model at all.
 func TestDefaultBudgetAdmitsDefaultConfig(t *testing.T) {
 	needModel(t)
-	b := runtime.DefaultBudget()
-	t.Logf("default budget: %s (%s)", runtime.FormatBytes(b.Bytes), b.Source)
+	b := loop.DefaultBudget()
+	t.Logf("default budget: %s (%s)", loop.FormatBytes(b.Bytes), b.Source)
 	require.Greater(t, b.Bytes, int64(1<<30), "a CI machine with less than 1.4 GB of memory?")
-	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + modelPath + `","spec_budget":8}`))
+	cfg, err := loop.ParseConfig([]byte(`{"model_path":"` + modelPath + `","spec_budget":8}`))
 	require.NoError(t, err)
 	be, err := cpu.New(cfg)
 	require.NoError(t, err)
 	defer be.Close()
-	t.Logf("the default config reserves %s", runtime.FormatBytes(be.(*cpu.Backend).Reserved()))
+	t.Logf("the default config reserves %s", loop.FormatBytes(be.(*cpu.Backend).Reserved()))
 	require.Less(t, be.(*cpu.Backend).Reserved(), int64(1<<30))
 	require.True(t, strings.HasPrefix(b.Source, "75% of"), b.Source)
 }

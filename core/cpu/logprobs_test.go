@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -17,17 +17,17 @@ import (
 // accepted.
 func generateLogprobs(t testing.TB, b *Backend, prompt []int32, p sample.Params, drafter drafterKind, top, n int) ([]int32, []streaming.TokenLogprob, int) {
 	t.Helper()
-	s := &runtime.Slot{Request: &runtime.Request{}, Prompt: prompt,
+	s := &loop.Slot{Request: &loop.Request{}, Prompt: prompt,
 		Data: &item{params: p, drafter: drafter, logprobs: true, topLogprobs: top}}
 	require.NoError(t, b.Open(s))
 	defer b.Release(s)
 	var out []int32
 	var lps []streaming.TokenLogprob
 	accepted := 0
-	res := make([]runtime.StepResult, 1)
+	res := make([]loop.StepResult, 1)
 	for len(out) < n {
-		res[0] = runtime.StepResult{}
-		b.Step([]*runtime.Slot{s}, res)
+		res[0] = loop.StepResult{}
+		b.Step([]*loop.Slot{s}, res)
 		require.NoError(t, res[0].Err)
 		require.Len(t, res[0].Logprobs, len(res[0].Tokens))
 		out = append(out, res[0].Tokens...)

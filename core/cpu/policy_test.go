@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/spec"
@@ -35,7 +35,7 @@ func TestPolicyConfig(t *testing.T) {
 		{"FCFS", spec.Incremental, sim.Chunked, true, "sarathi"},
 		{"vllm", spec.Incremental, sim.Preempt, true, "vllm"},
 	} {
-		cfg, err := runtime.ParseConfig([]byte(`{"spec_policy":"` + c.name + `"}`))
+		cfg, err := loop.ParseConfig([]byte(`{"spec_policy":"` + c.name + `"}`))
 		require.NoError(t, err)
 		sc, err := takeSpecConfig(cfg)
 		require.NoError(t, err, c.name)
@@ -48,7 +48,7 @@ func TestPolicyConfig(t *testing.T) {
 		require.Equal(t, c.spec == spec.AdaServe, sc.sloChunk, "%s: only AdaServe sizes its prefill chunks by SLO", c.name)
 		require.Equal(t, c.spec == spec.AdaServe, sc.sloBatch, "%s: only AdaServe lets streams sit out by SLO", c.name)
 	}
-	cfg, err := runtime.ParseConfig([]byte(`{"spec_policy":"fastest"}`))
+	cfg, err := loop.ParseConfig([]byte(`{"spec_policy":"fastest"}`))
 	require.NoError(t, err)
 	_, err = takeSpecConfig(cfg)
 	require.Equal(t, status.InvalidRequest, status.CodeOf(err))
@@ -73,13 +73,13 @@ func TestVLLMPrefillPreemptsDecode(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			be := tinyBackend(t, path, "", fmt.Sprintf(`,"prefill_chunk":4,"spec_policy":%q`, policy))
 			// Both ask for speculation: these policies never speculate.
-			sa := &runtime.Slot{Request: &runtime.Request{}, Prompt: a, Data: &item{drafter: draftNGram}}
-			sb := &runtime.Slot{Request: &runtime.Request{}, Prompt: bp, Data: &item{drafter: draftNGram}}
+			sa := &loop.Slot{Request: &loop.Request{}, Prompt: a, Data: &item{drafter: draftNGram}}
+			sb := &loop.Slot{Request: &loop.Request{}, Prompt: bp, Data: &item{drafter: draftNGram}}
 			require.NoError(t, be.Open(sa))
 			defer be.Release(sa)
 			var gotA, gotB []int32
-			res := make([]runtime.StepResult, 2)
-			step := func(slots ...*runtime.Slot) {
+			res := make([]loop.StepResult, 2)
+			step := func(slots ...*loop.Slot) {
 				clear(res)
 				be.Step(slots, res[:len(slots)])
 				for i, s := range slots {
@@ -130,7 +130,7 @@ func TestFCFSAdmission(t *testing.T) {
 		urgentFirst bool
 	}{{"adaserve", true}, {"sarathi", false}, {"fcfs", false}, {"vllm", false}} {
 		t.Run(c.policy, func(t *testing.T) {
-			rt, err := runtime.New([]byte(`{"model_path":"` + path + `","max_slots":1,"threads":1,"context_length":64,"spec_budget":4,"spec_policy":"` + c.policy + `"}`))
+			rt, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":1,"threads":1,"context_length":64,"spec_budget":4,"spec_policy":"` + c.policy + `"}`))
 			require.NoError(t, err)
 			defer rt.Close()
 			// Each stream pauses once its one-chunk queue is full, holding

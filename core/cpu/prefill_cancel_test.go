@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -34,7 +34,7 @@ func TestCancelDuringChunkedPrefill(t *testing.T) {
 	waitIdle(t, rt)
 }
 
-func waitIdle(t *testing.T, rt *runtime.Runtime) {
+func waitIdle(t *testing.T, rt *loop.Runtime) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for rt.Stats().ActiveSlots != 0 {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 )
 
 // The weights stage moves while the weights are packed (it used to be one
@@ -19,7 +19,7 @@ func TestProgressMovesDuringPacking(t *testing.T) {
 		fraction float64
 	}
 	var got []report
-	rt, err := runtime.NewWithProgress([]byte(`{"model_path":"`+path+`","draft_model_path":"`+draft+`","max_slots":1,"threads":1,"context_length":64,"spec_budget":6}`),
+	rt, err := loop.NewWithProgress([]byte(`{"model_path":"`+path+`","draft_model_path":"`+draft+`","max_slots":1,"threads":1,"context_length":64,"spec_budget":6}`),
 		func(stage string, fraction float64) { got = append(got, report{stage, fraction}) })
 	require.NoError(t, err)
 	rt.Close()
@@ -27,12 +27,12 @@ func TestProgressMovesDuringPacking(t *testing.T) {
 	weights := 0
 	for _, r := range got {
 		fractions = append(fractions, r.fraction)
-		if r.stage == runtime.StageWeights {
+		if r.stage == loop.StageWeights {
 			weights++
 			require.True(t, r.fraction >= weightsStart && r.fraction <= specStart, "%v", got)
 		}
 	}
 	require.IsNonDecreasing(t, fractions, "%v", got)
 	require.Greater(t, weights, 7*2, "a report per packed tensor: %v", got)
-	require.Equal(t, report{runtime.StageReady, 1}, got[len(got)-1])
+	require.Equal(t, report{loop.StageReady, 1}, got[len(got)-1])
 }

@@ -5,15 +5,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 )
@@ -28,7 +28,7 @@ func TestHugePromptRefusedWithoutTokenizing(t *testing.T) {
 	if _, err := os.Stat(defaultModel); err != nil {
 		t.Skipf("default model absent (run `make model`): %v", err)
 	}
-	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + defaultModel + `","max_slots":1,"context_length":2048,"spec_budget":8}`))
+	cfg, err := loop.ParseConfig([]byte(`{"model_path":"` + defaultModel + `","max_slots":1,"context_length":2048,"spec_budget":8}`))
 	require.NoError(t, err)
 	be, err := New(cfg)
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestHugePromptRefusedWithoutTokenizing(t *testing.T) {
 	prepare := func(prompt string) error {
 		js, err := json.Marshal(map[string]any{"prompt": prompt})
 		require.NoError(t, err)
-		req, err := runtime.ParseRequest(js)
+		req, err := loop.ParseRequest(js)
 		require.NoError(t, err)
 		_, err = b.Prepare(req)
 		return err
@@ -54,7 +54,7 @@ func TestHugePromptRefusedWithoutTokenizing(t *testing.T) {
 	// The same chat turn through "messages": the template renders it, and
 	// the rendered text is refused the same way.
 	js, _ := json.Marshal(map[string]any{"messages": []map[string]string{{"role": "user", "content": cjk}}})
-	req, err := runtime.ParseRequest(js)
+	req, err := loop.ParseRequest(js)
 	require.NoError(t, err)
 	_, err = b.Prepare(req)
 	require.Equal(t, status.PromptTooLong, status.CodeOf(err), "%v", err)
@@ -77,22 +77,22 @@ func TestCloseStopsEveryModel(t *testing.T) {
 	target := tinyFile(t, dir, 64, 1, 1)
 	draft := tinyFile(t, dir, 64, 2, 1)
 	before := settledGoroutines()
-	cfg, err := runtime.ParseConfig([]byte(`{"model_path":"` + target + `","max_slots":2,"threads":3,"context_length":64,"spec_budget":6,"draft_model_path":"` + draft + `"}`))
+	cfg, err := loop.ParseConfig([]byte(`{"model_path":"` + target + `","max_slots":2,"threads":3,"context_length":64,"spec_budget":6,"draft_model_path":"` + draft + `"}`))
 	require.NoError(t, err)
 	be, err := New(cfg)
 	require.NoError(t, err)
 	b := be.(*Backend)
-	require.GreaterOrEqual(t, goruntime.NumGoroutine(), before+4, "two models with 3-thread pools")
+	require.GreaterOrEqual(t, runtime.NumGoroutine(), before+4, "two models with 3-thread pools")
 	out := generate(t, b, []int32{1, 5, 6, 7}, sample.Params{RepetitionPenalty: 1}, draftModel, 6)
 	require.Len(t, out, 6)
 	tm, dm := b.model.(model.CPU).Model, b.drafts.model.dm.m.(model.CPU).Model
 	require.NotSame(t, tm, dm)
 	require.NoError(t, b.Close())
 	deadline := time.Now().Add(5 * time.Second)
-	for goruntime.NumGoroutine() > before && time.Now().Before(deadline) {
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	require.LessOrEqual(t, goruntime.NumGoroutine(), before, "model worker goroutines outlive Close")
+	require.LessOrEqual(t, runtime.NumGoroutine(), before, "model worker goroutines outlive Close")
 	for _, m := range []*model.Model{tm, dm} {
 		var bt model.Batch
 		require.Error(t, m.Forward(&bt, nil), "a closed model still runs")
@@ -103,9 +103,9 @@ func TestCloseStopsEveryModel(t *testing.T) {
 // left winding down (an abandoned template render ends at its next budget
 // check) to end: the count unchanged for 200 ms. It returns that count.
 func settledGoroutines() int {
-	n, since := goruntime.NumGoroutine(), time.Now()
+	n, since := runtime.NumGoroutine(), time.Now()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if m := goruntime.NumGoroutine(); m != n {
+		if m := runtime.NumGoroutine(); m != n {
 			n, since = m, time.Now()
 		} else if time.Since(since) > 200*time.Millisecond {
 			break

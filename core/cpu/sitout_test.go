@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/sample"
 )
 
@@ -33,20 +33,20 @@ func TestSitOutEngine(t *testing.T) {
 		t.Run(policy, func(t *testing.T) {
 			be := tinyBackend(t, path, "", fmt.Sprintf(`,"max_slots":3,"spec_policy":%q`, policy))
 			be.setCurve(&costCurve{ns: []int{1, 2, 4, 8}, ts: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}})
-			slots := []*runtime.Slot{
+			slots := []*loop.Slot{
 				// 1 ms a token: always short of slack.
-				{Request: &runtime.Request{}, Prompt: urgentPrompt, Data: &item{drafter: draftNone, slo: time.Millisecond}},
+				{Request: &loop.Request{}, Prompt: urgentPrompt, Data: &item{drafter: draftNone, slo: time.Millisecond}},
 				// An hour a token: ahead of it whenever it has a token out.
-				{Request: &runtime.Request{}, Prompt: relaxedPrompt, Data: &item{drafter: draftNone, slo: time.Hour}},
+				{Request: &loop.Request{}, Prompt: relaxedPrompt, Data: &item{drafter: draftNone, slo: time.Hour}},
 				// No SLO.
-				{Request: &runtime.Request{}, Prompt: effortPrompt, Data: &item{drafter: draftNone}},
+				{Request: &loop.Request{}, Prompt: effortPrompt, Data: &item{drafter: draftNone}},
 			}
 			for _, s := range slots {
 				require.NoError(t, be.Open(s))
 				defer be.Release(s)
 			}
 			got := make([][]int32, len(slots))
-			res := make([]runtime.StepResult, len(slots))
+			res := make([]loop.StepResult, len(slots))
 			step := func() (counts []int) {
 				clear(res)
 				be.Step(slots, res)
@@ -73,9 +73,9 @@ func TestSitOutEngine(t *testing.T) {
 				// before any slot frees, even with nobody sitting out:
 				// nobody does. One due in an hour does not stop it.
 				now := time.Now()
-				be.WatchQueue([]runtime.Queued{{Deadline: now.Add(time.Hour).UnixNano(), Prompt: 4}})
+				be.WatchQueue([]loop.Queued{{Deadline: now.Add(time.Hour).UnixNano(), Prompt: 4}})
 				require.Equal(t, []int{1, 0, 1}, step(), "a queue in no hurry")
-				be.WatchQueue([]runtime.Queued{{Deadline: now.Add(100 * time.Millisecond).UnixNano(), Prompt: 4}})
+				be.WatchQueue([]loop.Queued{{Deadline: now.Add(100 * time.Millisecond).UnixNano(), Prompt: 4}})
 				require.Equal(t, []int{1, 1, 1}, step(), "a first token at risk")
 				be.WatchQueue(nil)
 				require.Equal(t, []int{1, 0, 1}, step(), "the queue drained")
@@ -120,20 +120,20 @@ func TestPromptFloorEngine(t *testing.T) {
 		t.Run(fmt.Sprintf("%s ttft=%v", c.policy, c.ttft), func(t *testing.T) {
 			be := tinyBackend(t, path, "", fmt.Sprintf(`,"max_slots":2,"prefill_chunk":48,"spec_policy":%q`, c.policy))
 			be.setCurve(&costCurve{ns: []int{1, 2, 4, 8}, ts: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}})
-			decoding := &runtime.Slot{Request: &runtime.Request{}, Prompt: []int32{3, 9, 4, 3}, Data: &item{drafter: draftNone, slo: 100 * time.Millisecond}}
+			decoding := &loop.Slot{Request: &loop.Request{}, Prompt: []int32{3, 9, 4, 3}, Data: &item{drafter: draftNone, slo: 100 * time.Millisecond}}
 			require.NoError(t, be.Open(decoding))
 			defer be.Release(decoding)
-			res := make([]runtime.StepResult, 2)
-			be.Step([]*runtime.Slot{decoding}, res[:1])
+			res := make([]loop.StepResult, 2)
+			be.Step([]*loop.Slot{decoding}, res[:1])
 			require.Len(t, res[0].Tokens, 1)
 
-			req := &runtime.Request{}
+			req := &loop.Request{}
 			if c.ttft {
 				// A slot built outside a runtime counts as submitted at
 				// the epoch: an SLO from then to an hour from now.
 				req.TTFTSLOMs = float64(time.Now().Add(time.Hour).UnixNano()) / 1e6
 			}
-			prompt := &runtime.Slot{Request: req, Prompt: long, Data: &item{drafter: draftNone}}
+			prompt := &loop.Slot{Request: req, Prompt: long, Data: &item{drafter: draftNone}}
 			require.NoError(t, be.Open(prompt))
 			defer be.Release(prompt)
 			q, p := decoding.State.(*sequence), prompt.State.(*sequence)
@@ -143,7 +143,7 @@ func TestPromptFloorEngine(t *testing.T) {
 				q.seq.Start = time.Now().Add(-time.Duration(q.seq.AfterFirst()+1)*q.seq.SLO + 25*time.Millisecond)
 				before := p.prefill
 				clear(res)
-				be.Step([]*runtime.Slot{decoding, prompt}, res)
+				be.Step([]*loop.Slot{decoding, prompt}, res)
 				require.NoError(t, res[0].Err)
 				require.NoError(t, res[1].Err)
 				require.Equal(t, c.want, p.prefill-before)
@@ -157,7 +157,7 @@ func TestPromptFloorEngine(t *testing.T) {
 
 // TestAllotPrefill: an iteration's prompt tokens go to the prompt whose
 // first token is due soonest, up to prefill_chunk each; without a TTFT
-// SLO a prompt's due time is runtime.BestEffortTTFT after submission.
+// SLO a prompt's due time is loop.BestEffortTTFT after submission.
 func TestAllotPrefill(t *testing.T) {
 	path := tinyFile(t, t.TempDir(), 64, 5, 4)
 	be := tinyBackend(t, path, "", `,"max_slots":3,"prefill_chunk":8,"spec_policy":"adaserve"`)
@@ -165,8 +165,8 @@ func TestAllotPrefill(t *testing.T) {
 	for i := range prompt {
 		prompt[i] = int32(3 + i)
 	}
-	slot := func(ttftMs float64) *runtime.Slot {
-		s := &runtime.Slot{Request: &runtime.Request{TTFTSLOMs: ttftMs}, Prompt: prompt, Data: &item{drafter: draftNone}}
+	slot := func(ttftMs float64) *loop.Slot {
+		s := &loop.Slot{Request: &loop.Request{TTFTSLOMs: ttftMs}, Prompt: prompt, Data: &item{drafter: draftNone}}
 		require.NoError(t, be.Open(s))
 		t.Cleanup(func() { be.Release(s) })
 		return s
@@ -174,7 +174,7 @@ func TestAllotPrefill(t *testing.T) {
 	// Submitted at the epoch (built outside a runtime): due after 20 s,
 	// 10 s (best effort) and 5 s.
 	relaxed, effort, urgent := slot(20000), slot(0), slot(5000)
-	slots := []*runtime.Slot{relaxed, effort, urgent}
+	slots := []*loop.Slot{relaxed, effort, urgent}
 	chunks := func() []int {
 		var c []int
 		for _, s := range slots {

@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/spec"
 	"github.com/lmstream/lmstream/spec/sim"
@@ -58,7 +58,7 @@ type specConfig struct {
 	// until no prompt is left to prefill.
 	prefill sim.Prefill
 	// fcfsAdmit admits requests first come, first served, whatever their
-	// TTFT SLOs (runtime.AdmissionDeadline).
+	// TTFT SLOs (loop.AdmissionDeadline).
 	fcfsAdmit bool
 	// sloChunk sizes each iteration's prompt tokens to keep the decoding
 	// streams on their TPOT SLOs (spec.PrefillChunk) instead of giving
@@ -129,7 +129,7 @@ const DefaultDrafter = "ngram"
 const MaxSpecBudget = 1024
 
 // takeSpecConfig reads the speculation fields of the runtime config.
-func takeSpecConfig(cfg *runtime.Config) (specConfig, error) {
+func takeSpecConfig(cfg *loop.Config) (specConfig, error) {
 	var sc specConfig
 	drafter, policy, order := DefaultDrafter, "adaserve", "descending"
 	budget, depth, width := 0, spec.DefaultMaxDepth, spec.DefaultMaxWidth

@@ -3,7 +3,6 @@ package cpu_test
 import (
 	"bufio"
 	"encoding/json"
-	"github.com/lmstream/lmstream/core/quant"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lmstream/lmstream/core/quant"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/cpu"
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -65,7 +66,7 @@ func collect(t testing.TB, ch *streaming.Channel) ([]int32, streaming.Chunk) {
 // runAll submits every request, the first `upfront` at once and the rest
 // each at a random later iteration of the engine, and returns the token ids
 // and terminal chunk of each.
-func runAll(t testing.TB, rt *runtime.Runtime, reqs [][]byte, upfront int, seed uint64) ([][]int32, []streaming.Chunk) {
+func runAll(t testing.TB, rt *loop.Runtime, reqs [][]byte, upfront int, seed uint64) ([][]int32, []streaming.Chunk) {
 	ids := make([][]int32, len(reqs))
 	last := make([]streaming.Chunk, len(reqs))
 	r := rand.New(rand.NewPCG(seed, 7))
@@ -91,14 +92,14 @@ func runAll(t testing.TB, rt *runtime.Runtime, reqs [][]byte, upfront int, seed 
 	return ids, last
 }
 
-func specRuntime(t testing.TB, extra string) *runtime.Runtime {
+func specRuntime(t testing.TB, extra string) *loop.Runtime {
 	t.Helper()
 	if _, err := os.Stat(modelPath); err != nil {
 		t.Skipf("default model absent (run `make model`): %v", err)
 	}
 	// Not adaptive: these tests check what speculation emits, so every
 	// request speculates throughout, paying or not.
-	rt, err := runtime.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":8,"context_length":512,"spec_budget":8,"spec_adaptive":false,"spec_min_prob":0.25}`, extra)))
+	rt, err := loop.New([]byte(cpu.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":8,"context_length":512,"spec_budget":8,"spec_adaptive":false,"spec_min_prob":0.25}`, extra)))
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)
 	return rt
@@ -253,12 +254,12 @@ func TestSpecErrors(t *testing.T) {
 	if _, err := os.Stat(modelPath); err != nil {
 		t.Skipf("default model absent (run `make model`): %v", err)
 	}
-	_, err := runtime.New([]byte(`{"model_path":"` + modelPath + `","drafter":"magic"}`))
+	_, err := loop.New([]byte(`{"model_path":"` + modelPath + `","drafter":"magic"}`))
 	require.Equal(t, status.InvalidRequest, status.CodeOf(err))
 	require.ErrorContains(t, err, `unknown drafter "magic"`)
-	_, err = runtime.New([]byte(`{"model_path":"` + modelPath + `","spec_policy":"fastest"}`))
+	_, err = loop.New([]byte(`{"model_path":"` + modelPath + `","spec_policy":"fastest"}`))
 	require.ErrorContains(t, err, `unknown policy "fastest"`)
-	_, err = runtime.New([]byte(`{"model_path":"` + modelPath + `","draft_model_path":"/nonexistent.gguf"}`))
+	_, err = loop.New([]byte(`{"model_path":"` + modelPath + `","draft_model_path":"/nonexistent.gguf"}`))
 	require.Equal(t, status.Model, status.CodeOf(err))
 
 	rt := specRuntime(t, "")

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/spec"
 )
 
@@ -85,7 +85,7 @@ func TestNGramDraftsDeeper(t *testing.T) {
 
 	path := tinyFile(t, t.TempDir(), 40, 7, 4)
 	for cfg, deeper := range map[string]bool{``: true, `,"spec_max_depth":8`: false} {
-		c, err := runtime.ParseConfig([]byte(`{"model_path":"` + path + `","threads":1,"context_length":64` + cfg + `}`))
+		c, err := loop.ParseConfig([]byte(`{"model_path":"` + path + `","threads":1,"context_length":64` + cfg + `}`))
 		require.NoError(t, err)
 		be, err := New(c)
 		require.NoError(t, err)

@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/quant"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/spec"
@@ -98,7 +98,7 @@ func tinyFile(t testing.TB, dir string, vocab int, seed uint64, logitScale float
 // a Backend driven directly by the test, without a runtime.
 func tinyBackend(t testing.TB, path, draftPath, extra string) *Backend {
 	t.Helper()
-	cfg, err := runtime.ParseConfig([]byte(MergeConfig(`{"model_path":"`+path+`","max_slots":2,"threads":1,"context_length":64,"spec_budget":6,"spec_max_depth":3,"spec_max_width":2,"spec_adaptive":false,"spec_min_prob":0.25`+
+	cfg, err := loop.ParseConfig([]byte(MergeConfig(`{"model_path":"`+path+`","max_slots":2,"threads":1,"context_length":64,"spec_budget":6,"spec_max_depth":3,"spec_max_width":2,"spec_adaptive":false,"spec_min_prob":0.25`+
 		`,"draft_model_path":"`+draftPath+`"}`, extra)))
 	require.NoError(t, err)
 	be, err := New(cfg)
@@ -121,14 +121,14 @@ func generateStats(t testing.TB, b *Backend, prompt []int32, p sample.Params, dr
 // generateItem is generateStats for a prepared item (a grammar, say).
 func generateItem(t testing.TB, b *Backend, prompt []int32, it *item, n int) ([]int32, [2]int) {
 	var pa [2]int
-	s := &runtime.Slot{Request: &runtime.Request{}, Prompt: prompt, Data: it}
+	s := &loop.Slot{Request: &loop.Request{}, Prompt: prompt, Data: it}
 	require.NoError(t, b.Open(s))
 	defer b.Release(s)
 	var out []int32
-	res := make([]runtime.StepResult, 1)
+	res := make([]loop.StepResult, 1)
 	for len(out) < n {
-		res[0] = runtime.StepResult{}
-		b.Step([]*runtime.Slot{s}, res)
+		res[0] = loop.StepResult{}
+		b.Step([]*loop.Slot{s}, res)
 		require.NoError(t, res[0].Err)
 		out = append(out, res[0].Tokens...)
 		pa[0] += res[0].DraftProposed
@@ -274,12 +274,12 @@ func TestDraftModelVocabularyMismatch(t *testing.T) {
 	dir := t.TempDir()
 	target := tinyFile(t, dir, 16, 1, 3)
 	other := tinyFile(t, dir, 24, 3, 3)
-	_, err := runtime.New([]byte(`{"model_path":"` + target + `","draft_model_path":"` + other + `","spec_budget":4}`))
+	_, err := loop.New([]byte(`{"model_path":"` + target + `","draft_model_path":"` + other + `","spec_budget":4}`))
 	require.Equal(t, status.Model, status.CodeOf(err), "%v", err)
 	require.ErrorContains(t, err, "vocabulary has 24 tokens")
 	// Same vocabulary, different weights: accepted, and it drafts.
 	same := tinyFile(t, dir, 16, 2, 3)
-	rt, err := runtime.New([]byte(`{"model_path":"` + target + `","draft_model_path":"` + same + `","spec_budget":4}`))
+	rt, err := loop.New([]byte(`{"model_path":"` + target + `","draft_model_path":"` + same + `","spec_budget":4}`))
 	require.NoError(t, err)
 	rt.Close()
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/kv"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/core/tokenizer"
@@ -289,7 +289,7 @@ func sameVocabulary(target, draft *tokenizer.Tokenizer, draftOutputs int) error 
 }
 
 // specItem reads a request's speculation fields.
-func (b *Backend) specItem(req *runtime.Request, p sample.Params) (*item, error) {
+func (b *Backend) specItem(req *loop.Request, p sample.Params) (*item, error) {
 	it := &item{params: p, drafter: b.spec.drafter, slo: time.Duration(req.TPOTSLOMs * float64(time.Millisecond))}
 	var name string
 	named, err := req.Extra.Take("drafter", &name)
@@ -328,7 +328,7 @@ func (b *Backend) specItem(req *runtime.Request, p sample.Params) (*item, error)
 // limit caps a decoding sequence's tree to what its cache and max_tokens
 // leave: d accepted nodes emit d+1 tokens and leave the cache d+1 entries
 // longer, with the bonus token still to feed.
-func (b *Backend) limit(s *runtime.Slot, q *sequence) {
+func (b *Backend) limit(s *loop.Slot, q *sequence) {
 	room := q.cache.Cap() - q.cache.Len()
 	d := room - 2
 	if mt := s.Request.MaxTokens; mt > 0 {
@@ -537,7 +537,7 @@ const plainPassDecay = 0.8
 // its slots' trees, and keeps the plain passes' durations: zero where
 // nothing speculated, with one decoding sequence (its duration is its
 // own), or without a curve.
-func (b *Backend) speculationCharge(slots []*runtime.Slot, tokens int, t0, t1, t2 time.Time) passCharge {
+func (b *Backend) speculationCharge(slots []*loop.Slot, tokens int, t0, t1, t2 time.Time) passCharge {
 	nodes, n := 0, 0
 	for i, s := range slots {
 		q := s.State.(*sequence)

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -77,7 +77,7 @@ func TestEngineNeverWedges(t *testing.T) {
 	}
 	// A fixed spec_budget skips the start-up calibration, which a machine
 	// shared with other work can stretch to minutes.
-	rt, err := runtime.New([]byte(`{"model_path":"` + modelPath + `","max_slots":6,"context_length":256,"spec_budget":8}`))
+	rt, err := loop.New([]byte(`{"model_path":"` + modelPath + `","max_slots":6,"context_length":256,"spec_budget":8}`))
 	require.NoError(t, err)
 	// A wedged engine never lets Close return: the test then reports the
 	// wedge and leaves the runtime behind instead of hanging in a defer.
@@ -88,8 +88,8 @@ func TestEngineNeverWedges(t *testing.T) {
 		}
 	}()
 
-	neverStops := make([]string, 0, runtime.MaxStops)
-	for i := range runtime.MaxStops {
+	neverStops := make([]string, 0, loop.MaxStops)
+	for i := range loop.MaxStops {
 		neverStops = append(neverStops, fmt.Sprintf(`"\u0001never %d \u00ff"`, i))
 	}
 	pathological := []string{
@@ -103,7 +103,7 @@ func TestEngineNeverWedges(t *testing.T) {
 		`{"prompt":"Hello","max_tokens":4,"temperature":0.7,"min_p":1,"top_p":1e-300,"speculate":true,"drafter":"early_exit"}`,
 		`{"prompt":"Hello","max_tokens":4,"temperature":5e-5,"top_p":0.5,"min_p":0.999,"speculate":true}`,
 		`{"prompt":"Hello","max_tokens":4,"stop":[` + strings.Join(neverStops, ",") + `]}`,
-		`{"prompt":"Hello","max_tokens":4,"stop":"` + strings.Repeat("\u00e9", runtime.MaxStopBytes/2) + `"}`,
+		`{"prompt":"Hello","max_tokens":4,"stop":"` + strings.Repeat("\u00e9", loop.MaxStopBytes/2) + `"}`,
 		`{"prompts":["a","b","c"],"max_tokens":3,"temperature":1e-300,"tpot_slo_ms":3600000,"ttft_slo_ms":0}`,
 	}
 	// Requests the parser must turn away cleanly before they reach the
@@ -137,7 +137,7 @@ func TestEngineNeverWedges(t *testing.T) {
 	)
 	launch := func(req string) {
 		t.Helper()
-		r, err := runtime.ParseRequest([]byte(req))
+		r, err := loop.ParseRequest([]byte(req))
 		require.NoError(t, err, req)
 		chs := make([]*streaming.Channel, r.Items())
 		for i := range chs {

@@ -5,18 +5,18 @@ import (
 
 	"github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 )
 
 // The "cuda" backend is the engine of package cpu over a Runner on the GPU.
 // Config fields besides the cpu backend's: "cuda_device" (ordinal, 0) and
 // "nvrtc_path" (an NVRTC library or folder; searched when absent).
-func init() { runtime.Register("cuda", New) }
+func init() { loop.Register("cuda", New) }
 
 // New loads the config's model onto the GPU.
-func New(cfg *runtime.Config) (runtime.Backend, error) {
+func New(cfg *loop.Config) (loop.Backend, error) {
 	var o Options
 	if _, err := cfg.Extra.Take("cuda_device", &o.Device); err != nil {
 		return nil, err

@@ -17,8 +17,8 @@ import (
 	"github.com/lmstream/lmstream/core/cuda/cu"
 	"github.com/lmstream/lmstream/core/cuda/kernels"
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/tokenizer"
 	"github.com/lmstream/lmstream/streaming"
 	"github.com/lmstream/lmstream/tests/gpu/layers"
@@ -283,9 +283,9 @@ func TestGreedyMatchesCPU(t *testing.T) {
 	t.Logf("free-running: %d of %d prompts decode the same 64 greedy tokens on both devices", same, len(prompts))
 }
 
-func newRuntime(t *testing.T, backend, extra string) *runtime.Runtime {
+func newRuntime(t *testing.T, backend, extra string) *loop.Runtime {
 	t.Helper()
-	rt, err := runtime.New([]byte(`{"backend":"` + backend + `","model_path":"` + testModel(t) + `","max_slots":4,"context_length":512` + extra + `}`))
+	rt, err := loop.New([]byte(`{"backend":"` + backend + `","model_path":"` + testModel(t) + `","max_slots":4,"context_length":512` + extra + `}`))
 	if err != nil && backend == "cuda" {
 		skipOrFail(t, err)
 	}
@@ -294,7 +294,7 @@ func newRuntime(t *testing.T, backend, extra string) *runtime.Runtime {
 	return rt
 }
 
-func collect(t *testing.T, rt *runtime.Runtime, req string) ([]int32, string, streaming.Chunk) {
+func collect(t *testing.T, rt *loop.Runtime, req string) ([]int32, string, streaming.Chunk) {
 	t.Helper()
 	ch := streaming.NewChannel()
 	defer ch.Release()

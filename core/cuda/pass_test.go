@@ -9,8 +9,8 @@ import (
 
 	"github.com/lmstream/lmstream/core/cuda/cu"
 	"github.com/lmstream/lmstream/core/cuda/kernels"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -81,7 +81,7 @@ func TestNoGPUIsABackendError(t *testing.T) {
 	if _, _, err := cu.Open(nil); err == nil {
 		t.Skip("this machine has a CUDA driver")
 	}
-	_, err := runtime.New([]byte(`{"backend":"cuda","model_path":"` + testModel(t) + `"}`))
+	_, err := loop.New([]byte(`{"backend":"cuda","model_path":"` + testModel(t) + `"}`))
 	require.Error(t, err)
 	require.Equal(t, status.Backend, status.CodeOf(err))
 	require.Contains(t, err.Error(), "libcuda.so.1")

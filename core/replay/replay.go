@@ -31,12 +31,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
 
-func init() { runtime.Register("replay", New) }
+func init() { loop.Register("replay", New) }
 
 // Vocab is a vocabulary of raw byte pieces.
 type Vocab struct {
@@ -83,7 +83,7 @@ type Backend struct {
 }
 
 // New builds the backend from the config's "vocab", "special_ids" and "eos_id".
-func New(cfg *runtime.Config) (runtime.Backend, error) {
+func New(cfg *loop.Config) (loop.Backend, error) {
 	var hexPieces []string
 	var specials []int32
 	eos := int32(-1)
@@ -112,8 +112,8 @@ func New(cfg *runtime.Config) (runtime.Backend, error) {
 func (b *Backend) Vocabulary() streaming.Vocabulary { return b.vocab }
 func (b *Backend) EndOfGeneration(id int32) bool    { return id == b.eos }
 func (b *Backend) Close() error                     { return nil }
-func (b *Backend) Release(s *runtime.Slot)          { s.State = nil }
-func (b *Backend) Open(s *runtime.Slot) error       { s.State = &sequence{item: s.Data.(*item)}; return nil }
+func (b *Backend) Release(s *loop.Slot)             { s.State = nil }
+func (b *Backend) Open(s *loop.Slot) error          { s.State = &sequence{item: s.Data.(*item)}; return nil }
 
 // item is one batch item's script and pacing, shared by Prepare and Open.
 type item struct {
@@ -131,7 +131,7 @@ type sequence struct {
 }
 
 // Prepare takes the replay fields from the request.
-func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
+func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
 	var script [][]int32
 	var scripts [][][]int32
 	var delayMs float64
@@ -165,7 +165,7 @@ func (b *Backend) Prepare(req *runtime.Request) ([]runtime.Prepared, error) {
 	case delayMs < 0 || delayMs > 60_000:
 		return nil, status.Errorf(status.InvalidRequest, `request field "delay_ms" must be in [0, 60000], got %g`, delayMs)
 	}
-	out := make([]runtime.Prepared, n)
+	out := make([]loop.Prepared, n)
 	for i := range out {
 		sc := script
 		if hasScripts {
@@ -198,7 +198,7 @@ func certain(tokens []int32, top bool) []streaming.TokenLogprob {
 // Step emits each ready slot's next burst. Slots with a delay are paced: the
 // step waits until the earliest is due, or returns early when the runtime
 // is interrupted (a cancellation must not wait out the delay).
-func (b *Backend) Step(slots []*runtime.Slot, res []runtime.StepResult) {
+func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {
 	// Read the clock only when some slot is paced: unpaced scripts run as
 	// fast as the engine loop can, and the clock shows up in its profile.
 	// An unpaced slot is always ready, so the step never waits then.

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 )
 
 // The clients below misbehave on purpose, each a bounded number of times
@@ -37,9 +37,9 @@ func serveTCP(t *testing.T, s *Server) string {
 	return ln.Addr().String()
 }
 
-func replayServer(t *testing.T, cfg string, opts Options) (*Server, *runtime.Runtime) {
+func replayServer(t *testing.T, cfg string, opts Options) (*Server, *loop.Runtime) {
 	t.Helper()
-	rt, err := runtime.New([]byte(cfg))
+	rt, err := loop.New([]byte(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +277,7 @@ func TestLoadingServerAnswers503UntilReady(t *testing.T) {
 	check("GET", "/v1/models")
 	check("GET", "/metrics")
 
-	rt, err := runtime.New(fmt.Appendf(nil, replayConfig, 2))
+	rt, err := loop.New(fmt.Appendf(nil, replayConfig, 2))
 	if err != nil {
 		t.Fatal(err)
 	}

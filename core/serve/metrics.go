@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -27,11 +27,11 @@ type metrics struct {
 
 func newMetrics(s *Server) *metrics {
 	// The runtime's gauges read 0 while it is loading.
-	stats := func() runtime.Stats {
+	stats := func() loop.Stats {
 		if rt := s.current(); rt != nil {
 			return rt.Stats()
 		}
-		return runtime.Stats{}
+		return loop.Stats{}
 	}
 	reg := prometheus.NewRegistry()
 	m := &metrics{

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/lmstream/lmstream/core/jsonstrict"
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -55,7 +55,7 @@ func badField(param, format string, args ...any) error {
 // takes "messages" for one batch item only); nil when the backend cannot.
 //
 // drafter, when not "", is the "drafter" of a request that names none.
-func parseCall(kind endpoint, body []byte, render func([]runtime.Message) (string, error), drafter string) (*call, error) {
+func parseCall(kind endpoint, body []byte, render func([]loop.Message) (string, error), drafter string) (*call, error) {
 	// The strict scanner first: malformed JSON, duplicate keys, invalid
 	// UTF-8 and trailing data are errors before any field is looked at.
 	if _, err := jsonstrict.ParseFields(body, "request"); err != nil {
@@ -199,7 +199,7 @@ func parseCall(kind endpoint, body []byte, render func([]runtime.Message) (strin
 // parseMessages reads OpenAI chat messages: content is a string, or a list
 // of text parts (joined), as clients send either. Other part types (images,
 // audio) cannot be served by a text model and are refused.
-func parseMessages(raw json.RawMessage) ([]runtime.Message, error) {
+func parseMessages(raw json.RawMessage) ([]loop.Message, error) {
 	var list []map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil || list == nil {
 		return nil, badField("messages", `request field "messages" must be an array of objects, got %s`, kindOf(raw))
@@ -207,10 +207,10 @@ func parseMessages(raw json.RawMessage) ([]runtime.Message, error) {
 	if len(list) == 0 {
 		return nil, badField("messages", `request field "messages" must hold at least one message`)
 	}
-	if len(list) > runtime.MaxMessages {
-		return nil, badField("messages", `request field "messages" holds %d messages; at most %d are allowed`, len(list), runtime.MaxMessages)
+	if len(list) > loop.MaxMessages {
+		return nil, badField("messages", `request field "messages" holds %d messages; at most %d are allowed`, len(list), loop.MaxMessages)
 	}
-	out := make([]runtime.Message, len(list))
+	out := make([]loop.Message, len(list))
 	for i, msg := range list {
 		for k, v := range msg {
 			switch k {

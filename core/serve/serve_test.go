@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/lmstream/lmstream/core/loop"
 	_ "github.com/lmstream/lmstream/core/replay"
-	"github.com/lmstream/lmstream/core/runtime"
 )
 
 // The replay vocabulary the tests script: 5 and 6 are the two halves of
@@ -27,9 +27,9 @@ import (
 const replayConfig = `{"backend": "replay", "max_slots": %d, "eos_id": 0, "special_ids": [0],
   "vocab": ["3c2f733e", "48656c", "6c6f", "20776f72", "6c64", "f09f", "9880", "5354", "4f50", "21"]}`
 
-func newServer(t *testing.T, slots int, opts Options) (*Server, *httptest.Server, *runtime.Runtime) {
+func newServer(t *testing.T, slots int, opts Options) (*Server, *httptest.Server, *loop.Runtime) {
 	t.Helper()
-	rt, err := runtime.New(fmt.Appendf(nil, replayConfig, slots))
+	rt, err := loop.New(fmt.Appendf(nil, replayConfig, slots))
 	if err != nil {
 		t.Fatal(err)
 	}

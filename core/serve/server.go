@@ -33,7 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -106,13 +106,13 @@ type Server struct {
 
 // engine is the runtime a Server serves, once it is loaded.
 type engine struct {
-	rt     *runtime.Runtime
-	render func([]runtime.Message) (string, error)
+	rt     *loop.Runtime
+	render func([]loop.Message) (string, error)
 }
 
 // New makes a Server over rt, which the caller keeps and closes after
 // Shutdown.
-func New(rt *runtime.Runtime, opts Options) *Server {
+func New(rt *loop.Runtime, opts Options) *Server {
 	s := NewLoading(opts)
 	s.Ready(rt)
 	return s
@@ -175,17 +175,17 @@ func NewLoading(opts Options) *Server {
 }
 
 // Ready makes the server serve rt (once; later calls are ignored).
-func (s *Server) Ready(rt *runtime.Runtime) {
+func (s *Server) Ready(rt *loop.Runtime) {
 	e := &engine{rt: rt}
 	if in, err := rt.Introspector(); err == nil {
-		e.render = func(msgs []runtime.Message) (string, error) { return in.RenderChat(msgs, true) }
+		e.render = func(msgs []loop.Message) (string, error) { return in.RenderChat(msgs, true) }
 	}
 	s.Progress("", 1)
 	s.ready.CompareAndSwap(nil, e)
 }
 
 // Progress records how far loading has come (fraction 0 to 1), for
-// /health while loading. Its signature is runtime.NewWithProgress's
+// /health while loading. Its signature is loop.NewWithProgress's
 // callback's; safe from any goroutine.
 func (s *Server) Progress(_ string, fraction float64) {
 	s.loaded.Store(math.Float64bits(min(max(fraction, 0), 1)))
@@ -232,7 +232,7 @@ func (s *Server) HTTP(ln net.Listener) (*http.Server, net.Listener) {
 }
 
 // current is the runtime being served; nil while loading.
-func (s *Server) current() *runtime.Runtime {
+func (s *Server) current() *loop.Runtime {
 	if e := s.ready.Load(); e != nil {
 		return e.rt
 	}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/spec"
 )
 
@@ -315,7 +315,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			r := reqs[next]
 			run.Results[next] = Result{Request: r}
 			l := &live{req: r, res: &run.Results[next]}
-			l.deadline = runtime.AdmissionDeadline(int64(r.Arrival), float64(r.TTFTSLO)/float64(time.Millisecond), p.FCFSAdmit)
+			l.deadline = loop.AdmissionDeadline(int64(r.Arrival), float64(r.TTFTSLO)/float64(time.Millisecond), p.FCFSAdmit)
 			waiting = append(waiting, l)
 			next++
 		}
@@ -324,7 +324,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			continue
 		}
 		for len(waiting) > 0 && len(active) < m.Slots {
-			i := runtime.NextToAdmit(waiting, func(l *live) int64 { return l.deadline })
+			i := loop.NextToAdmit(waiting, func(l *live) int64 { return l.deadline })
 			l := waiting[i]
 			waiting = slices.Delete(waiting, i, i+1)
 			l.res.Admitted = now

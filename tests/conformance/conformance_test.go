@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/loop"
 	_ "github.com/lmstream/lmstream/core/replay"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -101,7 +101,7 @@ func TestVectors(t *testing.T) {
 }
 
 func runVector(t *testing.T, v *Vector) {
-	rt, err := runtime.New(v.Runtime)
+	rt, err := loop.New(v.Runtime)
 	require.NoError(t, err)
 	defer rt.Close()
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/quant"
-	lms "github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 )
 
@@ -38,7 +38,7 @@ func TestHostileChatTemplateInModelFile(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "hostile.gguf")
 			require.NoError(t, os.WriteFile(path, smallModelWithTemplate(t, quant.Q8_0, tmpl), 0o600))
-			rt, err := lms.New([]byte(`{"model_path":"` + path + `","max_slots":1,"context_length":64,"threads":1,"drafter":"none"}`))
+			rt, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":1,"context_length":64,"threads":1,"drafter":"none"}`))
 			require.NoError(t, err)
 			defer rt.Close()
 			goroutines := runtime.NumGoroutine()

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	_ "github.com/lmstream/lmstream/core/cpu"
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -50,7 +50,7 @@ func TestModelFileTruncatedUnderRuntime(t *testing.T) {
 		t.Skip("generating with the real model is too slow under -race")
 	}
 	path := copyFile(t, needDefaultModel(t))
-	rt, err := runtime.New([]byte(`{"model_path":"` + path + `","max_slots":1,"context_length":64,"threads":2,"spec_budget":4,"drafter":"none"}`))
+	rt, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":1,"context_length":64,"threads":2,"spec_budget":4,"drafter":"none"}`))
 	require.NoError(t, err)
 	defer rt.Close()
 
@@ -75,6 +75,6 @@ func TestModelFileTruncatedUnderRuntime(t *testing.T) {
 		require.Equal(t, before.Text, after.Text)
 	}
 	// A runtime created from the damaged file fails with a clear error.
-	_, err = runtime.New([]byte(`{"model_path":"` + path + `","max_slots":1}`))
+	_, err = loop.New([]byte(`{"model_path":"` + path + `","max_slots":1}`))
 	require.ErrorContains(t, err, path)
 }

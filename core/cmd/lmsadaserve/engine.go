@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/core/cpu"
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/spec"
 	"github.com/lmstream/lmstream/spec/sim"
 	"github.com/lmstream/lmstream/streaming"
@@ -297,7 +297,7 @@ func readCurve(path string) ([]int, []time.Duration, error) {
 // the engine prefills them: the user message in the model's chat template.
 func promptTokens(o engineOpts, prompts [][]string) ([]float64, error) {
 	cj, _ := json.Marshal(map[string]any{"model_path": o.model, "threads": o.threads})
-	rt, err := runtime.New(cj)
+	rt, err := loop.New(cj)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +309,7 @@ func promptTokens(o engineOpts, prompts [][]string) ([]float64, error) {
 	out := make([]float64, len(prompts))
 	for c, ps := range prompts {
 		for _, p := range ps {
-			text, err := in.RenderChat([]runtime.Message{{Role: "user", Content: p}}, true)
+			text, err := in.RenderChat([]loop.Message{{Role: "user", Content: p}}, true)
 			if err != nil {
 				return nil, err
 			}
@@ -335,18 +335,18 @@ func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) 
 		cfg["drafter"], cfg["draft_model_path"] = "draft_model", o.draft
 	}
 	cj, _ := json.Marshal(cfg)
-	rc, err := runtime.ParseConfig(cj)
+	rc, err := loop.ParseConfig(cj)
 	if err != nil {
 		return nil, cpu.Timings{}, err
 	}
-	// The CPU backend built here rather than by runtime.New, so that its
+	// The CPU backend built here rather than by loop.New, so that its
 	// counts can be read once the runtime is closed.
 	be, err := cpu.New(rc)
 	if err != nil {
 		return nil, cpu.Timings{}, err
 	}
 	b := be.(*cpu.Backend)
-	rt := runtime.Start(b, rc.MaxSlots, rc.MaxQueue)
+	rt := loop.Start(b, rc.MaxSlots, rc.MaxQueue)
 	defer rt.Close() // a second Close is harmless
 	// Warm up (scratch buffers, page cache), as the benchmarks do.
 	if _, err := rt.Complete([]byte(`{"prompt":"Hello","max_tokens":4}`)); err != nil {

@@ -47,8 +47,8 @@ import (
 
 	_ "github.com/lmstream/lmstream/core/cpu"
 	_ "github.com/lmstream/lmstream/core/cuda"
+	"github.com/lmstream/lmstream/core/loop"
 	_ "github.com/lmstream/lmstream/core/replay"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/serve"
 )
 
@@ -100,7 +100,7 @@ func main() {
 
 // newRuntime creates the runtime (a variable so that a test can hold the
 // load back and see the server answer while it lasts).
-var newRuntime = runtime.NewWithProgress
+var newRuntime = loop.NewWithProgress
 
 // run serves until ctx is cancelled (a signal) or loading fails. The
 // address line and the ready line go to out.
@@ -204,7 +204,7 @@ func serveModel(ctx context.Context, set *settings, cfg []byte, drafter string, 
 
 	start := time.Now()
 	type loaded struct {
-		rt  *runtime.Runtime
+		rt  *loop.Runtime
 		err error
 	}
 	loading := make(chan loaded, 1)
@@ -212,7 +212,7 @@ func serveModel(ctx context.Context, set *settings, cfg []byte, drafter string, 
 		rt, err := newRuntime(cfg, srv.Progress)
 		loading <- loaded{rt, err}
 	}()
-	var rt *runtime.Runtime
+	var rt *loop.Runtime
 	select {
 	case l := <-loading:
 		if l.err != nil {

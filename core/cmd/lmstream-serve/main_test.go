@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 )
 
 const replayConfig = `{"backend": "replay", "max_slots": 2, "eos_id": 0, "special_ids": [0], "vocab": ["3c2f733e", "48656c", "6c6f"]}`
@@ -80,7 +80,7 @@ func get(t *testing.T, url string) (int, map[string]any) {
 func TestListensWhileLoading(t *testing.T) {
 	release := make(chan struct{})
 	real := newRuntime
-	newRuntime = func(cfg []byte, progress func(string, float64)) (*runtime.Runtime, error) {
+	newRuntime = func(cfg []byte, progress func(string, float64)) (*loop.Runtime, error) {
 		progress("test", 0.5)
 		<-release
 		return real(cfg, progress)

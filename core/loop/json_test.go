@@ -1,4 +1,4 @@
-package runtime_test
+package loop_test
 
 import (
 	"fmt"
@@ -9,13 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/jsonstrict"
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 )
 
 // goTypeWords are fragments of Go type names that must never reach a
 // message: callers write JSON, not Go.
-var goTypeWords = []string{"*string", "[]string", "runtime.", "int32", "int64", "uint64", "float64", "[]int", "struct", "json:", "Go value"}
+var goTypeWords = []string{"*string", "[]string", "loop.", "jsonstrict.", "int32", "int64", "uint64", "float64", "[]int", "struct", "json:", "Go value"}
 
 func requireCode(t *testing.T, err error, want status.Code, wantMsg, input string) {
 	t.Helper()
@@ -81,13 +81,13 @@ func TestStrictJSONSyntax(t *testing.T) {
 		{`null`, "expected a JSON object, got null"},
 		{`{'prompt':'x'}`, "object key expected"},
 	} {
-		_, err := runtime.ParseRequest([]byte(c.in))
+		_, err := loop.ParseRequest([]byte(c.in))
 		requireCode(t, err, status.BadJSON, c.msg, c.in)
 	}
 }
 
 func TestStrictJSONAcceptsWhatIsValid(t *testing.T) {
-	r, err := runtime.ParseRequest([]byte(" \n{\"prompt\" : \"a\\ud83d\\ude00\\u00e9\\n\\\"\\/\\\\é😀\", \"max_tokens\" : 1e3 , \"seed\":18446744073709551615,\"top_k\":4.0}\r\n"))
+	r, err := loop.ParseRequest([]byte(" \n{\"prompt\" : \"a\\ud83d\\ude00\\u00e9\\n\\\"\\/\\\\é😀\", \"max_tokens\" : 1e3 , \"seed\":18446744073709551615,\"top_k\":4.0}\r\n"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a😀é\n\"/\\é😀"}, r.Prompts)
 	assert.Equal(t, 1000, r.MaxTokens)
@@ -166,7 +166,7 @@ func TestStrictJSONValues(t *testing.T) {
 		{`{"prompts":[]}`, `"prompts" must hold at least one prompt`},
 		{`{"messages":[]}`, `"messages" must hold at least one message`},
 	} {
-		_, err := runtime.ParseRequest([]byte(c.in))
+		_, err := loop.ParseRequest([]byte(c.in))
 		requireCode(t, err, status.InvalidRequest, c.msg, c.in)
 	}
 }
@@ -175,11 +175,11 @@ func TestStrictJSONValues(t *testing.T) {
 // greedy; the request carries temperature 0 to every backend.
 func TestTinyTemperatureRequestIsGreedy(t *testing.T) {
 	for _, temp := range []string{"1e-320", "1e-310", "2e-308", "1e-400", "-0.0", "9e-6"} {
-		r, err := runtime.ParseRequest([]byte(`{"prompt":"x","temperature":` + temp + `}`))
+		r, err := loop.ParseRequest([]byte(`{"prompt":"x","temperature":` + temp + `}`))
 		require.NoError(t, err, temp)
 		assert.Zero(t, r.Temperature, temp)
 	}
-	r, err := runtime.ParseRequest([]byte(`{"prompt":"x","temperature":1e-5}`))
+	r, err := loop.ParseRequest([]byte(`{"prompt":"x","temperature":1e-5}`))
 	require.NoError(t, err)
 	assert.Equal(t, 1e-5, r.Temperature)
 }
@@ -201,7 +201,7 @@ func TestStrictJSONConfig(t *testing.T) {
 		{`{"backend":"replay","vocab":["00",null],"eos_id":0}`, status.InvalidRequest, `config field "vocab[1]" must be a string, got null`},
 		{`{"backend":"replay","vocab":["00"],"eos_id":0,"special_ids":[1e99]}`, status.InvalidRequest, `config field "special_ids[0]" must be an integer in [`},
 	} {
-		_, err := runtime.New([]byte(c.in))
+		_, err := loop.New([]byte(c.in))
 		requireCode(t, err, c.code, c.msg, c.in)
 	}
 }

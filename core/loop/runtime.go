@@ -1,7 +1,7 @@
-// Package runtime is the engine loop: it queues requests, gives them slots,
+// Package loop is the engine loop: it queues requests, gives them slots,
 // drives the backend one iteration at a time for all active slots together,
 // applies the finishing rules and pushes each slot's chunk into its stream.
-package runtime
+package loop
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package runtime_test
+package loop_test
 
 import (
 	"encoding/hex"
@@ -11,21 +11,21 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/replay"
-	"github.com/lmstream/lmstream/core/runtime"
 )
 
 // queueWatcher is the replay backend with a view of the queue, as the
-// CPU engine's AdaServe has (runtime.QueueWatcher).
+// CPU engine's AdaServe has (loop.QueueWatcher).
 type queueWatcher struct {
-	runtime.Backend
+	loop.Backend
 	mu    sync.Mutex
-	views [][]runtime.Queued
+	views [][]loop.Queued
 }
 
 func (w *queueWatcher) WatchesQueue() bool { return true }
 
-func (w *queueWatcher) WatchQueue(q []runtime.Queued) {
+func (w *queueWatcher) WatchQueue(q []loop.Queued) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.views = append(w.views, slices.Clone(q))
@@ -39,12 +39,12 @@ func TestQueueWatcherSeesTheQueue(t *testing.T) {
 		pieces[i] = hex.EncodeToString([]byte{byte(i)})
 	}
 	vocab, _ := json.Marshal(pieces)
-	cfg, err := runtime.ParseConfig([]byte(fmt.Sprintf(`{"backend":"replay","vocab":%s,"eos_id":256}`, vocab)))
+	cfg, err := loop.ParseConfig([]byte(fmt.Sprintf(`{"backend":"replay","vocab":%s,"eos_id":256}`, vocab)))
 	require.NoError(t, err)
 	b, err := replay.New(cfg)
 	require.NoError(t, err)
 	w := &queueWatcher{Backend: b}
-	rt := runtime.Start(w, 1, 8)
+	rt := loop.Start(w, 1, 8)
 	t.Cleanup(rt.Close)
 
 	busy := submit(t, rt, `{"prompt":"x","delay_ms":20,"script":`+scriptFor("busy")+`}`)

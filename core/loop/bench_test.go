@@ -1,4 +1,4 @@
-package runtime_test
+package loop_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -65,13 +65,13 @@ func BenchmarkChunkThroughput(b *testing.B) {
 	b.ReportMetric(float64(total)/time.Since(start).Seconds(), "chunks/s")
 }
 
-func byteRuntimeB(b *testing.B, maxSlots int) *runtime.Runtime {
+func byteRuntimeB(b *testing.B, maxSlots int) *loop.Runtime {
 	pieces := make([]string, 257)
 	for i := 0; i < 256; i++ {
 		pieces[i] = fmt.Sprintf("%02x", i)
 	}
 	vocab, _ := json.Marshal(pieces)
-	rt, err := runtime.New([]byte(fmt.Sprintf(`{"backend":"replay","vocab":%s,"eos_id":256,"special_ids":[256],"max_slots":%d}`, vocab, maxSlots)))
+	rt, err := loop.New([]byte(fmt.Sprintf(`{"backend":"replay","vocab":%s,"eos_id":256,"special_ids":[256],"max_slots":%d}`, vocab, maxSlots)))
 	if err != nil {
 		b.Fatal(err)
 	}

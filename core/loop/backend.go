@@ -1,4 +1,4 @@
-package runtime
+package loop
 
 import (
 	"github.com/lmstream/lmstream/streaming"

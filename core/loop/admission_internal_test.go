@@ -1,4 +1,4 @@
-package runtime
+package loop
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,4 @@
-package runtime_test
+package loop_test
 
 import (
 	"encoding/hex"
@@ -11,14 +11,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/loop"
 	_ "github.com/lmstream/lmstream/core/replay"
-	"github.com/lmstream/lmstream/core/runtime"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
 
 // byteVocab is 256 single-byte pieces plus an end token (256).
-func byteRuntime(t *testing.T, maxSlots int, extra string) *runtime.Runtime {
+func byteRuntime(t *testing.T, maxSlots int, extra string) *loop.Runtime {
 	t.Helper()
 	pieces := make([]string, 257)
 	for i := 0; i < 256; i++ {
@@ -26,7 +26,7 @@ func byteRuntime(t *testing.T, maxSlots int, extra string) *runtime.Runtime {
 	}
 	vocab, _ := json.Marshal(pieces)
 	cfg := fmt.Sprintf(`{"backend":"replay","vocab":%s,"eos_id":256,"special_ids":[256],"max_slots":%d%s}`, vocab, maxSlots, extra)
-	rt, err := runtime.New([]byte(cfg))
+	rt, err := loop.New([]byte(cfg))
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)
 	return rt
@@ -68,7 +68,7 @@ func textOf(chunks []streaming.Chunk) string {
 	return s
 }
 
-func submit(t *testing.T, rt *runtime.Runtime, req string) *streaming.Channel {
+func submit(t *testing.T, rt *loop.Runtime, req string) *streaming.Channel {
 	t.Helper()
 	ch := streaming.NewChannel()
 	t.Cleanup(ch.Release)
@@ -289,7 +289,7 @@ func TestConfigErrors(t *testing.T) {
 		``:                                                     status.BadJSON,
 		`{} {}`:                                                status.BadJSON,
 	} {
-		_, err := runtime.New([]byte(cfg))
+		_, err := loop.New([]byte(cfg))
 		require.Error(t, err, cfg)
 		require.Equal(t, want, status.CodeOf(err), "%s: %v", cfg, err)
 	}
@@ -342,18 +342,18 @@ func TestTTFTDeadlineOrder(t *testing.T) {
 		at  int64
 		slo float64
 	}
-	dl := func(x item) int64 { return runtime.TTFTDeadline(x.at, x.slo) }
+	dl := func(x item) int64 { return loop.TTFTDeadline(x.at, x.slo) }
 	q := []item{{0, 0}, {1 * ms, 500}, {2 * ms, 100}, {3 * ms, 100}}
-	require.Equal(t, 2, runtime.NextToAdmit(q, dl), "tightest deadline first, the earlier of equal SLOs")
-	q = []item{{0, 0}, {int64(runtime.BestEffortTTFT), 1}}
-	require.Equal(t, 0, runtime.NextToAdmit(q, dl), "a best-effort request that waited BestEffortTTFT goes first")
+	require.Equal(t, 2, loop.NextToAdmit(q, dl), "tightest deadline first, the earlier of equal SLOs")
+	q = []item{{0, 0}, {int64(loop.BestEffortTTFT), 1}}
+	require.Equal(t, 0, loop.NextToAdmit(q, dl), "a best-effort request that waited BestEffortTTFT goes first")
 	q = []item{{5, 0}, {5, 0}}
-	require.Equal(t, 0, runtime.NextToAdmit(q, dl), "ties keep arrival order")
+	require.Equal(t, 0, loop.NextToAdmit(q, dl), "ties keep arrival order")
 	// First come, first served: the tightest SLO waits its turn.
-	fcfs := func(x item) int64 { return runtime.AdmissionDeadline(x.at, x.slo, true) }
+	fcfs := func(x item) int64 { return loop.AdmissionDeadline(x.at, x.slo, true) }
 	q = []item{{1 * ms, 0}, {2 * ms, 1}, {3 * ms, 100}}
-	require.Equal(t, 0, runtime.NextToAdmit(q, fcfs), "the earliest submitted first, whatever the SLOs")
-	require.Equal(t, 1, runtime.NextToAdmit(q, func(x item) int64 { return runtime.AdmissionDeadline(x.at, x.slo, false) }))
+	require.Equal(t, 0, loop.NextToAdmit(q, fcfs), "the earliest submitted first, whatever the SLOs")
+	require.Equal(t, 1, loop.NextToAdmit(q, func(x item) int64 { return loop.AdmissionDeadline(x.at, x.slo, false) }))
 }
 
 // TestStatsNeverLoseALiveRequest: from the moment Submit returns, a

@@ -1,4 +1,4 @@
-package runtime_test
+package loop_test
 
 import (
 	"encoding/json"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/runtime"
+	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -84,8 +84,8 @@ func TestLogprobsResponseBudget(t *testing.T) {
 	req := func(maxTokens int) string {
 		return fmt.Sprintf(`{"prompts":%s,"script":[],"logprobs":true,"top_logprobs":20,"max_tokens":%d}`, prompts, maxTokens)
 	}
-	require.LessOrEqual(t, 128*97*21, runtime.MaxLogprobEntries)
-	require.Greater(t, 128*98*21, runtime.MaxLogprobEntries)
+	require.LessOrEqual(t, 128*97*21, loop.MaxLogprobEntries)
+	require.Greater(t, 128*98*21, loop.MaxLogprobEntries)
 	_, err := rt.Complete([]byte(req(98)))
 	require.Equal(t, status.InvalidRequest, status.CodeOf(err), "%v", err)
 	require.Contains(t, err.Error(), `"max_tokens", "top_logprobs" and the batch size ask for too many log-probabilities`)
