@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"fmt"
 	"sort"
 	"time"
 )
@@ -46,4 +47,75 @@ func interpolate(ns []int, ts []time.Duration, n int) time.Duration {
 	i = max(i, 1)
 	n0, n1, t0, t1 := ns[i-1], ns[i], ts[i-1], ts[i]
 	return t0 + (t1-t0)*time.Duration(n-n0)/time.Duration(n1-n0)
+}
+
+// Curve is a forward pass's cost T(N) for N tokens in one batch, given at
+// ascending sizes and interpolated linearly between them; past the largest
+// size N it goes on along the slope of its upper half (T(N) − T(N/2))/(N/2)
+// (CurveAt).
+type Curve struct {
+	Name string
+	N    []int
+	T    []time.Duration
+	// RootN and RootT, when set, are a pass over one token each of n
+	// sequences at ascending sizes, each behind Context committed
+	// tokens, and Entry what each committed token of a sequence beyond
+	// Context adds (PassCost): a batch of sequences as the engine
+	// runs it, each reading its own KV cache. Without them every pass is
+	// priced on the chain (N, T), as the derived curves are.
+	RootN   []int
+	RootT   []time.Duration
+	Context int
+	Entry   time.Duration
+	// Prompt, when positive, is what each prompt token of a chunk adds to
+	// a pass (PassCost.Prompt); otherwise the chain's slope.
+	Prompt time.Duration
+}
+
+// Validate checks that the curve has points, ascending sizes from 1 up and
+// positive costs that never decrease, and so has its roots' curve where
+// it has one, with a context and an entry price that are not negative.
+func (c Curve) Validate() error {
+	if err := validPoints(c.Name, "", c.N, c.T); err != nil {
+		return err
+	}
+	if len(c.RootN) > 0 || len(c.RootT) > 0 {
+		if err := validPoints(c.Name, "roots ", c.RootN, c.RootT); err != nil {
+			return err
+		}
+	}
+	if c.Context < 0 || c.Entry < 0 || c.Prompt < 0 {
+		return fmt.Errorf("curve %q: context %d, entry price %v and prompt token price %v must not be negative", c.Name, c.Context, c.Entry, c.Prompt)
+	}
+	return nil
+}
+
+func validPoints(name, what string, ns []int, ts []time.Duration) error {
+	if len(ns) == 0 || len(ns) != len(ts) {
+		return fmt.Errorf("curve %q: %s%d sizes, %d costs", name, what, len(ns), len(ts))
+	}
+	for i := range ns {
+		switch {
+		case ns[i] < 1 || ts[i] <= 0:
+			return fmt.Errorf("curve %q: %spoint %d (N=%d, T=%v) not positive", name, what, i, ns[i], ts[i])
+		case i > 0 && ns[i] <= ns[i-1]:
+			return fmt.Errorf("curve %q: %ssizes not ascending at %d", name, what, i)
+		case i > 0 && ts[i] < ts[i-1]:
+			return fmt.Errorf("curve %q: %scost falls at N=%d", name, what, ns[i])
+		}
+	}
+	return nil
+}
+
+// At is T(n) (n < 1 counts as 1).
+func (c Curve) At(n int) time.Duration { return CurveAt(c.N, c.T, n) }
+
+// Cost prices passes as the engine does: PassCost on the chain and,
+// where measured, the roots' curve and the entry price.
+func (c Curve) Cost() PassCost {
+	pc := PassCost{Chain: c.At, Context: c.Context, Entry: c.Entry, Prompt: c.Prompt}
+	if len(c.RootN) > 0 {
+		pc.Roots = func(n int) time.Duration { return CurveAt(c.RootN, c.RootT, n) }
+	}
+	return pc
 }

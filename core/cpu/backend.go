@@ -112,7 +112,7 @@ import (
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/core/tokenizer"
 	"github.com/lmstream/lmstream/spec"
-	"github.com/lmstream/lmstream/spec/sim"
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -385,9 +385,9 @@ func (b *Backend) EndOfGeneration(id int32) bool { return b.tok.EOG(id) }
 func (b *Backend) AdmitFCFS() bool { return b.spec.fcfsAdmit }
 
 // preempting reports whether decoding waits this iteration: under
-// sim.Preempt ("vllm") a prompt still to prefill runs first, alone.
+// serving.Preempt ("vllm") a prompt still to prefill runs first, alone.
 func (b *Backend) preempting(slots []*loop.Slot) bool {
-	if b.spec.prefill != sim.Preempt {
+	if b.spec.prefill != serving.Preempt {
 		return false
 	}
 	for _, s := range slots {
@@ -512,7 +512,7 @@ func (b *Backend) promptFloor(slots []*loop.Slot, now time.Time) {
 		}
 		var deadline time.Time
 		if slo := s.Request.TTFTSLOMs; slo > 0 {
-			deadline = time.Unix(0, loop.TTFTDeadline(s.Submitted(), slo))
+			deadline = time.Unix(0, serving.TTFTDeadline(s.Submitted(), slo))
 		}
 		b.prompts = append(b.prompts, spec.Prompt{Left: len(s.Prompt) - q.prefill, Deadline: deadline})
 	}
@@ -532,7 +532,7 @@ func (b *Backend) allotPrefill(slots []*loop.Slot, budget int) {
 			b.prefilling = append(b.prefilling, s)
 		}
 	}
-	deadline := func(s *loop.Slot) int64 { return loop.TTFTDeadline(s.Submitted(), s.Request.TTFTSLOMs) }
+	deadline := func(s *loop.Slot) int64 { return serving.TTFTDeadline(s.Submitted(), s.Request.TTFTSLOMs) }
 	slices.SortStableFunc(b.prefilling, func(x, y *loop.Slot) int { return cmp.Compare(deadline(x), deadline(y)) })
 	for _, s := range b.prefilling {
 		q := s.State.(*sequence)
@@ -796,7 +796,7 @@ func (b *Backend) allRawArgmax(slots []*loop.Slot) bool {
 // its root, and what the drafter proposed and the scheduler selected below
 // it; the root alone without speculation) — runs one forward pass, verifies
 // each tree against the target's logits, commits the accepted path in the
-// KV cache and hands back the accepted burst. Under "vllm" (sim.Preempt)
+// KV cache and hands back the accepted burst. Under "vllm" (serving.Preempt)
 // an iteration with a prompt to prefill runs only prompt chunks: the
 // decoding sequences get no tokens until every prompt is in.
 func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {

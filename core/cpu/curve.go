@@ -6,7 +6,7 @@ import (
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/status"
-	"github.com/lmstream/lmstream/spec/sim"
+	"github.com/lmstream/lmstream/spec"
 )
 
 // MeasureCurve measures the forward pass's cost curve of the model at path
@@ -15,26 +15,26 @@ import (
 // start-up (the sizes of spec.CalibrationSizes, the best of a few runs
 // each): for the AdaServe simulator, which must be driven by the curves
 // the engine itself prices with. The curve is unnamed.
-func MeasureCurve(path string, threads, maxN, maxRoots int) (sim.Curve, error) {
+func MeasureCurve(path string, threads, maxN, maxRoots int) (spec.Curve, error) {
 	if threads < 1 || maxN < 2 {
-		return sim.Curve{}, status.Errorf(status.InvalidArgument, "MeasureCurve: threads %d and maxN %d must be ≥ 1 and ≥ 2", threads, maxN)
+		return spec.Curve{}, status.Errorf(status.InvalidArgument, "MeasureCurve: threads %d and maxN %d must be ≥ 1 and ≥ 2", threads, maxN)
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
-		return sim.Curve{}, status.Errorf(status.Model, "%v", err)
+		return spec.Curve{}, status.Errorf(status.Model, "%v", err)
 	}
 	defer f.Close()
 	mm, err := model.Load(f, threads)
 	if err != nil {
-		return sim.Curve{}, status.Errorf(status.Model, "%v", err)
+		return spec.Curve{}, status.Errorf(status.Model, "%v", err)
 	}
 	m := model.CPU{Model: mm}
 	defer m.Close()
 	c := measureCost(fmt.Sprintf("cpu/%s/%d", path, threads), m, maxN, maxRoots, nil)
 	if c == nil {
-		return sim.Curve{}, status.Errorf(status.Backend, "MeasureCurve: a forward pass failed")
+		return spec.Curve{}, status.Errorf(status.Backend, "MeasureCurve: a forward pass failed")
 	}
-	out := sim.Curve{N: c.ns, T: c.ts, RootN: c.rootNs, RootT: c.rootTs, Entry: c.entry, Prompt: c.prompt}
+	out := spec.Curve{N: c.ns, T: c.ts, RootN: c.rootNs, RootT: c.rootTs, Entry: c.entry, Prompt: c.prompt}
 	if len(c.rootNs) > 0 {
 		out.Context = curveContext
 	}

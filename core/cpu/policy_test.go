@@ -11,7 +11,7 @@ import (
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/spec"
-	"github.com/lmstream/lmstream/spec/sim"
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -22,18 +22,18 @@ func TestPolicyConfig(t *testing.T) {
 	for _, c := range []struct {
 		name     string
 		spec     spec.Policy
-		prefill  sim.Prefill
+		prefill  serving.Prefill
 		fcfs     bool
 		simulate string
 	}{
-		{"adaserve", spec.AdaServe, sim.Chunked, false, "adaserve"},
-		{"Equal-Greedy", spec.EqualGreedy, sim.Chunked, false, "equal-greedy"},
-		{"global_greedy", spec.GlobalGreedy, sim.Chunked, false, "global-greedy"},
-		{"specinfer", spec.SpecInfer, sim.Chunked, false, "specinfer"},
-		{"incremental", spec.Incremental, sim.Chunked, false, "incremental"},
-		{"sarathi", spec.Incremental, sim.Chunked, true, "sarathi"},
-		{"FCFS", spec.Incremental, sim.Chunked, true, "sarathi"},
-		{"vllm", spec.Incremental, sim.Preempt, true, "vllm"},
+		{"adaserve", spec.AdaServe, serving.Chunked, false, "adaserve"},
+		{"Equal-Greedy", spec.EqualGreedy, serving.Chunked, false, "equal-greedy"},
+		{"global_greedy", spec.GlobalGreedy, serving.Chunked, false, "global-greedy"},
+		{"specinfer", spec.SpecInfer, serving.Chunked, false, "specinfer"},
+		{"incremental", spec.Incremental, serving.Chunked, false, "incremental"},
+		{"sarathi", spec.Incremental, serving.Chunked, true, "sarathi"},
+		{"FCFS", spec.Incremental, serving.Chunked, true, "sarathi"},
+		{"vllm", spec.Incremental, serving.Preempt, true, "vllm"},
 	} {
 		cfg, err := loop.ParseConfig([]byte(`{"spec_policy":"` + c.name + `"}`))
 		require.NoError(t, err)
@@ -42,7 +42,7 @@ func TestPolicyConfig(t *testing.T) {
 		require.Equal(t, c.spec, sc.sched.Policy, c.name)
 		require.Equal(t, c.prefill, sc.prefill, c.name)
 		require.Equal(t, c.fcfs, sc.fcfsAdmit, c.name)
-		p, err := sim.PolicyByName(c.simulate)
+		p, err := serving.ByName(c.simulate)
 		require.NoError(t, err)
 		require.Equal(t, [5]any{p.Spec, p.Prefill, p.FCFSAdmit, p.SLOChunk, p.SLOBatch}, [5]any{sc.sched.Policy, sc.prefill, sc.fcfsAdmit, sc.sloChunk, sc.sloBatch}, "%s agrees with the simulator's %s", c.name, c.simulate)
 		require.Equal(t, c.spec == spec.AdaServe, sc.sloChunk, "%s: only AdaServe sizes its prefill chunks by SLO", c.name)

@@ -157,7 +157,7 @@ func TestPromptFloorEngine(t *testing.T) {
 
 // TestAllotPrefill: an iteration's prompt tokens go to the prompt whose
 // first token is due soonest, up to prefill_chunk each; without a TTFT
-// SLO a prompt's due time is loop.BestEffortTTFT after submission.
+// SLO a prompt's due time is serving.BestEffortTTFT after submission.
 func TestAllotPrefill(t *testing.T) {
 	path := tinyFile(t, t.TempDir(), 64, 5, 4)
 	be := tinyBackend(t, path, "", `,"max_slots":3,"prefill_chunk":8,"spec_policy":"adaserve"`)

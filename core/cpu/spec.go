@@ -10,7 +10,7 @@ import (
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/spec"
-	"github.com/lmstream/lmstream/spec/sim"
+	"github.com/lmstream/lmstream/spec/serving"
 )
 
 // drafterKind names how a request's candidate trees are drafted.
@@ -54,11 +54,11 @@ type specConfig struct {
 	adaptive       bool // requests speculate only while it pays (spec.Payoff)
 	sched          spec.Config
 	// prefill is how an iteration treats prompts: chunked beside the
-	// decoding streams, or (sim.Preempt, "vllm") first, decoding waiting
+	// decoding streams, or (serving.Preempt, "vllm") first, decoding waiting
 	// until no prompt is left to prefill.
-	prefill sim.Prefill
+	prefill serving.Prefill
 	// fcfsAdmit admits requests first come, first served, whatever their
-	// TTFT SLOs (loop.AdmissionDeadline).
+	// TTFT SLOs (serving.AdmissionDeadline).
 	fcfsAdmit bool
 	// sloChunk sizes each iteration's prompt tokens to keep the decoding
 	// streams on their TPOT SLOs (spec.PrefillChunk) instead of giving
@@ -71,33 +71,6 @@ type specConfig struct {
 	budgetGiven  bool
 	minProbGiven bool
 	depthGiven   bool // "spec_max_depth" bounds every drafter (see ngramShape)
-}
-
-// policyNames maps each "spec_policy" value, in the order the errors list
-// them, to the simulator's policy (spec/sim) of the same serving system:
-// the engine takes its speculation policy, its prefill mode and its
-// admission order from there, so that the engine and the simulator run
-// the same definitions. "fcfs" is another name for "sarathi".
-var policyNames = []struct{ name, sim string }{
-	{"adaserve", "adaserve"}, {"incremental", "incremental"}, {"specinfer", "specinfer"},
-	{"equal_greedy", "equal-greedy"}, {"global_greedy", "global-greedy"},
-	{"sarathi", "sarathi"}, {"fcfs", "sarathi"}, {"vllm", "vllm"},
-}
-
-// PolicyByName is the serving policy a "spec_policy" value names (either
-// spelling, "equal_greedy" or the simulator's "equal-greedy"): the one
-// table the engine and the AdaServe harness (core/cmd/lmsadaserve) read.
-func PolicyByName(name string) (sim.Policy, error) {
-	key := strings.ReplaceAll(strings.ToLower(name), "-", "_")
-	var want []string
-	for _, p := range policyNames {
-		if p.name == key {
-			return sim.PolicyByName(p.sim)
-		}
-		want = append(want, fmt.Sprintf("%q", p.name))
-	}
-	return sim.Policy{}, status.Errorf(status.InvalidRequest, `config field "spec_policy": unknown policy %q (want %s or %s)`,
-		name, strings.Join(want[:len(want)-1], ", "), want[len(want)-1])
 }
 
 // DefaultDraftVocab is how many of the lowest token ids a draft model
@@ -161,7 +134,7 @@ func takeSpecConfig(cfg *loop.Config) (specConfig, error) {
 	if sc.drafter, err = parseDrafter("config", drafter); err != nil {
 		return sc, err
 	}
-	p, err := PolicyByName(policy)
+	p, err := serving.ByConfigName(policy)
 	if err != nil {
 		return sc, err
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +24,7 @@ func TestEarliestQueued(t *testing.T) {
 		}
 		want := make([]Queued, n)
 		for i, s := range queue {
-			want[i] = Queued{Deadline: AdmissionDeadline(s.submitted, s.Request.TTFTSLOMs, fcfs), Prompt: len(s.Prompt)}
+			want[i] = Queued{Deadline: serving.AdmissionDeadline(s.submitted, s.Request.TTFTSLOMs, fcfs), Prompt: len(s.Prompt)}
 		}
 		slices.SortStableFunc(want, func(a, b Queued) int { return int(a.Deadline - b.Deadline) })
 		buf = earliestQueued(buf[:0], queue, k, fcfs)

@@ -40,7 +40,7 @@ type Backend interface {
 
 // FCFSAdmitter is implemented by a backend that can ask for first come,
 // first served admission instead of the TTFT deadline's order (a serving
-// policy that models a baseline system, see AdmissionDeadline). The
+// policy that models a baseline system, see serving.AdmissionDeadline). The
 // runtime asks once, when it starts.
 type FCFSAdmitter interface {
 	AdmitFCFS() bool
@@ -63,7 +63,7 @@ type QueueWatcher interface {
 
 // Queued is a batch item waiting for a slot.
 type Queued struct {
-	Deadline int64 // unix nanoseconds: the key it is admitted by (AdmissionDeadline)
+	Deadline int64 // unix nanoseconds: the key it is admitted by (serving.AdmissionDeadline)
 	Prompt   int   // prompt tokens
 }
 

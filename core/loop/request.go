@@ -41,7 +41,7 @@ type Request struct {
 	TopLogprobs int
 
 	TPOTSLOMs float64 // 0: best effort
-	TTFTSLOMs float64 // 0: none; orders admission (TTFTDeadline)
+	TTFTSLOMs float64 // 0: none; orders admission (serving.TTFTDeadline)
 
 	// Grammar constrains the output ("response_format" or "grammar");
 	// nil: unconstrained. Compiled here, so a schema or grammar the

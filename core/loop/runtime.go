@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -343,7 +344,7 @@ func (r *Runtime) iterate() (goOn bool) {
 }
 
 // admit moves queued items into free slots, earliest TTFT deadline first
-// (TTFTDeadline), or first come, first served for a backend that asks
+// (serving.TTFTDeadline), or first come, first served for a backend that asks
 // (FCFSAdmitter); it returns false on shutdown.
 func (r *Runtime) admit() bool {
 	r.mu.Lock()
@@ -353,7 +354,7 @@ func (r *Runtime) admit() bool {
 	}
 	var admitted, dropped []*Slot
 	for len(r.queue) > 0 && len(r.active)+len(admitted) < r.maxSlots {
-		i := NextToAdmit(r.queue, func(s *Slot) int64 { return AdmissionDeadline(s.submitted, s.Request.TTFTSLOMs, r.fcfs) })
+		i := serving.NextToAdmit(r.queue, func(s *Slot) int64 { return serving.AdmissionDeadline(s.submitted, s.Request.TTFTSLOMs, r.fcfs) })
 		s := r.queue[i]
 		last := len(r.queue) - 1
 		copy(r.queue[i:], r.queue[i+1:])
@@ -408,7 +409,7 @@ func earliestQueued(dst []Queued, queue []*Slot, k int, fcfs bool) []Queued {
 		return dst
 	}
 	for _, s := range queue {
-		q := Queued{Deadline: AdmissionDeadline(s.submitted, s.Request.TTFTSLOMs, fcfs), Prompt: len(s.Prompt)}
+		q := Queued{Deadline: serving.AdmissionDeadline(s.submitted, s.Request.TTFTSLOMs, fcfs), Prompt: len(s.Prompt)}
 		if len(dst) == k {
 			if q.Deadline >= dst[k-1].Deadline {
 				continue

@@ -14,6 +14,7 @@ import (
 	"github.com/lmstream/lmstream/core/loop"
 	_ "github.com/lmstream/lmstream/core/replay"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -342,18 +343,18 @@ func TestTTFTDeadlineOrder(t *testing.T) {
 		at  int64
 		slo float64
 	}
-	dl := func(x item) int64 { return loop.TTFTDeadline(x.at, x.slo) }
+	dl := func(x item) int64 { return serving.TTFTDeadline(x.at, x.slo) }
 	q := []item{{0, 0}, {1 * ms, 500}, {2 * ms, 100}, {3 * ms, 100}}
-	require.Equal(t, 2, loop.NextToAdmit(q, dl), "tightest deadline first, the earlier of equal SLOs")
-	q = []item{{0, 0}, {int64(loop.BestEffortTTFT), 1}}
-	require.Equal(t, 0, loop.NextToAdmit(q, dl), "a best-effort request that waited BestEffortTTFT goes first")
+	require.Equal(t, 2, serving.NextToAdmit(q, dl), "tightest deadline first, the earlier of equal SLOs")
+	q = []item{{0, 0}, {int64(serving.BestEffortTTFT), 1}}
+	require.Equal(t, 0, serving.NextToAdmit(q, dl), "a best-effort request that waited serving.BestEffortTTFT goes first")
 	q = []item{{5, 0}, {5, 0}}
-	require.Equal(t, 0, loop.NextToAdmit(q, dl), "ties keep arrival order")
+	require.Equal(t, 0, serving.NextToAdmit(q, dl), "ties keep arrival order")
 	// First come, first served: the tightest SLO waits its turn.
-	fcfs := func(x item) int64 { return loop.AdmissionDeadline(x.at, x.slo, true) }
+	fcfs := func(x item) int64 { return serving.AdmissionDeadline(x.at, x.slo, true) }
 	q = []item{{1 * ms, 0}, {2 * ms, 1}, {3 * ms, 100}}
-	require.Equal(t, 0, loop.NextToAdmit(q, fcfs), "the earliest submitted first, whatever the SLOs")
-	require.Equal(t, 1, loop.NextToAdmit(q, func(x item) int64 { return loop.AdmissionDeadline(x.at, x.slo, false) }))
+	require.Equal(t, 0, serving.NextToAdmit(q, fcfs), "the earliest submitted first, whatever the SLOs")
+	require.Equal(t, 1, serving.NextToAdmit(q, func(x item) int64 { return serving.AdmissionDeadline(x.at, x.slo, false) }))
 }
 
 // TestStatsNeverLoseALiveRequest: from the moment Submit returns, a

@@ -6,98 +6,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/spec"
+	"github.com/lmstream/lmstream/spec/serving"
 )
-
-// Prefill is how an iteration treats prompts.
-type Prefill int
-
-const (
-	// Chunked prefill (Sarathi-Serve, and lmstream's engine): prompts are
-	// fed in chunks beside the decoding requests, at most PrefillBudget
-	// prompt tokens an iteration, earliest TTFT deadline first.
-	Chunked Prefill = iota
-	// Preempt (vLLM's default scheduler): an iteration with a prompt to
-	// prefill runs the prompts whole and nothing else; decoding waits.
-	Preempt
-)
-
-// Batching limits how many decoding requests run in an iteration (the
-// paper's §6.3 continuous-batching strategies).
-type Batching int
-
-const (
-	// All decoding requests run every iteration.
-	All Batching = iota
-	// FCFS: while any request has a tighter TPOT SLO than T(all), the
-	// decode batch shrinks to the largest n with T(n) within the tightest
-	// SLO, the earliest arrivals running and the rest preempted.
-	FCFS
-	// STTA (shortest time to attain): the same dynamic batch size, but the
-	// requests closest to violating their SLO (largest A(r)) run.
-	STTA
-)
-
-// Policy is one serving system to compare.
-type Policy struct {
-	Name     string
-	Spec     spec.Policy // the speculation policy (spec.Incremental: none)
-	Branch   []int       // SpecInfer's / fixed-length speculation's tree
-	Prefill  Prefill
-	Batching Batching
-	// FCFSAdmit admits by arrival alone, ignoring TTFT deadlines.
-	FCFSAdmit bool
-	// Order is the order of AdaServe's SLO phase (spec.Config.Order).
-	Order spec.Order
-	// SLOChunk sizes the prefill chunk of an iteration so that the
-	// iteration keeps every decoding request that can still meet its
-	// TPOT SLO on pace (spec.PrefillChunk).
-	SLOChunk bool
-	// SLOBatch lets decoding requests far ahead of their TPOT SLO sit
-	// out an iteration that would leave another behind its own
-	// (spec.SitOut).
-	SLOBatch bool
-}
-
-// Policies are the systems the evaluation compares.
-var Policies = []Policy{
-	// AdaServe's SLO customization reaches the prefill chunk
-	// (spec.PrefillChunk) and the roots (spec.SitOut) too;
-	// "adaserve-fixed" is the paper's, with the fixed chunk every other
-	// chunked policy takes and every decoding request in every
-	// iteration, and "adaserve-all" has the SLO-sized chunk alone.
-	{Name: "adaserve", Spec: spec.AdaServe, SLOChunk: true, SLOBatch: true},
-	// The public implementation's SLO-phase order: the requests closest
-	// to their SLO first, so a budget too small for all saves the most.
-	{Name: "adaserve-asc", Spec: spec.AdaServe, Order: spec.Ascending, SLOChunk: true, SLOBatch: true},
-	{Name: "adaserve-fixed", Spec: spec.AdaServe},
-	{Name: "adaserve-all", Spec: spec.AdaServe, SLOChunk: true},
-	{Name: "global-greedy", Spec: spec.GlobalGreedy},
-	{Name: "equal-greedy", Spec: spec.EqualGreedy},
-	{Name: "specinfer", Spec: spec.SpecInfer},
-	{Name: "incremental", Spec: spec.Incremental},
-	{Name: "sarathi", Spec: spec.Incremental, FCFSAdmit: true},
-	{Name: "vllm", Spec: spec.Incremental, Prefill: Preempt, FCFSAdmit: true},
-	{Name: "vllm-spec4", Spec: spec.SpecInfer, Branch: []int{1, 1, 1, 1}, Prefill: Preempt, FCFSAdmit: true},
-}
-
-// Strategies are §6.3's continuous-batching strategies (SepPipe is run by
-// Sweep separately: one engine per category).
-var Strategies = []Policy{
-	{Name: "cb-fcfs", Spec: spec.Incremental, Batching: FCFS, FCFSAdmit: true},
-	{Name: "cb-stta", Spec: spec.Incremental, Batching: STTA},
-}
-
-// PolicyByName finds a policy among Policies and Strategies.
-func PolicyByName(name string) (Policy, error) {
-	for _, p := range append(slices.Clone(Policies), Strategies...) {
-		if p.Name == name {
-			return p, nil
-		}
-	}
-	return Policy{}, fmt.Errorf("sim: unknown policy %q", name)
-}
 
 // Machine is the simulated hardware and engine configuration.
 type Machine struct {
@@ -107,7 +18,7 @@ type Machine struct {
 	Slots     int // concurrent requests (KV slots)
 	Budget    int // verification budget B
 	// PrefillBudget is the prompt tokens an iteration may prefill
-	// (Chunked; 0: 128).
+	// (serving.Chunked; 0: 128).
 	PrefillBudget int
 	MaxDepth      int // D_max (0: spec's default)
 	MaxWidth      int // W_max (0: spec's default)
@@ -259,7 +170,7 @@ type live struct {
 
 // Simulate runs the requests (in arrival order) through the policy on the
 // machine. seed drives the acceptance draws.
-func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
+func Simulate(m Machine, p serving.System, reqs []Request, seed uint64) (*Run, error) {
 	if err := m.Curve.Validate(); err != nil {
 		return nil, err
 	}
@@ -315,7 +226,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			r := reqs[next]
 			run.Results[next] = Result{Request: r}
 			l := &live{req: r, res: &run.Results[next]}
-			l.deadline = loop.AdmissionDeadline(int64(r.Arrival), float64(r.TTFTSLO)/float64(time.Millisecond), p.FCFSAdmit)
+			l.deadline = serving.AdmissionDeadline(int64(r.Arrival), float64(r.TTFTSLO)/float64(time.Millisecond), p.FCFSAdmit)
 			waiting = append(waiting, l)
 			next++
 		}
@@ -324,7 +235,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			continue
 		}
 		for len(waiting) > 0 && len(active) < m.Slots {
-			i := loop.NextToAdmit(waiting, func(l *live) int64 { return l.deadline })
+			i := serving.NextToAdmit(waiting, func(l *live) int64 { return l.deadline })
 			l := waiting[i]
 			waiting = slices.Delete(waiting, i, i+1)
 			l.res.Admitted = now
@@ -343,7 +254,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 		// prompts need for their TTFT deadlines (spec.PromptFloor) under
 		// AdaServe's SLO-sized chunks, else a sixteenth.
 		whole := 0
-		if p.Prefill == Chunked {
+		if p.Prefill == serving.Chunked {
 			prompts = prompts[:0]
 			for _, l := range active {
 				if l.prefill < l.req.Prompt {
@@ -391,7 +302,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			}
 		}
 
-		// Prompts: whole ones (Preempt) or chunks by deadline (Chunked).
+		// Prompts: whole ones (serving.Preempt) or chunks by deadline (serving.Chunked).
 		tokens, prefilling := 0, false
 		chunk := map[*live]int{}
 		var pre []*live
@@ -401,7 +312,7 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 			}
 		}
 		if len(pre) > 0 {
-			if p.Prefill == Preempt {
+			if p.Prefill == serving.Preempt {
 				for _, l := range pre {
 					chunk[l] = l.req.Prompt - l.prefill
 					tokens += chunk[l]
@@ -559,9 +470,9 @@ func Simulate(m Machine, p Policy, reqs []Request, seed uint64) (*Run, error) {
 // batch picks the decoding requests of this iteration: all of them, or
 // under §6.3's dynamic batch size the largest batch whose pass keeps
 // within the tightest TPOT SLO among them, chosen by arrival (FCFS) or by
-// how far behind their SLO they are (STTA). cost prices the passes.
-func batch(p Policy, cost spec.PassCost, dec []*live, prefill int, tspec time.Duration, now time.Time) []*live {
-	if p.Batching == All || len(dec) == 0 {
+// how far behind their SLO they are (serving.STTA). cost prices the passes.
+func batch(p serving.System, cost spec.PassCost, dec []*live, prefill int, tspec time.Duration, now time.Time) []*live {
+	if p.Batching == serving.All || len(dec) == 0 {
 		return dec
 	}
 	tight := dec[0].req.TPOTSLO
@@ -575,7 +486,7 @@ func batch(p Policy, cost spec.PassCost, dec []*live, prefill int, tspec time.Du
 	if n == len(dec) {
 		return dec
 	}
-	if p.Batching == STTA {
+	if p.Batching == serving.STTA {
 		behind := func(l *live) float64 {
 			return spec.Target(now.Sub(l.seq.Start), tspec, l.req.TPOTSLO, l.seq.AfterFirst())
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/spec"
+	"github.com/lmstream/lmstream/spec/serving"
 )
 
 var perfect = Acceptance{Name: "perfect", Cond: [][]float64{{1}}}
@@ -24,7 +25,7 @@ func TestFlatPerfectMatchesAnalysis(t *testing.T) {
 	const decodes = 4
 	out := 1 + decodes*(d+1)
 	reqs := []Request{{Prompt: 100, Output: out, TPOTSLO: time.Millisecond}}
-	run, err := Simulate(m, Policy{Name: "adaserve", Spec: spec.AdaServe}, reqs, 1)
+	run, err := Simulate(m, serving.System{Name: "adaserve", Spec: spec.AdaServe}, reqs, 1)
 	require.NoError(t, err)
 	require.Equal(t, 1+decodes, run.Iterations, "one prefill iteration, then full trees")
 	require.Equal(t, decodes*(d+1), run.Emitted)
@@ -34,7 +35,7 @@ func TestFlatPerfectMatchesAnalysis(t *testing.T) {
 	require.Equal(t, time.Duration(1+decodes)*time.Millisecond, r.Last)
 	require.Equal(t, time.Duration(decodes)*time.Millisecond/time.Duration(out-1), r.TPOT())
 
-	run, err = Simulate(m, Policy{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
+	run, err = Simulate(m, serving.System{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
 	require.NoError(t, err)
 	require.Equal(t, out, run.Iterations, "one token per iteration")
 	require.Equal(t, time.Millisecond, run.Results[0].TPOT())
@@ -56,7 +57,7 @@ func TestVerifyDrawsMatchExpectation(t *testing.T) {
 	acc := Acceptance{Cond: [][]float64{{a}}}
 	m := Machine{Curve: Flat(time.Millisecond), Accept: acc, Slots: 1, Budget: d + 1, MaxDepth: d, MaxWidth: 1}
 	reqs := []Request{{Prompt: 1, Output: 200000, TPOTSLO: time.Second}}
-	run, err := Simulate(m, Policy{Name: "specinfer", Spec: spec.SpecInfer, Branch: []int{1, 1, 1, 1}}, reqs, 3)
+	run, err := Simulate(m, serving.System{Name: "specinfer", Spec: spec.SpecInfer, Branch: []int{1, 1, 1, 1}}, reqs, 3)
 	require.NoError(t, err)
 	want := 0.0
 	for k := 0; k <= d; k++ {
@@ -76,10 +77,10 @@ func TestAdaServeBeatsBaselinesOnGPULikeCurve(t *testing.T) {
 		Machine: Machine{Curve: GPULike, DraftStep: 300 * time.Microsecond, Accept: DraftModelAcceptance, Slots: 32, Budget: 64},
 		Mix:     PaperMix, Requests: 120, Loads: []float64{0.5, 1.0}, Seed: 7,
 	}
-	byName := func(names ...string) []Policy {
-		var ps []Policy
+	byName := func(names ...string) []serving.System {
+		var ps []serving.System
 		for _, n := range names {
-			p, err := PolicyByName(n)
+			p, err := serving.ByName(n)
 			require.NoError(t, err)
 			ps = append(ps, p)
 		}
@@ -103,12 +104,12 @@ func TestDeterministic(t *testing.T) {
 	m := Machine{Curve: GPULike, Accept: DraftModelAcceptance, Slots: 8, Budget: 32}
 	reqs, err := Generate(Workload{Rate: 200, Requests: 40, Categories: PaperMix, Seed: 5}, m.Baseline())
 	require.NoError(t, err)
-	a, err := Simulate(m, Policies[0], reqs, 1)
+	a, err := Simulate(m, serving.Systems[0], reqs, 1)
 	require.NoError(t, err)
-	b, err := Simulate(m, Policies[0], reqs, 1)
+	b, err := Simulate(m, serving.Systems[0], reqs, 1)
 	require.NoError(t, err)
 	require.Equal(t, a, b)
-	c, err := Simulate(m, Policies[0], reqs, 2)
+	c, err := Simulate(m, serving.Systems[0], reqs, 2)
 	require.NoError(t, err)
 	require.NotEqual(t, a.End, c.End, "other acceptance draws, another schedule")
 }
@@ -123,10 +124,10 @@ func TestPrefillByTTFTDeadline(t *testing.T) {
 		{ID: 0, Prompt: 128, Output: 2, TPOTSLO: time.Second, TTFTSLO: time.Second},
 		{ID: 1, Prompt: 128, Output: 2, TPOTSLO: time.Second, TTFTSLO: 10 * time.Millisecond},
 	}
-	run, err := Simulate(m, Policy{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
+	run, err := Simulate(m, serving.System{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
 	require.NoError(t, err)
 	require.Less(t, run.Results[1].First, run.Results[0].First)
-	run, err = Simulate(m, Policy{Name: "sarathi", Spec: spec.Incremental, FCFSAdmit: true}, reqs, 1)
+	run, err = Simulate(m, serving.System{Name: "sarathi", Spec: spec.Incremental, FCFSAdmit: true}, reqs, 1)
 	require.NoError(t, err)
 	require.Less(t, run.Results[0].First, run.Results[1].First)
 }
@@ -139,14 +140,14 @@ func TestPreemptStallsDecoding(t *testing.T) {
 		{ID: 0, Prompt: 8, Output: 10, TPOTSLO: time.Second},
 		{ID: 1, Arrival: 3 * time.Millisecond, Prompt: 8, Output: 2, TPOTSLO: time.Second},
 	}
-	vllm, err := PolicyByName("vllm")
+	vllm, err := serving.ByName("vllm")
 	require.NoError(t, err)
 	run, err := Simulate(m, vllm, reqs, 1)
 	require.NoError(t, err)
 	// 1 prefill + 9 decodes, plus one iteration stolen by the newcomer's
 	// prefill: its last token comes an iteration late.
 	require.Equal(t, 11*time.Millisecond, run.Results[0].Last)
-	sarathi, err := PolicyByName("sarathi")
+	sarathi, err := serving.ByName("sarathi")
 	require.NoError(t, err)
 	run, err = Simulate(m, sarathi, reqs, 1)
 	require.NoError(t, err)
@@ -169,7 +170,7 @@ func TestBatchesPriced(t *testing.T) {
 		{ID: 0, Prompt: 20, Output: 3, TPOTSLO: time.Second},
 		{ID: 1, Prompt: 20, Output: 3, TPOTSLO: time.Second},
 	}
-	run, err := Simulate(m, Policy{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
+	run, err := Simulate(m, serving.System{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
 	require.NoError(t, err)
 	// Both prompts in one pass of 40 prompt tokens (T(1) and 39 at
 	// 0.5 ms), then two plain iterations over both roots: 3 ms, and each
@@ -184,7 +185,7 @@ func TestBatchesPriced(t *testing.T) {
 	// iterations at T(2).
 	c.RootN, c.RootT, c.Entry, c.Prompt = nil, nil, 0, 0
 	m.Curve = c
-	run, err = Simulate(m, Policy{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
+	run, err = Simulate(m, serving.System{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
 	require.NoError(t, err)
 	require.Equal(t, 40*ms+4*ms, run.Results[0].Last)
 	require.Equal(t, 8*ms, m.Baseline())
@@ -256,7 +257,7 @@ func TestCurve(t *testing.T) {
 	}
 	require.Error(t, Acceptance{Cond: [][]float64{{0.7, 0.5}}}.Validate(), "sums past 1")
 	require.Error(t, Acceptance{Cond: [][]float64{{0.1, 0.5}}}.Validate(), "not descending")
-	_, err := Simulate(Machine{Curve: Flat(1), Accept: perfect}, Policies[0], nil, 1)
+	_, err := Simulate(Machine{Curve: Flat(1), Accept: perfect}, serving.Systems[0], nil, 1)
 	require.Error(t, err, "no slots")
 }
 
@@ -291,9 +292,9 @@ func TestAdaServeFeedsUrgentRequestGlobalGreedyStarves(t *testing.T) {
 		}
 		reqs = append(reqs, Request{ID: i, Prompt: 1, Output: 60, TPOTSLO: slo})
 	}
-	ada, err := Simulate(m, Policy{Name: "adaserve", Spec: spec.AdaServe}, reqs, 1)
+	ada, err := Simulate(m, serving.System{Name: "adaserve", Spec: spec.AdaServe}, reqs, 1)
 	require.NoError(t, err)
-	gg, err := Simulate(m, Policy{Name: "global-greedy", Spec: spec.GlobalGreedy}, reqs, 1)
+	gg, err := Simulate(m, serving.System{Name: "global-greedy", Spec: spec.GlobalGreedy}, reqs, 1)
 	require.NoError(t, err)
 	for i := range 3 {
 		require.True(t, ada.Results[i].Attained(), "relaxed request %d under adaserve", i)
@@ -329,11 +330,11 @@ func TestGateSkipsStepsThatCannotPay(t *testing.T) {
 	sim := func(step time.Duration, gate bool) *Run {
 		t.Helper()
 		m := Machine{Curve: c, Accept: perfect, Slots: 1, Budget: 8, DraftStep: step, Gate: gate}
-		run, err := Simulate(m, Policy{Name: "adaserve", Spec: spec.AdaServe}, reqs, 1)
+		run, err := Simulate(m, serving.System{Name: "adaserve", Spec: spec.AdaServe}, reqs, 1)
 		require.NoError(t, err)
 		return run
 	}
-	incr, err := Simulate(Machine{Curve: c, Accept: perfect, Slots: 1, Budget: 8}, Policy{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
+	incr, err := Simulate(Machine{Curve: c, Accept: perfect, Slots: 1, Budget: 8}, serving.System{Name: "incremental", Spec: spec.Incremental}, reqs, 1)
 	require.NoError(t, err)
 
 	costly := sim(20*time.Millisecond, true) // step + marginal > a token's worth
@@ -372,7 +373,7 @@ func TestReplicasPoolWorkloads(t *testing.T) {
 		Machine: Machine{Curve: GPULike, DraftStep: 300 * time.Microsecond, Accept: DraftModelAcceptance, Slots: 8, Budget: 16},
 		Mix:     PaperMix, Requests: 40, Loads: []float64{0.5, 1.5}, Seed: 3,
 	}
-	ps := []Policy{Policies[0]}
+	ps := []serving.System{serving.Systems[0]}
 	one, err := Sweep(s, ps)
 	require.NoError(t, err)
 	s.Replicas = 2
@@ -403,7 +404,7 @@ func TestReplicasPoolWorkloads(t *testing.T) {
 
 // verifiedAndEmitted simulates the requests and returns the tree nodes
 // verified and the tokens emitted per request-iteration that decoded.
-func verifiedAndEmitted(t *testing.T, m Machine, p Policy, reqs []Request) (nodes, tokens float64) {
+func verifiedAndEmitted(t *testing.T, m Machine, p serving.System, reqs []Request) (nodes, tokens float64) {
 	t.Helper()
 	run, err := Simulate(m, p, reqs, 1)
 	require.NoError(t, err)
@@ -417,7 +418,7 @@ func TestDraftsShare(t *testing.T) {
 	reqs, err := Generate(Workload{Rate: 2, Requests: 60, Categories: PaperMix, Seed: 5}, 10*time.Millisecond)
 	require.NoError(t, err)
 	m := Machine{Curve: Flat(10 * time.Millisecond), Accept: perfect, Slots: 4, Budget: 16, MaxDepth: 3, MaxWidth: 1}
-	p, err := PolicyByName("global-greedy")
+	p, err := serving.ByName("global-greedy")
 	require.NoError(t, err)
 	perDecode := func(drafts float64) (nodes, tokens float64) {
 		m.Accept.Drafts = drafts
@@ -447,7 +448,7 @@ func TestContinuesShortensChains(t *testing.T) {
 	reqs, err := Generate(Workload{Rate: 2, Requests: 60, Categories: PaperMix, Seed: 5}, 10*time.Millisecond)
 	require.NoError(t, err)
 	m := Machine{Curve: Flat(10 * time.Millisecond), Accept: perfect, Slots: 4, Budget: 16}
-	p := Policy{Name: "chain", Spec: spec.SpecInfer, Branch: []int{1, 1, 1, 1}}
+	p := serving.System{Name: "chain", Spec: spec.SpecInfer, Branch: []int{1, 1, 1, 1}}
 	perDecode := func(c float64) (nodes, tokens float64) {
 		m.Accept.Continues = c
 		return verifiedAndEmitted(t, m, p, reqs)
@@ -477,7 +478,7 @@ func TestRunCountsBoundSelections(t *testing.T) {
 	require.NoError(t, err)
 	m := Machine{Curve: Flat(10 * time.Millisecond), Accept: perfect, Slots: 4, MaxDepth: 3, MaxWidth: 1}
 	share := func(policy string, budget int) float64 {
-		p, err := PolicyByName(policy)
+		p, err := serving.ByName(policy)
 		require.NoError(t, err)
 		m.Budget = budget
 		run, err := Simulate(m, p, reqs, 1)
@@ -527,7 +528,7 @@ func TestFitAcceptanceRecoversTheModel(t *testing.T) {
 	require.NoError(t, err)
 	truth := Acceptance{Name: "truth", Cond: [][]float64{{0.6, 0.15}, {0.5, 0.12}, {0.4, 0.1}}, Drafts: 0.7, Continues: 0.8}
 	m := Machine{Curve: Flat(10 * time.Millisecond), Accept: truth, Slots: 4, Budget: 64, MaxDepth: 4, MaxWidth: 2}
-	p, err := PolicyByName("global-greedy")
+	p, err := serving.ByName("global-greedy")
 	require.NoError(t, err)
 	run, err := Simulate(m, p, reqs, 3)
 	require.NoError(t, err)
@@ -580,14 +581,14 @@ func TestDraftModelCatchesUpOnce(t *testing.T) {
 	c := Curve{Name: "linear", N: []int{1, 64}, T: []time.Duration{11 * time.Millisecond, 74 * time.Millisecond}}
 	dc := Curve{Name: "draft", N: []int{1, 64}, T: []time.Duration{time.Millisecond, 64 * time.Millisecond}}
 	reqs := []Request{{Prompt: 30, Output: 40, TPOTSLO: time.Second}}
-	run := func(window int, p Policy) *Run {
+	run := func(window int, p serving.System) *Run {
 		t.Helper()
 		m := Machine{Curve: c, Accept: perfect, Slots: 1, Budget: 8, DraftCurve: &dc, DraftWindow: window}
 		r, err := Simulate(m, p, reqs, 1)
 		require.NoError(t, err)
 		return r
 	}
-	ada := Policy{Name: "adaserve", Spec: spec.AdaServe}
+	ada := serving.System{Name: "adaserve", Spec: spec.AdaServe}
 	without, with := run(0, ada), run(16, ada)
 	require.Zero(t, without.CatchUps)
 	require.Equal(t, 1, with.CatchUps, "one request, one catch-up")
@@ -599,7 +600,7 @@ func TestDraftModelCatchesUpOnce(t *testing.T) {
 	wide := run(1000, ada)
 	require.Equal(t, dc.At(31), wide.End-without.End, "the prompt and the first token, where the window holds them")
 
-	incr := run(16, Policy{Name: "incremental", Spec: spec.Incremental})
+	incr := run(16, serving.System{Name: "incremental", Spec: spec.Incremental})
 	require.Zero(t, incr.CatchUps, "no drafts, no catch-up")
 }
 
@@ -611,7 +612,7 @@ func TestDraftModelCatchesUpOnce(t *testing.T) {
 func TestCatchUpsWaitForSlack(t *testing.T) {
 	c := Curve{Name: "linear", N: []int{1, 64}, T: []time.Duration{11 * time.Millisecond, 74 * time.Millisecond}}
 	dc := Curve{Name: "draft", N: []int{1, 64}, T: []time.Duration{time.Millisecond, 640 * time.Millisecond}}
-	run := func(slo time.Duration, p Policy) *Run {
+	run := func(slo time.Duration, p serving.System) *Run {
 		t.Helper()
 		reqs := []Request{
 			{Prompt: 30, Output: 60, TPOTSLO: slo},
@@ -622,14 +623,14 @@ func TestCatchUpsWaitForSlack(t *testing.T) {
 		require.NoError(t, err)
 		return r
 	}
-	ada := Policy{Name: "adaserve", Spec: spec.AdaServe}
+	ada := serving.System{Name: "adaserve", Spec: spec.AdaServe}
 	tight := run(12*time.Millisecond, ada)
 	require.Positive(t, tight.Held)
 	require.Equal(t, tight.Decodes, tight.Emitted, "nothing drafted while the tight request decodes")
 	loose := run(time.Second, ada)
 	require.Zero(t, loose.Held)
 	require.Equal(t, 2, loose.CatchUps)
-	gg := run(12*time.Millisecond, Policy{Name: "global-greedy", Spec: spec.GlobalGreedy})
+	gg := run(12*time.Millisecond, serving.System{Name: "global-greedy", Spec: spec.GlobalGreedy})
 	require.Zero(t, gg.Held)
 	require.Equal(t, 2, gg.CatchUps)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/spec"
+	"github.com/lmstream/lmstream/spec/serving"
 )
 
 // Setting is one machine with the workload family it is swept over.
@@ -78,7 +79,7 @@ type Row struct {
 
 // Sweep runs every policy at every load of the setting on the same
 // generated workloads (the same requests for every policy at one load).
-func Sweep(s Setting, policies []Policy) ([]Row, error) {
+func Sweep(s Setting, policies []serving.System) ([]Row, error) {
 	var rows []Row
 	for li, load := range s.Loads {
 		rate := load * s.Capacity()
@@ -128,7 +129,7 @@ func SepPipe(s Setting) ([]Row, error) {
 				if len(part) == 0 {
 					continue
 				}
-				run, err := Simulate(s.Machine, Policy{Name: "seppipe", Spec: spec.Incremental}, part, seed)
+				run, err := Simulate(s.Machine, serving.System{Name: "seppipe", Spec: spec.Incremental}, part, seed)
 				if err != nil {
 					return nil, err
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/spec"
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/spec/sim"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -450,9 +451,9 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	if o.requests < 1 || o.slots < 1 || o.maxTokens < 2 || len(o.loads) == 0 || len(o.policies) == 0 {
 		return nil, fmt.Errorf("engine run needs requests ≥ 1, slots ≥ 1, max tokens ≥ 2, a load and a policy")
 	}
-	var pols []sim.Policy
+	var pols []serving.System
 	for _, n := range o.policies {
-		p, err := cpu.PolicyByName(n) // its Name is the simulator's, which the CSV rows carry
+		p, err := serving.ByConfigName(n) // its Name is the simulator's, which the CSV rows carry
 
 		if err != nil {
 			return nil, err

@@ -99,6 +99,7 @@ import (
 
 	"github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/spec"
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/spec/sim"
 )
 
@@ -269,7 +270,7 @@ func run(o simOpts) error {
 		}
 	}
 	for _, s := range settings {
-		rows, err := sim.Sweep(s, sim.Policies)
+		rows, err := sim.Sweep(s, serving.Systems)
 		if err != nil {
 			return err
 		}
@@ -280,7 +281,7 @@ func run(o simOpts) error {
 	// §6.3: continuous batching with dynamic batch size, and separate
 	// pipelines, against AdaServe on the GPU-like curve.
 	s := settings[0]
-	rows, err := sim.Sweep(s, append([]sim.Policy{sim.Policies[0]}, sim.Strategies...))
+	rows, err := sim.Sweep(s, append([]serving.System{serving.Systems[0]}, serving.Strategies...))
 	if err != nil {
 		return err
 	}
@@ -299,9 +300,9 @@ func run(o simOpts) error {
 		cat := sim.PaperMix[0]
 		cat.Share, cat.TPOTx = 1, x
 		u.Mix, u.Loads = []sim.Category{cat}, []float64{0.5}
-		var ps []sim.Policy
+		var ps []serving.System
 		for _, n := range []string{"adaserve", "specinfer", "incremental", "vllm"} {
-			p, err := sim.PolicyByName(n)
+			p, err := serving.ByName(n)
 			if err != nil {
 				return err
 			}

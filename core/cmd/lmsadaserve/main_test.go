@@ -6,9 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/stretchr/testify/require"
-
-	"github.com/lmstream/lmstream/spec/sim"
 )
 
 // The harness's smoke run (CI): a two-load sweep of every policy on the
@@ -30,7 +29,7 @@ func TestQuickRun(t *testing.T) {
 		recs, err := csv.NewReader(f).ReadAll()
 		f.Close()
 		require.NoError(t, err)
-		require.Len(t, recs, 1+2*len(sim.Policies), "%s: header, then every policy at 2 loads", name)
+		require.Len(t, recs, 1+2*len(serving.Systems), "%s: header, then every policy at 2 loads", name)
 	}
 	_, err := os.Stat(filepath.Join(out, "gpu-like-urgent-attainment.svg"))
 	require.NoError(t, err)

@@ -10,8 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/cpu"
-
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/spec/sim"
 )
 
@@ -141,11 +140,11 @@ func TestPromptSets(t *testing.T) {
 
 func TestPolicyAndLoadFlags(t *testing.T) {
 	for in, want := range map[string]string{"adaserve": "adaserve", "equal_greedy": "equal-greedy", "global-greedy": "global-greedy", "FCFS": "sarathi", "vllm": "vllm"} {
-		p, err := cpu.PolicyByName(in)
+		p, err := serving.ByConfigName(in)
 		require.NoError(t, err, in)
 		require.Equal(t, want, p.Name)
 	}
-	_, err := cpu.PolicyByName("fastest")
+	_, err := serving.ByConfigName("fastest")
 	require.Error(t, err)
 	l, err := parseLoads("0.5, 1,2")
 	require.NoError(t, err)

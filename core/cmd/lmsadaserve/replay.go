@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/spec"
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/spec/sim"
 )
 
@@ -238,7 +239,7 @@ func runReplay(o engineOpts, dir string) ([]engineRow, error) {
 	fmt.Printf("replay of %s: %s, %s, B=%d, %d slots\n", dir, c.Name, accept, m.Budget, m.Slots)
 	var rows []engineRow
 	for _, p := range points {
-		pol, err := sim.PolicyByName(p.Policy)
+		pol, err := serving.ByName(p.Policy)
 		if err != nil {
 			return nil, err
 		}

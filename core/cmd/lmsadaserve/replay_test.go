@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/cpu"
+	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/spec/sim"
 )
 
@@ -171,7 +172,7 @@ func TestReplayChecksEveryPoint(t *testing.T) {
 	// ms, which moves the span, and so the goodput, a little).
 	m := engineMachine(r.opts, r.curve, nil)
 	s := sim.Setting{Seed: r.opts.seed}
-	pol, err := sim.PolicyByName("adaserve")
+	pol, err := serving.ByName("adaserve")
 	require.NoError(t, err)
 	var sruns []*sim.Run
 	for k := range 2 {
@@ -259,7 +260,7 @@ func TestReplayFitsTheEnginesDrafts(t *testing.T) {
 	r.opts.out = t.TempDir()
 	base := engineMachine(r.opts, r.curve, nil)
 	truth := sim.Acceptance{Name: "truth", Cond: [][]float64{{0.7, 0.1}, {0.6, 0.1}}, Drafts: 0.5, Continues: 0.7}
-	pol, err := sim.PolicyByName("adaserve")
+	pol, err := serving.ByName("adaserve")
 	require.NoError(t, err)
 	// Counts as a drafter of that acceptance leaves them, from a longer
 	// workload than the run's five requests.
@@ -346,7 +347,7 @@ func TestPairSetting(t *testing.T) {
 	m.Accept = truth
 	long, err := sim.Generate(sim.Workload{Rate: 2, Requests: 60, Categories: engineMix(48), Seed: 9}, m.Baseline())
 	require.NoError(t, err)
-	pol, err := sim.PolicyByName("global-greedy")
+	pol, err := serving.ByName("global-greedy")
 	require.NoError(t, err)
 	var served []servedDrafts
 	for k := range 2 {
@@ -361,9 +362,9 @@ func TestPairSetting(t *testing.T) {
 	require.InDelta(t, truth.Cond[0][0], s.Machine.Accept.Cond[0][0], 0.05)
 	require.Equal(t, 1.0, s.Machine.Accept.Drafts, "a draft model's gate decides when it drafts")
 
-	rows, err := sim.Sweep(s, sim.Policies)
+	rows, err := sim.Sweep(s, serving.Systems)
 	require.NoError(t, err)
-	require.Len(t, rows, len(sim.Policies))
+	require.Len(t, rows, len(serving.Systems))
 
 	require.NoError(t, os.WriteFile(filepath.Join(r.dir, draftsFile), []byte("[{"), 0o644))
 	_, err = pairSetting(o, r.curve, loads, 6, 1)

@@ -1,4 +1,4 @@
-package loop
+package serving
 
 import "time"
 
@@ -24,8 +24,8 @@ func TTFTDeadline(submitted int64, ttftSLOMs float64) int64 {
 // AdmissionDeadline is the key a queued request is admitted by: its
 // TTFTDeadline, or with fcfs its submission time alone, so that requests
 // are admitted first come, first served whatever their TTFT SLOs (the
-// vLLM and Sarathi-Serve baselines). The engine and the simulator (spec/sim)
-// both admit by it.
+// vLLM and Sarathi-Serve baselines). The engine loop (core/loop) and the
+// simulator (spec/sim) both admit by it.
 func AdmissionDeadline(submitted int64, ttftSLOMs float64, fcfs bool) int64 {
 	if fcfs {
 		return submitted
@@ -36,8 +36,8 @@ func AdmissionDeadline(submitted int64, ttftSLOMs float64, fcfs bool) int64 {
 // NextToAdmit is the index in queue (non-empty, in arrival order) of the
 // item to admit next: the earliest deadline, the earliest queued among
 // equals (so the batch items of one request stay together and in order).
-// The engine admits by it, and the AdaServe simulator (spec/sim) reuses it
-// so that both order admission the same way.
+// The engine loop (core/loop) admits by it, and the AdaServe simulator
+// (spec/sim) too, so that both order admission the same way.
 func NextToAdmit[T any](queue []T, deadline func(T) int64) int {
 	best, bd := 0, deadline(queue[0])
 	for i := 1; i < len(queue); i++ {
