@@ -168,7 +168,7 @@ KERNELS_AVXVNNI := LMSTREAM_CPU_KERNELS=avxvnni
 KERNELS_VNNI := LMSTREAM_CPU_KERNELS=avx512vnni
 test-go:
 	$(VENV_RUN) LMSTREAM_REQUIRE_NVRTC=1 $(GO) test -race -count=1 -timeout=30m ./...
-	$(GO) test -count=1 -timeout=45m ./core/model ./core/cpu ./tests/modelfile
+	$(GO) test -count=1 -timeout=45m ./core/model ./core/engine ./core/cpu ./tests/modelfile
 	$(KERNELS_AVX2) $(GO) test -count=1 ./core/quant
 	if grep -qw avx_vnni /proc/cpuinfo; then $(KERNELS_AVXVNNI) $(GO) test -count=1 ./core/quant; fi
 	$(KERNELS_VNNI) $(GO) test -count=1 ./core/quant
@@ -190,7 +190,7 @@ fuzz: $(LIB)
 	  $(GO) test -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
 	done
 	LMSTREAM_MUTATOR_TRIES=$(MUTATOR_TRIES) $(GO) test -count=1 -timeout=0 -v -run='^TestGGUFMutator$$' ./tests/modelfile
-	LMSTREAM_LEAK_CYCLES=$(LEAK_CYCLES) $(GO) test -count=1 -timeout=0 -v -run='^TestRuntimeCyclesDoNotLeak$$' ./core/cpu
+	LMSTREAM_LEAK_CYCLES=$(LEAK_CYCLES) $(GO) test -count=1 -timeout=0 -v -run='^TestRuntimeCyclesDoNotLeak$$' ./core/engine
 	$(MAKE) -C tests/c fuzz MODEL=$(abspath $(MODEL_PATH))
 
 # pytest exits 5 when it collects nothing; that is a failure here too.
@@ -292,7 +292,7 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	done
 	$(GO) test -run='^$$' -bench='Text|StreamChunk|ChunkThroughput' -count=3 ./streaming ./core/loop
 	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand|MultiDot' -benchtime=20x ./core/quant
-	$(GO) test -run='^$$' -bench=ConstrainedDecode -benchtime=3x ./core/cpu
+	$(GO) test -run='^$$' -bench=ConstrainedDecode -benchtime=3x ./core/engine
 	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))
 	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
 	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_serve.py

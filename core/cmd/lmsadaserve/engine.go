@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/core/cpu"
+	"github.com/lmstream/lmstream/core/engine"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/spec"
 	"github.com/lmstream/lmstream/spec/serving"
@@ -53,7 +54,7 @@ type engineOpts struct {
 	measuredPace bool
 }
 
-// promptSets are the committed prompt sets (core/cpu/testdata) each
+// promptSets are the committed prompt sets (core/engine/testdata) each
 // category of the paper's mix draws from: latency-critical requests are a
 // coding assistant's (code, edit), moderate ones grounded rewriting and
 // summarising, relaxed ones chat.
@@ -148,7 +149,7 @@ func engineSettingOn(o engineOpts, c sim.Curve, prompts [][]string) (sim.Setting
 // drafter): the budget the engine calibrates from c and its tree limits.
 func engineMachine(o engineOpts, c sim.Curve, dc *sim.Curve) sim.Machine {
 	m := sim.Machine{Curve: c, Accept: sim.NGramAcceptance, Slots: o.slots,
-		Budget: max(cpu.DefaultMinBudget, spec.Calibrate(c.At, 48)), MaxDepth: 8, MaxWidth: 2}
+		Budget: max(engine.DefaultMinBudget, spec.Calibrate(c.At, 48)), MaxDepth: 8, MaxWidth: 2}
 	if dc != nil {
 		// One batched draft layer: the draft model's pass over a batch's
 		// beams, priced at 8 tokens.
@@ -160,7 +161,7 @@ func engineMachine(o engineOpts, c sim.Curve, dc *sim.Curve) sim.Machine {
 		m.DraftCurve, m.Gate = dc, o.adaptive
 		// A request's first draft feeds the draft model its context,
 		// up to the window a new draft cache starts from.
-		m.DraftWindow = cpu.DefaultDraftWindow + cpu.DraftSink
+		m.DraftWindow = engine.DefaultDraftWindow + engine.DraftSink
 	}
 	return m
 }
@@ -198,7 +199,7 @@ func engineCurve(o engineOpts, model string, maxN, maxRoots int, name string) (s
 	if o.curves != "" {
 		c, err = readCurves(filepath.Join(o.curves, name))
 	} else {
-		c, err = cpu.MeasureCurve(model, o.threads, maxN, maxRoots)
+		c, err = engine.MeasureCurve("cpu", cpu.Load, model, o.threads, maxN, maxRoots)
 	}
 	if err != nil {
 		return sim.Curve{}, err
@@ -328,8 +329,8 @@ func promptTokens(o engineOpts, prompts [][]string) ([]float64, error) {
 // request submitted at its arrival time (open loop) with its SLOs, its
 // prompt the category's next one, every token's arrival on its channel
 // timed. It also returns the backend's decoding request-iterations and
-// how many of them sat out (cpu.Timings), warm-up excluded.
-func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) ([]record, cpu.Timings, error) {
+// how many of them sat out (engine.Timings), warm-up excluded.
+func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) ([]record, engine.Timings, error) {
 	cfg := map[string]any{"model_path": o.model, "max_slots": o.slots, "max_queue": len(reqs) + 1,
 		"context_length": 1024, "threads": o.threads, "spec_policy": strings.ReplaceAll(policy, "-", "_"), "spec_adaptive": o.adaptive}
 	if o.draft != "" {
@@ -338,20 +339,20 @@ func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) 
 	cj, _ := json.Marshal(cfg)
 	rc, err := loop.ParseConfig(cj)
 	if err != nil {
-		return nil, cpu.Timings{}, err
+		return nil, engine.Timings{}, err
 	}
 	// The CPU backend built here rather than by loop.New, so that its
 	// counts can be read once the runtime is closed.
 	be, err := cpu.New(rc)
 	if err != nil {
-		return nil, cpu.Timings{}, err
+		return nil, engine.Timings{}, err
 	}
-	b := be.(*cpu.Backend)
+	b := be.(*engine.Backend)
 	rt := loop.Start(b, rc.MaxSlots, rc.MaxQueue)
 	defer rt.Close() // a second Close is harmless
 	// Warm up (scratch buffers, page cache), as the benchmarks do.
 	if _, err := rt.Complete([]byte(`{"prompt":"Hello","max_tokens":4}`)); err != nil {
-		return nil, cpu.Timings{}, err
+		return nil, engine.Timings{}, err
 	}
 	// Complete returns after the terminal chunk, which the engine sends
 	// from its last Step of the request: its counts are in.
@@ -478,17 +479,17 @@ func runEngine(o engineOpts) ([]engineRow, error) {
 	fmt.Printf("engine: %s, %s, baseline TPOT %v, B=%d, %d slots, mean prompt tokens %v, capacity %.2f req/s\n",
 		s.Machine.Curve.Name, s.Machine.Accept.Name, s.Machine.Baseline(), s.Machine.Budget, s.Machine.Slots, plens, s.Capacity())
 	var rows []engineRow
-	var reqRows []string                           // engine-requests.csv
-	var roots [cpu.MaxRootBatch + 1]cpu.RootPasses // engine-costs.csv, every run's
-	var paired []string                            // the first policy against each other one, per load
-	var served []servedDrafts                      // engine-drafts.json
+	var reqRows []string                                 // engine-requests.csv
+	var roots [engine.MaxRootBatch + 1]engine.RootPasses // engine-costs.csv, every run's
+	var paired []string                                  // the first policy against each other one, per load
+	var served []servedDrafts                            // engine-drafts.json
 	for li, load := range s.Loads {
 		rate := load * s.Capacity()
 		eruns := make([][]*sim.Run, len(pols)) // per policy, one run per replica
 		sruns := make([][]*sim.Run, len(pols))
 		proposed, accepted := make([]int, len(pols)), make([]int, len(pols)) // draft tokens
-		decoding, satOut := make([]int, len(pols)), make([]int, len(pols))   // request-iterations (cpu.Timings)
-		held := make([]int, len(pols))                                       // catch-ups held back (cpu.Timings)
+		decoding, satOut := make([]int, len(pols)), make([]int, len(pols))   // request-iterations (engine.Timings)
+		held := make([]int, len(pols))                                       // catch-ups held back (engine.Timings)
 		drafts := make([]spec.DraftStats, len(pols))                         // the engine's, over the replicas
 		// Replica by replica, every policy in turn: the machine's pace
 		// drifts over a long sweep, and interleaving spreads the drift
@@ -716,7 +717,7 @@ func total(runs []*sim.Run, count func(*sim.Run) int) int {
 // price for n sequences at the measured context (spec.PassCost; the chain
 // where no batches were measured). The chain times n tokens of one
 // sequence, the engine n sequences each reading its own cache.
-func writeCosts(path string, roots []cpu.RootPasses, c sim.Curve) error {
+func writeCosts(path string, roots []engine.RootPasses, c sim.Curve) error {
 	var b strings.Builder
 	b.WriteString("batch,iterations,engine_ms,plan_ms,forward_ms,verify_ms,curve_ms,priced_ms\n")
 	cost := c.Cost()

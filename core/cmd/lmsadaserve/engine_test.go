@@ -30,7 +30,7 @@ func TestEngineSmoke(t *testing.T) {
 		t.Skipf("model absent (make model): %v", err)
 	}
 	out := t.TempDir()
-	rows, err := runEngine(engineOpts{out: out, model: smokeModel, prompts: "../../cpu/testdata", threads: 2, slots: 4,
+	rows, err := runEngine(engineOpts{out: out, model: smokeModel, prompts: "../../engine/testdata", threads: 2, slots: 4,
 		requests: 3, replicas: 2, maxTokens: 12, policies: []string{"adaserve", "incremental"}, loads: []float64{0.5}, seed: 1, check: true, adaptive: true})
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
@@ -121,7 +121,7 @@ func TestPromptTokens(t *testing.T) {
 	if _, err := os.Stat(smokeModel); err != nil {
 		t.Skipf("model absent (make model): %v", err)
 	}
-	prompts, err := loadPromptSets("../../cpu/testdata")
+	prompts, err := loadPromptSets("../../engine/testdata")
 	require.NoError(t, err)
 	lens, err := promptTokens(engineOpts{model: smokeModel, threads: 2}, prompts)
 	require.NoError(t, err)

@@ -10,7 +10,7 @@
 //
 // With -engine it runs the same kind of workload (the paper's categories,
 // SLOs as multiples of the measured baseline TPOT, Poisson arrivals,
-// prompts from the committed sets in core/cpu/testdata) through the real
+// prompts from the committed sets in core/engine/testdata) through the real
 // engine instead, one runtime per policy and load, and replays each point
 // in the simulator on the engine's measured curve to check one against
 // the other (engine-rates.csv, engine-vs-sim.csv):
@@ -97,7 +97,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/lmstream/lmstream/core/cpu"
+	"github.com/lmstream/lmstream/core/engine"
 	"github.com/lmstream/lmstream/spec"
 	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/spec/sim"
@@ -113,7 +113,7 @@ func main() {
 	replicas := flag.Int("replicas", 8, "independent workloads pooled into each sweep point (-quick: 1; -engine: 1 unless given)")
 	engine := flag.Bool("engine", false, "run the workload through the real engine (needs -model) and check the simulator against it")
 	draft := flag.String("draft", "", "draft model (drafter draft_model; default the n-gram drafter): with -engine the engine's, without it the measured setting's (see cpu-measured-pair)")
-	prompts := flag.String("prompts", "core/cpu/testdata", "with -engine or -draft: directory of the committed prompt sets")
+	prompts := flag.String("prompts", "core/engine/testdata", "with -engine or -draft: directory of the committed prompt sets")
 	policies := flag.String("policies", "adaserve,specinfer,equal_greedy,global_greedy,incremental,sarathi,vllm", "with -engine: spec_policy values to compare")
 	loads := flag.String("loads", "0.25,0.5,1,1.5", "with -engine: request rates as fractions of the measured capacity")
 	maxTokens := flag.Int("max-tokens", 128, "with -engine or -draft: cap on each request's output length")
@@ -254,7 +254,7 @@ func run(o simOpts) error {
 			return err
 		}
 		c.Name = fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(modelPath), threads)
-		b := max(cpu.DefaultMinBudget, spec.Calibrate(c.At, 48))
+		b := max(engine.DefaultMinBudget, spec.Calibrate(c.At, 48))
 		fmt.Printf("measured CPU curve: T(1)=%v T(8)=%v T(48)=%v T(128)=%v T(160)=%v; budget B=%d\n", c.At(1), c.At(8), c.At(48), c.At(128), c.At(160), b)
 		settings = append(settings, sim.Setting{
 			Name:    "cpu-measured",

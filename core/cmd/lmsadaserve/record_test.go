@@ -121,7 +121,7 @@ func TestEngineMixCapsOutputs(t *testing.T) {
 }
 
 func TestPromptSets(t *testing.T) {
-	sets, err := loadPromptSets("../../cpu/testdata")
+	sets, err := loadPromptSets("../../engine/testdata")
 	require.NoError(t, err)
 	require.Len(t, sets, len(sim.PaperMix))
 	for _, s := range sets {

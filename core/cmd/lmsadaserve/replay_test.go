@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lmstream/lmstream/core/cpu"
+	"github.com/lmstream/lmstream/core/engine"
 	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/spec/sim"
 )
@@ -322,7 +322,7 @@ func TestPairSetting(t *testing.T) {
 	draft := sim.Curve{N: []int{1, 2, 4, 8, 16}, T: []time.Duration{2 * time.Millisecond, 2100 * time.Microsecond,
 		2300 * time.Microsecond, 2600 * time.Microsecond, 3500 * time.Microsecond}}
 	require.NoError(t, writeCurve(filepath.Join(r.dir, draftCurveFile), draft.N, draft.T))
-	o := simOpts{out: t.TempDir(), model: smokeModel, draft: "unused: the curves are read", prompts: "../../cpu/testdata",
+	o := simOpts{out: t.TempDir(), model: smokeModel, draft: "unused: the curves are read", prompts: "../../engine/testdata",
 		threads: 1, maxTokens: 48, slots: 4, seed: 2, curves: r.dir}
 	loads := []float64{0.5}
 
@@ -333,7 +333,7 @@ func TestPairSetting(t *testing.T) {
 	require.NotNil(t, s.Machine.DraftCurve)
 	require.Equal(t, draft.T, s.Machine.DraftCurve.T)
 	require.True(t, s.Machine.Gate)
-	require.Equal(t, cpu.DefaultDraftWindow+cpu.DraftSink, s.Machine.DraftWindow)
+	require.Equal(t, engine.DefaultDraftWindow+engine.DraftSink, s.Machine.DraftWindow)
 	require.Equal(t, 4, s.Machine.Slots)
 	for _, c := range s.Mix {
 		require.LessOrEqual(t, c.Output[1], 48)

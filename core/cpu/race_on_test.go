@@ -1,5 +1,0 @@
-//go:build race
-
-package cpu_test
-
-const raceEnabled = true

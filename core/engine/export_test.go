@@ -1,0 +1,4 @@
+package engine
+
+// NewCPU is the "cpu" backend, for the external tests.
+var NewCPU = newCPU
