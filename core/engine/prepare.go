@@ -93,7 +93,6 @@
 package engine
 
 import (
-	"github.com/lmstream/lmstream/core/jsonstrict"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
@@ -102,40 +101,17 @@ import (
 
 // Prepare renders and tokenizes each prompt, and checks it fits.
 func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
-	p := sample.Params{
-		Temperature: req.Temperature, TopK: req.TopK, TopP: req.TopP, MinP: req.MinP,
-		Seed: req.Seed, HasSeed: req.HasSeed,
-		RepetitionPenalty: 1, RepeatLastN: 64,
-	}
-	// The ranges are sample's (see its constants); checking them here
-	// names the request field and its offset. The penalty window's memory
-	// grows with the tokens generated, never with repeat_last_n itself.
-	for _, f := range []struct {
-		key    string
-		dst    *float64
-		lo, hi float64
-	}{
-		{"repetition_penalty", &p.RepetitionPenalty, 0, sample.MaxRepetitionPenalty},
-		{"presence_penalty", &p.PresencePenalty, -sample.MaxAdditivePenalty, sample.MaxAdditivePenalty},
-		{"frequency_penalty", &p.FrequencyPenalty, -sample.MaxAdditivePenalty, sample.MaxAdditivePenalty},
-	} {
-		if _, err := jsonstrict.TakeIn(req.Extra, f.key, f.dst, f.lo, f.hi); err != nil {
-			return nil, err
-		}
-	}
-	if r := p.RepetitionPenalty; r != 0 && r < sample.MinRepetitionPenalty {
-		return nil, req.Extra.Errorf("repetition_penalty", "must be 0 or 1 (off) or in [%g, %g], got %g", sample.MinRepetitionPenalty, float64(sample.MaxRepetitionPenalty), r)
-	}
-	if _, err := jsonstrict.TakeIn(req.Extra, "repeat_last_n", &p.RepeatLastN, 0, sample.MaxRepeatLastN); err != nil {
-		return nil, err
-	}
+	// The request's sampling fields were parsed, checked and made
+	// canonical once (loop.Request.Sampling); New adds what needs the
+	// vocabulary (a top_k of at least its size is off).
+	p := req.Sampling
 	smp, err := sample.New(p, b.tok.Size())
 	if err != nil {
 		return nil, status.Errorf(status.InvalidRequest, "request: %v", err)
 	}
-	// The canonical parameters: a temperature below sample.MinTemperature
-	// is 0 here, so the slot decodes and speculates as the greedy request
-	// it is.
+	// The parameters as the sampler canonicalised them for this vocabulary
+	// (the temperature was already: below sample.MinTemperature it is 0,
+	// so the slot decodes and speculates as the greedy request it is).
 	p = smp.Params()
 	it, err := b.specItem(req, p)
 	if err != nil {

@@ -91,8 +91,8 @@ func TestStrictJSONAcceptsWhatIsValid(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"a😀é\n\"/\\é😀"}, r.Prompts)
 	assert.Equal(t, 1000, r.MaxTokens)
-	assert.Equal(t, uint64(18446744073709551615), r.Seed)
-	assert.Equal(t, 4, r.TopK)
+	assert.Equal(t, uint64(18446744073709551615), r.Sampling.Seed)
+	assert.Equal(t, 4, r.Sampling.TopK)
 	// An object of many keys (the duplicate check switches to a map)
 	// still accepts distinct keys and catches a late duplicate.
 	var b strings.Builder
@@ -177,11 +177,11 @@ func TestTinyTemperatureRequestIsGreedy(t *testing.T) {
 	for _, temp := range []string{"1e-320", "1e-310", "2e-308", "1e-400", "-0.0", "9e-6"} {
 		r, err := loop.ParseRequest([]byte(`{"prompt":"x","temperature":` + temp + `}`))
 		require.NoError(t, err, temp)
-		assert.Zero(t, r.Temperature, temp)
+		assert.Zero(t, r.Sampling.Temperature, temp)
 	}
 	r, err := loop.ParseRequest([]byte(`{"prompt":"x","temperature":1e-5}`))
 	require.NoError(t, err)
-	assert.Equal(t, 1e-5, r.Temperature)
+	assert.Equal(t, 1e-5, r.Sampling.Temperature)
 }
 
 // The same strictness holds for the runtime config and for the fields a

@@ -27,12 +27,11 @@ type Request struct {
 	StopTokenIDs []int32
 	IncludeStop  bool
 
-	Temperature float64 // 0: greedy (also below sample.MinTemperature)
-	TopP        float64 // 1: off
-	TopK        int     // 0: off
-	MinP        float64 // 0: off
-	Seed        uint64
-	HasSeed     bool
+	// Sampling is every sampling field of the request ("temperature",
+	// "top_p", "top_k", "min_p", "seed", the penalties), parsed, defaulted,
+	// range-checked and made canonical here (sample.Params.Canonical: a
+	// temperature below sample.MinTemperature is 0, greedy), once.
+	Sampling sample.Params
 
 	// Logprobs asks for each generated token's log-probability, and
 	// TopLogprobs for that many of the most likely alternatives too
@@ -90,7 +89,7 @@ func ParseRequest(data []byte) (*Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Request{TopP: 1, Temperature: 0}
+	r := &Request{}
 	var prompt *string
 	if _, err := f.Take("prompt", &prompt); err != nil {
 		return nil, err
@@ -163,38 +162,20 @@ func ParseRequest(data []byte) (*Request, error) {
 	if _, err := f.Take("include_stop", &r.IncludeStop); err != nil {
 		return nil, err
 	}
-	if _, err := jsonstrict.TakeIn(f, "temperature", &r.Temperature, 0, sample.MaxTemperature); err != nil {
+	if r.Sampling, err = takeSampling(f); err != nil {
 		return nil, err
-	}
-	if r.Temperature < sample.MinTemperature {
-		// Documented: a positive temperature this small decodes greedily
-		// (see sample.MinTemperature), for every backend alike.
-		r.Temperature = 0
-	}
-	if _, err := f.Take("top_p", &r.TopP); err != nil {
-		return nil, err
-	}
-	if !(r.TopP > 0 && r.TopP <= 1) {
-		return nil, f.Errorf("top_p", "must be in (0, 1], got %g", r.TopP)
 	}
 	for _, p := range []struct {
 		key    string
 		dst    *float64
 		lo, hi float64
 	}{
-		{"min_p", &r.MinP, 0, 1},
 		{"tpot_slo_ms", &r.TPOTSLOMs, 0, MaxSLOMs},
 		{"ttft_slo_ms", &r.TTFTSLOMs, 0, MaxSLOMs},
 	} {
 		if _, err := jsonstrict.TakeIn(f, p.key, p.dst, p.lo, p.hi); err != nil {
 			return nil, err
 		}
-	}
-	if _, err := jsonstrict.TakeIn(f, "top_k", &r.TopK, 0, MaxTopK); err != nil {
-		return nil, err
-	}
-	if r.HasSeed, err = f.Take("seed", &r.Seed); err != nil {
-		return nil, err
 	}
 	if _, err := f.Take("logprobs", &r.Logprobs); err != nil {
 		return nil, err

@@ -129,11 +129,22 @@ func (p Params) normalise(vocabSize int) (Params, error) {
 	if len(errs) > 0 {
 		return p, errors.Join(errs...)
 	}
-	if p.Temperature < MinTemperature {
-		p.Temperature = 0
-	}
+	p = p.Canonical()
 	if p.TopK >= vocabSize {
 		p.TopK = 0
+	}
+	return p, nil
+}
+
+// Canonical replaces the "off" synonyms of valid parameters by their
+// canonical values: a temperature below MinTemperature is 0 (greedy), a
+// top_p of 0 is 1, a repetition penalty of 0 is 1, a repeat_last_n of 0 is
+// DefaultRepeatLastN. The request parser (core/loop) applies it once, so a
+// request carries the values it decodes with to every backend; New applies
+// it to whatever it is given (a no-op on canonical values).
+func (p Params) Canonical() Params {
+	if p.Temperature < MinTemperature {
+		p.Temperature = 0
 	}
 	if p.TopP == 0 {
 		p.TopP = 1
@@ -144,7 +155,7 @@ func (p Params) normalise(vocabSize int) (Params, error) {
 	if p.RepeatLastN == 0 {
 		p.RepeatLastN = DefaultRepeatLastN
 	}
-	return p, nil
+	return p
 }
 
 // cand is a candidate token during truncation: its (penalised) logit and id.

@@ -195,8 +195,8 @@ static const field fields[] = {
     {"max_tokens", K_INT, 0},       {"stop", K_STOP, 0},          {"stop_token_ids", K_INTS, 0},
     {"include_stop", K_BOOL, 0},    {"temperature", K_NUM, 0},    {"top_p", K_NUM, 0},
     {"top_k", K_INT, 0},            {"min_p", K_NUM, 0},          {"seed", K_SEED, 0},
-    {"tpot_slo_ms", K_NUM, 0},      {"ttft_slo_ms", K_NUM, 0},    {"repetition_penalty", K_NUM, 2},
-    {"presence_penalty", K_NUM, 2}, {"frequency_penalty", K_NUM, 2}, {"repeat_last_n", K_INT, 2},
+    {"tpot_slo_ms", K_NUM, 0},      {"ttft_slo_ms", K_NUM, 0},    {"repetition_penalty", K_NUM, 0},
+    {"presence_penalty", K_NUM, 0}, {"frequency_penalty", K_NUM, 0}, {"repeat_last_n", K_INT, 0},
     {"drafter", K_DRAFTER, 2},          {"speculate", K_BOOL, 2},     {"delay_ms", K_NUM, 1},
     {"error_at", K_INT, 1},         {"panic_at", K_INT, 1},       {"temprature", K_NUM, 0},
 };
