@@ -184,33 +184,69 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 /* Loads a model and starts its engine loop. config_json, for example:
 **   {"model_path": "models/x.gguf", "max_slots": 8}
 **   {"backend": "replay", "vocab": ["48","69"], "eos_id": 0}   (tests)
-** Common fields: "backend" ("cpu" by default, "cuda", or "replay"), "max_slots"
-** (requests decoded at once, 1..4096, default 8), "max_queue" (items
-** waiting for a slot before submission fails with LMS_ERR_CAPACITY,
-** 1..1048576, default 4096), "memory_budget_bytes" (see below).
-** The cpu backend's fields: "model_path" (required), "context_length"
-** (tokens per sequence, 2 up to the model's trained context and at most
-** 1048576; default the model's, at most 2048), "prefill_chunk" (1..65536,
-** default 128), "threads" (1..1024, default the CPU count), "chat_template"
-** (Jinja text, at most 1 MiB, rendering "messages" in place of the
-** model's tokenizer.chat_template; one that can be neither compiled nor
-** recognised is LMS_ERR_INVALID_REQUEST before the model loads), and the
-** speculation fields ("drafter", "draft_model_path", "draft_vocab" >= 0,
-** "draft_window" >= 0,
-** "spec_budget" 0..1024, "spec_max_depth" and "spec_max_width" 1..64,
-** ...). A size
-** outside its range is LMS_ERR_INVALID_REQUEST naming the field.
+** Config fields: every field is optional except "model_path"; a value
+** outside its range is LMS_ERR_INVALID_REQUEST naming the field, an
+** unknown field too. For every backend:
+**   "backend": "cpu" (default), "cuda", or "replay" (scripted tokens, for
+**                tests; its own fields are core/replay's)
+**   "max_slots": integer in [1, 4096] (default 8): requests decoded at once
+**   "max_queue": integer in [1, 1048576] (default 4096): items waiting for
+**                a slot before submission fails with LMS_ERR_CAPACITY
+**   "memory_budget_bytes": integer >= 0 (0, the default: 75% of memory;
+**                see "Memory budget" below)
+** The engine's fields (backends "cpu" and "cuda"):
+**   "model_path": string, required: a GGUF file, or a model's name (see
+**                lms_pull)
+**   "context_length": integer, 0 or in [2, 1048576] and at most the
+**                model's trained context: tokens per sequence (0, the
+**                default: the model's, at most 2048)
+**   "prefill_chunk": integer in [1, 65536] (default 128): prompt tokens a
+**                sequence prefills per iteration
+**   "threads": integer in [1, 1024] (default the CPU count)
+**   "chat_template": string of at most 1 MiB: Jinja text rendering
+**                "messages" in place of the model's tokenizer.chat_template;
+**                one that can be neither compiled nor recognised is
+**                LMS_ERR_INVALID_REQUEST before the model loads
+**   "drafter": "ngram" (default), "draft_model", "early_exit" or "none":
+**                the drafter of requests that name none
+**   "draft_model_path": string: the draft model, a GGUF file or a model's
+**                name sharing the target's vocabulary (default none)
+**   "draft_vocab": integer >= 0 (default 65536; 0: all): the draft model
+**                proposes only from that many of the lowest token ids
+**   "draft_window": integer >= 0 (default 128; 0: the whole prompt): the
+**                latest tokens (and the first 4) a draft model starts a
+**                request from
+**   "early_exit_layers": integer >= 0 (0, the default: a third of the
+**                model's layers): the layers of the early-exit self-draft
+**   "spec_budget": integer in [0, 1024] (0, the default: calibrated from
+**                the forward pass's measured cost): tokens per verify pass
+**   "spec_max_depth", "spec_max_width": integers in [1, 64] (defaults 8
+**                and 2; the n-gram drafter drafts to depth 12 unless
+**                "spec_max_depth" is given): the candidate trees' shape
+**   "spec_min_prob": number in [0, 1] (default 0.25, priced from the
+**                measured cost unless given): the least path probability
+**                worth verifying for one stream
+**   "spec_adaptive": boolean (default true): false makes requests
+**                speculate even where it is measured not to pay
+**   "spec_policy": "adaserve" (default), "equal_greedy", "global_greedy",
+**                "specinfer" (a fixed tree), or a baseline that does not
+**                speculate: "incremental", "sarathi" or "fcfs" (admitted
+**                first come, first served), "vllm" (the same, and a prompt
+**                to prefill runs alone: decoding waits)
+**   "spec_order": "descending" (default) or "ascending": the order of
+**                AdaServe's SLO phase
+** The cuda backend's own fields:
+**   "cuda_device": integer >= 0 (default 0): the GPU's ordinal
+**   "nvrtc_path": string: an NVRTC library or folder (default: searched)
 **
-** The cuda backend takes the cpu backend's fields (the same engine runs
-** on the GPU) and "cuda_device" (ordinal, default 0) and "nvrtc_path" (an
-** NVRTC library or folder). No CUDA library is linked: libcuda.so.1 and
-** NVRTC are opened at run time, the kernels compiled for the device and
-** cached. Without a driver or NVRTC, creation fails with LMS_ERR_BACKEND
+** The cuda backend is the same engine over the GPU. No CUDA library is
+** linked: libcuda.so.1 and NVRTC are opened at run time, the kernels
+** compiled for the device and cached. Without a driver or NVRTC, creation fails with LMS_ERR_BACKEND
 ** naming every place searched; a model whose tensor types the GPU kernels
 ** do not cover (today: matrices other than Q4_1 and Q8_0) fails with
 ** LMS_ERR_MODEL.
 **
-** Memory budget. Before allocating anything the cpu backend adds up what
+** Memory budget. Before allocating anything the engine adds up what
 ** the configuration reserves: the model file (mapped), its packed weights,
 ** one KV cache per slot (layers x kv heads x context x head dim x 2 x 2
 ** bytes), the early-exit and draft-model caches, a draft model's weights,
@@ -403,7 +439,8 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 **                and so is any temperature below 1e-5 (subnormal values
 **                included): its 1/T would overflow, and long before that
 **                sampling is greedy in all but cost.
-**   "top_p": number in (0, 1] (1: off)   "min_p": number in [0, 1] (0: off)
+**   "top_p": number in (0, 1] (default 1: off)
+**   "min_p": number in [0, 1] (default 0: off)
 **   "top_k": integer in [0, 2147483647] (0, or the vocabulary size or more:
 **                off)
 **   "seed": integer in [0, 18446744073709551615] (absent: random); item
@@ -412,13 +449,26 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 **                log-probability (lms_chunk.logprobs)
 **   "top_logprobs": integer in [0, 20] (default 0), only with "logprobs":
 **                that many most likely alternatives per token
-**   "tpot_slo_ms", "ttft_slo_ms": numbers in [0, 3600000] (0: best effort)
-** and backend-specific fields. The cpu backend adds "repetition_penalty"
-** (0 or 1: off, else in [0.01, 100]), "presence_penalty" and
-** "frequency_penalty" (in [-100, 100], 0: off), "repeat_last_n" (the
-** penalty window, in [0, 1048576]; 0: 64), "drafter" (string) and
-** "speculate" (boolean). A value outside its range is
-** LMS_ERR_INVALID_REQUEST naming the field; nothing is clamped silently.
+**   "repetition_penalty": number, 0 or 1 (the default: off) or in
+**                [0.01, 100]
+**   "presence_penalty", "frequency_penalty": numbers in [-100, 100]
+**                (default 0: off)
+**   "repeat_last_n": integer in [0, 1048576] (default 64; 0: 64): the
+**                penalties' window of latest tokens
+**   "tpot_slo_ms", "ttft_slo_ms": numbers in [0, 3600000] (default 0:
+**                best effort; a TTFT SLO orders admission)
+**   "response_format": {"type": "text"} (the default), {"type":
+**                "json_object"} or {"type": "json_schema", "json_schema":
+**                {"name": ..., "schema": {...}}}: the output follows it
+**   "grammar": string: a grammar the output follows (core/grammar's
+**                syntax; not with a "response_format" other than text)
+**   "drafter": "ngram", "draft_model", "early_exit" or "none" (default
+**                the config's): how this request's drafts are made
+**   "speculate": boolean (default: greedy requests speculate, sampling
+**                ones only when they name a "drafter" or say true)
+** and, with the replay backend (tests), its script fields (core/replay).
+** A value outside its range is LMS_ERR_INVALID_REQUEST naming the field;
+** nothing is clamped silently.
 ** n must equal the number of prompts (1 for "prompt" and "messages").
 ** Errors known before the first token (bad JSON, bad fields, a prompt too
 ** long, a full queue) are returned here, with a message in err, and no

@@ -70,11 +70,20 @@ func ParseFields(data []byte, what string) (*Fields, error) {
 }
 
 // Has reports whether the field is present (and not yet taken).
-func (f *Fields) Has(key string) bool { _, ok := f.m[key]; return ok }
+func (f *Fields) Has(key string) bool {
+	if recording.on.Load() {
+		record(f.what, key)
+	}
+	_, ok := f.m[key]
+	return ok
+}
 
 // Kind is the JSON type of a present field's value ("string", "array",
 // ...), or "" when the field is absent or taken.
 func (f *Fields) Kind(key string) string {
+	if recording.on.Load() {
+		record(f.what, key)
+	}
 	mb, ok := f.m[key]
 	if !ok {
 		return ""
@@ -90,6 +99,9 @@ func (f *Fields) Kind(key string) string {
 // errors), pointer (allocated when the field is present) or
 // json.RawMessage.
 func (f *Fields) Take(key string, dst any) (bool, error) {
+	if recording.on.Load() {
+		record(f.what, key)
+	}
 	mb, ok := f.m[key]
 	if !ok {
 		return false, nil
