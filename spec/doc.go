@@ -115,7 +115,7 @@
 // StandbyDrafter may still draft for it meanwhile, where a cheap tree
 // beats plain decoding on its own); a runtime that
 // batches several requests charges a speculating one what its drafts cost
-// the others (core/cpu's passCharge), since they all wait for the pass.
+// the others (core/engine's passCharge), since they all wait for the pass.
 //
 // The paper's worked example (its Figure 5: budget 8, two requests, w = 2,
 // d = 3, A_cap = 0.6 and 0.8) is reproduced in TestFigure5. The figure counts

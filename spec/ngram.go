@@ -166,19 +166,14 @@ type tokCount struct {
 //
 // Orders: a match's length says most about whether its continuation
 // comes next. Over the answers of the Qwen2.5-Coder 1.5B to the edit and
-// rewrite prompt sets (core/cpu/testdata), the newest occurrence of the
+// rewrite prompt sets (core/engine/testdata), the newest occurrence of the
 // longest matching suffix predicted the next token 18–23% of the time
 // for one-token matches, 60% for two, 75–90% for three to seven and
 // 81–100% for eight or more. So the defaults look as far back as eight
 // tokens, which lets the calibration tell a copied stretch from a
 // coincidence, and never draft from a single token, whose continuation
-// is mostly a guess that a chain then compounds. Against orders 1–4,
-// on the 1.5B with 2 threads, this took the edit set from 1.13x plain
-// decoding to 1.28x, the rewrite set from 1.76x to 2.1x and chat from
-// 1.05x to 1.06x; on SmolLM2, grounded from 1.31x to 1.41x and chat from
-// 1.04x to 1.10x (BenchmarkSpeculation). Letting one-token matches draft
-// again, now that the stop rule prices each node, lost on the 1.5B: edit
-// 1.33x to 1.27x and rewrite 2.36x to 2.23x, for code 1.09x to 1.11x.
+// is mostly a guess that a chain then compounds (NOTES.md, "n-gram
+// orders", has the measurements).
 type NGramDrafter struct {
 	MaxOrder   int     // longest suffix matched (default 8)
 	MinOrder   int     // shortest suffix matched (default 2)

@@ -287,7 +287,7 @@ func (fixedTopK) NextTopK(qs []Query, k int, ids []int32, probs []float32) error
 
 // tpotMetric is the TPOT that SLO attainment is judged by: the runtime's
 // usage tpot_ms (core/loop, finishSlot: (last token − first token) /
-// (generated − 1)), which core/cpu's benchmarks compare with tpot_slo_ms.
+// (generated − 1)), which core/engine's benchmarks compare with tpot_slo_ms.
 // The first token is not an output token of the TPOT: its latency is TTFT.
 func tpotMetric(first, last time.Time, generated int) time.Duration {
 	return last.Sub(first) / time.Duration(generated-1)

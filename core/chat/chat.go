@@ -398,7 +398,7 @@ func (Gemma) Render(msgs []Message, addGenerationPrompt bool) (string, error) {
 	b.WriteString("<bos>")
 	for i, m := range msgs {
 		if (m.Role == RoleUser) != (i%2 == 0) {
-			return "", fmt.Errorf("chat: gemma: message %d is %q; roles must alternate user/assistant/user/...", i, m.Role)
+			return "", fmt.Errorf("chat: gemma: message %d is %q; roles must alternate, user first (user, assistant, user, and so on)", i, m.Role)
 		}
 		role := m.Role
 		if role == RoleAssistant {

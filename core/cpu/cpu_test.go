@@ -1,7 +1,6 @@
 package cpu_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -9,6 +8,7 @@ import (
 
 	_ "github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/core/loop"
+	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
 var modelPath = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -18,12 +18,7 @@ var modelPath = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.
 // packing as it goes) and answers greedily, the same text twice. The
 // engine's own behaviour is tested in core/engine.
 func TestCPUBackendServes(t *testing.T) {
-	if _, err := os.Stat(modelPath); err != nil {
-		if os.Getenv("LMSTREAM_REQUIRE_MODELS") == "1" {
-			t.Fatalf("default model absent and LMSTREAM_REQUIRE_MODELS=1: %v", err)
-		}
-		t.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(t, modelPath)
 	weights := 0
 	rt, err := loop.NewWithProgress([]byte(`{"backend":"cpu","model_path":"`+modelPath+`","max_slots":1,"context_length":256,"spec_budget":4}`),
 		func(stage string, _ float64) {

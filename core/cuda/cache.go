@@ -48,7 +48,7 @@ const fillByte = 0x2e
 // memsets queued on the runner's stream (ordered with the passes): a cache
 // as long as a sequence's without the passes that would compute one, for
 // timing the passes that read it. The start-up measurement of batches
-// (core/cpu's filledCache) takes it where a cache has it; without it, 64
+// (core/engine's filledCache) takes it where a cache has it; without it, 64
 // slots of 256 committed tokens were prefilled in 128-token passes, about
 // 24 k tokens at every runtime's creation. A memset per layer and kv head,
 // keys and values: the rows of one such block are contiguous.

@@ -20,6 +20,7 @@ import (
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/tokenizer"
+	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/streaming"
 	"github.com/lmstream/lmstream/tests/gpu/layers"
 )
@@ -34,9 +35,7 @@ func testModel(t testing.TB) string {
 	if p == "" {
 		p = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 	}
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("test model absent (run `make model` or set LMSTREAM_TEST_MODEL): %v", err)
-	}
+	testmodel.Need(t, p)
 	return p
 }
 

@@ -1,6 +1,6 @@
 // Package cuda is the CUDA backend: core/model's forward pass on an NVIDIA
 // GPU, behind model.Runner, so the engine's batching, speculation, sampling
-// and verification (core/cpu's NewBackend) run unchanged on top of it.
+// and verification (core/engine) run unchanged on top of it.
 //
 // Nothing links CUDA: the driver and NVRTC are opened at run time (package
 // cu, package nvrtc), and the kernels (package kernels) are compiled for the

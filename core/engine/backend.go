@@ -152,7 +152,6 @@ type Backend struct {
 	// prefilling are this iteration's prefilling slots, by TTFT deadline
 	// (allotPrefill).
 	prefilling []*loop.Slot
-	trees      []*spec.Tree
 	root       []spec.Tree // root-only trees when nothing speculates
 	rootP      []*spec.Tree
 	dist       spec.Dist // the target distribution handed to verification

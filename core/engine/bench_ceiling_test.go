@@ -50,7 +50,7 @@ import (
 //	LMSTREAM_SPEC_MODEL=$PWD/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
 //	LMSTREAM_SPEC_DRAFT=$PWD/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
 //	LMSTREAM_SPEC_SETS=edit,rewrite,code \
-//	go test -run '^$' -bench NGramCeiling -benchtime 1x -timeout 0 ./core/cpu
+//	go test -run '^$' -bench NGramCeiling -benchtime 1x -timeout 0 ./core/engine
 //
 // LMSTREAM_SPEC_TOKENS sets the tokens per answer (128).
 func BenchmarkNGramCeiling(b *testing.B) {

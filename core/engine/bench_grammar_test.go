@@ -1,11 +1,10 @@
 package engine_test
 
 import (
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/lmstream/lmstream/core/loop"
+	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
 // BenchmarkConstrainedDecode compares the decode rate (1/TPOT: prefill
@@ -15,9 +14,7 @@ import (
 // "ratio" is constrained over unconstrained tokens per second (issue 13's
 // goal: at least 0.9). `make bench` runs it.
 func BenchmarkConstrainedDecode(b *testing.B) {
-	if _, err := os.Stat(modelPath); err != nil {
-		b.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(b, modelPath)
 	rt, err := loop.New([]byte(`{"model_path":"` + modelPath + `","max_slots":1,"context_length":1024,"spec_budget":12}`))
 	if err != nil {
 		b.Fatal(err)
@@ -75,5 +72,5 @@ func BenchmarkConstrainedDecode(b *testing.B) {
 			b.ReportMetric(rate[k]/rate[kd.base], kd.name+"-ratio")
 		}
 	}
-	b.Log(fmt.Sprintf("tokens per request: %v", toks))
+	b.Logf("tokens per request: %v", toks)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/core/loop"
+	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -153,9 +154,7 @@ func specBenchModel() string { return envOr("LMSTREAM_SPEC_MODEL", benchModel) }
 
 func skipWithoutModel(tb testing.TB) {
 	for _, p := range []string{specBenchModel(), envOr("LMSTREAM_SPEC_DRAFT", benchModel)} {
-		if _, err := os.Stat(p); err != nil {
-			tb.Skipf("model absent: %v", err)
-		}
+		testmodel.Need(tb, p)
 	}
 }
 
@@ -203,7 +202,7 @@ func compareSet(tb testing.TB, config string, set []string, drafters []string, m
 // bonus token), the share of drafts accepted and where the iteration time
 // goes (drafting and selection, the forward pass, verification).
 //
-//	go test -run '^$' -bench Speculation -benchtime 1x ./core/cpu
+//	go test -run '^$' -bench Speculation -benchtime 1x ./core/engine
 //
 // LMSTREAM_SPEC_CONFIG adds runtime config fields (e.g. `,"spec_budget":12`),
 // LMSTREAM_SPEC_DRAFTERS picks the drafters (default ngram,early_exit,draft_model),
@@ -225,7 +224,7 @@ func compareSet(tb testing.TB, config string, set []string, drafters []string, m
 //	LMSTREAM_SPEC_MODEL=$PWD/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
 //	LMSTREAM_SPEC_DRAFT=$PWD/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
 //	LMSTREAM_SPEC_SETS=code,edit,rewrite LMSTREAM_SPEC_DRAFTERS=ngram,draft_model \
-//	go test -run '^$' -bench Speculation -benchtime 1x -timeout 0 ./core/cpu
+//	go test -run '^$' -bench Speculation -benchtime 1x -timeout 0 ./core/engine
 func BenchmarkSpeculation(b *testing.B) {
 	skipWithoutModel(b)
 	extra, drafters, tokens, reps := specBenchEnv("ngram,early_exit,draft_model")
@@ -289,7 +288,7 @@ func envOr(k, def string) string {
 // half with a tight TPOT SLO and half with a loose one. It prints the share
 // of requests within their SLO and the throughput.
 //
-//	go test -run '^$' -bench AdaServeOrder -benchtime 1x ./core/cpu
+//	go test -run '^$' -bench AdaServeOrder -benchtime 1x ./core/engine
 //
 // LMSTREAM_SLO_MS sets the two SLOs (default "20,100").
 func BenchmarkAdaServeOrder(b *testing.B) {
@@ -353,7 +352,7 @@ func BenchmarkAdaServeOrder(b *testing.B) {
 //	LMSTREAM_SPEC_MODEL=$PWD/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf \
 //	LMSTREAM_SPEC_DRAFT=$PWD/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf \
 //	LMSTREAM_SPEC_SETS=code LMSTREAM_SPEC_DRAFTERS=draft_model \
-//	go test -run '^$' -bench SpeculationStreams -benchtime 1x -timeout 0 ./core/cpu
+//	go test -run '^$' -bench SpeculationStreams -benchtime 1x -timeout 0 ./core/engine
 //
 // LMSTREAM_SPEC_STREAMS lists the stream counts (default 2,4); the other
 // variables are BenchmarkSpeculation's.

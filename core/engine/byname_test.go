@@ -9,6 +9,7 @@ import (
 
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
 // "model_path" and "draft_model_path" take a known model's name: its file
@@ -16,9 +17,7 @@ import (
 func TestModelByName(t *testing.T) {
 	abs, err := filepath.Abs(modelPath)
 	require.NoError(t, err)
-	if _, err := os.Stat(abs); err != nil {
-		t.Skipf("default model absent: %v", err)
-	}
+	testmodel.Need(t, abs)
 	cache := t.TempDir()
 	t.Setenv("LMSTREAM_MODELS", cache)
 

@@ -81,12 +81,9 @@ const DefaultDraftVocab = 65536
 
 // DefaultDraftWindow is how many of a sequence's latest tokens (besides
 // its first DraftSink) a draft model's new cache starts from, when the
-// config's "draft_window" does not say (see draftNet.window). On the
-// Qwen2.5-Coder 1.5B/0.5B pair (2 threads, one stream, BenchmarkSpeculation)
-// whole-file rewrites (prompts of 300–500 tokens) went from 1.64x plain
-// decoding to 1.82x with 128 and 1.87x with 64, while 64 cost the edit
-// set's prompts (100–200 tokens) their snippet: 1.43x to 1.33x; 128 left
-// it and the code set unchanged, and 256 gained nothing.
+// config's "draft_window" does not say (see draftNet.window): long enough
+// to keep an edit prompt's snippet, short enough that a long prompt's draft
+// prefill does not eat the draft's gain (NOTES.md, "draft_window").
 const DefaultDraftWindow = 128
 
 // DefaultDrafter is the drafter of requests that do not name one, when the

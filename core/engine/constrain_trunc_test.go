@@ -2,7 +2,6 @@ package engine
 
 import (
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/tokenizer"
+	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
 // TestTruncatedConstrainedSamplingIsTheMaskedOne: with top-k, top-p and
@@ -24,9 +24,7 @@ import (
 // through constraint.sample as from the masked row.
 func TestTruncatedConstrainedSamplingIsTheMaskedOne(t *testing.T) {
 	modelPath := filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-	if _, err := os.Stat(modelPath); err != nil {
-		t.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(t, modelPath)
 	f, err := gguf.Open(modelPath)
 	require.NoError(t, err)
 	defer f.Close()

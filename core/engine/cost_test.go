@@ -1,13 +1,13 @@
 package engine
 
 import (
-	"os"
 	"testing"
 	"time"
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/internal/testmodel"
 
 	"github.com/stretchr/testify/require"
 
@@ -72,9 +72,7 @@ func TestMeasureCurveBatches(t *testing.T) {
 	if raceOn {
 		t.Skip("the default model's passes are too slow under -race")
 	}
-	if _, err := os.Stat(benchModel); err != nil {
-		t.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(t, benchModel)
 	c, err := MeasureCurve("cpu", loadCPU, benchModel, 2, 16, 8)
 	require.NoError(t, err)
 	require.Equal(t, spec.CalibrationSizes(8), c.RootN)

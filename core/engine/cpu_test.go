@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/lmstream/lmstream/core/engine"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -32,11 +32,9 @@ func newRuntime(t *testing.T, extra string) *loop.Runtime {
 		// AVX-512. `make test` runs these without it too (test-go's second
 		// line); the engine's concurrency is raced by core/loop's tests
 		// and the tiny-model tests here.
-		t.Skip("real-model runtime tests are too slow under -race; go test ./core/cpu runs them")
+		t.Skip("real-model runtime tests are too slow under -race; go test ./core/engine runs them")
 	}
-	if _, err := os.Stat(modelPath); err != nil {
-		t.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(t, modelPath)
 	rt, err := loop.New([]byte(engine.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":4,"context_length":512,"spec_budget":12}`, extra)))
 	require.NoError(t, err)
 	t.Cleanup(rt.Close)

@@ -53,11 +53,7 @@ type drafters struct {
 // "spec_max_depth" to the defaults (spec.DefaultMaxDepth, the draft
 // model's): its nodes cost microseconds to draft where a model's layer
 // costs a pass, and a stretch being copied is often longer than 8 tokens.
-// Whole-file rewrites on the Qwen2.5-Coder 1.5B (one stream, two runs
-// each) went from 2.18–2.19x plain decoding to 2.34–2.38x with 12, and
-// 2.24x with 16; the edit and code sets, and SmolLM2's grounded and chat
-// sets, stayed within their noise. The draft model lost at 12 (code 1.46x
-// to 1.41x), so it keeps 8.
+// The draft model keeps 8: deeper lost for it (NOTES.md, "n-gram depth").
 const ngramMaxDepth = 12
 
 // ngramShape is the shape the n-gram index drafts with for the requests
@@ -109,11 +105,8 @@ func (d *drafters) forget(s *spec.Seq) {
 // probabilities), against the sequence's measured model pace. Before the
 // model's pace is known the tree must expect a whole accepted token.
 //
-// A bare tree (plain decoding) never stands in. Letting it stand in where
-// the model's pace was slower than plain decoding (with the model drafting
-// again every 16 such iterations) took whole-file rewrites on the Qwen
-// pair from 1.79x to 1.85x plain, but the code and edit sets from 1.46x to
-// 1.38x and 1.33x: a few slow iterations benched a model that paid.
+// A bare tree (plain decoding) never stands in: a few slow iterations
+// would bench a model that pays (NOTES.md, "bare stand-ins").
 func (d *drafters) ngramStandsIn(s *spec.Seq, t *spec.Tree, others int) bool {
 	if t.Len() < 2 {
 		return false
@@ -145,8 +138,8 @@ func (d *drafters) ngramFirst(shape spec.Shape, n int) {
 	if len(d.probeS) == 0 {
 		return
 	}
-	// The scheduler's shape, not ngramShape's: deeper stand-ins left the
-	// draft model further to catch up (rewrites 1.79x to 1.74x plain).
+	// The scheduler's shape, not ngramShape's: deeper stand-ins leave the
+	// draft model further to catch up (NOTES.md, "stand-in depth").
 	if !d.probeNGram(shape) {
 		return
 	}

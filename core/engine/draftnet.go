@@ -106,7 +106,6 @@ type draftNet struct {
 	skip   []bool  // per sequence of the call: no room in its cache
 	count  []int   // per sequence of the call: its queries
 	full   []int32 // scratch: Context followed by Path
-	sorted []int32 // scratch for top-k
 	owner  map[*spec.Seq]*draftState
 
 	// Step is the measured duration of one call that fed one token a
@@ -531,14 +530,15 @@ func softmaxTopK(row []float32, k int, ids []int32, probs []float32) {
 // target's vocabulary, piece for piece. The target's own file is shared,
 // not loaded twice.
 func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNet, error) {
-	m, tok := b.model, b.tok
+	m := b.model
 	if path != targetPath {
 		f, err := gguf.Open(path)
 		if err != nil {
 			return nil, status.Errorf(status.Model, "draft model %s: %v", path, err)
 		}
 		var dm model.Runner
-		if tok, err = tokenizer.FromGGUF(f); err == nil {
+		tok, err := tokenizer.FromGGUF(f)
+		if err == nil {
 			dm, err = b.open(f, threads)
 		}
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
 // TestGemmaThroughTheEngine runs Gemma 3 270M (`make model
@@ -23,9 +24,10 @@ import (
 // decoding.
 func TestGemmaThroughTheEngine(t *testing.T) {
 	path := filepath.Join("..", "..", "models", "gemma-3-270m-q4_k_m.gguf")
-	if _, err := os.Stat(path); err != nil || raceEnabled {
-		t.Skipf("Gemma 3 270M absent (make model MODEL=gemma3-270m) or -race: %v", err)
+	if raceEnabled {
+		t.Skip("too slow under -race")
 	}
+	testmodel.Need(t, path)
 	rt, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":2,"context_length":1024,` +
 		`"spec_budget":8,"spec_adaptive":false,"spec_min_prob":0.25}`))
 	require.NoError(t, err)
@@ -61,9 +63,7 @@ func TestGemmaThroughTheEngine(t *testing.T) {
 // early-exit draft's caches likewise.
 func TestGemmaBudgetCountsTheWindow(t *testing.T) {
 	path := filepath.Join("..", "..", "models", "gemma-3-270m-q4_k_m.gguf")
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("Gemma 3 270M absent (make model MODEL=gemma3-270m): %v", err)
-	}
+	testmodel.Need(t, path)
 	_, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":2,"context_length":8192,"memory_budget_bytes":1000}`))
 	require.Equal(t, status.Capacity, status.CodeOf(err), "%v", err)
 	t.Log(err)

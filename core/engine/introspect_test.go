@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
 func introspector(t *testing.T, rt *loop.Runtime) loop.Introspector {
@@ -70,9 +70,10 @@ func TestModelInfoSmolLM2(t *testing.T) {
 
 func TestModelInfoQwen(t *testing.T) {
 	path := filepath.Join("..", "..", "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
-	if _, err := os.Stat(path); err != nil || raceEnabled {
-		t.Skipf("Qwen2.5-Coder-0.5B absent (make model MODEL=qwen2.5-coder-0.5b) or -race: %v", err)
+	if raceEnabled {
+		t.Skip("too slow under -race")
 	}
+	testmodel.Need(t, path)
 	rt, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":1,"context_length":256,"spec_budget":12}`))
 	require.NoError(t, err)
 	defer rt.Close()
@@ -130,9 +131,7 @@ func TestChatTemplateOverride(t *testing.T) {
 }
 
 func TestChatTemplateOverrideRejected(t *testing.T) {
-	if _, err := os.Stat(modelPath); err != nil {
-		t.Skip("default model absent")
-	}
+	testmodel.Need(t, modelPath)
 	for _, bad := range []string{`"{% for %}"`, `""`, `3`} {
 		_, err := loop.New([]byte(`{"model_path":"` + modelPath + `","chat_template":` + bad + `}`))
 		require.Equal(t, status.InvalidRequest, status.CodeOf(err), bad)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/loop"
+	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -58,11 +59,9 @@ func leakCycles(t testing.TB) int {
 // after the second (the first warms process-wide state: the calibration
 // cache, the tokenizer tables' first use, the Go heap's own metadata).
 func TestRuntimeCyclesDoNotLeak(t *testing.T) {
-	if _, err := os.Stat(modelPath); err != nil {
-		t.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(t, modelPath)
 	if raceEnabled {
-		t.Skip("RSS under the race detector measures its shadow memory; `go test ./core/cpu` runs this")
+		t.Skip("RSS under the race detector measures its shadow memory; `go test ./core/engine` runs this")
 	}
 	cycles := leakCycles(t)
 	// Two slots and a short context: the cycle still reserves KV caches and

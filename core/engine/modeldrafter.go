@@ -110,11 +110,8 @@ func (m *modelDrafter) Draft(seqs []*spec.Seq, shape spec.Shape, trees []*spec.T
 // their measured step being too dear to pay, before that step is measured
 // again (draftNet.reprice): the measurement that benched it may have been
 // a moment of contention, and a model that does not draft is not measured
-// again. On the shared EPYC one benchmark runtime's draft model sat out
-// nearly its whole first prompt set (0.98x plain on the code set, 2% of
-// the time drafting, where the next run drafted at 1.39x) while another
-// process had run beside its first steps. A re-measurement costs
-// stepSamples draft passes, under 1% of the calls it follows.
+// again (NOTES.md, "repricing"). A re-measurement costs stepSamples draft
+// passes, under 1% of the calls it follows.
 const repriceEvery = 256
 
 // repriced counts a call the model sits out for the price of a step over

@@ -3,7 +3,6 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
 var defaultModel = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -25,9 +25,7 @@ var defaultModel = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4
 // 2.8 s before PROMPT_TOO_LONG. Its byte count alone proves it cannot fit,
 // and Prepare must say so without handing a byte to the tokenizer.
 func TestHugePromptRefusedWithoutTokenizing(t *testing.T) {
-	if _, err := os.Stat(defaultModel); err != nil {
-		t.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(t, defaultModel)
 	cfg, err := loop.ParseConfig([]byte(`{"model_path":"` + defaultModel + `","max_slots":1,"context_length":2048,"spec_budget":8}`))
 	require.NoError(t, err)
 	be, err := newCPU(cfg)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/core/quant"
+	"github.com/lmstream/lmstream/internal/testmodel"
 
 	"github.com/stretchr/testify/require"
 
@@ -94,9 +95,7 @@ func runAll(t testing.TB, rt *loop.Runtime, reqs [][]byte, upfront int, seed uin
 
 func specRuntime(t testing.TB, extra string) *loop.Runtime {
 	t.Helper()
-	if _, err := os.Stat(modelPath); err != nil {
-		t.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(t, modelPath)
 	// Not adaptive: these tests check what speculation emits, so every
 	// request speculates throughout, paying or not.
 	rt, err := loop.New([]byte(engine.MergeConfig(`{"model_path":"`+modelPath+`","max_slots":8,"context_length":512,"spec_budget":8,"spec_adaptive":false,"spec_min_prob":0.25}`, extra)))
@@ -251,9 +250,7 @@ func TestBurstEnds(t *testing.T) {
 // TestSpecErrors: unknown drafter names and a draft model that cannot draft
 // are clear errors at runtime creation or submit.
 func TestSpecErrors(t *testing.T) {
-	if _, err := os.Stat(modelPath); err != nil {
-		t.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(t, modelPath)
 	_, err := loop.New([]byte(`{"model_path":"` + modelPath + `","drafter":"magic"}`))
 	require.Equal(t, status.InvalidRequest, status.CodeOf(err))
 	require.ErrorContains(t, err, `unknown drafter "magic"`)

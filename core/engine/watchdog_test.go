@@ -2,7 +2,6 @@ package engine_test
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -72,9 +72,7 @@ func TestEngineNeverWedges(t *testing.T) {
 	if raceEnabled {
 		t.Skip("real-model generation is too slow under the race detector")
 	}
-	if _, err := os.Stat(modelPath); err != nil {
-		t.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(t, modelPath)
 	// A fixed spec_budget skips the start-up calibration, which a machine
 	// shared with other work can stretch to minutes.
 	rt, err := loop.New([]byte(`{"model_path":"` + modelPath + `","max_slots":6,"context_length":256,"spec_budget":8}`))

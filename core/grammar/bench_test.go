@@ -1,22 +1,20 @@
 package grammar_test
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/tokenizer"
+	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
 // vocabTrie is the default model's vocabulary as the CPU backend builds
 // its trie (control tokens never allowed).
 func vocabTrie(b testing.TB) *grammar.Trie {
 	path := filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
-	if _, err := os.Stat(path); err != nil {
-		b.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(b, path)
 	f, err := gguf.Open(path)
 	if err != nil {
 		b.Fatal(err)

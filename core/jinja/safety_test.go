@@ -26,7 +26,7 @@ const maxAttackAlloc = 512 << 20
 
 // attempt parses and renders src under testLimits, reporting the error
 // and the bytes allocated meanwhile.
-func attempt(t *testing.T, src string, lim Limits) (error, uint64) {
+func attempt(t *testing.T, src string, lim Limits) (uint64, error) {
 	t.Helper()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -38,7 +38,7 @@ func attempt(t *testing.T, src string, lim Limits) (error, uint64) {
 	runtime.ReadMemStats(&after)
 	// A render leaves nothing running behind it.
 	require.LessOrEqual(t, runtime.NumGoroutine(), goroutines)
-	return err, after.TotalAlloc - before.TotalAlloc
+	return after.TotalAlloc - before.TotalAlloc, err
 }
 
 func nested(open, middle, close string, n int) string {
@@ -71,7 +71,7 @@ func TestDeepTemplatesRefused(t *testing.T) {
 	}
 	for name, src := range cases {
 		t.Run(name, func(t *testing.T) {
-			err, alloc := attempt(t, src, testLimits)
+			alloc, err := attempt(t, src, testLimits)
 			var syntax *SyntaxError
 			require.ErrorAs(t, err, &syntax, "got %v", err)
 			require.Less(t, alloc, uint64(maxAttackAlloc))
@@ -143,7 +143,7 @@ func TestRunawayTemplatesStop(t *testing.T) {
 	}
 	for name, src := range cases {
 		t.Run(name, func(t *testing.T) {
-			err, alloc := attempt(t, src, testLimits)
+			alloc, err := attempt(t, src, testLimits)
 			var e *Error
 			var limit *LimitError
 			if !errors.As(err, &limit) {
@@ -172,7 +172,7 @@ func TestSelfContainingValues(t *testing.T) {
 		self + "{{ ns }}",
 		self + "{{ [ns] | string }}",
 	} {
-		err, alloc := attempt(t, src, DefaultLimits())
+		alloc, err := attempt(t, src, DefaultLimits())
 		require.Error(t, err, src)
 		require.Less(t, alloc, uint64(maxAttackAlloc))
 	}

@@ -1,4 +1,4 @@
-//go:build !purego
+//go:build !noasm
 
 package model
 

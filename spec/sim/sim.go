@@ -26,7 +26,7 @@ type Machine struct {
 	// token each) at DraftCurve.At(n), as a draft model's batched step
 	// costs on the engine; otherwise a step costs DraftStep.
 	DraftCurve *Curve
-	// Gate applies the engine's cost gate for a draft model (core/cpu's
+	// Gate applies the engine's cost gate for a draft model (core/engine's
 	// modelDrafter with "spec_adaptive"): where a draft step at the
 	// iteration's batch size cannot pay even for a certain node
 	// (spec.StopProb ≥ 1) nothing is drafted, and otherwise drafting
@@ -37,7 +37,7 @@ type Machine struct {
 	// tokens the draft model's cache starts from: the first iteration
 	// that drafts for a request first feeds the draft model that much of
 	// its context (at most), one pass over every such request's tokens
-	// priced on DraftCurve, as core/cpu's draft model catches up. 0: no
+	// priced on DraftCurve, as core/engine's draft model catches up. 0: no
 	// catch-up is priced.
 	DraftWindow int
 }
@@ -94,7 +94,7 @@ func (c *catchingUp) LagPrice(n int) (time.Duration, bool) { return c.m.DraftCur
 
 // minProb is the floor under a node's path probability that the engine
 // prices from its cost curve with n decoding requests (spec.Prices and
-// spec.MinProb, as core/cpu's plan does). On the GPU-like curve it is
+// spec.MinProb, as core/engine's plan does). On the GPU-like curve it is
 // small (0.16 with 8 requests).
 func (m Machine) minProb(n int) float64 {
 	_, worth, marginal := spec.Prices(m.Curve.At, n)

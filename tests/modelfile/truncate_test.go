@@ -10,6 +10,7 @@ import (
 
 	_ "github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/core/loop"
+	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/streaming"
 )
 
@@ -19,9 +20,7 @@ var defaultModel = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4
 // needDefaultModel returns the default model's path or skips the test.
 func needDefaultModel(tb testing.TB) string {
 	tb.Helper()
-	if _, err := os.Stat(defaultModel); err != nil {
-		tb.Skipf("default model absent (run `make model`): %v", err)
-	}
+	testmodel.Need(tb, defaultModel)
 	return defaultModel
 }
 

@@ -57,6 +57,9 @@ py_needed=()
 "$py" -c "import jinja2" 2>/dev/null || py_needed+=(jinja2)
 # jsonschema validates structured output independently of the converter.
 "$py" -c "import jsonschema" 2>/dev/null || py_needed+=(jsonschema)
+# ruff and mypy check the Python package (make lint).
+"$py" -c "import ruff" 2>/dev/null || py_needed+=(ruff)
+"$py" -c "import mypy" 2>/dev/null || py_needed+=(mypy)
 # openai is the client make test-serve streams from lmstream-serve with.
 "$py" -c "import openai" 2>/dev/null || py_needed+=(openai)
 # ray[serve] runs lmstream.Runtime replicas as a Ray Serve deployment

@@ -10,8 +10,7 @@
 the event loop. ``lmstream.pull("smollm2-135m")`` fetches a known model into
 the user's cache, after which ``model_path="smollm2-135m"`` finds it. See Runtime, Stream and Chunk.
 """
-from ._lib import ABI_VERSION, LibraryNotFound
-from ._lib import path as library_path
+from ._lib import ABI_VERSION, LibraryNotFound, path as library_path
 from .errors import (
     BackendError,
     BadJSON,

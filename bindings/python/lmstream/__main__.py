@@ -155,10 +155,10 @@ def load_runtime(args: argparse.Namespace) -> Runtime:
     elif not os.path.exists(path):
         raise SystemExit(f"lmstream: model {path} not found (run `lmstream pull {DEFAULT_MODEL_NAME}` "
                          f"and use --model {DEFAULT_MODEL_NAME}, or pass --model FILE.gguf, or try --replay)")
-    box: list = []
+    box: List[object] = []
     # The loading thread's latest progress report, drawn by this thread:
     # loading runs beside it so that Ctrl-C leaves at once.
-    progress = ["open", 0.0]
+    progress: List[object] = ["open", 0.0]
 
     def report(stage: str, fraction: float) -> None:
         progress[:] = [stage, fraction]
@@ -177,7 +177,7 @@ def load_runtime(args: argparse.Namespace) -> Runtime:
     while t.is_alive():
         t.join(0.1)
         if tty:
-            stage, fraction = progress
+            stage, fraction = str(progress[0]), float(progress[1])  # type: ignore[arg-type]
             bar = "#" * int(fraction * 20 + 0.5)
             sys.stderr.write(f"\rloading {name} [{bar:<20}] {fraction:4.0%} {stage:<12} "
                              f"{time.monotonic() - t0:4.1f} s")
@@ -192,6 +192,7 @@ def load_runtime(args: argparse.Namespace) -> Runtime:
         if 'unknown backend "cpu"' in str(got):
             raise SystemExit(f"lmstream: this liblmstream has no CPU backend yet ({got}); try --replay")
         raise SystemExit(f"lmstream: cannot load {path}: {got}")
+    assert isinstance(got, Runtime)
     return got
 
 

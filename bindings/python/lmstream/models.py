@@ -16,7 +16,7 @@ import ctypes
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from . import _lib
 from .errors import ForkedProcess, error_for
@@ -87,9 +87,9 @@ def pull(name: str, progress: Optional[Callable[[PullProgress], None]] = None) -
     # caller's progress callback, so its exceptions reach the caller.
     reports: "queue.Queue[PullProgress]" = queue.Queue()
     stop = threading.Event()
-    result: list = []
+    result: list[int] = []
 
-    def on_progress(p, _user):  # on the worker thread, inside the C call
+    def on_progress(p: Any, _user: Any) -> int:  # on the worker thread, inside the C call
         c = p.contents
         reports.put(PullProgress(
             model=(c.model or b"").decode("utf-8", "replace"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Sequence
+from typing import Optional, Sequence, TextIO, Tuple
 
 from .errors import LmstreamError
 from .models import KNOWN_MODELS, PullProgress, pull
@@ -15,10 +15,10 @@ class Meter:
     """Shows a pull's progress: one line redrawn in place on a terminal,
     a line per phase (and per wheel) otherwise, so logs stay short."""
 
-    def __init__(self, out=sys.stderr) -> None:
+    def __init__(self, out: TextIO = sys.stderr) -> None:
         self.out = out
         self.tty = out.isatty()
-        self.last_key = None
+        self.last_key: Optional[Tuple[str, int]] = None
         self.t0 = time.monotonic()
         self.start_bytes = 0
 

@@ -26,7 +26,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from .completions import acompletion, achat_completion
+from .completions import achat_completion, acompletion
 from .errors import InvalidRequest, InvalidType, LmstreamError, PromptTooLong
 from .runtime import Runtime
 

@@ -693,7 +693,8 @@ class Runtime:
             buf = ctypes.create_string_buffer(size)
             rc = lib.lms_runtime_stats(h, buf, size, n)
             if rc == LMS_OK:
-                return json.loads(buf.value)
+                stats: Dict[str, int] = json.loads(buf.value)
+                return stats
             if rc == _lib.LMS_ERR_BUFFER_TOO_SMALL:
                 size = n.value + 1
                 continue

@@ -159,7 +159,7 @@ _I32 = struct.Struct("@i")
 _new = tuple.__new__
 
 
-class Chunk(tuple):
+class Chunk(tuple):  # type: ignore[type-arg]  # a tuple of mixed items, named by property
     """One delta of a stream: the tokens the engine accepted since the
     previous chunk and the text they completed.
 
@@ -281,7 +281,7 @@ def _make_chunk(*args: object) -> Chunk:
 
 class _Terminal(Chunk):
     __slots__ = ()
-    finished = True  # type: ignore[assignment]
+    finished = True
     reason = property(operator.itemgetter(5))
     usage = property(operator.itemgetter(6))
     error = property(operator.itemgetter(7))
@@ -290,12 +290,12 @@ class _Terminal(Chunk):
 class _Logprobs(Chunk):
     """A chunk of a request with logprobs: they are item 5."""
     __slots__ = ()
-    logprobs = property(operator.itemgetter(5))  # type: ignore[assignment]
+    logprobs = property(operator.itemgetter(5))
 
 
 class _TerminalLogprobs(_Terminal):
     __slots__ = ()
-    logprobs = property(operator.itemgetter(8))  # type: ignore[assignment]
+    logprobs = property(operator.itemgetter(8))
 
 
 def _with_logprobs(c: Chunk, lps: List[TokenLogprob]) -> Chunk:
@@ -330,7 +330,8 @@ _tls = threading.local()
 
 def _scratch() -> _Scratch:
     try:
-        return _tls.s
+        s: _Scratch = _tls.s
+        return s
     except AttributeError:
         s = _tls.s = _Scratch()
         return s

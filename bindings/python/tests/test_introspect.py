@@ -2,7 +2,6 @@
 model's metadata, chat rendering (and that generate(messages=...) is fed
 exactly that), the chat_template override, and invalid UTF-8 refused as
 BadJSON before anything runs."""
-import json
 import os
 import subprocess
 import sys

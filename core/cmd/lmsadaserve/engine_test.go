@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/spec/sim"
 )
 
@@ -26,9 +27,7 @@ func TestEngineSmoke(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the real engine under -race is too slow for a timed workload; run without -race")
 	}
-	if _, err := os.Stat(smokeModel); err != nil {
-		t.Skipf("model absent (make model): %v", err)
-	}
+	testmodel.Need(t, smokeModel)
 	out := t.TempDir()
 	rows, err := runEngine(engineOpts{out: out, model: smokeModel, prompts: "../../engine/testdata", threads: 2, slots: 4,
 		requests: 3, replicas: 2, maxTokens: 12, policies: []string{"adaserve", "incremental"}, loads: []float64{0.5}, seed: 1, check: true, adaptive: true})
@@ -118,9 +117,7 @@ func TestEngineSmoke(t *testing.T) {
 // category's committed prompts in the model's chat template. The grounded
 // set's passages are several times the chat set's questions.
 func TestPromptTokens(t *testing.T) {
-	if _, err := os.Stat(smokeModel); err != nil {
-		t.Skipf("model absent (make model): %v", err)
-	}
+	testmodel.Need(t, smokeModel)
 	prompts, err := loadPromptSets("../../engine/testdata")
 	require.NoError(t, err)
 	lens, err := promptTokens(engineOpts{model: smokeModel, threads: 2}, prompts)

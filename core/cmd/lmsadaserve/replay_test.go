@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/engine"
+	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/spec/sim"
 )
@@ -315,9 +316,7 @@ func TestReplayFitsTheEnginesDrafts(t *testing.T) {
 // draft the run counted, pooled; without counts, the fixed draft-model
 // acceptance. It sweeps like any other setting.
 func TestPairSetting(t *testing.T) {
-	if _, err := os.Stat(smokeModel); err != nil {
-		t.Skipf("model absent (make model): %v", err)
-	}
+	testmodel.Need(t, smokeModel)
 	r := makeReplayRun(t)
 	draft := sim.Curve{N: []int{1, 2, 4, 8, 16}, T: []time.Duration{2 * time.Millisecond, 2100 * time.Microsecond,
 		2300 * time.Microsecond, 2600 * time.Microsecond, 3500 * time.Microsecond}}

@@ -27,17 +27,16 @@ type fakeGPU struct {
 }
 
 type fakeLaunch struct {
-	f            uintptr
-	grid, block  [3]uint32
-	shared       uint32
-	stream       uintptr
-	paramsNil    bool
-	extraNil     bool
-	extraWords   [5]uintptr
-	blob         []byte
-	blobAligned  bool
-	extraInArena bool
-	dependent    bool // through cuLaunchKernelEx with programmatic stream serialization
+	f           uintptr
+	grid, block [3]uint32
+	shared      uint32
+	stream      uintptr
+	paramsNil   bool
+	extraNil    bool
+	extraWords  [5]uintptr
+	blob        []byte
+	blobAligned bool
+	dependent   bool // through cuLaunchKernelEx with programmatic stream serialization
 }
 
 // Static C-style strings for cuGetErrorName/String, as the driver keeps them.

@@ -174,7 +174,7 @@ func TestGPUKernelEagerAndGraph(t *testing.T) {
 		a[i], b[i] = int32(rng.Uint32()), int32(rng.Uint32())
 		x[i] = float32(rng.NormFloat64() * 100)
 	}
-	x[0], x[1], x[2], x[3] = 65504/3.0, 1e-6, 1e5, -0.0 // f16 max, subnormal, overflow, -0
+	x[0], x[1], x[2], x[3] = 65504/3.0, 1e-6, 1e5, float32(math.Copysign(0, -1)) // f16 max, subnormal, overflow, -0
 	const scale, bias = 3, -7
 	alloc := func(bytes int) DevicePtr {
 		p, err := c.Alloc(bytes)
