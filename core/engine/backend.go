@@ -140,33 +140,50 @@ type Backend struct {
 	// check that a hopeless prompt costs none).
 	tokenized atomic.Int64
 
-	spec    specConfig
-	sched   spec.Scheduler
-	drafts  drafters
-	seqs    []*spec.Seq // decoding sequences of this iteration
+	spec   specConfig
+	sched  spec.Scheduler
+	drafts drafters
+	seqs   []*spec.Seq // decoding sequences of this iteration
+	iter   iteration   // how this iteration shares its tokens (prefill.go)
+	price  pricing     // what the forward pass costs (cost.go)
+	root   []spec.Tree // root-only trees when nothing speculates
+	rootP  []*spec.Tree
+	dist   spec.Dist // the target distribution handed to verification
+	floors []float64 // the scheduler's per-position floors (spec.Floors)
+
+	timings Timings
+
+	trieOnce sync.Once
+	trie     *grammar.Trie // the vocabulary's token trie, for constrained requests
+
+	buf scratch // reused across iterations
+}
+
+// iteration is how one iteration shares its tokens between the prompts
+// being prefilled and the decoding streams (prefill.go).
+type iteration struct {
 	idle    []*spec.Seq // decoding sequences sitting this iteration out (sitOut)
-	sat     []bool      // spec.SitOut's marks, by b.seqs before sitOut
+	sat     []bool      // spec.SitOut's marks, by Backend.seqs before sitOut
 	queue   spec.Queue  // what waits for a slot (WatchQueue) and how long slots are held
 	floor   int         // the least prompt chunk of this iteration (promptFloor)
 	prompts []spec.Prompt
 	// prefilling are this iteration's prefilling slots, by TTFT deadline
 	// (allotPrefill).
 	prefilling []*loop.Slot
-	root       []spec.Tree // root-only trees when nothing speculates
-	rootP      []*spec.Tree
-	dist       spec.Dist // the target distribution handed to verification
-	timings    Timings
-	curve      *costCurve    // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
-	cost       spec.PassCost // the passes priced from curve (setCurve)
+}
+
+// pricing is what the engine knows of the target's forward pass's cost
+// (cost.go, charge.go).
+type pricing struct {
+	curve *costCurve    // the forward pass's measured cost for 1 … curveTokens tokens (nil: none)
+	cost  spec.PassCost // the passes priced from curve (setCurve)
 	// plainPass[n] is the recent forward pass over n decoding roots alone
 	// (passCharge's base when it has one).
 	plainPass []time.Duration
-	floors    []float64 // the scheduler's per-position floors (spec.Floors)
+}
 
-	trieOnce sync.Once
-	trie     *grammar.Trie // the vocabulary's token trie, for constrained requests
-
-	// Reused across iterations.
+// scratch holds the buffers Step reuses across iterations.
+type scratch struct {
 	batch  model.Batch
 	logits []float32
 	ids    []int32 // each logits row's argmax, when the runner hands back only those
@@ -363,7 +380,7 @@ func (b *Backend) Close() error {
 		clear(d.dm.owner)
 	}
 	b.model.Close()
-	b.logits, b.batch = nil, model.Batch{}
+	b.buf.logits, b.buf.batch = nil, model.Batch{}
 	err := b.file.Close()
 	if b.draftFile != nil {
 		b.draftFile.Close()

@@ -37,30 +37,30 @@ func (b *Backend) speculationCharge(slots []*loop.Slot, tokens int, t0, t1, t2 t
 	nodes, n := 0, 0
 	for i, s := range slots {
 		q := s.State.(*sequence)
-		if q.decoding && b.rows[i] >= 0 && q.tree != nil {
+		if q.decoding && b.buf.rows[i] >= 0 && q.tree != nil {
 			nodes += q.tree.Len() - 1
 			n++
 		}
 	}
 	fwd := t2.Sub(t1)
 	if nodes == 0 && n > 0 && tokens == n {
-		for len(b.plainPass) <= n {
-			b.plainPass = append(b.plainPass, 0)
+		for len(b.price.plainPass) <= n {
+			b.price.plainPass = append(b.price.plainPass, 0)
 		}
 		recent := fwd
-		if p := b.plainPass[n]; p > 0 {
+		if p := b.price.plainPass[n]; p > 0 {
 			recent = time.Duration(plainPassDecay*float64(p) + (1-plainPassDecay)*float64(fwd))
 		}
-		b.plainPass[n] = recent
+		b.price.plainPass[n] = recent
 	}
-	if nodes == 0 || n < 2 || b.curve == nil {
+	if nodes == 0 || n < 2 || b.price.curve == nil {
 		return passCharge{}
 	}
 	var plain time.Duration
-	if n < len(b.plainPass) && tokens == n+nodes {
-		plain = b.plainPass[n]
+	if n < len(b.price.plainPass) && tokens == n+nodes {
+		plain = b.price.plainPass[n]
 	}
-	return newCharge(b.curve.at, tokens, nodes, n, plain, t1.Sub(t0), fwd)
+	return newCharge(b.price.curve.at, tokens, nodes, n, plain, t1.Sub(t0), fwd)
 }
 
 // newCharge prices a pass over tokens tokens, nodes of them draft nodes of

@@ -420,10 +420,10 @@ func prefillCache(m model.Runner, c model.Cache, n, seed, chunk int) error {
 // guard (spec.Guard) prices a plain iteration with, as do the batching
 // rules (sitOut, prefillBudget, promptFloor).
 func (b *Backend) setCurve(c *costCurve) {
-	b.curve, b.cost, b.sched.PlainCost = c, spec.PassCost{}, nil
+	b.price.curve, b.price.cost, b.sched.PlainCost = c, spec.PassCost{}, nil
 	if c != nil {
-		b.cost = spec.PassCost{Chain: c.at, Roots: b.rootsPrice, Context: curveContext, Entry: c.entry, Prompt: c.prompt}
-		b.sched.PlainCost = b.cost.Plain
+		b.price.cost = spec.PassCost{Chain: c.at, Roots: b.rootsPrice, Context: curveContext, Entry: c.entry, Prompt: c.prompt}
+		b.sched.PlainCost = b.price.cost.Plain
 	}
 }
 
@@ -440,10 +440,10 @@ func (b *Backend) setCurve(c *costCurve) {
 // 1.5B, whose batch measured no dearer than its chain. SitOut then let an
 // urgent request wait for a pass it could not afford.
 func (b *Backend) rootsPrice(n int) time.Duration {
-	at := b.curve.rootsAt
+	at := b.price.curve.rootsAt
 	t := at(n)
-	for m := min(n, len(b.plainPass)-1); m >= 1; m-- {
-		if p := b.plainPass[m]; p > 0 {
+	for m := min(n, len(b.price.plainPass)-1); m >= 1; m-- {
+		if p := b.price.plainPass[m]; p > 0 {
 			t = max(t, p+at(n)-at(m))
 			break
 		}
@@ -463,11 +463,11 @@ func (b *Backend) rootsPrice(n int) time.Duration {
 // the start-up price of a plain token, drafted deep spines and ran its
 // chat set at 0.84–0.94x plain.
 func (b *Backend) livePace(n int) float64 {
-	if n >= len(b.plainPass) || b.plainPass[n] <= 0 || b.curve == nil {
+	if n >= len(b.price.plainPass) || b.price.plainPass[n] <= 0 || b.price.curve == nil {
 		return 1
 	}
-	if at := b.curve.at(n); at > 0 {
-		return float64(b.plainPass[n]) / float64(at)
+	if at := b.price.curve.at(n); at > 0 {
+		return float64(b.price.plainPass[n]) / float64(at)
 	}
 	return 1
 }

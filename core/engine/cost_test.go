@@ -123,24 +123,24 @@ func TestRootsPriceFollowsTheEngine(t *testing.T) {
 	ms := time.Millisecond
 	var b Backend
 	b.setCurve(&costCurve{ns: []int{1, 8}, ts: []time.Duration{4 * ms, 8 * ms}, rootNs: []int{1, 8}, rootTs: []time.Duration{4 * ms, 9 * ms}})
-	require.Equal(t, 9*ms, b.cost.Roots(8), "nothing seen: the measurement")
-	require.Equal(t, 9*ms, b.cost.Pass(8, 0, 0, 0))
+	require.Equal(t, 9*ms, b.price.cost.Roots(8), "nothing seen: the measurement")
+	require.Equal(t, 9*ms, b.price.cost.Pass(8, 0, 0, 0))
 
-	b.plainPass = []time.Duration{0, 0, ms, 0, 7 * ms}
-	require.Equal(t, 7*ms, b.cost.Roots(4), "4 sequences took 7 ms")
-	require.Equal(t, 7*ms+b.curve.rootsAt(8)-b.curve.rootsAt(4), b.cost.Roots(8), "8: from the 4 seen")
-	require.Equal(t, b.curve.rootsAt(3), b.cost.Roots(3), "2 seen cheaper than measured: the measurement")
-	require.Equal(t, b.curve.rootsAt(2), b.cost.Roots(2))
+	b.price.plainPass = []time.Duration{0, 0, ms, 0, 7 * ms}
+	require.Equal(t, 7*ms, b.price.cost.Roots(4), "4 sequences took 7 ms")
+	require.Equal(t, 7*ms+b.price.curve.rootsAt(8)-b.price.curve.rootsAt(4), b.price.cost.Roots(8), "8: from the 4 seen")
+	require.Equal(t, b.price.curve.rootsAt(3), b.price.cost.Roots(3), "2 seen cheaper than measured: the measurement")
+	require.Equal(t, b.price.curve.rootsAt(2), b.price.cost.Roots(2))
 	seqs := make([]*spec.Seq, 8)
 	for i := range seqs {
 		seqs[i] = &spec.Seq{Tokens: make([]int32, 40)}
 	}
-	require.Equal(t, b.cost.Roots(8), b.sched.PlainCost(seqs), "AdaServe's guard prices a plain iteration alike")
+	require.Equal(t, b.price.cost.Roots(8), b.sched.PlainCost(seqs), "AdaServe's guard prices a plain iteration alike")
 
 	// Without a batch measured, the chain stands in for it.
 	b.setCurve(&costCurve{ns: []int{1, 8}, ts: []time.Duration{4 * ms, 8 * ms}})
-	b.plainPass = nil
-	require.Equal(t, 8*ms, b.cost.Roots(8))
+	b.price.plainPass = nil
+	require.Equal(t, 8*ms, b.price.cost.Roots(8))
 }
 
 // TestLivePaceScalesThePrices: the prices a draft step is compared with
@@ -152,11 +152,11 @@ func TestLivePaceScalesThePrices(t *testing.T) {
 	require.Equal(t, 1.0, b.livePace(1), "no curve")
 	b.setCurve(&costCurve{ns: []int{1, 8}, ts: []time.Duration{4 * ms, 8 * ms}})
 	require.Equal(t, 1.0, b.livePace(1), "nothing seen")
-	b.plainPass = []time.Duration{0, 5 * ms, 0}
+	b.price.plainPass = []time.Duration{0, 5 * ms, 0}
 	require.InDelta(t, 1.25, b.livePace(1), 1e-9, "one sequence took 5 ms where the curve says 4")
 	require.Equal(t, 1.0, b.livePace(2), "none of 2 seen")
 	require.Equal(t, 1.0, b.livePace(3))
-	b.plainPass[1] = 3 * ms
+	b.price.plainPass[1] = 3 * ms
 	require.InDelta(t, 0.75, b.livePace(1), 1e-9, "faster than at start-up")
 	require.Equal(t, 6*ms, scaleDuration(4*ms, 1.5))
 }

@@ -396,6 +396,45 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 	if err := d.ensureStates(queries); err != nil {
 		return err
 	}
+	d.layQueries(queries)
+	nl := d.markRows()
+	v := d.rowWidth()
+	if cap(d.logits) < nl*v {
+		d.logits = make([]float32, nl*v)
+	}
+	logits := d.logits[:nl*v]
+	if len(d.batch.Tokens) > 0 {
+		if err := d.forward(&d.batch, logits); err != nil {
+			// The synced tokens never reached the caches: forget them.
+			for qi, q := range queries {
+				if n := d.qfed[qi]; n > 0 {
+					st := d.state(d.seqs[q.Seq])
+					st.toks = st.toks[:len(st.toks)-n]
+				}
+			}
+			return err
+		}
+	}
+	// Keep the synced paths; drop the unions' scratch.
+	if err := d.keepSynced(queries); err != nil {
+		return err
+	}
+	for qi := range queries {
+		if d.qrow[qi] < 0 {
+			continue // probabilities stay 0: nothing proposed
+		}
+		row := logits[d.rowOf[d.qrow[qi]]*v : (d.rowOf[d.qrow[qi]]+1)*v]
+		softmaxTopK(row, k, ids[qi*k:(qi+1)*k], probs[qi*k:(qi+1)*k])
+	}
+	return nil
+}
+
+// layQueries lays NextTopK's queries into d.batch: a sequence with one
+// query syncs its cache to the query's path (d.sync), one with several
+// gets the union of their paths as a tree in scratch below its committed
+// cache. d.qrow is each query's logits node (-1: none, the sequence
+// skipped), d.qfed the tokens it synced.
+func (d *draftNet) layQueries(queries []spec.Query) {
 	b := &d.batch
 	b.Tokens, b.Cache, b.Pos, b.Parent, b.Logits = b.Tokens[:0], b.Cache[:0], b.Pos[:0], b.Parent[:0], b.Logits[:0]
 	d.qrow, d.qfed = d.qrow[:0], d.qfed[:0]
@@ -446,6 +485,12 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 		b.Logits[parent] = true
 		d.qrow = append(d.qrow, parent)
 	}
+}
+
+// markRows numbers the logits rows of d.batch (d.rowOf, -1 for a node
+// without logits) and returns how many there are.
+func (d *draftNet) markRows() int {
+	b := &d.batch
 	d.rowOf = d.rowOf[:0]
 	nl := 0
 	for _, l := range b.Logits {
@@ -456,24 +501,12 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 			d.rowOf = append(d.rowOf, -1)
 		}
 	}
-	v := d.rowWidth()
-	if cap(d.logits) < nl*v {
-		d.logits = make([]float32, nl*v)
-	}
-	logits := d.logits[:nl*v]
-	if len(b.Tokens) > 0 {
-		if err := d.forward(&d.batch, logits); err != nil {
-			// The synced tokens never reached the caches: forget them.
-			for qi, q := range queries {
-				if n := d.qfed[qi]; n > 0 {
-					st := d.state(d.seqs[q.Seq])
-					st.toks = st.toks[:len(st.toks)-n]
-				}
-			}
-			return err
-		}
-	}
-	// Keep the synced paths; drop the unions' scratch.
+	return nl
+}
+
+// keepSynced commits what each query synced into its sequence's cache;
+// the unions' scratch entries are dropped.
+func (d *draftNet) keepSynced(queries []spec.Query) error {
 	for qi, q := range queries {
 		c := d.state(d.seqs[q.Seq]).cache
 		n := d.qfed[qi]
@@ -483,13 +516,6 @@ func (d *draftNet) NextTopK(queries []spec.Query, k int, ids []int32, probs []fl
 		if err := c.Commit(d.ident[:n]); err != nil {
 			return err
 		}
-	}
-	for qi := range queries {
-		if d.qrow[qi] < 0 {
-			continue // probabilities stay 0: nothing proposed
-		}
-		row := logits[d.rowOf[d.qrow[qi]]*v : (d.rowOf[d.qrow[qi]]+1)*v]
-		softmaxTopK(row, k, ids[qi*k:(qi+1)*k], probs[qi*k:(qi+1)*k])
 	}
 	return nil
 }

@@ -24,39 +24,39 @@ func (b *Backend) preempting(slots []*loop.Slot) bool {
 	return false
 }
 
-// sitOut takes out of b.seqs, into b.idle, the decoding sequences that
+// sitOut takes out of b.seqs, into b.iter.idle, the decoding sequences that
 // sit this iteration out under AdaServe (specConfig.sloBatch,
 // spec.SitOut): they get no tokens from it, so that the requests short of
 // their TPOT SLO get theirs sooner. b.seqs must hold every decoding
 // sequence of slots, in order.
 func (b *Backend) sitOut(slots []*loop.Slot, now time.Time) {
-	b.idle = b.idle[:0]
-	if !b.spec.sloBatch || b.curve == nil || len(b.seqs) < 2 {
+	b.iter.idle = b.iter.idle[:0]
+	if !b.spec.sloBatch || b.price.curve == nil || len(b.seqs) < 2 {
 		return
 	}
-	b.queue.Holds = b.queue.Holds[:0]
-	if len(b.queue.Waiting) > 0 {
+	b.iter.queue.Holds = b.iter.queue.Holds[:0]
+	if len(b.iter.queue.Waiting) > 0 {
 		for _, s := range slots {
-			b.queue.Holds = append(b.queue.Holds, b.holds(s, s.State.(*sequence)))
+			b.iter.queue.Holds = append(b.iter.queue.Holds, b.holds(s, s.State.(*sequence)))
 		}
 	}
-	b.queue.Chunk = b.prefillChunk
+	b.iter.queue.Chunk = b.prefillChunk
 	var k int
-	b.sat, k = spec.SitOut(b.cost, b.seqs, b.floor, now, b.sched.Timing.Estimate(), &b.queue, b.sat)
+	b.iter.sat, k = spec.SitOut(b.price.cost, b.seqs, b.iter.floor, now, b.sched.Timing.Estimate(), &b.iter.queue, b.iter.sat)
 	if k == 0 {
 		return
 	}
 	j := 0
 	for _, s := range slots {
 		if q := s.State.(*sequence); q.decoding {
-			q.idle = b.sat[j]
+			q.idle = b.iter.sat[j]
 			j++
 		}
 	}
 	kept := b.seqs[:0]
 	for i, s := range b.seqs {
-		if b.sat[i] {
-			b.idle = append(b.idle, s)
+		if b.iter.sat[i] {
+			b.iter.idle = append(b.iter.idle, s)
 		} else {
 			kept = append(kept, s)
 		}
@@ -88,9 +88,9 @@ func (b *Backend) WatchesQueue() bool { return b.spec.sloBatch }
 // WatchQueue implements loop.QueueWatcher, keeping the waiting
 // requests for sitOut.
 func (b *Backend) WatchQueue(waiting []loop.Queued) {
-	b.queue.Waiting = b.queue.Waiting[:0]
+	b.iter.queue.Waiting = b.iter.queue.Waiting[:0]
 	for _, w := range waiting {
-		b.queue.Waiting = append(b.queue.Waiting, spec.Waiting{Deadline: time.Unix(0, w.Deadline), Prompt: w.Prompt})
+		b.iter.queue.Waiting = append(b.iter.queue.Waiting, spec.Waiting{Deadline: time.Unix(0, w.Deadline), Prompt: w.Prompt})
 	}
 }
 
@@ -111,26 +111,26 @@ func (b *Backend) prefillWhole(slots []*loop.Slot) int {
 // (specConfig.sloChunk) what keeps the decoding streams on their TPOT SLOs,
 // those sitting out included (spec.PrefillChunkBeside, priced from the
 // forward pass's measured curve; at least spec.ChunkFloor of the whole).
-// b.seqs and b.idle must hold this iteration's decoding sequences.
+// b.seqs and b.iter.idle must hold this iteration's decoding sequences.
 func (b *Backend) prefillBudget(slots []*loop.Slot, now time.Time) int {
 	whole := b.prefillWhole(slots)
-	if !b.spec.sloChunk || b.curve == nil || whole == 0 {
+	if !b.spec.sloChunk || b.price.curve == nil || whole == 0 {
 		return whole
 	}
-	return spec.PrefillChunkBeside(b.cost, b.seqs, b.idle, b.sched.Timing.Estimate(), now, whole, b.floor)
+	return spec.PrefillChunkBeside(b.price.cost, b.seqs, b.iter.idle, b.sched.Timing.Estimate(), now, whole, b.iter.floor)
 }
 
-// promptFloor sets b.floor, the least prompt chunk of this iteration
+// promptFloor sets b.iter.floor, the least prompt chunk of this iteration
 // (spec.ChunkFloor; under AdaServe spec.PromptFloor: what the prompts
 // being prefilled need for their TTFT deadlines). b.seqs must hold this
 // iteration's decoding sequences.
 func (b *Backend) promptFloor(slots []*loop.Slot, now time.Time) {
 	whole := b.prefillWhole(slots)
-	b.floor = spec.ChunkFloor(whole)
-	if !b.spec.sloChunk || b.curve == nil || whole == 0 {
+	b.iter.floor = spec.ChunkFloor(whole)
+	if !b.spec.sloChunk || b.price.curve == nil || whole == 0 {
 		return
 	}
-	b.prompts = b.prompts[:0]
+	b.iter.prompts = b.iter.prompts[:0]
 	for _, s := range slots {
 		q := s.State.(*sequence)
 		if q.decoding {
@@ -140,10 +140,10 @@ func (b *Backend) promptFloor(slots []*loop.Slot, now time.Time) {
 		if slo := s.Request.TTFTSLOMs; slo > 0 {
 			deadline = time.Unix(0, serving.TTFTDeadline(s.Submitted(), slo))
 		}
-		b.prompts = append(b.prompts, spec.Prompt{Left: len(s.Prompt) - q.prefill, Deadline: deadline})
+		b.iter.prompts = append(b.iter.prompts, spec.Prompt{Left: len(s.Prompt) - q.prefill, Deadline: deadline})
 	}
-	t := max(b.cost.Pass(len(b.seqs), b.cost.BeyondAll(b.seqs), 0, 1), b.sched.Timing.Estimate())
-	b.floor = spec.PromptFloor(whole, b.prompts, t, now)
+	t := max(b.price.cost.Pass(len(b.seqs), b.price.cost.BeyondAll(b.seqs), 0, 1), b.sched.Timing.Estimate())
+	b.iter.floor = spec.PromptFloor(whole, b.iter.prompts, t, now)
 }
 
 // allotPrefill shares this iteration's budget of prompt tokens among the
@@ -152,15 +152,15 @@ func (b *Backend) promptFloor(slots []*loop.Slot, now time.Time) {
 // budget can be a few tokens (spec.PromptFloor), and those belong to the
 // prompt whose first token is due soonest.
 func (b *Backend) allotPrefill(slots []*loop.Slot, budget int) {
-	b.prefilling = b.prefilling[:0]
+	b.iter.prefilling = b.iter.prefilling[:0]
 	for _, s := range slots {
 		if q := s.State.(*sequence); !q.decoding {
-			b.prefilling = append(b.prefilling, s)
+			b.iter.prefilling = append(b.iter.prefilling, s)
 		}
 	}
 	deadline := func(s *loop.Slot) int64 { return serving.TTFTDeadline(s.Submitted(), s.Request.TTFTSLOMs) }
-	slices.SortStableFunc(b.prefilling, func(x, y *loop.Slot) int { return cmp.Compare(deadline(x), deadline(y)) })
-	for _, s := range b.prefilling {
+	slices.SortStableFunc(b.iter.prefilling, func(x, y *loop.Slot) int { return cmp.Compare(deadline(x), deadline(y)) })
+	for _, s := range b.iter.prefilling {
 		q := s.State.(*sequence)
 		q.chunk = min(b.prefillChunk, budget, len(s.Prompt)-q.prefill)
 		budget -= q.chunk

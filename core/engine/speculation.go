@@ -64,8 +64,8 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		// worth of transient caches beside them.
 		roots := min(rootTokens(b.device), len(b.caches))
 		b.setCurve(measureCost(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, n, roots, calibrating))
-		if b.curve != nil && !sc.budgetGiven {
-			b.sched.Config.Budget = max(DefaultMinBudget, spec.Calibrate(b.curve.at, n))
+		if b.price.curve != nil && !sc.budgetGiven {
+			b.sched.Config.Budget = max(DefaultMinBudget, spec.Calibrate(b.price.curve.at, n))
 		}
 	}
 	return nil

@@ -32,7 +32,7 @@ func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {
 		return
 	}
 	t2 := time.Now()
-	charge := b.speculationCharge(slots, len(b.batch.Tokens), t0, t1, t2)
+	charge := b.speculationCharge(slots, len(b.buf.batch.Tokens), t0, t1, t2)
 	vocab := b.model.Config().Vocab
 	// Nothing above changed a sequence: the forward pass wrote only cache
 	// scratch, the drafters only their own state. From here on, state
@@ -40,12 +40,12 @@ func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {
 	for i, s := range slots {
 		q := s.State.(*sequence)
 		switch {
-		case q.decoding && b.rows[i] < 0:
+		case q.decoding && b.buf.rows[i] < 0:
 			// preempted by a prefill, or sitting out: nothing ran
 		case !q.decoding:
-			b.prefilled(s, q, rowsOf(logits, b.rows[i], 1, vocab), ids, b.rows[i], t2, &res[i])
+			b.prefilled(s, q, rowsOf(logits, b.buf.rows[i], 1, vocab), ids, b.buf.rows[i], t2, &res[i])
 		default:
-			b.decoded(q, rowsOf(logits, b.rows[i], q.tree.Len(), vocab), ids, b.rows[i], charge, t0, &res[i])
+			b.decoded(q, rowsOf(logits, b.buf.rows[i], q.tree.Len(), vocab), ids, b.buf.rows[i], charge, t0, &res[i])
 		}
 	}
 	b.observeStep(t0, t1, t2, time.Now())
@@ -55,9 +55,9 @@ func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {
 // prefill preempts them, less those sitting out) and drafts and selects
 // their trees.
 func (b *Backend) draft(slots []*loop.Slot, now time.Time) (preempt bool, trees []*spec.Tree) {
-	bt := &b.batch
+	bt := &b.buf.batch
 	bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
-	b.rows = b.rows[:0]
+	b.buf.rows = b.buf.rows[:0]
 
 	preempt = b.preempting(slots)
 	b.seqs = b.seqs[:0]
@@ -76,12 +76,12 @@ func (b *Backend) draft(slots []*loop.Slot, now time.Time) (preempt bool, trees 
 	return preempt, trees
 }
 
-// fillBatch lays every slot's tokens of this iteration into b.batch —
+// fillBatch lays every slot's tokens of this iteration into b.buf.batch —
 // its prompt chunk (allotPrefill), or its tree, in the order the slots
-// come — notes in b.rows each slot's first logits row (-1: none), and
+// come — notes in b.buf.rows each slot's first logits row (-1: none), and
 // returns how many logits rows the pass makes.
 func (b *Backend) fillBatch(slots []*loop.Slot, trees []*spec.Tree, preempt bool) int {
-	bt := &b.batch
+	bt := &b.buf.batch
 	nLogits, di := 0, 0
 	for _, s := range slots {
 		q := s.State.(*sequence)
@@ -120,28 +120,28 @@ func (b *Backend) fillBatch(slots []*loop.Slot, trees []*spec.Tree, preempt bool
 			row = nLogits
 			nLogits += q.tree.Len()
 		}
-		b.rows = append(b.rows, row)
+		b.buf.rows = append(b.buf.rows, row)
 	}
 	return nLogits
 }
 
-// forward runs b.batch through the target: logits rows of the vocabulary,
+// forward runs b.buf.batch through the target: logits rows of the vocabulary,
 // or, where every row is decoded greedily and the runner can, each row's
 // argmax alone (ids), which a device runner hands back instead of the rows.
 func (b *Backend) forward(slots []*loop.Slot, nLogits int) (logits []float32, ids []int32, err error) {
 	vocab := b.model.Config().Vocab
 	if ar, ok := b.model.(model.ArgmaxRunner); ok && nLogits > 0 && b.allRawArgmax(slots) {
-		if cap(b.ids) < nLogits {
-			b.ids = make([]int32, nLogits)
+		if cap(b.buf.ids) < nLogits {
+			b.buf.ids = make([]int32, nLogits)
 		}
-		ids = b.ids[:nLogits]
-		return nil, ids, ar.ForwardArgmax(&b.batch, ids)
+		ids = b.buf.ids[:nLogits]
+		return nil, ids, ar.ForwardArgmax(&b.buf.batch, ids)
 	}
-	if cap(b.logits) < nLogits*vocab {
-		b.logits = make([]float32, nLogits*vocab)
+	if cap(b.buf.logits) < nLogits*vocab {
+		b.buf.logits = make([]float32, nLogits*vocab)
 	}
-	logits = b.logits[:nLogits*vocab]
-	return logits, nil, b.model.Forward(&b.batch, logits)
+	logits = b.buf.logits[:nLogits*vocab]
+	return logits, nil, b.model.Forward(&b.buf.batch, logits)
 }
 
 // allRawArgmax reports whether every slot that gets logits this step picks
@@ -150,7 +150,7 @@ func (b *Backend) forward(slots []*loop.Slot, nLogits int) (logits []float32, id
 func (b *Backend) allRawArgmax(slots []*loop.Slot) bool {
 	for i, s := range slots {
 		q := s.State.(*sequence)
-		if b.rows[i] >= 0 && (q.con != nil || q.logprobs || !q.sampler.RawArgmax()) {
+		if b.buf.rows[i] >= 0 && (q.con != nil || q.logprobs || !q.sampler.RawArgmax()) {
 			return false // a constrained row is masked before its argmax; logprobs need the row
 		}
 	}
@@ -170,10 +170,10 @@ func rowsOf(logits []float32, row, n, vocab int) []float32 {
 // is in, samples its first token from raw, its last prompt token's logits
 // row, or takes ids[row] where the pass made only argmaxes.
 func (b *Backend) prefilled(s *loop.Slot, q *sequence, raw []float32, ids []int32, row int, now time.Time, res *loop.StepResult) {
-	for len(b.ident) < q.batched {
-		b.ident = append(b.ident, len(b.ident))
+	for len(b.buf.ident) < q.batched {
+		b.buf.ident = append(b.buf.ident, len(b.buf.ident))
 	}
-	if err := q.cache.Commit(b.ident[:q.batched]); err != nil {
+	if err := q.cache.Commit(b.buf.ident[:q.batched]); err != nil {
 		res.Err = status.Errorf(status.Internal, "kv cache: %v", err)
 		return
 	}
@@ -281,9 +281,9 @@ func (b *Backend) observeStep(t0, t1, t2, t3 time.Time) {
 	}
 	b.sched.Observe(t3.Sub(t0))
 	b.timings.add(t1.Sub(t0), t2.Sub(t1), t3.Sub(t2))
-	b.timings.Decoding += len(b.seqs) + len(b.idle)
-	b.timings.SatOut += len(b.idle)
-	if n := len(b.seqs); len(b.batch.Tokens) == n && n <= MaxRootBatch {
+	b.timings.Decoding += len(b.seqs) + len(b.iter.idle)
+	b.timings.SatOut += len(b.iter.idle)
+	if n := len(b.seqs); len(b.buf.batch.Tokens) == n && n <= MaxRootBatch {
 		b.timings.Roots[n] = b.timings.Roots[n].Add(RootPasses{1, t1.Sub(t0), t2.Sub(t1), t3.Sub(t2)})
 	}
 }

@@ -38,18 +38,18 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		// The cost model's prices at this load (spec.Prices), from the
 		// forward pass's curve measured at start-up.
 		n := len(b.seqs)
-		plain, worth, marginal := spec.Prices(b.curve.at, n)
-		if !b.spec.budgetGiven && b.curve != nil {
+		plain, worth, marginal := spec.Prices(b.price.curve.at, n)
+		if !b.spec.budgetGiven && b.price.curve != nil {
 			// No node can pay once the next token of the pass costs more
 			// than a token is worth: the budget is the largest pass
 			// before that (on a GPU, the knee of the flat curve; on a CPU
 			// usually more than the trees hold, the cut below binding
 			// first). Within it the SLO phase has room to serve requests
 			// that are behind.
-			b.sched.Config.Budget = b.curve.budget(n, worth)
+			b.sched.Config.Budget = b.price.curve.budget(n, worth)
 		}
 		switch m := b.spec.sched.MinProb; {
-		case !b.spec.minProbGiven && b.curve != nil && plain > 0:
+		case !b.spec.minProbGiven && b.price.curve != nil && plain > 0:
 			// A node pays for its verification when its path probability
 			// times a token's worth exceeds its marginal cost.
 			b.sched.Config.MinProb = spec.MinProb(worth, marginal)
@@ -59,13 +59,13 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 			b.sched.Config.MinProb = 1 - (1-m)/float64(n)
 		}
 		b.sched.Config.Floor = nil
-		if !b.spec.minProbGiven && b.curve != nil && len(b.curve.ns) > 0 && worth > 0 {
+		if !b.spec.minProbGiven && b.price.curve != nil && len(b.price.curve.ns) > 0 && worth > 0 {
 			// Past the first few extra tokens a CPU's pass grows dearer
 			// per token: each position is priced on its own slope.
 			// Past the curve's last size its slope is extrapolated, one
 			// price: the last entry serves every larger pass.
-			upTo := min(b.sched.Config.Budget, b.curve.ns[len(b.curve.ns)-1]+8)
-			b.floors = spec.Floors(b.curve.at, n, worth, upTo, b.floors)
+			upTo := min(b.sched.Config.Budget, b.price.curve.ns[len(b.price.curve.ns)-1]+8)
+			b.floors = spec.Floors(b.price.curve.at, n, worth, upTo, b.floors)
 			b.sched.Config.Floor = b.floors
 		}
 		// What the prices are compared with is measured now (a draft
@@ -75,15 +75,15 @@ func (b *Backend) plan(now time.Time) []*spec.Tree {
 		for _, s := range b.seqs {
 			s.Payoff.PlainPrior = scaleDuration(plain, live)
 		}
-		if b.curve != nil {
-			b.drafts.at = b.curve.at
+		if b.price.curve != nil {
+			b.drafts.at = b.price.curve.at
 		}
 		b.drafts.streams = n
 		for _, d := range []*modelDrafter{b.drafts.model, b.drafts.early} {
 			if d != nil {
 				d.plain, d.marginal = scaleDuration(worth, live), scaleDuration(marginal, live)
-				if b.curve != nil {
-					d.at = b.curve.at
+				if b.price.curve != nil {
+					d.at = b.price.curve.at
 				}
 			}
 		}
@@ -185,8 +185,8 @@ func (b *Backend) verifyArgmax(q *sequence, ids []int32) {
 		if node > 0 {
 			q.sampler.Accept(q.tree.Nodes[node].Token)
 		}
-		b.argID[0], b.argP[0] = ids[node], 1
-		return spec.Dist{IDs: b.argID[:], P: b.argP[:]}
+		b.buf.argID[0], b.buf.argP[0] = ids[node], 1
+		return spec.Dist{IDs: b.buf.argID[:], P: b.buf.argP[:]}
 	}
 	spec.VerifyGreedy(q.tree, target, &q.res)
 	q.sampler.Accept(q.res.Bonus())
