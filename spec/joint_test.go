@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/stretchr/testify/require"
 )
 
@@ -485,7 +486,7 @@ func checked(t *testing.T) jointRule {
 // at the same level: otherwise it would not be testing anything.
 func TestSamplingJointDistribution(t *testing.T) {
 	n := 50_000
-	if raceEnabled || testing.Short() {
+	if race.Enabled || testing.Short() {
 		n = 10_000 // the race detector makes sampling ~10× slower
 	}
 	const alpha = 1e-4

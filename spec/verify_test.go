@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/stretchr/testify/require"
 )
 
@@ -407,7 +408,7 @@ func runFamilies(h *harness, shapes []shape, perFamily int, r rule, seed uint64)
 // two wrong rules.
 func TestSamplingPreservesDistribution(t *testing.T) {
 	perFamily := 100_000
-	if raceEnabled || testing.Short() {
+	if race.Enabled || testing.Short() {
 		perFamily = 4_000 // the race detector makes sampling ~10× slower
 	}
 	h := &harness{target: newToy(5, 1, true), draft: newToy(5, 2, false)}

@@ -10,6 +10,7 @@ import (
 	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/sample"
+	"github.com/lmstream/lmstream/internal/race"
 )
 
 // TestConstrainedSamplingPreservesDistribution: under a grammar, the
@@ -49,7 +50,7 @@ func TestConstrainedSamplingPreservesDistribution(t *testing.T) {
 	// draft model's; the unconstrained test covers its proposals.
 	drafters := []drafterKind{draftNone, draftModel}
 	n := 2500
-	if testing.Short() || raceOn {
+	if testing.Short() || race.Enabled {
 		n = 1000
 	}
 	alpha := 1e-3 / float64(len(drafters)*len(settings))

@@ -11,6 +11,7 @@ import (
 	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/tokenizer"
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
@@ -43,7 +44,7 @@ func TestTruncatedConstrainedSamplingIsTheMaskedOne(t *testing.T) {
 		{Temperature: 0.7, TopK: 50, TopP: 0.95, MinP: 0.05, RepetitionPenalty: 1.1},
 	}
 	steps := 120
-	if testing.Short() || raceOn {
+	if testing.Short() || race.Enabled {
 		steps = 40
 	}
 	r := rand.New(rand.NewPCG(3, 4))

@@ -7,6 +7,7 @@ import (
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/model"
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/internal/testmodel"
 
 	"github.com/stretchr/testify/require"
@@ -69,7 +70,7 @@ func TestMeasureCurveReachesWhatIsAsked(t *testing.T) {
 // memory is kv's TestFill: on a two-core Xeon the price was 2.9–3.9 µs a
 // row with them written, 1.0–1.2 µs reading the zero page.)
 func TestMeasureCurveBatches(t *testing.T) {
-	if raceOn {
+	if race.Enabled {
 		t.Skip("the default model's passes are too slow under -race")
 	}
 	testmodel.Need(t, benchModel)

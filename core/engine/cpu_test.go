@@ -13,6 +13,7 @@ import (
 	"github.com/lmstream/lmstream/core/engine"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -26,7 +27,7 @@ var modelPath = filepath.Join("..", "..", "models", "SmolLM2-135M-Instruct.Q4_1.
 // AVX-512).
 func newRuntime(t *testing.T, extra string) *loop.Runtime {
 	t.Helper()
-	if raceEnabled {
+	if race.Enabled {
 		// The default model's passes run the portable kernels ten times
 		// slower under the race detector: minutes a test on a CPU without
 		// AVX-512. `make test` runs these without it too (test-go's second

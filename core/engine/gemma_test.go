@@ -12,6 +12,7 @@ import (
 
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
@@ -24,7 +25,7 @@ import (
 // decoding.
 func TestGemmaThroughTheEngine(t *testing.T) {
 	path := filepath.Join("..", "..", "models", "gemma-3-270m-q4_k_m.gguf")
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("too slow under -race")
 	}
 	testmodel.Need(t, path)

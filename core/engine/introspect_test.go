@@ -9,6 +9,7 @@ import (
 
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
@@ -70,7 +71,7 @@ func TestModelInfoSmolLM2(t *testing.T) {
 
 func TestModelInfoQwen(t *testing.T) {
 	path := filepath.Join("..", "..", "models", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf")
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("too slow under -race")
 	}
 	testmodel.Need(t, path)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/loop"
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -60,7 +61,7 @@ func leakCycles(t testing.TB) int {
 // cache, the tokenizer tables' first use, the Go heap's own metadata).
 func TestRuntimeCyclesDoNotLeak(t *testing.T) {
 	testmodel.Need(t, modelPath)
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("RSS under the race detector measures its shadow memory; `go test ./core/engine` runs this")
 	}
 	cycles := leakCycles(t)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/core/quant"
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/internal/testmodel"
 
 	"github.com/stretchr/testify/require"
@@ -108,7 +109,7 @@ func specRuntime(t testing.TB, extra string) *loop.Runtime {
 // exactly the tokens of plain greedy decoding, for every drafter, alone and
 // with requests joining at random iterations (some with speculation off).
 func TestSpeculativeGreedyEqualsPlain(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("real-model decoding of 20 prompts is too slow under -race")
 	}
 	rt := specRuntime(t, `,"draft_model_path":"`+modelPath+`"`)
@@ -189,7 +190,7 @@ func TestSpeculativeGreedyEqualsPlain(t *testing.T) {
 // the KV entries the burst accepted beyond the end are released with the
 // slot (the next request on the same cache decodes as if fresh).
 func TestBurstEnds(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("real-model decoding is slow under -race")
 	}
 	rt := specRuntime(t, `,"max_slots":1`)

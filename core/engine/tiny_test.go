@@ -16,6 +16,7 @@ import (
 	"github.com/lmstream/lmstream/core/quant"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/spec"
 )
 
@@ -186,7 +187,7 @@ func TestSamplingPreservesDistribution(t *testing.T) {
 		{Temperature: 1, MinP: 0.05, RepetitionPenalty: 1.3},
 	}
 	n := 4000
-	if testing.Short() || raceOn {
+	if testing.Short() || race.Enabled {
 		n = 1500
 	}
 	alpha := 1e-3 / float64(2*len(settings)) // Bonferroni over every test below

@@ -12,6 +12,7 @@ import (
 
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -69,7 +70,7 @@ func consume(ch *streaming.Channel, req string, start time.Time, deadline time.D
 // Before the fix the subnormal temperatures wedged the engine for good:
 // no stream got another chunk and Close never returned.
 func TestEngineNeverWedges(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("real-model generation is too slow under the race detector")
 	}
 	testmodel.Need(t, modelPath)

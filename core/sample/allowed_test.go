@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/stretchr/testify/require"
 )
 
@@ -87,7 +88,7 @@ func maskRow(l []float32, ok []bool) []float32 {
 // and masks per setting.
 func TestDistributionAllowedIsTheMaskedDistribution(t *testing.T) {
 	rows := 1500
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		rows = 300
 	}
 	const vocab = 3000

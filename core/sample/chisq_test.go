@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -125,7 +126,7 @@ func TestSampleMatchesDistribution(t *testing.T) {
 }
 
 func TestSampleMatchesDistributionLargeVocab(t *testing.T) {
-	if testing.Short() || raceEnabled {
+	if testing.Short() || race.Enabled {
 		t.Skip("slow (20k passes over 49,152 logits); skipped with -short and -race")
 	}
 	l := benchLogits()

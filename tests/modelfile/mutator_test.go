@@ -21,6 +21,7 @@ import (
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model/synth"
 	"github.com/lmstream/lmstream/core/quant"
+	"github.com/lmstream/lmstream/internal/race"
 )
 
 // The mutator's knobs. The default is a CI-sized run (well under a minute
@@ -51,7 +52,7 @@ const (
 // cleanly with an error or load and generate; a signal, a panic, running
 // out of memory or a hang is a failure, reported with how to replay it.
 func TestGGUFMutator(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the mutator's children are this binary; under -race its shadow memory cannot live under an address-space limit (make test runs the package without -race too)")
 	}
 	tries := defaultTries

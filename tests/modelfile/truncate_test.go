@@ -10,6 +10,7 @@ import (
 
 	_ "github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/core/loop"
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/streaming"
 )
@@ -45,7 +46,7 @@ func copyFile(tb testing.TB, src string) string {
 // answering, token for token as before; before the fix the next forward
 // pass read a vanished page of the mapping and SIGBUS killed the process.
 func TestModelFileTruncatedUnderRuntime(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("generating with the real model is too slow under -race")
 	}
 	path := copyFile(t, needDefaultModel(t))

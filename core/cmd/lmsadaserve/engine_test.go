@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/internal/race"
 	"github.com/lmstream/lmstream/internal/testmodel"
 	"github.com/lmstream/lmstream/spec/sim"
 )
@@ -24,7 +25,7 @@ const smokeModel = "../../../models/SmolLM2-135M-Instruct.Q4_1.gguf"
 // was served within its max_tokens and the CSVs carry every point and
 // every request.
 func TestEngineSmoke(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the real engine under -race is too slow for a timed workload; run without -race")
 	}
 	testmodel.Need(t, smokeModel)

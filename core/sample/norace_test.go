@@ -1,5 +1,0 @@
-//go:build !race
-
-package sample
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build race
-
-package modelfile
-
-const raceEnabled = true
