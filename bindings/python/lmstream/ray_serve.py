@@ -168,5 +168,7 @@ def app(runtime: Dict[str, Any], num_replicas: int = 1, **options: Any) -> Any:
     """The Ray Serve application of ``num_replicas`` replicas, each with a
     Runtime made from ``runtime``; ``options`` go to ``serve.deployment``
     (``ray_actor_options``, ``max_ongoing_requests``, ...)."""
-    dep = serve.deployment(LmstreamDeployment, num_replicas=num_replicas, **options)
+    # Any: Ray's stubs type deployment() with a class argument differently
+    # from one version to the next (some say it returns a decorator).
+    dep: Any = serve.deployment(LmstreamDeployment, num_replicas=num_replicas, **options)
     return dep.bind(runtime)
