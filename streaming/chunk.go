@@ -74,6 +74,10 @@ type Chunk struct {
 	// Logprobs has one entry per token id when the request asked for
 	// log-probabilities ("logprobs"), else none.
 	Logprobs []TokenLogprob `json:"logprobs,omitempty"`
+	// Reply is Text parsed into content, reasoning and tool calls, when
+	// the request parses replies (a chat with tools, or a model that
+	// thinks); nil otherwise.
+	Reply *Reply `json:"reply,omitempty"`
 }
 
 // Logprob is a token with its log-probability (natural log) and its piece.
@@ -101,6 +105,12 @@ func (c *Chunk) merge(later *Chunk) {
 	c.TokenIDs = append(c.TokenIDs, later.TokenIDs...)
 	c.Logprobs = append(c.Logprobs, later.Logprobs...)
 	c.Text += later.Text
+	if later.Reply != nil {
+		if c.Reply == nil {
+			c.Reply = &Reply{}
+		}
+		c.Reply.merge(later.Reply)
+	}
 	if later.Finished {
 		c.Finished = true
 		c.Reason = later.Reason

@@ -17,6 +17,8 @@ type Stream struct {
 
 	san  Sanitizer
 	stop *StopMatcher // nil when the request has no stop strings
+	// reply parses the released text (nil: the request does not ask).
+	reply ReplyParser
 
 	ids  []int32        // accepted since the last chunk
 	lps  []TokenLogprob // their logprobs, when the engine gives them
@@ -34,6 +36,7 @@ type Stream struct {
 	allIDs   []int32
 	allLps   []TokenLogprob
 	allText  []byte
+	allReply *Reply
 	allUsage Usage
 }
 
@@ -54,6 +57,10 @@ func NewStream(sink *Sink, vocab Vocabulary, stops []string, includeStop bool) *
 	}
 	return s
 }
+
+// ParseReply has the stream parse its text with p (before any token is
+// accepted): every chunk then carries Reply.
+func (s *Stream) ParseReply(p ReplyParser) { s.reply = p }
 
 // Generated is the number of tokens accepted so far.
 func (s *Stream) Generated() int { return s.generated }
@@ -98,6 +105,12 @@ func (s *Stream) AcceptLogprobs(tokens []int32, lps []TokenLogprob, endsWithStop
 			break
 		}
 		if s.skipSpecial && s.vocab.IsSpecial(id) {
+			if s.reply != nil && s.reply.Wants(s.vocab.Piece(id)) {
+				// Held stop-string text, if any, reaches the parser
+				// after this marker: stop strings that end in text
+				// before a marker are for the caller to avoid.
+				s.reply.Write(s.vocab.Piece(id))
+			}
 			continue
 		}
 		s.buf = s.san.Write(s.buf[:0], s.vocab.Piece(id))
@@ -128,12 +141,16 @@ func (s *Stream) release(text []byte) bool {
 	if len(text) == 0 {
 		return false
 	}
+	n := len(s.text)
+	matched := false
 	if s.stop == nil {
 		s.text = append(s.text, text...)
-		return false
+	} else {
+		s.text, matched = s.stop.Push(s.text, text)
 	}
-	var matched bool
-	s.text, matched = s.stop.Push(s.text, text)
+	if s.reply != nil {
+		s.reply.Write(s.text[n:])
+	}
 	return matched
 }
 
@@ -156,24 +173,38 @@ func (s *Stream) finish(reason FinishReason, errCode int32, errMsg string) {
 func (s *Stream) Emit() bool {
 	if s.finished || len(s.ids) < s.interval || s.sink == nil {
 		if s.sink == nil {
-			s.collect()
+			s.collect(false)
 		}
 		return true
 	}
-	return s.sink.Push(s.take())
+	return s.sink.Push(s.take(false))
 }
 
-// take moves the pending delta into a chunk.
-func (s *Stream) take() Chunk {
-	ch := Chunk{TokenIDs: s.ids, Text: string(s.text), Logprobs: s.lps}
+// take moves the pending delta into a chunk; final: the answer has ended.
+func (s *Stream) take(final bool) Chunk {
+	ch := Chunk{TokenIDs: s.ids, Text: string(s.text), Logprobs: s.lps, Reply: s.takeReply(final)}
 	s.ids, s.text, s.lps = nil, s.text[:0], nil
 	return ch
 }
 
-func (s *Stream) collect() {
+func (s *Stream) takeReply(final bool) *Reply {
+	if s.reply == nil {
+		return nil
+	}
+	r := s.reply.Take(final)
+	return &r
+}
+
+func (s *Stream) collect(final bool) {
 	s.allIDs = append(s.allIDs, s.ids...)
 	s.allLps = append(s.allLps, s.lps...)
 	s.allText = append(s.allText, s.text...)
+	if r := s.takeReply(final); r != nil {
+		if s.allReply == nil {
+			s.allReply = &Reply{}
+		}
+		s.allReply.merge(r)
+	}
 	s.ids, s.text, s.lps = s.ids[:0], s.text[:0], s.lps[:0]
 }
 
@@ -201,11 +232,11 @@ func (s *Stream) Close(usage Usage) {
 	}
 	usage.GeneratedTokens = s.generated
 	if s.sink == nil {
-		s.collect()
+		s.collect(true)
 		s.allUsage = usage
 		return
 	}
-	ch := s.take()
+	ch := s.take(true)
 	ch.Finished, ch.Reason, ch.ErrCode, ch.ErrMessage, ch.Usage = true, s.reason, s.errCode, s.errMsg, usage
 	s.sink.Push(ch)
 }
@@ -213,7 +244,7 @@ func (s *Stream) Close(usage Usage) {
 // Result is the collected answer of a stream with no Sink, valid after Close.
 func (s *Stream) Result() Chunk {
 	return Chunk{
-		TokenIDs: s.allIDs, Text: string(s.allText), Logprobs: s.allLps,
+		TokenIDs: s.allIDs, Text: string(s.allText), Logprobs: s.allLps, Reply: s.allReply,
 		Finished: true, Reason: s.reason, ErrCode: s.errCode, ErrMessage: s.errMsg,
 		Usage: s.allUsage,
 	}
