@@ -59,22 +59,59 @@ func JSONObject() *Grammar {
 // date-time, uuid). Annotations (title, description, ...) are ignored.
 // Anything else is a *SchemaError naming the keyword.
 func FromSchema(schema []byte) (*Grammar, error) {
+	v, err := parseSchema(schema)
+	if err != nil {
+		return nil, err
+	}
+	c := newConv()
+	name, err := c.convert(v, 0)
+	if err != nil {
+		return nil, err
+	}
+	head := "root ::= " + name + "\n"
+	if b := c.size(head); b > MaxGrammarBytes {
+		return nil, &SchemaError{Path: "#", Msg: fmt.Sprintf("the schema converts to a grammar of %d bytes; at most %d are allowed", b, MaxGrammarBytes)}
+	}
+	g, err := c.compile(head)
+	if err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			// Said of the schema: its rules' names mean nothing to
+			// whoever wrote it.
+			return nil, &SchemaError{Path: c.originOf(le.Rule).path, Msg: "cannot be followed: " + le.Msg}
+		}
+		return nil, &SchemaError{Path: "#", Msg: fmt.Sprintf("the converted grammar does not compile: %v", err)}
+	}
+	return g, nil
+}
+
+// parseSchema reads a schema's JSON, keeping its objects' key order.
+func parseSchema(schema []byte) (any, error) {
 	dec := json.NewDecoder(bytes.NewReader(schema))
 	dec.UseNumber()
 	v, err := readOrdered(dec, 0)
 	if err != nil {
 		return nil, &SchemaError{Path: "#", Msg: fmt.Sprintf("not JSON: %v", err)}
 	}
-	c := &conv{root: v, rules: map[string]string{}, refs: map[string]string{}, paths: map[string]string{}}
-	name, err := c.schema(v, "#")
-	if err != nil {
-		return nil, err
+	return v, nil
+}
+
+// size is the length in bytes of the grammar compile(head) would parse,
+// known before it is built.
+func (c *conv) size(head string) int {
+	n := len(head) + len(jsonCommon)
+	for k, v := range c.rules {
+		n += len(k) + len(" ::= \n") + len(v)
 	}
-	if b := c.size(name); b > MaxGrammarBytes {
-		return nil, &SchemaError{Path: "#", Msg: fmt.Sprintf("the schema converts to a grammar of %d bytes; at most %d are allowed", b, MaxGrammarBytes)}
-	}
+	return n
+}
+
+// compile parses head (the rules that use the converted schemas, root
+// among them), the converted rules and jsonCommon as one grammar. Its
+// errors are Parse's: each caller says them of what it was given.
+func (c *conv) compile(head string) (*Grammar, error) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "root ::= %s\n", name)
+	b.WriteString(head)
 	keys := make([]string, 0, len(c.rules))
 	for k := range c.rules {
 		keys = append(keys, k)
@@ -84,26 +121,7 @@ func FromSchema(schema []byte) (*Grammar, error) {
 		fmt.Fprintf(&b, "%s ::= %s\n", k, c.rules[k])
 	}
 	b.WriteString(jsonCommon)
-	g, err := Parse(b.String())
-	if err != nil {
-		var le *LimitError
-		if errors.As(err, &le) {
-			// Said of the schema: its rules' names mean nothing to
-			// whoever wrote it.
-			return nil, &SchemaError{Path: c.pathOf(le.Rule), Msg: "cannot be followed: " + le.Msg}
-		}
-		return nil, &SchemaError{Path: "#", Msg: fmt.Sprintf("the converted grammar does not compile: %v", err)}
-	}
-	return g, nil
-}
-
-// size is the converted grammar's length in bytes, before it is built.
-func (c *conv) size(root string) int {
-	n := len("root ::= \n") + len(root) + len(jsonCommon)
-	for k, v := range c.rules {
-		n += len(k) + len(" ::= \n") + len(v)
-	}
-	return n
+	return Parse(b.String())
 }
 
 // object is a JSON object with its keys in document order (the order
@@ -189,13 +207,39 @@ func marshal(v any) string {
 	return string(b)
 }
 
+// conv converts JSON schemas into GBNF rules. Several schemas (the
+// parameters of several tools) may be converted into one rule set: rule
+// names are numbered across all of them, and each schema's references
+// resolve within it, so two schemas' rules never collide.
 type conv struct {
-	root  any
 	rules map[string]string // rule name → GBNF alternatives
-	refs  map[string]string // $ref target → its rule
-	paths map[string]string // rule name → the schema it is for
+	paths map[string]origin // rule name → the schema it is for
 	n     int
-	depth int // schemas being converted inside one another
+
+	// Of the schema being converted:
+	id    int               // which of the rule set's schemas (origin.schema)
+	root  any               // the whole schema, which "$ref"s point into
+	refs  map[string]string // $ref target → its rule
+	depth int               // schemas being converted inside one another
+}
+
+// origin is the schema a rule was made for: which of the converted
+// schemas, and where in it (a JSON pointer).
+type origin struct {
+	schema int // -1: no schema's (a rule around them)
+	path   string
+}
+
+func newConv() *conv {
+	return &conv{rules: map[string]string{}, paths: map[string]origin{}}
+}
+
+// convert adds the rules of schema v (from parseSchema), the id-th schema
+// of the rule set, and returns the GBNF expression of the values valid
+// against it.
+func (c *conv) convert(v any, id int) (string, error) {
+	c.id, c.root, c.refs = id, v, map[string]string{}
+	return c.schema(v, "#")
 }
 
 // MaxSchemaDepth bounds how deeply a schema's JSON nests, and how many
@@ -209,20 +253,20 @@ func (c *conv) newRule(path, body string) string {
 	c.n++
 	name := fmt.Sprintf("s%d", c.n)
 	c.rules[name] = body
-	c.paths[name] = path
+	c.paths[name] = origin{c.id, path}
 	return name
 }
 
-// pathOf is the schema a rule of the converted grammar came from: its
+// originOf is the schema a rule of the converted grammar came from: its
 // own, or that of the rule a parser helper ("s3-2") was made inside.
-func (c *conv) pathOf(rule string) string {
+func (c *conv) originOf(rule string) origin {
 	for {
-		if p, ok := c.paths[rule]; ok {
-			return p
+		if o, ok := c.paths[rule]; ok {
+			return o
 		}
 		i := strings.LastIndexByte(rule, '-')
 		if i < 0 {
-			return "#"
+			return origin{schema: -1, path: "#"}
 		}
 		rule = rule[:i]
 	}
@@ -426,7 +470,7 @@ func (c *conv) ref(v any, path string) (string, error) {
 	c.n++
 	name := fmt.Sprintf("ref%d", c.n)
 	c.refs[ref] = name
-	c.paths[name] = ref
+	c.paths[name] = origin{c.id, ref}
 	c.rules[name] = "json-null" // placeholder until resolved (recursion)
 	body, err := c.schema(target, ref)
 	if err != nil {
