@@ -1,6 +1,7 @@
 package grammar_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 
@@ -89,5 +90,38 @@ func BenchmarkMask(b *testing.B) {
 				b.ReportMetric(float64(allowed), "allowed")
 			})
 		}
+	}
+}
+
+// BenchmarkToolCalls times compiling the grammar of calls to n tools (done
+// once per request that forces a call), and one mask where a call's name
+// begins: every tool is a way the output may go on there.
+func BenchmarkToolCalls(b *testing.B) {
+	shape := grammar.CallShape{Begin: "<tool_call>\n", End: "\n</tool_call>", Sep: "\n", NameKey: "name", ArgsKey: "arguments"}
+	params := []byte(`{"type": "object", "properties": {"location": {"type": "string"}, "unit": {"enum": ["celsius", "fahrenheit"]},
+		"days": {"type": "array", "items": {"type": "integer"}, "maxItems": 7}}, "required": ["location"]}`)
+	for _, n := range []int{4, grammar.MaxTools} {
+		tools := make([]grammar.Tool, n)
+		for i := range tools {
+			tools[i] = grammar.Tool{Name: fmt.Sprintf("get_weather_%d", i), Parameters: params}
+		}
+		b.Run(fmt.Sprintf("compile-%d", n), func(b *testing.B) {
+			for range b.N {
+				if _, err := grammar.ToolCalls(shape, tools); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("mask-at-name-%d", n), func(b *testing.B) {
+			tr := vocabTrie(b)
+			g, err := grammar.ToolCalls(shape, tools)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := g.Start().Advance([]byte("<tool_call>\n{\"name\": \""))
+			for range b.N {
+				grammar.NewMatcher(tr).Mask(s)
+			}
+		})
 	}
 }
