@@ -20,13 +20,16 @@ const payloadAlign = 8
 var (
 	tokenLogprobSize = int(unsafe.Sizeof(C.lms_token_logprob{}))
 	logprobSize      = int(unsafe.Sizeof(C.lms_logprob{}))
+	toolCallSize     = int(unsafe.Sizeof(C.lms_tool_call_delta{}))
 )
 
 // A chunk's variable part, laid out after its struct (or in a caller's
 // buffer), from the most to the least aligned: the token logprob structs,
-// their alternatives' structs, the token ids, the text and its NUL, the
-// error message and its NUL, then every logprob's piece bytes; padded so
-// the next chunk's part stays 8-byte aligned. The text follows the ids
+// their alternatives' structs, the tool call structs, the token ids, the
+// text and its NUL, the error message and its NUL, then every logprob's
+// piece bytes, then the reply's strings (content, reasoning, and each
+// call's id, name and arguments, each with its NUL); padded so the next
+// chunk's part stays 8-byte aligned. The text follows the ids
 // directly, as before logprobs existed: the Python binding reads both
 // from one slice.
 func payloadSize(c *streaming.Chunk) int {
@@ -36,6 +39,12 @@ func payloadSize(c *streaming.Chunk) int {
 		n += tokenLogprobSize + len(lp.Bytes) + len(lp.Top)*logprobSize
 		for _, t := range lp.Top {
 			n += len(t.Bytes)
+		}
+	}
+	if r := c.Reply; r != nil {
+		n += len(r.Content) + 1 + len(r.Reasoning) + 1
+		for _, d := range r.ToolCalls {
+			n += toolCallSize + len(d.ID) + 1 + len(d.Name) + 1 + len(d.Arguments) + 1
 		}
 	}
 	return (n + payloadAlign - 1) &^ (payloadAlign - 1)
@@ -57,6 +66,11 @@ func fillChunk(dst *C.lms_chunk, c *streaming.Chunk, payload unsafe.Pointer) {
 			tops[i] = unsafe.Slice((*C.lms_logprob)(p), n)
 			p = unsafe.Add(p, n*logprobSize)
 		}
+	}
+	var calls []C.lms_tool_call_delta
+	if c.Reply != nil && len(c.Reply.ToolCalls) > 0 {
+		calls = unsafe.Slice((*C.lms_tool_call_delta)(p), len(c.Reply.ToolCalls))
+		p = unsafe.Add(p, len(calls)*toolCallSize)
 	}
 	ids := unsafe.Slice((*int32)(p), len(c.TokenIDs))
 	copy(ids, c.TokenIDs)
@@ -89,6 +103,33 @@ func fillChunk(dst *C.lms_chunk, c *streaming.Chunk, payload unsafe.Pointer) {
 			e := &tops[i][k]
 			e.token_id, e.logprob = C.int32_t(t.ID), C.double(t.Logprob)
 			e.bytes, e.n_bytes = putBytes(t.Bytes)
+		}
+	}
+	putString := func(s string) (*C.char, C.size_t) {
+		at := p
+		b := unsafe.Slice((*byte)(at), len(s)+1)
+		copy(b, s)
+		b[len(s)] = 0
+		p = unsafe.Add(p, len(s)+1)
+		return (*C.char)(at), C.size_t(len(s))
+	}
+	// Without a reply, content and reasoning are the text's NUL: "".
+	empty := (*C.char)(unsafe.Add(text, len(c.Text)))
+	dst.has_reply, dst.content, dst.content_len, dst.reasoning, dst.reasoning_len = 0, empty, 0, empty, 0
+	dst.tool_calls, dst.n_tool_calls = nil, 0
+	if r := c.Reply; r != nil {
+		dst.has_reply = 1
+		dst.content, dst.content_len = putString(r.Content)
+		dst.reasoning, dst.reasoning_len = putString(r.Reasoning)
+		for i, d := range r.ToolCalls {
+			e := &calls[i]
+			e.index = C.int32_t(d.Index)
+			e.id, _ = putString(d.ID)
+			e.name, _ = putString(d.Name)
+			e.arguments, e.arguments_len = putString(d.Arguments)
+		}
+		if len(calls) > 0 {
+			dst.tool_calls, dst.n_tool_calls = &calls[0], C.size_t(len(calls))
 		}
 	}
 	dst.token_ids = (*C.int32_t)(idsAt)

@@ -49,6 +49,8 @@
 **   1  the first release.
 **   2  lms_chunk grew logprobs and n_logprobs (at its end), with the
 **      lms_logprob and lms_token_logprob structs they point to.
+**   3  lms_chunk grew the parsed reply (has_reply, content, reasoning,
+**      tool_calls; at its end), with the lms_tool_call_delta struct.
 */
 #ifndef LMSTREAM_H
 #define LMSTREAM_H
@@ -60,7 +62,7 @@
 extern "C" {
 #endif
 
-#define LMS_ABI_VERSION 2
+#define LMS_ABI_VERSION 3
 
 /* ---- Status codes --------------------------------------------------- */
 
@@ -140,6 +142,17 @@ typedef struct lms_token_logprob {
     size_t             n_top;
 } lms_token_logprob;
 
+/* Part of one tool call the model made, as OpenAI streams calls: a call's
+** first delta has its id and name, later ones (if any) more of its
+** arguments. Strings are NUL-terminated; id and name are "" when absent. */
+typedef struct lms_tool_call_delta {
+    int32_t     index;         /* the call's position among the answer's calls */
+    const char *id;            /* "call_..." on the call's first delta */
+    const char *name;          /* the function, on the call's first delta */
+    const char *arguments;     /* more of the arguments' JSON text */
+    size_t      arguments_len;
+} lms_tool_call_delta;
+
 /* One chunk: the tokens accepted since the previous chunk and the text they
 ** completed. All tokens a single engine iteration accepted travel together. */
 typedef struct lms_chunk {
@@ -157,6 +170,19 @@ typedef struct lms_chunk {
     ** in order (n_logprobs == n_token_ids); else NULL and 0. */
     const lms_token_logprob *logprobs;
     size_t                   n_logprobs;
+    /* Since ABI 3. has_reply is 1 when the request parses its reply (a chat
+    ** with "tools", or a model whose template thinks): text, the raw output,
+    ** is then also split into content (the answer), reasoning (the model's
+    ** thinking; reasoning_content in OpenAI's API) and tool calls, each a
+    ** delta of this chunk (markers such as <tool_call> belong to none).
+    ** Else 0, "" and NULL. content and reasoning are NUL-terminated. */
+    int32_t                    has_reply;
+    const char                *content;
+    size_t                     content_len;
+    const char                *reasoning;
+    size_t                     reasoning_len;
+    const lms_tool_call_delta *tool_calls;
+    size_t                     n_tool_calls;
 } lms_chunk;
 
 /* ---- Library --------------------------------------------------------- */
@@ -428,8 +454,12 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 **   "prompt": "..."
 **   "prompts": ["...", ...]          1 to 4096 prompts, one batch item each
 **   "messages": [{"role": "user", "content": "..."}, ...]   1 to 65536,
-**                                    each with exactly "role" (non-empty)
-**                                    and "content"
+**                                    each with "role" (non-empty) and
+**                                    "content", and as OpenAI's API has
+**                                    them "tool_calls" (at most 128, each
+**                                    {"id", "type", "function": {"name",
+**                                    "arguments"}}), "tool_call_id",
+**                                    "name", "reasoning_content"
 **   "max_tokens": integer in [1, 2147483647]; absent: until an end token
 **                or the context is full
 **   "stop": a string or an array of at most 64 strings, 4096 bytes in all
@@ -462,6 +492,20 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 **                {"name": ..., "schema": {...}}}: the output follows it
 **   "grammar": string: a grammar the output follows (core/grammar's
 **                syntax; not with a "response_format" other than text)
+**   "tools": [{"type": "function", "function": {"name", "description",
+**                "parameters", "strict"}}, ...] at most 128, only with
+**                "messages": rendered by the model's template (a template
+**                that ignores tools is LMS_ERR_INVALID_REQUEST); the calls
+**                the model makes arrive parsed in lms_chunk.tool_calls
+**   "tool_choice": "auto" (the default with tools), "none" (tools are not
+**                shown), "required" or {"type": "function", "function":
+**                {"name": ...}}: the output is constrained to be calls
+**                (of that function) whose arguments follow its schema
+**   "parallel_tool_calls": boolean (default true): false allows one call
+**   "reasoning_format": "auto" (the default: a thinking model's reasoning
+**                arrives in lms_chunk.reasoning) or "none" (left inline)
+**   "chat_template_kwargs": an object of further template variables
+**                ("enable_thinking": false, ...)
 **   "drafter": "ngram", "draft_model", "early_exit" or "none" (default
 **                the config's): how this request's drafts are made
 **   "speculate": boolean (default: greedy requests speculate, sampling

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
@@ -75,11 +74,7 @@ func (b *Backend) RenderChat(msgs []loop.Message, addGenerationPrompt bool) (str
 	if b.template == nil {
 		return "", status.Errorf(status.InvalidRequest, "request: \"messages\" cannot be used: %v", b.tmplErr)
 	}
-	cm := make([]chat.Message, len(msgs))
-	for i, m := range msgs {
-		cm[i] = chat.Message{Role: m.Role, Content: m.Content}
-	}
-	text, err := b.template.Render(cm, addGenerationPrompt)
+	text, err := b.template.Render(msgs, addGenerationPrompt)
 	if err != nil {
 		return "", status.Errorf(status.InvalidRequest, "request: %v", err)
 	}

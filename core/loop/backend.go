@@ -71,6 +71,10 @@ type Queued struct {
 type Prepared struct {
 	Prompt []int32 // the prompt's tokens (may be empty for scripted backends)
 	Data   any     // backend-specific per-item data, handed back in Slot.Data
+	// Reply parses the item's answer into content, reasoning and tool
+	// calls (a chat with tools, or a model that thinks); nil: the answer
+	// is text only.
+	Reply streaming.ReplyParser
 }
 
 // StepResult is what one iteration did for one slot.
@@ -98,6 +102,7 @@ type Slot struct {
 	Prompt  []int32 // from Prepared
 	Data    any     // from Prepared
 	State   any     // the backend's per-sequence state
+	reply   streaming.ReplyParser
 
 	rt     *Runtime
 	stream *streaming.Stream

@@ -129,7 +129,7 @@ func TestStrictJSONValues(t *testing.T) {
 		{`{"messages":null}`, `"messages" must be an array of objects, got null`},
 		{`{"messages":[{"role":"user","content":null}]}`, `"messages[0].content" must be a string, got null`},
 		{`{"messages":[{"role":null,"content":"x"}]}`, `"messages[0].role" must be a string, got null`},
-		{`{"messages":[{"role":"user","content":"x","name":"y"}]}`, `"messages[0]" has an unknown field "name" (at byte 42)`},
+		{`{"messages":[{"role":"user","content":"x","nick":"y"}]}`, `"messages[0]" has an unknown field "nick" (at byte 42)`},
 		{`{"messages":["hi"]}`, `"messages[0]" must be an object, got string "hi"`},
 		{`{"messages":[{"content":"x"}]}`, `messages[0] has no "role"`},
 		{`{"prompt":"x","max_tokens":0}`, `"max_tokens" must be in [1, 2147483647], got 0 (at byte 27)`},

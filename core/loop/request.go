@@ -4,23 +4,28 @@ import (
 	"encoding/json"
 	"math"
 
+	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/jsonstrict"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 )
 
-// Message is one turn of a chat, rendered by the model's chat template.
-type Message struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
+// Message is one turn of a chat, rendered by the model's chat template:
+// its role and text, and what chat APIs attach to turns (an assistant's
+// tool calls and reasoning, the call a tool turn answers).
+type Message = chat.Message
 
 // Request is one submission: one prompt, or a batch of prompts that share
 // every setting. Each prompt is a batch item with its own channel.
 type Request struct {
 	Prompts  []string  // one per batch item ("prompt" gives one)
 	Messages []Message // a chat, instead of prompts
+
+	// Chat is how "messages" are rendered and their answer returned:
+	// the tools, the tool choice, the reasoning format and the
+	// template's further variables.
+	Chat ChatOptions
 
 	MaxTokens    int // 0 (absent): until an end token or the context is full
 	Stop         []string
@@ -124,6 +129,9 @@ func ParseRequest(data []byte) (*Request, error) {
 			return nil, err
 		}
 	}
+	if r.Chat, err = takeChatOptions(f, hasMessages); err != nil {
+		return nil, err
+	}
 
 	if _, err := jsonstrict.TakeIn(f, "max_tokens", &r.MaxTokens, 1, MaxMaxTokens); err != nil {
 		return nil, err
@@ -210,9 +218,18 @@ func checkMessages(f *jsonstrict.Fields, msgs []Message) error {
 	if len(msgs) > MaxMessages {
 		return f.Errorf("messages", "holds %d messages; at most %d are allowed", len(msgs), MaxMessages)
 	}
-	for i, m := range msgs {
+	for i := range msgs {
+		m := &msgs[i]
 		if m.Role == "" {
 			return status.Errorf(status.InvalidRequest, `request: messages[%d] has no "role" (the messages are at byte %d)`, i, f.Offset("messages"))
+		}
+		if len(m.ToolCalls) > MaxToolCalls {
+			return f.Errorf("messages", "[%d] has %d tool calls; at most %d are allowed", i, len(m.ToolCalls), MaxToolCalls)
+		}
+		for j := range m.ToolCalls {
+			if err := normalizeCall(&m.ToolCalls[j]); err != nil {
+				return f.Errorf("messages", "[%d].tool_calls[%d] %v", i, j, err)
+			}
 		}
 	}
 	return nil

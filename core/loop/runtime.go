@@ -133,6 +133,9 @@ func (r *Runtime) Submit(requestJSON []byte, channels []*streaming.Channel) erro
 	}
 	for _, s := range slots {
 		s.stream = streaming.NewStream(s.sink, r.vocab, s.Request.Stop, s.Request.IncludeStop)
+		if s.reply != nil {
+			s.stream.ParseReply(s.reply)
+		}
 	}
 	if err := r.enqueue(slots); err != nil {
 		for _, s := range slots {
@@ -153,6 +156,9 @@ func (r *Runtime) Complete(requestJSON []byte) ([]streaming.Chunk, error) {
 	}
 	for _, s := range slots {
 		s.stream = streaming.NewStream(nil, r.vocab, s.Request.Stop, s.Request.IncludeStop)
+		if s.reply != nil {
+			s.stream.ParseReply(s.reply)
+		}
 		s.done = make(chan streaming.Chunk, 1)
 	}
 	if err := r.enqueue(slots); err != nil {
@@ -204,7 +210,7 @@ func (r *Runtime) prepare(requestJSON []byte) ([]*Slot, error) {
 	slots := make([]*Slot, len(items))
 	for i, it := range items {
 		slots[i] = &Slot{
-			Request: req, Index: i, Prompt: it.Prompt, Data: it.Data,
+			Request: req, Index: i, Prompt: it.Prompt, Data: it.Data, reply: it.Reply,
 			rt: r, stopIDs: stopIDs, submitted: now,
 			usage: streaming.Usage{PromptTokens: len(it.Prompt)},
 		}

@@ -78,7 +78,8 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 	a.enc.SetEscapeHTML(false)
 	n := len(chans)
 	texts := make([]strings.Builder, n)
-	lps := make([][]any, n) // per choice, when the request asked for logprobs
+	replies := make([]*replyState, n) // per choice, when the runtime parsed the reply
+	lps := make([][]any, n)           // per choice, when the request asked for logprobs
 	reasons := make([]string, n)
 	var usage streaming.Usage
 	if a.c.stream {
@@ -111,7 +112,21 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 		}
 		c := &ev.chunk
 		content := logprobContent(c.Logprobs)
-		if c.Text != "" || len(content) > 0 {
+		if c.Reply != nil && a.c.kind == chatEndpoint {
+			r := replies[ev.idx]
+			if r == nil {
+				r = &replyState{}
+				replies[ev.idx] = r
+			}
+			if a.c.stream {
+				for _, d := range r.deltas(c.Reply, content) {
+					a.send(a.chatChunk(ev.idx, d.delta, nil, d.logprobs))
+				}
+			} else {
+				r.add(c.Reply)
+				lps[ev.idx] = append(lps[ev.idx], content...)
+			}
+		} else if c.Text != "" || len(content) > 0 {
 			if a.c.stream {
 				// Tokens whose text is still held back (part of a
 				// character, a possible stop) bring their logprobs alone.
@@ -133,6 +148,9 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 				return
 			}
 			reasons[ev.idx] = finishReason(c.Reason)
+			if r := replies[ev.idx]; r != nil && r.calls > 0 && reasons[ev.idx] == "stop" {
+				reasons[ev.idx] = "tool_calls"
+			}
 			if ev.idx == 0 || usage.PromptTokens == 0 {
 				usage.PromptTokens = c.Usage.PromptTokens
 			}
@@ -160,7 +178,11 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 	choices := make([]any, n)
 	for i := range choices {
 		if a.c.kind == chatEndpoint {
-			choices[i] = map[string]any{"index": i, "message": map[string]string{"role": "assistant", "content": texts[i].String()}, "logprobs": logprobsField(lps[i], a.c.logprobs), "finish_reason": reasons[i]}
+			var msg any = map[string]string{"role": "assistant", "content": texts[i].String()}
+			if r := replies[i]; r != nil {
+				msg = r.message()
+			}
+			choices[i] = map[string]any{"index": i, "message": msg, "logprobs": logprobsField(lps[i], a.c.logprobs), "finish_reason": reasons[i]}
 		} else {
 			choices[i] = map[string]any{"index": i, "text": texts[i].String(), "logprobs": nil, "finish_reason": reasons[i]}
 		}

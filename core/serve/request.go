@@ -146,6 +146,9 @@ func parseCall(kind endpoint, body []byte, render func([]loop.Message) (string, 
 		}
 		norm, _ := json.Marshal(msgs)
 		m["messages"] = norm
+		if _, tools := m["tools"]; tools && c.n > 1 {
+			return nil, badField("n", `request field "n" above 1 cannot be combined with "tools"`)
+		}
 		if c.n > 1 {
 			if render == nil {
 				return nil, badField("n", `request field "n" above 1 with "messages" needs a backend that renders chats`)
@@ -219,17 +222,43 @@ func parseMessages(raw json.RawMessage) ([]loop.Message, error) {
 					return nil, badField("messages", `messages[%d].role must be a non-empty string, got %s`, i, kindOf(v))
 				}
 			case "content":
+				if string(v) == "null" {
+					continue // an assistant turn with only tool calls
+				}
 				text, err := content(v)
 				if err != nil {
 					return nil, badField("messages", "messages[%d].content %v", i, err)
 				}
 				out[i].Content = text
-			case "name":
-				// A participant's name: accepted, as OpenAI does, though
-				// chat templates have no place for it.
+			case "name", "tool_call_id", "reasoning_content":
+				// A participant's or tool's name, the call a tool turn
+				// answers, an earlier answer's reasoning: the template
+				// decides what to show.
 				var s string
-				if err := json.Unmarshal(v, &s); err != nil {
-					return nil, badField("messages", `messages[%d].name must be a string, got %s`, i, kindOf(v))
+				if err := json.Unmarshal(v, &s); err != nil && string(v) != "null" {
+					return nil, badField("messages", `messages[%d].%s must be a string, got %s`, i, k, kindOf(v))
+				}
+				switch k {
+				case "name":
+					out[i].Name = s
+				case "tool_call_id":
+					out[i].ToolCallID = s
+				default:
+					out[i].ReasoningContent = s
+				}
+			case "tool_calls":
+				if string(v) == "null" {
+					continue
+				}
+				if err := json.Unmarshal(v, &out[i].ToolCalls); err != nil {
+					return nil, badField("messages", `messages[%d].tool_calls must be a list of {"id", "type": "function", "function": {"name", "arguments"}}: %v`, i, err)
+				}
+			case "refusal", "audio", "function_call", "annotations":
+				// What the openai client sends back of an answer it got
+				// (the assistant message as returned): accepted when
+				// empty, as nothing of it can be rendered.
+				if string(v) != "null" {
+					return nil, badField("messages", `messages[%d].%s cannot be served (only null is accepted)`, i, k)
 				}
 			default:
 				return nil, badField("messages", `messages[%d]: unknown field %q`, i, k)
