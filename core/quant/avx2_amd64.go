@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-//go:generate go run gen_avx2.go
+//go:generate go run gen_avx2.go gen_blockrow.go gen_rowkernel.go
 
 // hasAVX2 reports whether the AVX2 kernels of dot_avx2_amd64.s can run:
 // AVX2 and FMA (every such CPU also has F16C, which they use for the f16

@@ -4,7 +4,7 @@ package quant
 
 import "unsafe"
 
-//go:generate go run gen_float.go
+//go:generate go run gen_float.go gen_rowkernel.go
 
 // setupFloatAVX2 installs the AVX2 kernels of the float weight types
 // (dot_float_avx2_amd64.s): the multi-row form MatMul runs for F16, BF16

@@ -4,7 +4,7 @@ package quant
 
 import "unsafe"
 
-//go:generate go run gen_lowbit.go
+//go:generate go run gen_lowbit.go gen_blockrow.go gen_rowkernel.go
 
 // setupLowBit installs the AVX2 kernels of the low-bit types
 // (dot_lowbit_amd64.s) on every CPU that has AVX2, those with AVX-512 VNNI
