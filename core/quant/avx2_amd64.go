@@ -2,13 +2,9 @@
 
 package quant
 
-import (
-	"unsafe"
+import "golang.org/x/sys/cpu"
 
-	"golang.org/x/sys/cpu"
-)
-
-//go:generate go run gen_avx2.go
+//go:generate go run gen_avx2.go gen_blockrow.go gen_rowkernel.go
 
 // hasAVX2 reports whether the AVX2 kernels of dot_avx2_amd64.s can run:
 // AVX2 and FMA (every such CPU also has F16C, which they use for the f16
@@ -41,61 +37,7 @@ func setupAVX2(k *kernelSet) {
 	setupFloatAVX2(k)
 }
 
-// avx2Dot wraps the R = 1…4 kernels of one type: the single-row dot and
-// the multi-row form MatMul uses. Both check every extent the assembly
-// reads, so a slicing mistake in a caller panics instead of reading out of
-// bounds. The single-row dot is the R = 1 kernel, the very code the
-// multi-row form runs for each row, so both give bit-identical results.
-// The legacy types' kernels read the activation scales as float32 rows
-// (actScales) rather than converting f16 per block and row.
+// avx2Dot wraps the R = 1…4 kernels of one type (quantRowDot).
 func avx2Dot(name string, wt Type) (quantDot, multiDot) {
-	ks, ok := avx2Kernels[name]
-	if !ok {
-		panic("quant: no AVX2 kernel " + name)
-	}
-	at := ActType(wt)
-	wb, xb, sk := wt.BlockBytes(), at.BlockBytes(), actScaleWords(wt)
-	multi := func(w []byte, rows int, x []byte, xs int, sc []float32, na int, out []float32, os int) {
-		if na < 1 || na > 4 || rows < 0 {
-			panic("quant: multi-row dot of a bad row count")
-		}
-		nb := len(w) / max(rows, 1) / wb
-		if rows == 0 {
-			return
-		}
-		if nb == 0 {
-			for j := 0; j < na; j++ {
-				clear(out[j*os : j*os+rows])
-			}
-			return
-		}
-		_ = w[rows*nb*wb-1]
-		_ = x[(na-1)*xs+nb*xb-1]
-		_ = out[(na-1)*os+rows-1]
-		if sk > 0 {
-			_ = sc[na*nb*sk-1]
-		}
-		ks[na-1](unsafe.SliceData(w), rows, unsafe.SliceData(x), xs, nb, unsafe.SliceData(sc), unsafe.SliceData(out), os)
-	}
-	one := func(w, x []byte) float32 {
-		nb := len(w) / wb
-		if nb == 0 {
-			return 0
-		}
-		var sc []float32
-		var scp *[]float32
-		if sk > 0 {
-			_ = x[nb*xb-1]
-			scp = scalePool.Get().(*[]float32)
-			sc = growFloats(scp, nb*sk)
-			actScales(wt, x, 1, nb, sc)
-		}
-		var o [1]float32
-		multi(w[:nb*wb], 1, x, 0, sc, 1, o[:], 0)
-		if scp != nil {
-			scalePool.Put(scp)
-		}
-		return o[0]
-	}
-	return one, multi
+	return quantRowDot(rowKernelsNamed(avx2Kernels, name), wt)
 }

@@ -4,7 +4,7 @@ package quant
 
 import "unsafe"
 
-//go:generate go run gen_float.go
+//go:generate go run gen_float.go gen_rowkernel.go
 
 // setupFloatAVX2 installs the AVX2 kernels of the float weight types
 // (dot_float_avx2_amd64.s): the multi-row form MatMul runs for F16, BF16
@@ -26,34 +26,12 @@ func setupFloatAVX2(k *kernelSet) {
 	}
 }
 
-// floatDot wraps the R = 1…4 kernels of one float type as lowbitDot does
-// the quantized ones; x is float32 activation rows (as bytes, xs bytes
-// apart), one weight "block" is one element.
+// floatDot wraps the R = 1…4 kernels of one float type: the multi-row
+// form (rowKernelMulti; one weight "block" is one element, one activation
+// block one float32) and the single-row dot, its R = 1 kernel.
 func floatDot(name string, wt Type) (func(w []byte, x []float32) float32, multiDot) {
-	ks, ok := floatKernels[name]
-	if !ok {
-		panic("quant: no float kernel " + name)
-	}
 	eb := wt.BlockBytes()
-	multi := func(w []byte, rows int, x []byte, xs int, _ []float32, na int, out []float32, os int) {
-		if na < 1 || na > 4 || rows < 0 {
-			panic("quant: multi-row dot of a bad row count")
-		}
-		if rows == 0 {
-			return
-		}
-		n := len(w) / rows / eb
-		if n == 0 {
-			for j := 0; j < na; j++ {
-				clear(out[j*os : j*os+rows])
-			}
-			return
-		}
-		_ = w[rows*n*eb-1]
-		_ = x[(na-1)*xs+4*n-1]
-		_ = out[(na-1)*os+rows-1]
-		ks[na-1](unsafe.SliceData(w), rows, unsafe.SliceData(x), xs, n, nil, unsafe.SliceData(out), os)
-	}
+	multi := rowKernelMulti(rowKernelsNamed(floatKernels, name), eb, 4, 0)
 	one := func(w []byte, x []float32) float32 {
 		n := len(w) / eb
 		if n == 0 {

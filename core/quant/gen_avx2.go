@@ -3,16 +3,12 @@
 // gen_avx2 writes dot_avx2_amd64.s and dot_avx2_amd64.go: the AVX2 dot
 // kernels of every quantized weight type against its activation type, for
 // CPUs without AVX-512 VNNI (AMD Zen 1–3, Intel before Ice Lake, the
-// client cores). Run: go run gen_avx2.go
+// client cores). Run: go run gen_avx2.go gen_blockrow.go gen_rowkernel.go
 //
-// Each kernel takes `rows` consecutive weight rows and R = 1…4 activation
-// rows (stride xs) and writes the R·rows sums to out[j·os + row]: one call
-// per tile, not per row, since a Go call per weight row costs as much as
-// the dot of a short row (the 0.5B model's head alone has 151,936 rows). The code for one activation row is the same
-// instruction sequence whatever R is, and it keeps its own accumulators,
-// so a row's result does not depend on how many rows share the call
-// (TestBatchInvariance): R only decides how many rows one decode of the
-// weight block serves.
+// The kernels take gen_rowkernel.go's multi-row contract (one call per
+// tile of weight rows × R = 1…4 activation rows; the 0.5B model's head
+// alone has 151,936 rows) and gen_blockrow.go's loop over a weight row's
+// blocks; this file has what each type's block does.
 //
 // Integer products use VPMADDUBSW (unsigned × signed bytes → pairwise int16
 // sums) then VPMADDWD (int16 → int32, by ones or by sub-block scales). The
@@ -26,86 +22,7 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"strings"
 )
-
-// maxRows is the number of activation rows one call takes (the register
-// budget: R float accumulators, and for the K-quants R int32 ones).
-const maxRows = 4
-
-// prefetchAhead: the kernels prefetch every cache line of the weights
-// this many bytes ahead of the block they work on. The hardware
-// prefetcher alone left a decode-sized stream at 24 GB/s on the EPYC's
-// 2 threads (Q6_K); with this, 30.
-const prefetchAhead = 2304
-
-// prefetch emits the prefetches for the n weight bytes one loop
-// iteration consumes.
-func prefetch(g *gen, n int) {
-	for off := 0; off < n; off += 64 {
-		g.p("PREFETCHT0 %d(SI)", prefetchAhead+off)
-	}
-}
-
-type kernel struct {
-	name   string // Go name prefix: dotQ4_1AVX2 → dotQ4_1AVX2x1 … x4
-	wb, xb int    // weight and activation block bytes
-	sb     int    // bytes of float32 activation scales per block (0: none)
-	doc    string
-	setup  func(g *gen) // constants, once per call
-	// block: one weight block against r activation rows. The legacy
-	// types (sb > 0) leave each row's contribution in pair(j): written
-	// when first, added to otherwise (see the loop in main).
-	block func(g *gen, r int, first bool)
-}
-
-type gen struct{ b bytes.Buffer }
-
-func (g *gen) p(f string, a ...any) { fmt.Fprintf(&g.b, "\t"+f+"\n", a...) }
-
-// xa is the address of byte off of activation row j's current block.
-func xa(off, j int) string {
-	switch j {
-	case 0:
-		return fmt.Sprintf("%d(DI)", off)
-	case 1:
-		return fmt.Sprintf("%d(DI)(R8*1)", off)
-	case 2:
-		return fmt.Sprintf("%d(DI)(R8*2)", off)
-	}
-	return fmt.Sprintf("%d(DI)(R9*1)", off)
-}
-
-// Register use. Float accumulators Y12+j; int32 (K-quant) accumulators
-// Y8+j; the legacy types' pair sums Y6+j.
-func acc(j int) string  { return fmt.Sprintf("Y%d", 12+j) }
-func acci(j int) string { return fmt.Sprintf("Y%d", 8+j) }
-func pair(j int) string { return fmt.Sprintf("Y%d", 6+j) }
-
-// into adds the float vector a·b to row j's pair sum, or starts it with
-// a·b for the first block of a pair. Why pairs: with one FMA per block
-// into the row's accumulator, a block cannot start its add before the
-// previous block's has finished, and the FMA latency (4 cycles) is more
-// than the rest of a small block's work; summing two blocks apart and
-// then adding the pair halves that chain.
-func into(g *gen, j int, a, b string, first bool) {
-	if first {
-		g.p("VMULPS %s, %s, %s", a, b, pair(j))
-	} else {
-		g.p("VFMADD231PS %s, %s, %s", a, b, pair(j))
-	}
-}
-
-// nibbles16 loads 16 bytes of packed nibbles at off(SI) into Y0 as 32
-// bytes in element order: low nibbles (elements 0..15) in the low lane,
-// high nibbles (16..31) in the high lane. Y11 holds 0x0F bytes.
-func nibbles16(g *gen, off int) {
-	g.p("VMOVDQU %d(SI), X0", off)
-	g.p("VPSRLW $4, X0, X1")
-	g.p("VINSERTI128 $1, X1, Y0, Y0")
-	g.p("VPAND Y11, Y0, Y0")
-}
 
 // highBits expands the 32 bits at off(SI) (bit i for element i) to Y1:
 // 0xFF in byte i where bit i is set, 0 elsewhere. ones is an all-ones
@@ -115,20 +32,6 @@ func highBits(g *gen, off int, ones string) {
 	g.p("VPSHUFB avx2_bitbyte<>(SB), Y1, Y1") // byte i ← byte i/8 of the word
 	g.p("VPOR avx2_bitmask<>(SB), Y1, Y1")    // all bits but bit i%8 set
 	g.p("VPCMPEQB %s, Y1, Y1", ones)
-}
-
-// sa is the address of float32 k of activation row j's current block in
-// the scale rows (BX: row 0, R10: row stride, R11: 3·R10).
-func sa(k, j int) string {
-	switch j {
-	case 0:
-		return fmt.Sprintf("%d(BX)", 4*k)
-	case 1:
-		return fmt.Sprintf("%d(BX)(R10*1)", 4*k)
-	case 2:
-		return fmt.Sprintf("%d(BX)(R10*2)", 4*k)
-	}
-	return fmt.Sprintf("%d(BX)(R11*1)", 4*k)
 }
 
 // scaled adds the int32 sums in Y4 of row j, times the weight scale
@@ -434,21 +337,8 @@ var kernels = []kernel{
 	},
 }
 
-// bytes32 emits a 32-byte constant whose byte i is f(i).
-func bytes32(b *bytes.Buffer, name string, f func(i int) byte) {
-	for q := 0; q < 4; q++ {
-		var v uint64
-		for i := 7; i >= 0; i-- {
-			v = v<<8 | uint64(f(8*q+i))
-		}
-		fmt.Fprintf(b, "DATA %s<>+%d(SB)/8, $0x%016x\n", name, 8*q, v)
-	}
-	fmt.Fprintf(b, "GLOBL %s<>(SB), RODATA|NOPTR, $32\n\n", name)
-}
-
 func main() {
 	var s bytes.Buffer
-	s.WriteString("// Code generated by gen_avx2.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\n#include \"textflag.h\"\n\n")
 	fmt.Fprintf(&s, "DATA avx2_nib<>+0(SB)/1, $0x0f\nGLOBL avx2_nib<>(SB), RODATA|NOPTR, $1\n\n")
 	fmt.Fprintf(&s, "DATA avx2_one16<>+0(SB)/2, $1\nGLOBL avx2_one16<>(SB), RODATA|NOPTR, $2\n\n")
 	for _, c := range []struct {
@@ -479,121 +369,5 @@ func main() {
 		})
 	}
 
-	var d bytes.Buffer
-	d.WriteString("// Code generated by gen_avx2.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\npackage quant\n\n")
-	for _, k := range kernels {
-		for r := 1; r <= maxRows; r++ {
-			g := &gen{}
-			name := fmt.Sprintf("%sx%d", k.name, r)
-			fmt.Fprintf(&s, "// func %s(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)\n// %s\n", name, k.doc)
-			fmt.Fprintf(&s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
-			// Weight rows are contiguous (nb blocks each), so SI runs on from
-			// one row into the next; the activation pointers restart per row
-			// from the arguments.
-			g.p("MOVQ w+0(FP), SI")
-			g.p("MOVQ xs+24(FP), R8")
-			g.p("MOVQ out+48(FP), DX")
-			g.p("LEAQ (R8)(R8*2), R9")
-			k.setup(g)
-			s.Write(g.b.Bytes())
-			g.b.Reset()
-			fmt.Fprintf(&s, "%srow:\n", name)
-			g.p("MOVQ x+16(FP), DI")
-			g.p("MOVQ nb+32(FP), CX")
-			if k.sb > 0 { // scale rows: nb blocks of sb bytes each
-				g.p("MOVQ sc+40(FP), BX")
-				g.p("IMUL3Q $%d, CX, R10", k.sb)
-				g.p("LEAQ (R10)(R10*2), R11")
-			}
-			for j := 0; j < r; j++ {
-				g.p("VXORPS %s, %s, %s", acc(j), acc(j), acc(j))
-			}
-			step := func() {
-				g.p("ADDQ $%d, SI", k.wb)
-				g.p("ADDQ $%d, DI", k.xb)
-				if k.sb > 0 {
-					g.p("ADDQ $%d, BX", k.sb)
-				}
-			}
-			addPairs := func() {
-				for j := 0; j < r; j++ {
-					g.p("VADDPS %s, %s, %s", pair(j), acc(j), acc(j))
-				}
-			}
-			if k.sb == 0 {
-				s.Write(g.b.Bytes())
-				g.b.Reset()
-				fmt.Fprintf(&s, "%sloop:\n", name)
-				prefetch(g, k.wb)
-				k.block(g, r, true)
-				step()
-				g.p("DECQ CX")
-				g.p("JNZ %sloop", name)
-			} else {
-				// Legacy blocks two at a time into the pair sums, then an
-				// odd last block alone: acc = (…((0 + p01) + p23)…) + p_last
-				// whatever r is.
-				g.p("SHRQ $1, CX")
-				g.p("JZ %stail", name)
-				s.Write(g.b.Bytes())
-				g.b.Reset()
-				fmt.Fprintf(&s, "%sloop:\n", name)
-				prefetch(g, 2*k.wb)
-				k.block(g, r, true)
-				step()
-				k.block(g, r, false)
-				step()
-				addPairs()
-				g.p("DECQ CX")
-				g.p("JNZ %sloop", name)
-				s.Write(g.b.Bytes())
-				g.b.Reset()
-				fmt.Fprintf(&s, "%stail:\n", name)
-				g.p("TESTQ $1, nb+32(FP)")
-				g.p("JZ %sdone", name)
-				k.block(g, r, true)
-				step()
-				addPairs()
-				s.Write(g.b.Bytes())
-				g.b.Reset()
-				fmt.Fprintf(&s, "%sdone:\n", name)
-			}
-			// Row sums to out[j·os + row].
-			g.p("MOVQ os+56(FP), AX")
-			g.p("SHLQ $2, AX")
-			g.p("LEAQ (AX)(AX*2), CX")
-			for j := 0; j < r; j++ {
-				a := acc(j)
-				x := "X" + strings.TrimPrefix(a, "Y")
-				g.p("VEXTRACTF128 $1, %s, X4", a)
-				g.p("VADDPS X4, %s, X4", x)
-				g.p("VPERMILPS $0x4E, X4, X5")
-				g.p("VADDPS X5, X4, X4")
-				g.p("VPERMILPS $0xB1, X4, X5")
-				g.p("VADDSS X5, X4, X4")
-				g.p("VMOVSS X4, %s", []string{"(DX)", "(DX)(AX*1)", "(DX)(AX*2)", "(DX)(CX*1)"}[j])
-			}
-			g.p("ADDQ $4, DX")
-			g.p("DECQ rows+8(FP)")
-			g.p("JNZ %srow", name)
-			g.p("VZEROUPPER")
-			g.p("RET")
-			s.Write(g.b.Bytes())
-			s.WriteString("\n")
-			fmt.Fprintf(&d, "//go:noescape\nfunc %s(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)\n\n", name)
-		}
-	}
-	var tab bytes.Buffer
-	for _, k := range kernels {
-		fmt.Fprintf(&tab, "\t%q: {%sx1, %sx2, %sx3, %sx4},\n", k.name, k.name, k.name, k.name, k.name)
-	}
-	fmt.Fprintf(&d, "// avx2Kernels: the R = 1…4 variants of each kernel, by name.\nvar avx2Kernels = map[string][%d]func(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int){\n%s}\n", maxRows, tab.String())
-	must(os.WriteFile("dot_avx2_amd64.s", s.Bytes(), 0o644))
-	must(os.WriteFile("dot_avx2_amd64.go", d.Bytes(), 0o644))
-}
-
-func must(err error) {
-	if err != nil {
-		panic(err)
-	}
+	writeRowKernels("gen_avx2.go", "dot_avx2_amd64", "avx2Kernels", s.Bytes(), rowKernels(kernels))
 }

@@ -2,15 +2,15 @@
 
 // gen_lowbit writes dot_lowbit_amd64.s and dot_lowbit_amd64.go: the AVX2
 // dot kernels of the low-bit weight types (Q2_K, Q3_K, IQ4_XS against
-// Q8_K; IQ4_NL, MXFP4 against Q8_0). Run: go run gen_lowbit.go
+// Q8_K; IQ4_NL, MXFP4 against Q8_0).
+// Run: go run gen_lowbit.go gen_blockrow.go gen_rowkernel.go
 //
-// They follow gen_avx2.go's contract and shape: `rows` consecutive weight
-// rows against R = 1…4 activation rows (stride xs), sums to out[j·os +
-// row]; one activation row's instructions are the same whatever R is and
-// it keeps its own accumulators, so a row's result does not depend on the
-// batch (TestBatchInvariance). Integer products are VPMADDUBSW (unsigned
-// weight × signed activation → int16 pairs) then VPMADDWD (by ones or by
-// the sub-block scales). How each type gets an unsigned operand:
+// They are gen_avx2.go's kind: gen_rowkernel.go's multi-row contract and
+// gen_blockrow.go's loop over a weight row's blocks, whose per-row
+// accumulators keep a row's result apart from the batch
+// (TestBatchInvariance); this file has each type's block. Integer
+// products are VPMADDUBSW (unsigned weight × signed activation → int16
+// pairs) then VPMADDWD (by ones or by the sub-block scales). How each type gets an unsigned operand:
 //   - Q2_K: its quants are 0..3; the mins come from Q8_K's sums.
 //   - Q3_K: q+4 ∈ [0, 7] is the 2 low bits with the high bit as bit 2, so
 //     the −4 comes back as −4·Σ sc·bsum once per block (as Q6_K's −32).
@@ -22,67 +22,8 @@ package main
 import (
 	"bytes"
 	"fmt"
-	"go/format"
 	"math"
-	"os"
-	"strings"
 )
-
-const maxRows = 4
-
-// prefetchAhead: as gen_avx2.go, every weight cache line this many bytes
-// ahead of the block in work.
-const prefetchAhead = 2304
-
-type kernel struct {
-	name   string // Go name prefix: lowbitQ2_K → lowbitQ2_Kx1 … x4
-	wb, xb int    // weight and activation block bytes
-	sb     int    // bytes of float32 activation scales per block (0: none)
-	doc    string
-	setup  func(g *gen)
-	// block: one weight block against r activation rows. The 32-element
-	// types (sb > 0) leave each row's contribution in pair(j): written
-	// when first, added to otherwise; the super-block types add into
-	// acc(j) themselves.
-	block func(g *gen, r int, first bool)
-}
-
-type gen struct{ b bytes.Buffer }
-
-func (g *gen) p(f string, a ...any) { fmt.Fprintf(&g.b, "\t"+f+"\n", a...) }
-
-// xa is the address of byte off of activation row j's current block.
-func xa(off, j int) string {
-	switch j {
-	case 0:
-		return fmt.Sprintf("%d(DI)", off)
-	case 1:
-		return fmt.Sprintf("%d(DI)(R8*1)", off)
-	case 2:
-		return fmt.Sprintf("%d(DI)(R8*2)", off)
-	}
-	return fmt.Sprintf("%d(DI)(R9*1)", off)
-}
-
-// sa is the address of float32 k of activation row j's current block in
-// the scale rows (BX: row 0, R10: row stride, R11: 3·R10).
-func sa(k, j int) string {
-	switch j {
-	case 0:
-		return fmt.Sprintf("%d(BX)", 4*k)
-	case 1:
-		return fmt.Sprintf("%d(BX)(R10*1)", 4*k)
-	case 2:
-		return fmt.Sprintf("%d(BX)(R10*2)", 4*k)
-	}
-	return fmt.Sprintf("%d(BX)(R11*1)", 4*k)
-}
-
-// Float accumulators Y12+j; int32 (super-block) accumulators Y8+j; the
-// 32-element types' pair sums Y6+j.
-func acc(j int) string  { return fmt.Sprintf("Y%d", 12+j) }
-func acci(j int) string { return fmt.Sprintf("Y%d", 8+j) }
-func pair(j int) string { return fmt.Sprintf("Y%d", 6+j) }
 
 // addInt starts (first) or adds to row j's int32 sums with v.
 func addInt(g *gen, j int, v string, first bool) {
@@ -91,28 +32,6 @@ func addInt(g *gen, j int, v string, first bool) {
 	} else {
 		g.p("VPADDD %s, %s, %s", v, acci(j), acci(j))
 	}
-}
-
-// into adds the float vector a·b to row j's pair sum, or starts it. Two
-// blocks are summed apart and then added to the row's accumulator: with
-// one FMA per small block into it, the FMA latency would be the loop's
-// bound (see gen_avx2.go).
-func into(g *gen, j int, a, b string, first bool) {
-	if first {
-		g.p("VMULPS %s, %s, %s", a, b, pair(j))
-	} else {
-		g.p("VFMADD231PS %s, %s, %s", a, b, pair(j))
-	}
-}
-
-// nibbles16 loads 16 bytes of packed nibbles at off(SI) into Y0 as 32
-// bytes in element order: low nibbles (elements 0..15) in the low lane,
-// high nibbles (16..31) in the high lane. Y11 holds 0x0F bytes.
-func nibbles16(g *gen, off int) {
-	g.p("VMOVDQU %d(SI), X0", off)
-	g.p("VPSRLW $4, X0, X1")
-	g.p("VINSERTI128 $1, X1, Y0, Y0")
-	g.p("VPAND Y11, Y0, Y0")
 }
 
 // tableRows: Y0 holds 32 signed weights of a 32-element block whose f16
@@ -378,18 +297,6 @@ var kernels = []kernel{
 	},
 }
 
-// bytes32 emits a 32-byte constant whose byte i is f(i).
-func bytes32(b *bytes.Buffer, name string, f func(i int) byte) {
-	for q := 0; q < 4; q++ {
-		var v uint64
-		for i := 7; i >= 0; i-- {
-			v = v<<8 | uint64(f(8*q+i))
-		}
-		fmt.Fprintf(b, "DATA %s<>+%d(SB)/8, $0x%016x\n", name, 8*q, v)
-	}
-	fmt.Fprintf(b, "GLOBL %s<>(SB), RODATA|NOPTR, $32\n\n", name)
-}
-
 // The format tables (GGML's: facts of the formats).
 var (
 	iq4Levels   = [16]int8{-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
@@ -398,7 +305,6 @@ var (
 
 func main() {
 	var s bytes.Buffer
-	s.WriteString("// Code generated by gen_lowbit.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\n#include \"textflag.h\"\n\n")
 	fmt.Fprintf(&s, "DATA lb_one16<>+0(SB)/2, $1\nGLOBL lb_one16<>(SB), RODATA|NOPTR, $2\n\n")
 	for _, c := range []struct {
 		name string
@@ -437,125 +343,5 @@ func main() {
 	}
 	s.WriteString("GLOBL lb_e8m0<>(SB), RODATA|NOPTR, $1024\n\n")
 
-	var d bytes.Buffer
-	d.WriteString("// Code generated by gen_lowbit.go; DO NOT EDIT.\n\n//go:build amd64 && !noasm\n\npackage quant\n\n")
-	for _, k := range kernels {
-		for r := 1; r <= maxRows; r++ {
-			g := &gen{}
-			name := fmt.Sprintf("%sx%d", k.name, r)
-			fmt.Fprintf(&s, "// func %s(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)\n// %s\n", name, k.doc)
-			fmt.Fprintf(&s, "TEXT ·%s(SB), NOSPLIT, $0-64\n", name)
-			g.p("MOVQ w+0(FP), SI")
-			g.p("MOVQ xs+24(FP), R8")
-			g.p("MOVQ out+48(FP), DX")
-			g.p("LEAQ (R8)(R8*2), R9")
-			k.setup(g)
-			s.Write(g.b.Bytes())
-			g.b.Reset()
-			fmt.Fprintf(&s, "%srow:\n", name)
-			g.p("MOVQ x+16(FP), DI")
-			g.p("MOVQ nb+32(FP), CX")
-			if k.sb > 0 {
-				g.p("MOVQ sc+40(FP), BX")
-				g.p("IMUL3Q $%d, CX, R10", k.sb)
-				g.p("LEAQ (R10)(R10*2), R11")
-			}
-			for j := 0; j < r; j++ {
-				g.p("VXORPS %s, %s, %s", acc(j), acc(j), acc(j))
-			}
-			step := func() {
-				g.p("ADDQ $%d, SI", k.wb)
-				g.p("ADDQ $%d, DI", k.xb)
-				if k.sb > 0 {
-					g.p("ADDQ $%d, BX", k.sb)
-				}
-			}
-			addPairs := func() {
-				for j := 0; j < r; j++ {
-					g.p("VADDPS %s, %s, %s", pair(j), acc(j), acc(j))
-				}
-			}
-			prefetch := func(n int) {
-				for off := 0; off < n; off += 64 {
-					g.p("PREFETCHT0 %d(SI)", prefetchAhead+off)
-				}
-			}
-			if k.sb == 0 {
-				s.Write(g.b.Bytes())
-				g.b.Reset()
-				fmt.Fprintf(&s, "%sloop:\n", name)
-				prefetch(k.wb)
-				k.block(g, r, true)
-				step()
-				g.p("DECQ CX")
-				g.p("JNZ %sloop", name)
-			} else {
-				// Blocks two at a time into the pair sums, then an odd last
-				// block alone: acc = (…((0 + p01) + p23)…) + p_last whatever
-				// r is.
-				g.p("SHRQ $1, CX")
-				g.p("JZ %stail", name)
-				s.Write(g.b.Bytes())
-				g.b.Reset()
-				fmt.Fprintf(&s, "%sloop:\n", name)
-				prefetch(2 * k.wb)
-				k.block(g, r, true)
-				step()
-				k.block(g, r, false)
-				step()
-				addPairs()
-				g.p("DECQ CX")
-				g.p("JNZ %sloop", name)
-				s.Write(g.b.Bytes())
-				g.b.Reset()
-				fmt.Fprintf(&s, "%stail:\n", name)
-				g.p("TESTQ $1, nb+32(FP)")
-				g.p("JZ %sdone", name)
-				k.block(g, r, true)
-				step()
-				addPairs()
-				s.Write(g.b.Bytes())
-				g.b.Reset()
-				fmt.Fprintf(&s, "%sdone:\n", name)
-			}
-			// Row sums to out[j·os + row].
-			g.p("MOVQ os+56(FP), AX")
-			g.p("SHLQ $2, AX")
-			g.p("LEAQ (AX)(AX*2), CX")
-			for j := 0; j < r; j++ {
-				a := acc(j)
-				x := "X" + strings.TrimPrefix(a, "Y")
-				g.p("VEXTRACTF128 $1, %s, X4", a)
-				g.p("VADDPS X4, %s, X4", x)
-				g.p("VPERMILPS $0x4E, X4, X5")
-				g.p("VADDPS X5, X4, X4")
-				g.p("VPERMILPS $0xB1, X4, X5")
-				g.p("VADDSS X5, X4, X4")
-				g.p("VMOVSS X4, %s", []string{"(DX)", "(DX)(AX*1)", "(DX)(AX*2)", "(DX)(CX*1)"}[j])
-			}
-			g.p("ADDQ $4, DX")
-			g.p("DECQ rows+8(FP)")
-			g.p("JNZ %srow", name)
-			g.p("VZEROUPPER")
-			g.p("RET")
-			s.Write(g.b.Bytes())
-			s.WriteString("\n")
-			fmt.Fprintf(&d, "//go:noescape\nfunc %s(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)\n\n", name)
-		}
-	}
-	var tab bytes.Buffer
-	for _, k := range kernels {
-		fmt.Fprintf(&tab, "\t%q: {%sx1, %sx2, %sx3, %sx4},\n", k.name, k.name, k.name, k.name, k.name)
-	}
-	fmt.Fprintf(&d, "// lowbitKernels: the R = 1…4 variants of each kernel, by name.\nvar lowbitKernels = map[string][%d]func(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int){\n%s}\n", maxRows, tab.String())
-	must(os.WriteFile("dot_lowbit_amd64.s", s.Bytes(), 0o644))
-	src, err := format.Source(d.Bytes())
-	must(err)
-	must(os.WriteFile("dot_lowbit_amd64.go", src, 0o644))
-}
-
-func must(err error) {
-	if err != nil {
-		panic(err)
-	}
+	writeRowKernels("gen_lowbit.go", "dot_lowbit_amd64", "lowbitKernels", s.Bytes(), rowKernels(kernels))
 }

@@ -187,20 +187,32 @@ func nibbleScale(g *gen, r int, dOff, mOff int) {
 // of row r, signed), then the 8 d as f16 at 256. Signed × signed through
 // VPMADDUBSW: |w| against x·sign(w); a pair sum reaches 2·128·127, so each
 // product is widened (VPMADDWD) before it is added.
-func q80Block(g *gen, r int) {
+func q80Block(g *gen, r int) { q80Madd(g, r, "p8_one16<>(SB)") }
+
+// q80Madd is q80Block with the int16 ones in ones (a register or memory).
+func q80Madd(g *gen, r int, ones string) {
+	q80Parts(g, r, func(k, j int) {
+		g.p("VPMADDUBSW Y4, Y1, Y5")
+		if k == 0 {
+			g.p("VPMADDWD %s, Y5, %s", ones, isum(j))
+		} else {
+			g.p("VPMADDWD %s, Y5, Y5", ones)
+			g.p("VPADDD Y5, %s, %s", isum(j), isum(j))
+		}
+	})
+}
+
+// q80Parts emits the Q8_0 record's 8 parts against r rows and then
+// q80Scale: per part |w| in Y1, and per row x·sign(w) in Y4 for add(k, j)
+// to put into row j's int32 sums (isum) by the kernel's instructions.
+func q80Parts(g *gen, r int, add func(k, j int)) {
 	for k := 0; k < 8; k++ {
 		g.p("VMOVDQU %d(SI), Y0", 32*k)
 		g.p("VPABSB Y0, Y1")
 		for j := 0; j < r; j++ {
 			g.p("VPBROADCASTD %s, Y4", xa(2+4*k, j))
 			g.p("VPSIGNB Y0, Y4, Y4")
-			g.p("VPMADDUBSW Y4, Y1, Y5")
-			if k == 0 {
-				g.p("VPMADDWD p8_one16<>(SB), Y5, %s", isum(j))
-			} else {
-				g.p("VPMADDWD p8_one16<>(SB), Y5, Y5")
-				g.p("VPADDD Y5, %s, %s", isum(j), isum(j))
-			}
+			add(k, j)
 		}
 	}
 	q80Scale(g, r)
@@ -397,16 +409,7 @@ func q80BlockV(g *gen, r int) {
 	for j := 0; j < r; j++ {
 		g.p("VPXOR %s, %s, %s", isum(j), isum(j), isum(j))
 	}
-	for k := 0; k < 8; k++ {
-		g.p("VMOVDQU %d(SI), Y0", 32*k)
-		g.p("VPABSB Y0, Y1")
-		for j := 0; j < r; j++ {
-			g.p("VPBROADCASTD %s, Y4", xa(2+4*k, j))
-			g.p("VPSIGNB Y0, Y4, Y4")
-			g.p("VPDPBUSD Y4, Y1, %s", isum(j))
-		}
-	}
-	q80Scale(g, r)
+	q80Parts(g, r, func(_, j int) { g.p("VPDPBUSD Y4, Y1, %s", isum(j)) })
 }
 
 // q4kBlockV is q4kBlock with VPDPBUSD: a sub-block's Σ q·x is an int32

@@ -93,16 +93,7 @@ func q80Vex(g *gen, r int) {
 	for j := 0; j < r; j++ {
 		g.p("VPXOR %s, %s, %s", isum(j), isum(j), isum(j))
 	}
-	for k := 0; k < 8; k++ {
-		g.p("VMOVDQU %d(SI), Y0", 32*k)
-		g.p("VPABSB Y0, Y1")
-		for j := 0; j < r; j++ {
-			g.p("VPBROADCASTD %s, Y4", xa(2+4*k, j))
-			g.p("VPSIGNB Y0, Y4, Y4")
-			vexDPBUSD(g, 4, 1, ymmNum(isum(j)))
-		}
-	}
-	q80Scale(g, r)
+	q80Parts(g, r, func(_, j int) { vexDPBUSD(g, 4, 1, ymmNum(isum(j))) })
 }
 
 // q4kVex is q4kBlock with VPDPBUSD: a sub-block's Σ q·x an int32 per row

@@ -99,24 +99,7 @@ func nibbleLean(g *gen, r int, five bool, dOff, qOff, mOff int) {
 }
 
 // q80Lean is q80Block for r ≤ leanRows rows, the int16 ones from Y15.
-func q80Lean(g *gen, r int) {
-	for k := 0; k < 8; k++ {
-		g.p("VMOVDQU %d(SI), Y0", 32*k)
-		g.p("VPABSB Y0, Y1")
-		for j := 0; j < r; j++ {
-			g.p("VPBROADCASTD %s, Y4", xa(2+4*k, j))
-			g.p("VPSIGNB Y0, Y4, Y4")
-			g.p("VPMADDUBSW Y4, Y1, Y5")
-			if k == 0 {
-				g.p("VPMADDWD Y15, Y5, %s", isum(j))
-			} else {
-				g.p("VPMADDWD Y15, Y5, Y5")
-				g.p("VPADDD Y5, %s, %s", isum(j), isum(j))
-			}
-		}
-	}
-	q80Scale(g, r)
-}
+func q80Lean(g *gen, r int) { q80Madd(g, r, "Y15") }
 
 // q4kLean is q4kBlock for r ≤ leanRows rows: the two sub-blocks 2t and
 // 2t+1 whose quants share parts (low and high nibbles) go together, so a
