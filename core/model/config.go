@@ -47,10 +47,11 @@ type Config struct {
 	// FusedGateUp: ffn_up holds the gate rows then the up rows (Phi-3).
 	FusedGateUp bool
 
-	// The layers alternate local and global attention: in each run of
-	// SlidingPattern layers all but the last are local, seeing only the
-	// SlidingWindow latest positions (themselves included) and rotating
-	// with RopeThetaLocal; a SlidingWindow of 0 makes every layer global.
+	// Local layers see only the SlidingWindow latest positions
+	// (themselves included) and rotate with RopeThetaLocal: in each run of
+	// SlidingPattern layers all but the last, or every layer when
+	// SlidingPattern is 0 (then rotating as global ones do). A
+	// SlidingWindow of 0 makes every layer global.
 	// LogitSoftcap, when set, maps each logit z to c·tanh(z/c);
 	// AttnSoftcap does the same to every scaled query·key score (Gemma 2).
 	SlidingWindow  int
@@ -121,9 +122,11 @@ func (c *Config) ffnWidth() int {
 	return c.FF
 }
 
-// Local reports whether layer li attends only within the sliding window.
+// Local reports whether layer li attends only within the sliding window:
+// in each run of SlidingPattern layers all but the last, or with no
+// pattern (0) every layer.
 func (c *Config) Local(li int) bool {
-	return c.SlidingWindow > 0 && c.SlidingPattern > 0 && li%c.SlidingPattern < c.SlidingPattern-1
+	return c.SlidingWindow > 0 && (c.SlidingPattern == 0 || li%c.SlidingPattern < c.SlidingPattern-1)
 }
 
 // Rotates reports whether layer li applies RoPE.
@@ -386,7 +389,9 @@ func configure(c *Config, fam family, m *meta) {
 			def = -1
 		}
 		m.integer("attention.sliding_window", &c.SlidingWindow, def, 0, maxContextTrain)
-		if c.SlidingWindow > 0 {
+		if c.SlidingWindow > 0 && w.everyLayer {
+			c.SlidingPattern = 0
+		} else if c.SlidingWindow > 0 {
 			m.integer("attention.sliding_window_pattern", &c.SlidingPattern, w.defPattern, 1, math.MaxInt)
 			base := float32(10000)
 			if w.localBaseGlobal {
@@ -401,9 +406,6 @@ func configure(c *Config, fam family, m *meta) {
 				c.RopeLocal.ExtFactor, c.RopeLocal.AttnFactor = 0, 1
 			}
 		}
-	} else if fam.windowOff {
-		var w int
-		m.integer("attention.sliding_window", &w, 0, 0, maxContextTrain)
 	}
 	if fam.attnTemperature && m.has("attention.temperature_scale") {
 		m.float("attention.temperature_scale", &c.AttnTempScale, -1)

@@ -51,10 +51,6 @@ type family struct {
 	outBias, ffnBias bool
 	// yarnKeys: the family reads the YaRN beta and log-multiplier keys.
 	yarnKeys bool
-	// windowOff: the family's attention.sliding_window is read and not
-	// applied, as llama.cpp does for Phi-3 (whose output this package
-	// matches).
-	windowOff bool
 	// moe makes the FFN a mixture of experts (see moeRule); nil: dense.
 	moe *moeRule
 	// sinks: each layer's attn_sinks holds one logit per query head that
@@ -126,6 +122,9 @@ type windowRule struct {
 	localBaseGlobal bool
 	// required: the file must name the window (gpt-oss).
 	required bool
+	// everyLayer: every layer is local, rotating as the global ones do
+	// (Phi-3; there is no pattern key).
+	everyLayer bool
 }
 
 // families lists the architectures this package runs.
@@ -140,7 +139,9 @@ var families = map[string]family{
 	"qwen3moe": {ropeNeox: true, qkNorm: QKNormPerHead, moe: &moeRule{ffKey: true, ffKeyOptional: true, normalize: true}},
 	"olmo2": {ropeNeox: true, noPreNorm: true, postNorms: true, qkNorm: QKNormWhole,
 		window: &windowRule{defPattern: 4, localUnscaled: true, localNoYarn: true, localBaseGlobal: true}},
-	"phi3": {ropeNeox: true, fusedGateUp: true, longRope: true, windowOff: true},
+	// Phi-3's window is applied on every layer, as its authors'
+	// reference (transformers) does; llama.cpp turns it off (NOTES.md).
+	"phi3": {ropeNeox: true, fusedGateUp: true, longRope: true, window: &windowRule{everyLayer: true}},
 	"gemma2": {ropeNeox: true, gelu: true, postNorms: true, embdScaleSqrt: true, tiedOnly: true,
 		window: &windowRule{defWindow: 4096, defPattern: 2, localBaseGlobal: true}, softcaps: true, attnSoftcap: 50, logitSoftcap: 30, queryScaleLayers: 46},
 	"gemma3": {ropeNeox: true, gelu: true, postNorms: true, qkNorm: QKNormPerHead, embdScaleSqrt: true, tiedOnly: true,

@@ -180,3 +180,59 @@ func TestFamilyFilesLoad(t *testing.T) {
 		require.NotEmpty(t, cfg.Extras(), spec.Name)
 	}
 }
+
+// TestPhi3WindowOnEveryLayer checks Phi-3's sliding window, which
+// llama.cpp does not apply (so there is no golden for it) and
+// transformers applies on every layer: with L layers and a window of W
+// positions (the query's own included), position p depends on positions
+// p-L(W-1) to p and on none before. Changing the token just outside
+// that reach leaves p's logits exactly as they were; changing the first
+// one inside it does not.
+func TestPhi3WindowOnEveryLayer(t *testing.T) {
+	vocab := vocabFile(t)
+	const window, p = 6, 24
+	spec := synth.Set()[0]
+	for _, s := range synth.Set() {
+		if s.Arch == "phi3" {
+			spec = s
+		}
+	}
+	require.Equal(t, "phi3", spec.Arch)
+	spec.KV = map[string]any{"attention.sliding_window": uint32(window)}
+	spec.LongRope = false
+	data, err := synth.Write(spec, vocab)
+	require.NoError(t, err)
+	f, err := gguf.Parse(data)
+	require.NoError(t, err)
+	m, err := Load(f, 2)
+	require.NoError(t, err)
+	defer m.Close()
+	cfg := m.Config()
+	for li := range cfg.Layers {
+		require.True(t, cfg.Local(li), "layer %d", li)
+	}
+	reach := cfg.Layers * (window - 1)
+	prompt := make([]int32, p+1)
+	for i := range prompt {
+		prompt[i] = int32(100 + 7*i)
+	}
+	logitsAt := func(tokens []int32) []float32 {
+		c := m.NewCache(spec.Context)
+		rows := run(t, m, new(Batch).chain(c, tokens, true))
+		return rows[p]
+	}
+	base := logitsAt(prompt)
+	changed := func(at int) bool {
+		other := append([]int32(nil), prompt...)
+		other[at] += 3
+		got := logitsAt(other)
+		for i := range got {
+			if got[i] != base[i] {
+				return true
+			}
+		}
+		return false
+	}
+	require.False(t, changed(p-reach-1), "a token outside the window's reach changed the logits")
+	require.True(t, changed(p-reach), "the farthest token inside the window's reach changed nothing")
+}

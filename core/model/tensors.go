@@ -165,7 +165,7 @@ func (m *Model) setRopes(factors []float32) {
 	global := newRopeSpec(c.RopeTheta, c.HeadDim, c.Rope, factors)
 	m.ropes = []*ropeSpec{&global}
 	local := &global
-	if c.SlidingWindow > 0 {
+	if c.SlidingWindow > 0 && c.SlidingPattern > 0 {
 		l := newRopeSpec(c.RopeThetaLocal, c.HeadDim, c.RopeLocal, nil)
 		local = &l
 		m.ropes = append(m.ropes, local)
