@@ -53,3 +53,18 @@ func TestFieldsTakeChecksTypesRangesAndLeftovers(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `unknown field "left"`)
 }
+
+func TestNullableFieldTakesNullAsZero(t *testing.T) {
+	type msg struct {
+		Content string `json:"content,nullable"`
+		Role    string `json:"role"`
+	}
+	f, err := jsonstrict.ParseFields([]byte(`{"m":{"content":null,"role":"r"},"n":{"content":"x","role":null}}`), "request")
+	require.NoError(t, err)
+	var m msg
+	_, err = f.Take("m", &m)
+	require.NoError(t, err)
+	require.Equal(t, msg{Role: "r"}, m)
+	_, err = f.Take("n", &m)
+	require.ErrorContains(t, err, `"n.role" must be a string, got null`)
+}

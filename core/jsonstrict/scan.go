@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -336,9 +337,13 @@ func (s *scanner) object(dst reflect.Value) error {
 		s.ws()
 		var field reflect.Value
 		if dst.IsValid() {
-			field = structField(dst, key)
+			var nullable bool
+			field, nullable = structField(dst, key)
 			if !field.IsValid() {
 				return s.valueErr(keyAt, "has an unknown field %q", key)
+			}
+			if nullable && s.pos < len(s.data) && s.data[s.pos] == 'n' {
+				field = reflect.Value{} // null leaves the zero value
 			}
 			s.path = append(s.path, pathSeg{key: key, idx: -1})
 		}
@@ -365,15 +370,18 @@ func (s *scanner) object(dst reflect.Value) error {
 	}
 }
 
-// structField finds the field of v tagged (or named) key.
-func structField(v reflect.Value, key string) reflect.Value {
+// structField finds the field of v tagged (or named) key, and whether its
+// tag has the option "nullable": a null there means the zero value, for
+// the fields OpenAI's API sends as null (an assistant message's content
+// when it only calls tools). encoding/json ignores the option.
+func structField(v reflect.Value, key string) (reflect.Value, bool) {
 	t := v.Type()
 	for i := range t.NumField() {
 		f := t.Field(i)
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
 			continue
 		}
@@ -381,10 +389,10 @@ func structField(v reflect.Value, key string) reflect.Value {
 			name = f.Name
 		}
 		if name == key {
-			return v.Field(i)
+			return v.Field(i), slices.Contains(strings.Split(opts, ","), "nullable")
 		}
 	}
-	return reflect.Value{}
+	return reflect.Value{}, false
 }
 
 // array reads an array, appending each element to a slice destination.
