@@ -33,12 +33,17 @@ const (
 	// ```json {..} ```<｜tool▁call▁end｜>...<｜tool▁calls▁end｜> (R1, V3) and
 	// V3.1's NAME<｜tool▁sep｜>{..}.
 	DeepSeek Format = "deepseek"
+	// SeedOSS: Qwen3Coder's <function=NAME> inside <seed:tool_call>...</seed:tool_call>
+	// (ByteDance Seed-OSS, which thinks in <seed:think>).
+	SeedOSS Format = "seed_oss"
 )
 
 // Markers, spelled once.
 const (
 	toolCallOpen     = "<tool_call>"
 	toolCallClose    = "</tool_call>"
+	seedCallOpen     = "<seed:tool_call>"
+	seedCallClose    = "</seed:tool_call>"
 	pythonTag        = "<|python_tag|>"
 	mistralCalls     = "[TOOL_CALLS]"
 	mistralArgs      = "[ARGS]"
@@ -65,6 +70,8 @@ func (f Format) CallOpeners() []string {
 	switch f {
 	case Hermes, Qwen3Coder:
 		return []string{toolCallOpen}
+	case SeedOSS:
+		return []string{seedCallOpen}
 	case Llama3:
 		return []string{pythonTag}
 	case Mistral:
@@ -100,6 +107,8 @@ func Detect(chatTemplate string) (f Format, thinks bool) {
 		return Mistral, thinks
 	case has(graniteCall):
 		return Granite, thinks
+	case has(seedCallOpen) && has("<function="):
+		return SeedOSS, thinks
 	case has(toolCallOpen) && has("<function=") && !has("<seed:"):
 		return Qwen3Coder, thinks
 	case has(toolCallOpen) && !has("<function=") && !has("<arg_key>") && !has("<tool_calls>") && !has("ns_token"):

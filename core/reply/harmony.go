@@ -122,6 +122,22 @@ func (h *harmonyParser) open(hdr string) {
 	}
 }
 
+// splitHeader separates a header from text before it that is not one
+// (a model that wrote plain words and then a channel): before
+// <|channel|> a header holds only the role and the recipient.
+func splitHeader(written string) (stray, hdr string) {
+	at := strings.Index(written, harmonyChannel)
+	if at < 0 {
+		at = len(written)
+	}
+	for _, w := range strings.Fields(written[:at]) {
+		if w != "assistant" && !strings.HasPrefix(w, "to=") {
+			return written[:at], written[at:]
+		}
+	}
+	return "", written
+}
+
 // parseHeader finds a header's channel and recipient (to=...), which may
 // stand before or after <|channel|>.
 func parseHeader(hdr string) (channel, recipient string) {
@@ -142,38 +158,43 @@ func parseHeader(hdr string) (channel, recipient string) {
 
 // junk shows text that is no message as content.
 func (h *harmonyParser) junk(text string) {
-	if strings.TrimSpace(text) != "" {
-		h.out.Content += text
-	}
+	h.out.Content += text
+	h.startRaw, h.hdrPrompt = "", ""
 }
 
 func (h *harmonyParser) stepHeader(final bool) bool {
 	at, which, hold := findFirst(h.pend, 0, harmonyHeaderEnds)
+	if x := max(at, hold); x > maxHeader {
+		// No header is that long: its first maxHeader+1 bytes are text
+		// outside any message. (Cut in pieces of that size so that every
+		// way of writing the text cuts it alike.)
+		h.junk(h.startRaw + string(h.pend[:maxHeader+1]))
+		h.pend = h.pend[maxHeader+1:]
+		return true
+	}
 	switch {
 	case which == harmonyMessage:
-		h.startRaw += string(h.pend[:at+len(which)])
-		hdr := h.hdrPrompt + string(h.pend[:at])
+		stray, hdr := splitHeader(string(h.pend[:at]))
+		if stray != "" {
+			h.junk(h.startRaw + stray)
+		}
+		h.startRaw += hdr + which
 		h.pend = h.pend[at+len(which):]
-		h.open(hdr)
+		h.open(h.hdrPrompt + hdr)
 		return true
 	case which == harmonyStart:
 		h.junk(h.startRaw + string(h.pend[:at]))
-		h.startRaw, h.hdrPrompt = which, ""
+		h.startRaw = which
 		h.pend = h.pend[at+len(which):]
 		return true
 	case at >= 0:
 		// A message end with no message: not harmony.
 		h.junk(h.startRaw + string(h.pend[:at+len(which)]))
-		h.startRaw, h.hdrPrompt = "", ""
 		h.pend = h.pend[at+len(which):]
 		return true
 	case final:
 		h.junk(h.startRaw + string(h.pend))
-		h.startRaw, h.pend = "", h.pend[:0]
-	case hold > maxHeader:
-		h.junk(h.startRaw + string(h.pend[:hold]))
-		h.startRaw, h.hdrPrompt = "", ""
-		h.pend = h.pend[hold:]
+		h.pend = h.pend[:0]
 	}
 	return false
 }

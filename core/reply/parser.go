@@ -83,7 +83,9 @@ func syntaxOf(f Format) syntax {
 	case Hermes:
 		return &hermes{}
 	case Qwen3Coder:
-		return &qwen3Coder{}
+		return &qwen3Coder{open: toolCallOpen, close: toolCallClose}
+	case SeedOSS:
+		return &qwen3Coder{open: seedCallOpen, close: seedCallClose}
 	case Llama3:
 		return &llama3{}
 	case Mistral:
@@ -359,6 +361,8 @@ func wantedMarkers(f Format, o Options) []string {
 	switch f {
 	case Hermes, Qwen3Coder:
 		w = append(w, toolCallOpen, toolCallClose)
+	case SeedOSS:
+		w = append(w, seedCallOpen, seedCallClose)
 	case Llama3:
 		w = append(w, pythonTag)
 	case Mistral:

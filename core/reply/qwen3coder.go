@@ -9,12 +9,16 @@ import (
 // qwen3Coder reads <tool_call><function=NAME><parameter=K>V</parameter>
 // ...</function></tool_call>, building the arguments object from the
 // parameters: a value that parses as JSON is that JSON, else a string.
-type qwen3Coder struct{ end closerSearch }
+// Seed-OSS writes the same inside <seed:tool_call>...</seed:tool_call>.
+type qwen3Coder struct {
+	open, close string
+	end         closerSearch
+}
 
-func (*qwen3Coder) openers() []string { return []string{toolCallOpen} }
+func (q *qwen3Coder) openers() []string { return []string{q.open} }
 
 func (q *qwen3Coder) settle(opener string, body []byte, final bool) (int, []part) {
-	at := q.end.find(body, toolCallClose)
+	at := q.end.find(body, q.close)
 	if at < 0 {
 		if !final {
 			return -1, nil
@@ -22,7 +26,7 @@ func (q *qwen3Coder) settle(opener string, body []byte, final bool) (int, []part
 		q.end = closerSearch{}
 		return len(body), nil
 	}
-	n := at + len(toolCallClose)
+	n := at + len(q.close)
 	raw := opener + string(body[:n])
 	c, ok := xmlFunction(string(bytes.TrimSpace(body[:at])))
 	if !ok {

@@ -2,6 +2,7 @@ package reply
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/lmstream/lmstream/streaming"
@@ -199,6 +200,13 @@ var replyCases = []replyCase{
 		content: dsTime, calls: [][2]string{paris}},
 	{name: "unclosed section", f: DeepSeek, o: opts(nil), in: "<｜tool▁calls▁begin｜>" + dsParis, calls: [][2]string{paris}},
 
+	// Seed-OSS.
+	{name: "reasoning then call", f: SeedOSS, o: opts(nil),
+		in:        "<seed:think>Need the time.</seed:think>\n<seed:tool_call>\n<function=get_time>\n<parameter=tz>CET</parameter>\n</function>\n</seed:tool_call>",
+		reasoning: "Need the time.", calls: [][2]string{timeC}},
+	{name: "unknown function", f: SeedOSS, o: opts(nil), in: "<seed:tool_call><function=x></function></seed:tool_call>",
+		content: "<seed:tool_call><function=x></function></seed:tool_call>"},
+
 	// None.
 	{name: "content", f: None, o: opts(nil), in: "<tool_call>{}</tool_call>", content: "<tool_call>{}</tool_call>"},
 	{name: "seed reasoning", f: None, o: opts(nil), in: "<seed:think>hmm</seed:think>\n\nAnswer.", reasoning: "hmm", content: "Answer."},
@@ -218,5 +226,19 @@ func TestReplyEverySplit(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A long answer outside harmony's messages is content however it is cut,
+// and the header that follows it still opens its message.
+func TestHarmonyLongJunk(t *testing.T) {
+	long := strings.Repeat("word ", 500)
+	in := long + "<|channel|>final<|message|>ok"
+	o := opts(func(o *Options) { o.Prompt = "<|start|>assistant" })
+	for s, chunks := range splits(in, 20, 7) {
+		got := feed(Harmony, o, chunks)
+		if got.Content != long+"ok" || got.Reasoning != "" || len(got.ToolCalls) != 0 {
+			t.Fatalf("split %d: %+v", s, got)
+		}
 	}
 }
