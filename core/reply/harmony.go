@@ -31,6 +31,8 @@ type harmonyParser struct {
 	// Body state: the open message.
 	kind      msgKind
 	recipient string
+	// scanFrom: where to resume looking for the end of a held call body.
+	scanFrom int
 
 	calls int
 	out   streaming.Reply
@@ -200,14 +202,17 @@ func (h *harmonyParser) stepHeader(final bool) bool {
 }
 
 func (h *harmonyParser) stepBody(final bool) bool {
-	at, which, hold := findFirst(h.pend, 0, harmonyBodyEnds)
+	at, which, hold := findFirst(h.pend, h.scanFrom, harmonyBodyEnds)
 	if at < 0 && !final {
 		if h.kind != msgCall {
 			h.emit(h.pend[:hold])
 			h.pend = h.pend[hold:]
+		} else {
+			h.scanFrom = hold // a long call is scanned once
 		}
 		return false
 	}
+	h.scanFrom = 0
 	end := ""
 	if at < 0 {
 		at = len(h.pend)

@@ -192,6 +192,10 @@ func (p *parser) step(final bool) {
 
 func (p *parser) stepThinkStart(final bool) bool {
 	i := skipBlanks(p.pend, 0)
+	if i > maxHeldBlanks {
+		p.phase = phaseContent // reasoning starts the answer, not a page down
+		return true
+	}
 	for _, tp := range thinkPairs {
 		if strings.HasPrefix(string(p.pend[i:]), tp.open) {
 			p.think = tp
@@ -256,6 +260,9 @@ func (p *parser) stepContent(final bool) bool {
 		if l, ok := p.syn.(leader); ok {
 			i := skipBlanks(p.pend, 0)
 			isCall, decided := l.leads(p.pend[i:])
+			if i > maxHeldBlanks {
+				isCall, decided = false, true
+			}
 			if !decided && !final {
 				return false
 			}
@@ -267,7 +274,7 @@ func (p *parser) stepContent(final bool) bool {
 	}
 	at, which, hold := findFirst(p.pend, 0, p.openers)
 	if at >= 0 {
-		b := blankTail(p.pend[:at])
+		b := heldBlanks(p.pend[:at])
 		p.content(p.pend[:b])
 		p.enterCall(b, at, which)
 		return true
@@ -278,10 +285,21 @@ func (p *parser) stepContent(final bool) bool {
 		return false
 	}
 	// Blanks before a possible opener are held: they belong to the call.
-	b := blankTail(p.pend[:hold])
+	b := heldBlanks(p.pend[:hold])
 	p.content(p.pend[:b])
 	p.pend = p.pend[b:]
 	return false
+}
+
+// maxHeldBlanks bounds the blanks held as possible syntax (before a call
+// or at the start of the answer): a longer run is content, so that a
+// model that writes pages of newlines is not rescanned on every write.
+const maxHeldBlanks = 256
+
+// heldBlanks is where the blanks that end b and may belong to a call
+// opener after them start: the run's last maxHeldBlanks bytes at most.
+func heldBlanks(b []byte) int {
+	return max(blankTail(b), len(b)-maxHeldBlanks)
 }
 
 // enterCall starts a call unit whose opener is at pend[at:], with the

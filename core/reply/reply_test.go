@@ -89,6 +89,9 @@ var replyCases = []replyCase{
 	{name: "qwen3 thinking prompt", f: Hermes, o: opts(func(o *Options) { o.Prompt = "<|im_start|>assistant\n<think>\n" }),
 		in: "Hmm.\n</think>\n\n" + hermesParis, reasoning: "Hmm.\n", calls: [][2]string{paris}},
 
+	{name: "pages of blanks", f: Hermes, o: opts(nil), in: strings.Repeat("\n", 1000) + hermesParis,
+		content: strings.Repeat("\n", 1000-maxHeldBlanks), calls: [][2]string{paris}},
+
 	// Qwen3-Coder.
 	{name: "content", f: Qwen3Coder, o: opts(nil), in: "Paris is sunny <function= today.", content: "Paris is sunny <function= today."},
 	{name: "one call", f: Qwen3Coder, o: opts(nil), in: coderParis, calls: [][2]string{{"get_weather", `{"city":"Paris","days":3}`}}},
@@ -114,6 +117,7 @@ var replyCases = []replyCase{
 		calls: [][2]string{time_}},
 	{name: "built-in tool", f: Llama3, o: opts(nil), in: `<|python_tag|>brave_search.call(query="weather in Paris", n=3, safe=True)`,
 		calls: [][2]string{{"brave_search", `{"query":"weather in Paris","n":3,"safe":true}`}}},
+	{name: "late json", f: Llama3, o: opts(nil), in: strings.Repeat(" ", 300) + llamaParis, content: strings.Repeat(" ", 300) + llamaParis},
 	{name: "json answer", f: Llama3, o: opts(nil), in: `{"name": "Bob", "age": 3}`, content: `{"name": "Bob", "age": 3}`},
 	{name: "reasoning then call", f: Llama3, o: opts(nil), in: "<think>use the tool</think>\n\n" + llamaParis,
 		reasoning: "use the tool", calls: [][2]string{paris}},
@@ -165,6 +169,8 @@ var replyCases = []replyCase{
 	{name: "no reasoning", f: Harmony, o: opts(func(o *Options) { o.Reasoning = false; o.Prompt = "<|start|>assistant" }),
 		in:      "<|channel|>analysis<|message|>think<|end|><|start|>assistant<|channel|>final<|message|>done",
 		content: "<|channel|>analysis<|message|>think<|end|>done"},
+	{name: "long call", f: Harmony, o: opts(nil), in: "<|start|>assistant<|channel|>commentary to=functions.get_time<|message|>{\"tz\":\"" + strings.Repeat("x", 3000) + "\"}<|call|>",
+		calls: [][2]string{{"get_time", `{"tz":"` + strings.Repeat("x", 3000) + `"}`}}},
 	{name: "not harmony", f: Harmony, o: opts(nil), in: "plain words", content: "plain words"},
 
 	// Granite.
