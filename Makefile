@@ -72,7 +72,8 @@ CAPI_C     := $(wildcard capi/*.c) include/lmstream.h
 # Fuzz targets as package:FuzzName:smoke-executions.
 FUZZ_TARGETS := ./streaming:FuzzSanitizer:250000 ./streaming:FuzzStopMatcher:250000 \
                 ./core/gguf:FuzzParse:350000 ./core/tokenizer:FuzzRoundTrip:25000 \
-                ./core/grammar:FuzzGrammar:150000 ./core/jinja:FuzzTemplate:15000
+                ./core/grammar:FuzzGrammar:150000 ./core/jinja:FuzzTemplate:15000 \
+                ./core/reply:FuzzReply:80000
 
 .PHONY: bench-decode bench-adaserve adaserve-plots all lib check-header check-links check-deps lint run test test-go test-py test-c test-elixir wheel fuzz-smoke fuzz bench deps deps-test model \
         test-models clean vet install uninstall test-install go-version test-readme serve test-serve gpu-baseline

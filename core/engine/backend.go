@@ -108,6 +108,7 @@ import (
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/registry"
+	"github.com/lmstream/lmstream/core/reply"
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/core/tokenizer"
@@ -125,7 +126,11 @@ type Backend struct {
 	tok       *tokenizer.Tokenizer
 	template  *chat.Model // nil when the model has none or nothing can render it
 	tmplErr   error       // why template is nil, for requests with messages
-	info      loop.ModelInfo
+	// replyFormat is the template's call syntax and thinks whether it
+	// has thinking markers (reply.Detect): how answers are parsed.
+	replyFormat reply.Format
+	thinks      bool
+	info        loop.ModelInfo
 
 	context      int
 	prefillChunk int
@@ -333,6 +338,7 @@ func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, pass, thread
 		text, err = *override, nil
 	}
 	b.info.ChatTemplate = text
+	b.replyFormat, b.thinks = reply.Detect(text)
 	if fam := chat.ForArch(m.Config().Arch); err != nil && fam != nil {
 		b.template = chat.ForFamily(fam) // no template in the file, but a known family (Gemma 3)
 		b.info.ChatRenderer = fam.Name()

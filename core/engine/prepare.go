@@ -5,6 +5,7 @@ import (
 	"github.com/lmstream/lmstream/core/sample"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/core/tokenizer"
+	"github.com/lmstream/lmstream/streaming"
 )
 
 // Prepare renders and tokenizes each prompt, and checks it fits.
@@ -31,12 +32,16 @@ func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
 		b.vocabTrie() // built once, on the first constrained request
 	}
 	var texts []string
+	var parser streaming.ReplyParser
 	if len(req.Messages) > 0 {
-		text, err := b.RenderChat(req.Messages, true)
+		t, err := b.prepareChat(req)
 		if err != nil {
 			return nil, err
 		}
-		texts = []string{text}
+		texts, parser = []string{t.prompt}, t.reply
+		if t.grammar != nil {
+			it.grammar = t.grammar
+		}
 	} else {
 		texts = req.Prompts
 	}
@@ -55,7 +60,7 @@ func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
 		case len(ids) >= b.context:
 			return nil, status.Errorf(status.PromptTooLong, "request: prompt %d has %d tokens; the context holds %d (with room for at least one generated token)", i, len(ids), b.context)
 		}
-		out[i] = loop.Prepared{Prompt: ids, Data: seeded(it, i)}
+		out[i] = loop.Prepared{Prompt: ids, Data: seeded(it, i), Reply: parser}
 	}
 	return out, nil
 }

@@ -1,0 +1,151 @@
+package engine
+
+import (
+	"context"
+	"strings"
+
+	"github.com/lmstream/lmstream/core/chat"
+	"github.com/lmstream/lmstream/core/grammar"
+	"github.com/lmstream/lmstream/core/loop"
+	"github.com/lmstream/lmstream/core/reply"
+	"github.com/lmstream/lmstream/core/status"
+	"github.com/lmstream/lmstream/streaming"
+)
+
+// chatTurn is a chat request made ready: the prompt, how its answer is
+// parsed, and the constraint a forced tool call puts on it.
+type chatTurn struct {
+	prompt  string
+	reply   streaming.ReplyParser // nil: the answer is text only
+	grammar *grammar.Grammar      // nil: unconstrained
+}
+
+// prepareChat renders a request's messages with the model's template,
+// with its tools unless tool_choice is "none", and chooses the answer's
+// parser from the template's syntax (reply.Detect, at load).
+func (b *Backend) prepareChat(req *loop.Request) (*chatTurn, error) {
+	if b.template == nil {
+		return nil, status.Errorf(status.InvalidRequest, "request: \"messages\" cannot be used: %v", b.tmplErr)
+	}
+	o := &req.Chat
+	conv := chat.Conversation{Messages: req.Messages, AddGenerationPrompt: true}
+	if len(o.TemplateVars) > 0 {
+		conv.Vars = make(map[string]any, len(o.TemplateVars))
+		for k, v := range o.TemplateVars {
+			conv.Vars[k] = v
+		}
+	}
+	showTools := len(o.Tools) > 0 && o.ToolChoice != loop.ToolChoiceNone
+	if showTools {
+		conv.Tools = o.Tools
+	}
+	text, err := b.render(conv)
+	if err != nil {
+		return nil, err
+	}
+	if showTools {
+		// A template that ignores tools would leave the model unaware
+		// of them, and the caller waiting for calls that never come.
+		conv.Tools = nil
+		without, err := b.render(conv)
+		if err != nil {
+			return nil, err
+		}
+		if without == text {
+			return nil, loop.ErrNoTools()
+		}
+		if b.replyFormat == reply.None {
+			return nil, status.Errorf(status.InvalidRequest, `request field "tools": this model's chat template renders tools, but in a call syntax lmstream does not know, so its calls could not be returned`)
+		}
+	}
+	t := &chatTurn{prompt: text}
+	opts := reply.Options{
+		Tools:     showTools,
+		Reasoning: b.thinks && o.Reasoning == loop.ReasoningSeparate,
+		Prompt:    text,
+	}
+	if showTools {
+		if !o.ParallelToolCalls {
+			opts.MaxCalls = 1
+		}
+		for _, f := range o.Functions {
+			opts.ToolNames = append(opts.ToolNames, f.Name)
+		}
+	}
+	if o.ToolChoice == loop.ToolChoiceRequired || o.ToolChoice == loop.ToolChoiceFunction {
+		if req.Grammar != nil {
+			return nil, status.Errorf(status.InvalidRequest, `request: tool_choice %q constrains the answer to a call; it cannot be combined with "response_format" or "grammar"`, o.ToolChoice)
+		}
+		if t.grammar, opts.ForcedPrefix, err = b.forcedCalls(o, opts.MaxCalls); err != nil {
+			return nil, err
+		}
+		if o.ToolChoice == loop.ToolChoiceFunction {
+			opts.MaxCalls = 1
+		}
+		t.prompt += opts.ForcedPrefix
+		opts.Prompt = t.prompt
+	}
+	if opts.Tools || opts.Reasoning {
+		t.reply = reply.New(b.replyFormat, opts)
+	}
+	return t, nil
+}
+
+func (b *Backend) render(conv chat.Conversation) (string, error) {
+	text, err := b.template.RenderConversation(context.Background(), conv)
+	if err != nil {
+		return "", status.Errorf(status.InvalidRequest, "request: %v", err)
+	}
+	return text, nil
+}
+
+// forcedCalls is the grammar that makes the answer one or more calls
+// (tool_choice "required") or a call of the named function, in the
+// model's call syntax, and the text that opens the first call when it is
+// a special token: grammars match text, and a special token's text is
+// not something the model can spell.
+func (b *Backend) forcedCalls(o *loop.ChatOptions, maxCalls int) (*grammar.Grammar, string, error) {
+	shape, prefix, ok := forcedShape(b.replyFormat, b.info.ChatTemplate)
+	if !ok {
+		return nil, "", status.Errorf(status.InvalidRequest, `request field "tool_choice": %q is not supported for this model's tool-call syntax (%s); use "auto"`, o.ToolChoice, b.replyFormat)
+	}
+	shape.MaxCalls = maxCalls
+	var tools []grammar.Tool
+	for _, f := range o.Functions {
+		if o.ToolChoice == loop.ToolChoiceFunction && f.Name != o.ToolName {
+			continue
+		}
+		tools = append(tools, grammar.Tool{Name: f.Name, Parameters: f.Parameters})
+	}
+	if o.ToolChoice == loop.ToolChoiceFunction {
+		shape.MaxCalls = 1
+	}
+	g, err := grammar.ToolCalls(shape, tools)
+	if err != nil {
+		return nil, "", status.Errorf(status.InvalidRequest, `request field "tools": %v`, err)
+	}
+	b.vocabTrie() // built once, on the first constrained request
+	return g, prefix, nil
+}
+
+// forcedShape is how a call syntax writes calls, for the grammar of a
+// forced call, and the prefix that opens them. Syntaxes whose calls need
+// special tokens between calls or around their parts (DeepSeek's, the
+// newer Mistral one with [ARGS], harmony's channels, Qwen3-Coder's XML)
+// have no shape here: tool_choice "auto" serves them.
+func forcedShape(f reply.Format, template string) (grammar.CallShape, string, bool) {
+	switch f {
+	case reply.Hermes:
+		return grammar.CallShape{Begin: "<tool_call>\n", End: "\n</tool_call>", Sep: "\n", NameKey: "name", ArgsKey: "arguments"}, "", true
+	case reply.Llama3:
+		return grammar.CallShape{Sep: "; ", NameKey: "name", ArgsKey: "parameters"}, "", true
+	case reply.Mistral:
+		if strings.Contains(template, "[ARGS]") {
+			return grammar.CallShape{}, "", false
+		}
+		return grammar.CallShape{ListOpen: "[", ListClose: "]", Sep: ", ", NameKey: "name", ArgsKey: "arguments"}, "[TOOL_CALLS]", true
+	case reply.Granite:
+		return grammar.CallShape{ListOpen: "[", ListClose: "]", Sep: ", ", NameKey: "name", ArgsKey: "arguments"}, "<|tool_call|>", true
+	}
+	return grammar.CallShape{}, "", false
+}
