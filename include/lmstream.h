@@ -261,6 +261,13 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 **                to prefill runs alone: decoding waits)
 **   "spec_order": "descending" (default) or "ascending": the order of
 **                AdaServe's SLO phase
+**   "curve_cache_dir": string (default $XDG_CACHE_HOME/lmstream/curves,
+**                else ~/.cache/lmstream/curves; "": keep none): where the
+**                forward pass's cost, measured at the first start (seconds
+**                to tens of seconds), is kept for later starts, one small
+**                file per model header, CPU, thread count and library
+**                build; a missing, damaged or foreign file is measured
+**                anew and replaced
 ** The cuda backend's own fields:
 **   "cuda_device": integer >= 0 (default 0): the GPU's ordinal
 **   "nvrtc_path": string: an NVRTC library or folder (default: searched)

@@ -50,6 +50,10 @@
 //	                  an iteration with a prompt to prefill runs only prompt
 //	                  chunks: decoding waits); spec/sim models the same ones
 //	"spec_order":     AdaServe SLO-phase order, "descending" (default) or "ascending"
+//	"curve_cache_dir": where the forward pass's measured cost is kept between
+//	                  processes, keyed by model header, CPU, threads and build
+//	                  (default DefaultCurveCacheDir: $XDG_CACHE_HOME/lmstream/curves;
+//	                  "": measure at every start)
 //
 // # Memory
 //

@@ -67,6 +67,9 @@ type specConfig struct {
 	budgetGiven  bool
 	minProbGiven bool
 	depthGiven   bool // "spec_max_depth" bounds every drafter (see ngramShape)
+	// curves is where the forward pass's cost curve is kept between
+	// processes ("curve_cache_dir"; curvecache.go).
+	curves curveStore
 }
 
 // DefaultDraftVocab is how many of the lowest token ids a draft model
@@ -124,6 +127,9 @@ func takeSpecConfig(cfg *loop.Config) (specConfig, error) {
 		}
 	}
 	var err error
+	if sc.curves, err = takeCurveStore(cfg); err != nil {
+		return sc, err
+	}
 	if sc.drafter, err = parseDrafter("config", drafter); err != nil {
 		return sc, err
 	}

@@ -29,6 +29,9 @@ type costCurve struct {
 	rootTs []time.Duration
 	entry  time.Duration
 	prompt time.Duration // a prompt token's price in a chunk (0: not measured)
+	// roots is the largest batch measureCost was asked to measure: the
+	// batches reach it, or the model's context was too short for any.
+	roots int
 }
 
 // rootsAt is the measured pass over n sequences' roots (the chain's T(n)
@@ -73,9 +76,10 @@ func (c *costCurve) budget(n int, worth time.Duration) int {
 var curves sync.Map // string -> *costCurve
 
 // reaches reports whether the curve was measured up to at least n tokens
-// and, beside it, batches of up to at least roots sequences.
+// and, beside it, batches of up to at least roots sequences where the
+// model's context allows batches (measureCost).
 func (c *costCurve) reaches(n, roots int) bool {
-	return len(c.ns) > 0 && c.ns[len(c.ns)-1] >= n && (roots <= 1 || len(c.rootNs) > 0 && c.rootNs[len(c.rootNs)-1] >= roots)
+	return len(c.ns) > 0 && c.ns[len(c.ns)-1] >= n && (roots <= 1 || c.roots >= roots)
 }
 
 // rounds is how many times measureCost runs a pass over n tokens.
@@ -110,6 +114,7 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 	if c, ok := curves.Load(key); ok && c.(*costCurve).reaches(maxN, maxRoots) {
 		return c.(*costCurve)
 	}
+	curveMeasurements.Add(1)
 	ctx := max(0, min(curveContext, m.Config().ContextTrain-maxN-1))
 	c, err := m.NewCache(ctx + maxN + 1)
 	if err != nil {
@@ -205,7 +210,7 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 			}
 		}
 	}
-	curve := &costCurve{}
+	curve := &costCurve{roots: maxRoots}
 	for i, n := range sizes {
 		t := best[i]
 		// A pass over more tokens never costs less: smooth the noise.

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/lmstream/lmstream/core/kv"
@@ -63,7 +62,9 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		// Batches no larger than the slots can run: at most their caches'
 		// worth of transient caches beside them.
 		roots := min(rootTokens(b.device), len(b.caches))
-		b.setCurve(measureCost(fmt.Sprintf("%s/%s/%d", b.device, path, threads), b.model, n, roots, calibrating))
+		// Measured once per model, machine, thread count and build, and
+		// kept on disk (curvecache.go): a later start finds it there.
+		b.setCurve(sc.curves.curve(b.device, b.file, path, threads, b.model, n, roots, calibrating))
 		if b.price.curve != nil && !sc.budgetGiven {
 			b.sched.Config.Budget = max(DefaultMinBudget, spec.Calibrate(b.price.curve.at, n))
 		}
