@@ -300,8 +300,8 @@ func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error)
 	}
 	b.reserved = plan.res.Total()
 	cfg.Report(loop.StageSpec, specStart)
-	// Measuring the forward pass's cost (once per model and thread count
-	// in a process) takes most of the rest.
+	// Measuring the forward pass's cost takes most of the rest, where it
+	// is not kept from an earlier start (curvecache.go).
 	calibrating := func(f float64) { cfg.Report(loop.StageCalibrate, specStart+0.69*f) }
 	if err := b.setupSpec(sc, path, threads, calibrating); err != nil {
 		b.Close()

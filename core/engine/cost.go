@@ -71,8 +71,8 @@ func (c *costCurve) budget(n int, worth time.Duration) int {
 
 // curves caches the measured curve per device, model file and thread
 // count, so that a process creating many runtimes (the tests) measures
-// once. A cached curve serves any maxN it reaches; a longer one is
-// measured anew and replaces it.
+// once (curveStore keeps them across processes). A cached curve serves
+// any maxN it reaches; a longer one is measured anew and replaces it.
 var curves sync.Map // string -> *costCurve
 
 // reaches reports whether the curve was measured up to at least n tokens
