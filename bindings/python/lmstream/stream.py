@@ -648,9 +648,11 @@ class Stream:
         # without them take neither branch.
         if any(w[_LPW:end:_W]):
             lps = [_read_logprobs(sc.chunks[i]) if w[_W * i + _LPW] else None for i in range(n)]
-        # has_reply is the low half of its word: any() may see padding, the
-        # per-chunk test does not.
-        if any(w[_RPW:end:_W]):
+        # A request's chunks all carry a reply or none does (a stream that
+        # parses its reply gives one to every chunk), so the first and the
+        # last chunk say, without a pass over the others. has_reply is the
+        # low half of its word.
+        if (w[_RPW] | w[k + _RPW]) & 0xFFFFFFFF:
             replies = [_read_reply(sc.chunks[i]) if w[_W * i + _RPW] & 0xFFFFFFFF else None for i in range(n)]
         if w[k + 4] & 0xFFFFFFFF:
             out[-1] = self._terminal(out[-1], sc, n - 1)

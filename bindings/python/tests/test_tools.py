@@ -210,11 +210,17 @@ def test_required_call_streamed(qwen):
                 calls[t["index"]]["function"]["arguments"] += t["function"]["arguments"]
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
     assert all(c["choices"][0]["finish_reason"] is None for c in chunks[:-1])
-    whole = qwen.create_chat_completion(ASK, **kw)["choices"][0]["message"]
-    assert [calls[i] for i in sorted(calls)] == [_one_call(whole)]
-    # The raw stream: every chunk of a parsed request has a reply.
-    stream_chunks = list(qwen.generate(messages=ASK, **kw))
+    # The same call as the whole answer's (each request's ids are its own).
+    whole = _one_call(qwen.create_chat_completion(ASK, **kw)["choices"][0]["message"])
+    assert list(calls) == [0]
+    _one_call({"tool_calls": [calls[0]]})
+    assert calls[0]["function"] == whole["function"] and calls[0]["id"] != whole["id"]
+    # The raw stream: every chunk of a parsed request has a reply, beside
+    # its logprobs when asked for.
+    stream_chunks = list(qwen.generate(messages=ASK, logprobs=True, **kw))
     assert all(c.reply is not None for c in stream_chunks)
+    assert all(len(c.logprobs or []) == len(c.token_ids) for c in stream_chunks)
+    assert stream_chunks[-1].finished and stream_chunks[-1].reply is not None
     assert Reply.join(c.reply for c in stream_chunks).tool_calls[0].arguments == calls[0]["function"]["arguments"]
 
 
