@@ -208,7 +208,8 @@ static ERL_NIF_TERM a_ok, a_error, a_true, a_false, a_nil, a_undefined, a_empty,
     a_closed, a_not_loaded, a_struct, a_chunk_mod, a_token_ids, a_text, a_finished, a_reason,
     a_usage, a_err, a_batch_index, a_ref, a_prompt_tokens, a_generated_tokens, a_ttft_ms,
     a_tpot_ms, a_draft_proposed, a_draft_accepted, a_verify_passes, a_path, a_abi, a_cpus,
-    a_logprobs, a_token_id, a_logprob, a_bytes, a_top_logprobs;
+    a_logprobs, a_token_id, a_logprob, a_bytes, a_top_logprobs, a_reply, a_content, a_reasoning,
+    a_tool_calls, a_index, a_id, a_name, a_arguments;
 static ERL_NIF_TERM a_reasons[6];
 #define N_CODES 15
 static ERL_NIF_TERM a_codes[N_CODES]; /* index -code, 0..14 */
@@ -228,6 +229,8 @@ static void make_atoms(ErlNifEnv *env) {
     A(a_verify_passes, "verify_passes"); A(a_path, "path"); A(a_abi, "abi_version"); A(a_cpus, "loader_cpus");
     A(a_logprobs, "logprobs"); A(a_token_id, "token_id"); A(a_logprob, "logprob"); A(a_bytes, "bytes");
     A(a_top_logprobs, "top_logprobs");
+    A(a_reply, "reply"); A(a_content, "content"); A(a_reasoning, "reasoning"); A(a_tool_calls, "tool_calls");
+    A(a_index, "index"); A(a_id, "id"); A(a_name, "name"); A(a_arguments, "arguments");
     A(a_reasons[0], "not_finished"); A(a_reasons[1], "end_id"); A(a_reasons[2], "length");
     A(a_reasons[3], "cancelled"); A(a_reasons[4], "error"); A(a_reasons[5], "stop_words");
     A(a_codes[0], "ok"); A(a_codes[1], "invalid_argument"); A(a_codes[2], "invalid_handle");
@@ -767,6 +770,32 @@ static ERL_NIF_TERM logprobs_term(ErlNifEnv *env, const lms_chunk *ch) {
     return list;
 }
 
+/* A binary of a string the library gave, "" for a NULL one. */
+static ERL_NIF_TERM span_binary(ErlNifEnv *env, const char *s, size_t n) { return make_binary(env, s, s ? n : 0); }
+static ERL_NIF_TERM cstr_binary(ErlNifEnv *env, const char *s) { return span_binary(env, s, s ? strlen(s) : 0); }
+
+/* nil, or %{content, reasoning, tool_calls: [%{index, id, name, arguments}]}
+** for a request that parses its reply (see lms_chunk.has_reply). */
+static ERL_NIF_TERM reply_term(ErlNifEnv *env, const lms_chunk *ch) {
+    if (!ch->has_reply) return a_nil;
+    ERL_NIF_TERM calls = enif_make_list(env, 0);
+    for (size_t i = ch->tool_calls ? ch->n_tool_calls : 0; i-- > 0;) {
+        const lms_tool_call_delta *d = &ch->tool_calls[i];
+        ERL_NIF_TERM k[4] = {a_index, a_id, a_name, a_arguments};
+        ERL_NIF_TERM v[4] = {enif_make_int(env, d->index), cstr_binary(env, d->id), cstr_binary(env, d->name),
+                             span_binary(env, d->arguments, d->arguments_len)};
+        ERL_NIF_TERM m;
+        enif_make_map_from_arrays(env, k, v, 4, &m);
+        calls = enif_make_list_cell(env, m, calls);
+    }
+    ERL_NIF_TERM k[3] = {a_content, a_reasoning, a_tool_calls};
+    ERL_NIF_TERM v[3] = {span_binary(env, ch->content, ch->content_len),
+                         span_binary(env, ch->reasoning, ch->reasoning_len), calls};
+    ERL_NIF_TERM m;
+    enif_make_map_from_arrays(env, k, v, 3, &m);
+    return m;
+}
+
 static ERL_NIF_TERM chunk_term(ErlNifEnv *env, const lms_chunk *ch, ERL_NIF_TERM ref) {
     ERL_NIF_TERM ids_stack[64];
     ERL_NIF_TERM *ids = ch->n_token_ids <= 64 ? ids_stack : enif_alloc(ch->n_token_ids * sizeof *ids);
@@ -782,13 +811,13 @@ static ERL_NIF_TERM chunk_term(ErlNifEnv *env, const lms_chunk *ch, ERL_NIF_TERM
             error = enif_make_tuple2(env, code_term(env, ch->error_code), make_binary(env, m, strlen(m)));
         }
     }
-    ERL_NIF_TERM k[10] = {a_struct, a_token_ids, a_text, a_finished, a_reason, a_usage, a_err, a_batch_index, a_ref,
-                          a_logprobs};
-    ERL_NIF_TERM v[10] = {a_chunk_mod, idlist, make_binary(env, ch->text, ch->text_len),
+    ERL_NIF_TERM k[11] = {a_struct, a_token_ids, a_text, a_finished, a_reason, a_usage, a_err, a_batch_index, a_ref,
+                          a_logprobs, a_reply};
+    ERL_NIF_TERM v[11] = {a_chunk_mod, idlist, make_binary(env, ch->text, ch->text_len),
                           ch->finished ? a_true : a_false, reason, usage, error,
-                          enif_make_int(env, ch->batch_index), ref, logprobs_term(env, ch)};
+                          enif_make_int(env, ch->batch_index), ref, logprobs_term(env, ch), reply_term(env, ch)};
     ERL_NIF_TERM m;
-    enif_make_map_from_arrays(env, k, v, 10, &m);
+    enif_make_map_from_arrays(env, k, v, 11, &m);
     return m;
 }
 

@@ -44,7 +44,16 @@ defmodule Lmstream do
   output: `:response_format` (a map or keyword list as OpenAI defines it:
   `%{type: "json_object"}` or `%{type: "json_schema", json_schema: %{name:
   ..., schema: %{...}}}`, nested values encoded as JSON) or `:grammar`
-  (GBNF text).
+  (GBNF text). A chat takes tools as OpenAI's API has them: `:tools` (a
+  list of `%{type: "function", function: %{name: ..., description: ...,
+  parameters: %{...}}}`), `:tool_choice` (`"auto"`, `"none"`, `"required"`
+  or `%{type: "function", function: %{name: ...}}`: the last two constrain
+  the output to calls whose arguments follow the schema),
+  `:parallel_tool_calls`, `:reasoning_format` (`"auto"` or `"none"`) and
+  `:chat_template_kwargs` (a map of template variables); the answer then
+  arrives parsed in each chunk's `reply` (`Lmstream.Chunk`). Messages may
+  carry `tool_calls` (arguments as JSON text or a map), `tool_call_id`,
+  `name` and `reasoning_content`.
   Any other key is a backend-specific field and is sent as is (the replay
   backend's `:script`, `:scripts`, `:delay_ms`, `:error_at`, `:panic_at`);
   `:extra` (a map) is merged into the request too. Unknown fields are
@@ -88,7 +97,12 @@ defmodule Lmstream do
     :response_format,
     :grammar,
     :logprobs,
-    :top_logprobs
+    :top_logprobs,
+    :tools,
+    :tool_choice,
+    :parallel_tool_calls,
+    :reasoning_format,
+    :chat_template_kwargs
   ]
   @channel_keys [:stream_interval, :skip_special_tokens, :queue_limit, :queue_policy]
   @binding_keys [:timeout, :max_batch, :window, :extra]

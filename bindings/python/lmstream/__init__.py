@@ -31,14 +31,25 @@ from .errors import (
 )
 from .models import KNOWN_MODELS, PullProgress, model_path, pull
 from .runtime import Runtime, configure_process
-from .stream import Chunk, FinishReason, Logprob, QueuePolicy, Stream, StreamState, TokenLogprob, Usage
+from .stream import (
+    Chunk,
+    FinishReason,
+    Logprob,
+    QueuePolicy,
+    Reply,
+    Stream,
+    StreamState,
+    TokenLogprob,
+    ToolCallDelta,
+    Usage,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ABI_VERSION", "LibraryNotFound", "library_path", "__version__",
     "Runtime", "Stream", "Chunk", "Usage", "FinishReason", "QueuePolicy", "StreamState",
-    "configure_process", "Logprob", "TokenLogprob",
+    "configure_process", "Logprob", "TokenLogprob", "Reply", "ToolCallDelta",
     "pull", "model_path", "PullProgress", "KNOWN_MODELS",
     "LmstreamError", "InvalidArgument", "InvalidHandle", "BadJSON", "InvalidRequest", "InvalidType",
     "ModelError", "PromptTooLong", "CapacityError", "BufferTooSmall", "ForkedProcess",

@@ -25,7 +25,7 @@ from ctypes import (
 from typing import Any, Dict, List, Optional, Tuple
 
 #: The ABI version this binding was written for (LMS_ABI_VERSION).
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 LIBRARY_NAME = "liblmstream.so"
 
@@ -95,6 +95,16 @@ class LmsTokenLogprob(Structure):
     ]
 
 
+class LmsToolCallDelta(Structure):
+    _fields_ = [
+        ("index", c_int32),
+        ("id", c_void_p),  # const char *, NUL-terminated ("" when absent)
+        ("name", c_void_p),  # const char *, NUL-terminated ("" when absent)
+        ("arguments", c_void_p),  # const char *, arguments_len bytes
+        ("arguments_len", c_size_t),
+    ]
+
+
 class LmsChunk(Structure):
     _fields_ = [
         ("token_ids", POINTER(c_int32)),
@@ -109,6 +119,13 @@ class LmsChunk(Structure):
         ("usage", LmsUsage),
         ("logprobs", POINTER(LmsTokenLogprob)),  # since ABI 2
         ("n_logprobs", c_size_t),
+        ("has_reply", c_int32),  # since ABI 3
+        ("content", c_void_p),  # const char *, content_len bytes
+        ("content_len", c_size_t),
+        ("reasoning", c_void_p),  # const char *, reasoning_len bytes
+        ("reasoning_len", c_size_t),
+        ("tool_calls", POINTER(LmsToolCallDelta)),
+        ("n_tool_calls", c_size_t),
     ]
 
 

@@ -6,6 +6,12 @@ Code written against OpenAI's API (or llama-cpp-python's) expects dicts:
 lmstream's own reason beside it (``native_finish_reason``: "end_id",
 "stop_words", "length", "cancelled"). A failed request raises its
 LmstreamError, as iterating a Stream does.
+
+A chat whose answer the library parses (a request with tools, a thinking
+model) is shaped from the chunks' replies, as lmstream-serve (core/serve)
+shapes it: content, reasoning_content and tool_calls apart, finish_reason
+"tool_calls" when the answer made calls and ended on its end token or a
+stop.
 """
 from __future__ import annotations
 
@@ -21,10 +27,11 @@ from typing import (
     List,
     Optional,
     Sequence,
+    Tuple,
     Union,
 )
 
-from .stream import Chunk, FinishReason, Stream
+from .stream import Chunk, FinishReason, Reply, Stream
 
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Message, Runtime
@@ -40,6 +47,11 @@ _OPENAI_REASON = {
     # it cancelled. The native reason says so.
     FinishReason.CANCELLED: "stop",
 }
+
+
+# The native reasons after which an answer that made calls says
+# "tool_calls": it ended where the model meant it to.
+_CALLS_END = (FinishReason.END_ID, FinishReason.STOP_WORDS)
 
 
 def finish_reason(reason: FinishReason) -> Optional[str]:
@@ -67,6 +79,49 @@ def _logprobs(c: Chunk, lps: Optional[List[Any]]) -> Optional[Dict[str, Any]]:
     if c.finished and c.reason == FinishReason.END_ID and lps:
         lps = lps[:-1]
     return {"content": [lp.to_dict() for lp in lps]}
+
+
+def _reason(c: Chunk, calls: int) -> Optional[str]:
+    if calls and c.reason in _CALLS_END:
+        return "tool_calls"
+    return finish_reason(c.reason)
+
+
+def _message(r: Reply) -> Dict[str, Any]:
+    """OpenAI's assistant message of a whole parsed reply: content None
+    when the answer is only calls, reasoning_content when there is any."""
+    m: Dict[str, Any] = {"role": "assistant", "content": r.content}
+    if r.reasoning:
+        m["reasoning_content"] = r.reasoning
+    if r.tool_calls:
+        m["tool_calls"] = [{"id": t.id, "type": "function",
+                            "function": {"name": t.name, "arguments": t.arguments}} for t in r.tool_calls]
+        if not r.content:
+            m["content"] = None
+    return m
+
+
+def _reply_deltas(r: Reply) -> Tuple[Dict[str, Any], List[Dict[str, Any]], int]:
+    """A chunk's reply as OpenAI streams it: the text delta (reasoning and
+    content; maybe empty), then the calls' deltas: a call's first with its
+    index, id, type, name and empty arguments, then one with its
+    arguments (clients concatenate arguments by index). Also the number
+    of calls begun."""
+    text: Dict[str, Any] = {}
+    if r.reasoning:
+        text["reasoning_content"] = r.reasoning
+    if r.content:
+        text["content"] = r.content
+    calls: List[Dict[str, Any]] = []
+    begun = 0
+    for t in r.tool_calls:
+        if t.id:
+            begun += 1
+            calls.append({"tool_calls": [{"index": t.index, "id": t.id, "type": "function",
+                                          "function": {"name": t.name, "arguments": ""}}]})
+        if t.arguments:
+            calls.append({"tool_calls": [{"index": t.index, "function": {"arguments": t.arguments}}]})
+    return text, calls, begun
 
 
 def _usage(c: Chunk) -> Dict[str, int]:
@@ -107,6 +162,10 @@ class _Shape:
             c["native_finish_reason"] = native
         return c
 
+    def delta(self, delta: Dict[str, Any], logprobs: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        """A chat chunk's choice with a delta as given."""
+        return {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": None}
+
 
 class _Shaper:
     """Turns one Stream's chunks into OpenAI chunk dicts (shared by the
@@ -117,6 +176,7 @@ class _Shaper:
         self.ident = shape.prefix + uuid.uuid4().hex
         self.created = int(time.time())
         self.model = _model_name(rt)
+        self.calls = 0  # tool calls begun
 
     def out(self, choice: Dict[str, Any], usage: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
         d: Dict[str, Any] = {"id": self.ident, "object": self.shape.obj_chunk, "created": self.created,
@@ -131,12 +191,19 @@ class _Shaper:
     def of(self, c: Chunk) -> List[Dict[str, Any]]:
         got = []
         lp = _logprobs(c, c.logprobs)
-        if c.text or (lp is not None and lp["content"]):
-            # Tokens whose text is still held back (part of a character, a
-            # possible stop string) bring their logprobs with no content.
+        # Tokens whose text is still held back (part of a character, a
+        # possible stop string) bring their logprobs with no content.
+        has_lp = lp is not None and bool(lp["content"])
+        if c.reply is not None and self.shape.chat:
+            text, calls, begun = _reply_deltas(c.reply)
+            self.calls += begun
+            if text or has_lp:
+                got.append(self.out(self.shape.delta(text, lp)))
+            got.extend(self.out(self.shape.delta(d)) for d in calls)
+        elif c.text or has_lp:
             got.append(self.out(self.shape.choice(c.text, None, None, logprobs=lp)))
         if c.finished:
-            got.append(self.out(self.shape.choice(None if self.shape.chat else "", finish_reason(c.reason),
+            got.append(self.out(self.shape.choice(None if self.shape.chat else "", _reason(c, self.calls),
                                                   c.reason.ident), _usage(c)))
         return got
 
@@ -148,24 +215,29 @@ class _Whole:
         self.shape, self.rt = shape, rt
         self.parts: List[str] = []
         self.lps: Optional[List[Any]] = None
+        self.replies: List[Reply] = []
         self.final: Optional[Chunk] = None
 
     def add(self, c: Chunk) -> None:
         self.parts.append(c.text)
         if c.logprobs is not None:
             self.lps = (self.lps or []) + c.logprobs
+        if c.reply is not None:
+            self.replies.append(c.reply)
         if c.finished:
             self.final = c
 
     def result(self) -> Dict[str, Any]:
         final = self.final
         assert final is not None, "a stream always ends with a terminal chunk"
+        reply = Reply.join(self.replies) if self.replies and self.shape.chat else None
+        choice = self.shape.choice("".join(self.parts), _reason(final, len(reply.tool_calls) if reply else 0),
+                                   final.reason.ident, whole=True, logprobs=_logprobs(final, self.lps))
+        if reply is not None:
+            choice["message"] = _message(reply)
         return {"id": self.shape.prefix + uuid.uuid4().hex, "object": self.shape.obj_whole,
                 "created": int(time.time()), "model": _model_name(self.rt),
-                "choices": [self.shape.choice("".join(self.parts), finish_reason(final.reason),
-                                              final.reason.ident, whole=True,
-                                              logprobs=_logprobs(final, self.lps))],
-                "usage": _usage(final)}
+                "choices": [choice], "usage": _usage(final)}
 
 
 def _stream(shape: _Shape, rt: "Runtime", stream: Stream) -> Iterator[Dict[str, Any]]:

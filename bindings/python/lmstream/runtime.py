@@ -32,6 +32,7 @@ from .errors import (
 from .stream import (
     Chunk,
     QueuePolicy,
+    Reply,
     Stream,
     TokenLogprob,
     _live as _live_streams,
@@ -40,7 +41,9 @@ from .stream import (
 __all__ = ["Runtime", "configure_process"]
 
 PathLike = Union[str, "os.PathLike[str]"]
-Message = Mapping[str, str]
+#: A chat message: {"role", "content"}, and as OpenAI's API has them
+#: "tool_calls", "tool_call_id", "name", "reasoning_content".
+Message = Mapping[str, Any]
 
 _ERR_SIZE = 4096
 
@@ -107,7 +110,60 @@ def _int_list(name: str, v: object, lo: Optional[int] = None) -> List[int]:
     return [_int(f"{name}[{i}]", x, lo) for i, x in enumerate(v)]
 
 
-def _messages(v: object) -> List[Dict[str, str]]:
+# The keys of a message, as OpenAI's API has them: an assistant turn's
+# tool_calls and reasoning_content, a tool turn's tool_call_id and name.
+_MESSAGE_KEYS = frozenset({"role", "content", "tool_calls", "tool_call_id", "name", "reasoning_content"})
+_TOOL_CALL_KEYS = frozenset({"id", "type", "function"})
+_FUNCTION_KEYS = frozenset({"name", "arguments"})
+
+
+def _keys(where: str, m: Mapping[Any, Any], allowed: "frozenset[str]") -> None:
+    unknown = set(m) - allowed
+    if unknown:
+        raise InvalidRequest(f"{where} has unknown keys {sorted(map(str, unknown))}")
+
+
+def _mapping(name: str, v: object, what: str) -> Mapping[Any, Any]:
+    if not isinstance(v, Mapping):
+        raise InvalidType(f"{name} must be a dict {what}, got {_type_name(v)}")
+    return v
+
+
+def _tool_calls(name: str, v: object) -> List[Dict[str, Any]]:
+    """An assistant message's tool_calls: [{"id", "type", "function":
+    {"name", "arguments"}}]. arguments go as given: a str (OpenAI's wire
+    form, JSON text) or a dict (the object itself, what templates expect;
+    the library turns a string holding an object into one too)."""
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+        raise InvalidType(f"{name} must be a list of {{'id', 'type', 'function'}} dicts, got {_type_name(v)}")
+    out = []
+    for j, c in enumerate(v):
+        at = f"{name}[{j}]"
+        c = _mapping(at, c, "with 'id', 'type' and 'function'")
+        _keys(at, c, _TOOL_CALL_KEYS)
+        call: Dict[str, Any] = {}
+        for k in ("id", "type"):
+            if c.get(k) is not None:
+                call[k] = _str(f"{at}[{k!r}]", c[k])
+        if "function" not in c:
+            raise InvalidRequest(f"{at} has no 'function'")
+        fn = _mapping(f"{at}['function']", c["function"], "with 'name' and 'arguments'")
+        _keys(f"{at}['function']", fn, _FUNCTION_KEYS)
+        f: Dict[str, Any] = {"name": _str(f"{at}['function']['name']", fn.get("name"))}
+        if fn.get("arguments") is not None:
+            args = fn["arguments"]
+            if isinstance(args, Mapping):
+                args = dict(args)
+            elif not isinstance(args, str):
+                raise InvalidType(f"{at}['function']['arguments'] must be a str (JSON text) or a dict, "
+                                  f"got {_type_name(args)}")
+            f["arguments"] = args
+        call["function"] = f
+        out.append(call)
+    return out
+
+
+def _messages(v: object) -> List[Dict[str, Any]]:
     if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
         raise InvalidType(f"messages must be a list of {{'role': ..., 'content': ...}} dicts, got {_type_name(v)}")
     if not v:
@@ -116,16 +172,48 @@ def _messages(v: object) -> List[Dict[str, str]]:
     for i, m in enumerate(v):
         if not isinstance(m, Mapping):
             raise InvalidType(f"messages[{i}] must be a dict with 'role' and 'content', got {_type_name(m)}")
-        unknown = set(m) - {"role", "content"}
-        if unknown:
-            raise InvalidRequest(f"messages[{i}] has unknown keys {sorted(map(str, unknown))}")
+        _keys(f"messages[{i}]", m, _MESSAGE_KEYS)
         if "role" not in m:
             raise InvalidRequest(f"messages[{i}] has no 'role'")
         role = _str(f"messages[{i}]['role']", m["role"])
         if not role:
             raise InvalidRequest(f"messages[{i}] has an empty 'role'")
-        out.append({"role": role, "content": _str(f"messages[{i}]['content']", m.get("content", ""))})
+        # content None is how OpenAI returns an answer that is only calls:
+        # it goes back as "" (the library takes no nulls).
+        content = m.get("content")
+        msg: Dict[str, Any] = {"role": role, "content": "" if content is None else _str(
+            f"messages[{i}]['content']", content)}
+        for k in ("reasoning_content", "tool_call_id", "name"):
+            if m.get(k) is not None:
+                msg[k] = _str(f"messages[{i}][{k!r}]", m[k])
+        if m.get("tool_calls") is not None:
+            msg["tool_calls"] = _tool_calls(f"messages[{i}]['tool_calls']", m["tool_calls"])
+        out.append(msg)
     return out
+
+
+def _dict_list(name: str, v: object) -> List[Dict[str, Any]]:
+    if isinstance(v, (str, bytes)) or not isinstance(v, Sequence):
+        raise InvalidType(f"{name} must be a list of dicts, got {_type_name(v)} {v!r}")
+    return [dict(_mapping(f"{name}[{i}]", t, "")) for i, t in enumerate(v)]
+
+
+def _str_or_dict(name: str, v: object) -> Any:
+    if isinstance(v, str):
+        return v
+    return dict(_mapping(name, v, "or a str"))
+
+
+# The chat fields a request may carry (generate's **extra,
+# create_chat_completion's keywords): their types are checked here, their
+# values by the library (lms_submit in lmstream.h).
+_CHAT_FIELDS: Dict[str, Callable[[str, Any], Any]] = {
+    "tools": _dict_list,
+    "tool_choice": _str_or_dict,
+    "parallel_tool_calls": _bool,
+    "reasoning_format": _str,
+    "chat_template_kwargs": lambda name, v: dict(_mapping(name, v, "of template variables")),
+}
 
 
 def _policy(v: object) -> int:
@@ -217,7 +305,8 @@ def _request(prompt: Any, prompts: Any, messages: Any, *, max_tokens: Any, tempe
     for k, v in extra.items():
         if k in req or k in ("prompt", "prompts", "messages"):
             raise InvalidRequest(f"{k!r} given twice")
-        req[k] = v
+        check = _CHAT_FIELDS.get(k)
+        req[k] = v if check is None else check(k, v)
     return _dumps(req, "request")
 
 
@@ -257,6 +346,15 @@ def invalid_utf8(text: str) -> Optional[str]:
     except UnicodeDecodeError as e:
         return f"invalid UTF-8 byte 0x{raw[e.start]:02x} at byte {e.start}"
     return None
+
+
+def _chat_kw(kw: Dict[str, Any], tools: Any, tool_choice: Any, parallel_tool_calls: Any,
+             reasoning_format: Any, chat_template_kwargs: Any) -> Dict[str, Any]:
+    """generate()'s keywords with the chat fields that were given (their
+    types are checked in _request, with generate's own **extra)."""
+    given = {"tools": tools, "tool_choice": tool_choice, "parallel_tool_calls": parallel_tool_calls,
+             "reasoning_format": reasoning_format, "chat_template_kwargs": chat_template_kwargs}
+    return {**kw, **{k: v for k, v in given.items() if v is not None}}
 
 
 _live_runtimes: "weakref.WeakSet[Runtime]" = weakref.WeakSet()
@@ -413,8 +511,10 @@ class Runtime:
         """Submits a request and returns its Stream at once.
 
         ``prompt`` is raw text, tokenized as is; ``messages`` (a list of
-        {"role", "content"} dicts) is rendered with the model's chat
-        template first (render_chat shows the result). Give one of them.
+        {"role", "content"} dicts, with "tool_calls", "tool_call_id",
+        "name" and "reasoning_content" as OpenAI's API has them) is
+        rendered with the model's chat template first (render_chat shows
+        the result). Give one of them.
 
         ``stream_interval`` (a chunk carries at least n tokens),
         ``skip_special_tokens``, ``queue_limit`` and ``queue_policy``
@@ -424,8 +524,11 @@ class Runtime:
         ``response_format={"type": "json_schema", "json_schema": {"name":
         ..., "schema": {...}}}`` or ``{"type": "json_object"}``, or
         ``grammar=`` GBNF text, and ``logprobs=True`` with
-        ``top_logprobs=k``, which fill each chunk's ``logprobs``). Errors
-        known before the first token raise here.
+        ``top_logprobs=k``, which fill each chunk's ``logprobs``; a chat's
+        ``tools``, ``tool_choice``, ``parallel_tool_calls``,
+        ``reasoning_format`` and ``chat_template_kwargs``, see
+        create_chat_completion, with which each chunk's ``reply`` holds the
+        parsed answer). Errors known before the first token raise here.
         """
         streams = self._submit(prompt, None, messages, 1, locals(), extra)
         return streams[0]
@@ -509,7 +612,9 @@ class Runtime:
                  **extra: Any) -> Chunk:
         """The non-streaming call: blocks until the request ends and returns
         its whole answer as one terminal Chunk (all token ids, ``.text``,
-        ``.reason``, ``.usage``). A failed request raises (unless
+        ``.reason``, ``.usage``, and for a request that parses its answer
+        ``.reply``: Reply.join of the chunks', one ToolCallDelta per call
+        with its whole arguments). A failed request raises (unless
         raise_on_error=False).
 
         It reads a channel internally rather than calling lms_complete,
@@ -526,6 +631,7 @@ class Runtime:
         ids: List[int] = []
         parts: List[str] = []
         lps: Optional[List[TokenLogprob]] = None
+        replies: List[Reply] = []
         final: Optional[Chunk] = None
         with stream:
             for c in stream:
@@ -533,10 +639,13 @@ class Runtime:
                 parts.append(c.text)
                 if c.logprobs is not None:
                     lps = (lps or []) + c.logprobs
+                if c.reply is not None:
+                    replies.append(c.reply)
                 if c.finished:
                     final = c
         assert final is not None, "a stream always ends with a terminal chunk"
-        chunk = Chunk.make(ids, "".join(parts), True, final.reason, final.usage, final.error, lps)
+        chunk = Chunk.make(ids, "".join(parts), True, final.reason, final.usage, final.error, lps,
+                           Reply.join(replies) if replies else None)
         if chunk.error is not None and raise_on_error:
             raise chunk.error
         return chunk
@@ -544,22 +653,45 @@ class Runtime:
     # ---- OpenAI-shaped calls --------------------------------------------
 
     def create_chat_completion(self, messages: Sequence[Message], *, stream: bool = False,
+                               tools: Optional[Sequence[Mapping[str, Any]]] = None,
+                               tool_choice: Union[str, Mapping[str, Any], None] = None,
+                               parallel_tool_calls: Optional[bool] = None,
+                               reasoning_format: Optional[str] = None,
+                               chat_template_kwargs: Optional[Mapping[str, Any]] = None,
                                **kw: Any) -> Any:
         """An OpenAI-style chat completion of ``messages`` (rendered with the
         model's chat template). ``stream=True`` returns an iterator of
         ``chat.completion.chunk`` dicts (``choices[0]["delta"]["content"]``;
         the first delta carries the role, the last the ``finish_reason``
         and ``usage``); ``stream=False`` one ``chat.completion`` dict with
-        ``usage``. finish_reason is "stop" or "length"; lmstream's own
-        reason is ``choices[0]["native_finish_reason"]``. Other keywords
-        are generate()'s (max_tokens, temperature, stop, ...);
+        ``usage``. finish_reason is "stop", "length" or "tool_calls" (the
+        answer called tools and ended); lmstream's own reason is
+        ``choices[0]["native_finish_reason"]``. Other keywords are
+        generate()'s (max_tokens, temperature, stop, ...);
         ``logprobs=True`` (and ``top_logprobs=k``, up to 20) fill
         ``choices[0]["logprobs"]`` as OpenAI does: ``{"content": [{"token",
         "logprob", "bytes", "top_logprobs"}, ...]}`` for the tokens of each
         delta (the end token left out), else None. Errors raise; leaving
-        the iterator early cancels the request."""
+        the iterator early cancels the request.
+
+        Tools, as OpenAI's API has them: ``tools`` ([{"type": "function",
+        "function": {"name", "description", "parameters"}}]),
+        ``tool_choice`` ("auto", "none", "required" or {"type":
+        "function", "function": {"name": ...}}: the last two constrain the
+        output to calls whose arguments follow the schema),
+        ``parallel_tool_calls`` (False: at most one call). The message then
+        has ``tool_calls`` ([{"id", "type": "function", "function":
+        {"name", "arguments": JSON text}}]; ``content`` None when the answer
+        is only calls); streamed, each call comes as a delta with its
+        index, id and name, then one with its arguments. Append the message
+        as returned and a {"role": "tool", "tool_call_id", "content"} per
+        call to continue. ``reasoning_format`` ("auto": a thinking model's
+        reasoning arrives apart, as ``reasoning_content``; "none": left in
+        the content) and ``chat_template_kwargs`` (further template
+        variables, {"enable_thinking": False}) shape the chat too."""
         from .completions import chat_completion
-        return chat_completion(self, messages, _bool("stream", stream), kw)
+        return chat_completion(self, messages, _bool("stream", stream), _chat_kw(
+            kw, tools, tool_choice, parallel_tool_calls, reasoning_format, chat_template_kwargs))
 
     def create_completion(self, prompt: str, *, stream: bool = False, **kw: Any) -> Any:
         """An OpenAI-style text completion: ``prompt`` is raw text, sent
@@ -569,13 +701,19 @@ class Runtime:
         return completion(self, _str("prompt", prompt), _bool("stream", stream), kw)
 
     async def acreate_chat_completion(self, messages: Sequence[Message], *, stream: bool = False,
+                                      tools: Optional[Sequence[Mapping[str, Any]]] = None,
+                                      tool_choice: Union[str, Mapping[str, Any], None] = None,
+                                      parallel_tool_calls: Optional[bool] = None,
+                                      reasoning_format: Optional[str] = None,
+                                      chat_template_kwargs: Optional[Mapping[str, Any]] = None,
                                       **kw: Any) -> Any:
         """create_chat_completion for asyncio, as OpenAI's AsyncClient does
         it: ``await`` gives the ``chat.completion`` dict, or with
         ``stream=True`` an async iterator of chunk dicts (``async for``)
         that waits without blocking the event loop."""
         from .completions import achat_completion
-        return await achat_completion(self, messages, _bool("stream", stream), kw)
+        return await achat_completion(self, messages, _bool("stream", stream), _chat_kw(
+            kw, tools, tool_choice, parallel_tool_calls, reasoning_format, chat_template_kwargs))
 
     async def acreate_completion(self, prompt: str, *, stream: bool = False, **kw: Any) -> Any:
         """create_completion for asyncio, as acreate_chat_completion."""

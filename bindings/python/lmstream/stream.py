@@ -16,6 +16,7 @@ from typing import (
     AsyncIterator,
     Callable,
     Dict,
+    Iterable,
     Iterator,
     List,
     NamedTuple,
@@ -40,7 +41,7 @@ from .errors import ChannelClosed, ForkedProcess, LmstreamError, error_for
 if TYPE_CHECKING:  # pragma: no cover
     from .runtime import Runtime
 
-__all__ = ["FinishReason", "QueuePolicy", "Usage", "Chunk", "Stream", "StreamState"]
+__all__ = ["FinishReason", "QueuePolicy", "Usage", "Chunk", "Stream", "StreamState", "Reply", "ToolCallDelta"]
 
 #: How long one blocking wait lasts before Python gets control back (signal
 #: handlers, KeyboardInterrupt). The wait loops until a chunk arrives.
@@ -132,6 +133,78 @@ def _read_logprobs(c: "_lib.LmsChunk") -> List[TokenLogprob]:
     return out
 
 
+class ToolCallDelta(NamedTuple):
+    """Part of a tool call the model made (lms_tool_call_delta): a call's
+    first delta has its ``id`` ("call_...") and ``name`` and the arguments
+    so far; later deltas with the same ``index`` and an empty ``id`` add
+    more ``arguments`` (JSON text, whole once the call is)."""
+
+    # The field shadows tuple.index, as OpenAI's name for it asks.
+    index: int  # type: ignore[assignment]
+    id: str
+    name: str
+    arguments: str
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"index": self.index, "id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+class Reply(NamedTuple):
+    """A chunk's share of the parsed answer, for requests that parse it (a
+    chat with ``tools``, or a model whose template thinks): the answer's
+    ``content``, the model's ``reasoning`` (OpenAI's reasoning_content) and
+    the ``tool_calls`` deltas. Markers such as ``<tool_call>`` belong to
+    none of them; the chunk's ``text`` keeps the raw output."""
+
+    content: str
+    reasoning: str
+    tool_calls: List[ToolCallDelta]
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"content": self.content, "reasoning": self.reasoning,
+                "tool_calls": [t.to_dict() for t in self.tool_calls]}
+
+    @classmethod
+    def join(cls, parts: Iterable[Optional["Reply"]]) -> "Reply":
+        """The whole reply of a stream's chunks' replies (None ones are
+        skipped): contents and reasonings concatenated, and each call's
+        deltas assembled into one ToolCallDelta with its whole arguments. A
+        delta with an id, or an index not seen yet, begins a call; one
+        without adds to the call of its index."""
+        content: List[str] = []
+        reasoning: List[str] = []
+        calls: List[List[Any]] = []  # [index, id, name, [argument parts]]
+        at: Dict[int, int] = {}  # index -> position in calls
+        for r in parts:
+            if r is None:
+                continue
+            content.append(r.content)
+            reasoning.append(r.reasoning)
+            for d in r.tool_calls:
+                if d.id or d.index not in at:
+                    at[d.index] = len(calls)
+                    calls.append([d.index, d.id, d.name, [d.arguments]])
+                else:
+                    calls[at[d.index]][3].append(d.arguments)
+        return cls("".join(content), "".join(reasoning),
+                   [ToolCallDelta(i, ident, name, "".join(args)) for i, ident, name, args in calls])
+
+
+def _read_reply(c: "_lib.LmsChunk") -> Reply:
+    """Copies a chunk's parsed reply out of the pop buffer."""
+    at = ctypes.string_at
+    calls = []
+    for i in range(c.n_tool_calls):
+        t = c.tool_calls[i]
+        calls.append(ToolCallDelta(
+            t.index, at(t.id).decode("utf-8", "replace") if t.id else "",
+            at(t.name).decode("utf-8", "replace") if t.name else "",
+            at(t.arguments, t.arguments_len).decode("utf-8", "replace") if t.arguments_len else ""))
+    content = at(c.content, c.content_len).decode("utf-8", "replace") if c.content_len else ""
+    reasoning = at(c.reasoning, c.reasoning_len).decode("utf-8", "replace") if c.reasoning_len else ""
+    return Reply(content, reasoning, calls)
+
+
 class StreamState(NamedTuple):
     finished: bool
     reason: FinishReason
@@ -155,6 +228,8 @@ assert _SZ % 8 == 0 and _USAGE.size == ctypes.sizeof(_lib.LmsUsage)
 assert [LmsChunk.token_ids.offset, LmsChunk.n_token_ids.offset, LmsChunk.text.offset,
         LmsChunk.text_len.offset, LmsChunk.finished.offset] == [0, 8, 16, 24, 32]
 _LPW = LmsChunk.n_logprobs.offset // 8  # the word holding n_logprobs
+_RPW = LmsChunk.has_reply.offset // 8  # the word holding has_reply (low half)
+assert LmsChunk.has_reply.offset % 8 == 0
 _I32 = struct.Struct("@i")
 _new = tuple.__new__
 
@@ -169,7 +244,9 @@ class Chunk(tuple):  # type: ignore[type-arg]  # a tuple of mixed items, named b
     ``error`` (an LmstreamError when the stream failed, else None),
     ``logprobs`` (a list of TokenLogprob, one per token id, when the request
     asked for them with ``logprobs=True`` and the chunk has token ids; else
-    None).
+    None), ``reply`` (a Reply: this chunk's content, reasoning and tool
+    call deltas, on every chunk of a request that parses its answer, a chat
+    with ``tools`` or a thinking model's; else None).
 
     A chunk keeps the bytes it was popped with and decodes its text and ids
     when they are read, so a consumer pays only for what it looks at. (It is
@@ -180,18 +257,21 @@ class Chunk(tuple):  # type: ignore[type-arg]  # a tuple of mixed items, named b
 
     # Items: payload bytes, the address they were copied from, the ids
     # pointer, the number of ids, the text length (the text follows the
-    # ids). Terminal chunks add reason, usage and error.
+    # ids). Terminal chunks add reason, usage and error; chunks with
+    # logprobs or a reply add them after those (see _with_extras).
     finished = False
     reason = _NOT_FINISHED
     usage: Optional[Usage] = None
     error: Optional[LmstreamError] = None
     logprobs: Optional[List[TokenLogprob]] = None
+    reply: Optional[Reply] = None
 
     @classmethod
     def make(cls, token_ids: Sequence[int] = (), text: str = "", finished: bool = False,
              reason: FinishReason = _NOT_FINISHED, usage: Optional[Usage] = None,
              error: Optional[LmstreamError] = None,
-             logprobs: Optional[Sequence[TokenLogprob]] = None) -> "Chunk":
+             logprobs: Optional[Sequence[TokenLogprob]] = None,
+             reply: Optional[Reply] = None) -> "Chunk":
         """A chunk built from values (for tests and synthetic streams)."""
         ids = list(token_ids)
         raw = text.encode("utf-8")
@@ -200,7 +280,9 @@ class Chunk(tuple):  # type: ignore[type-arg]  # a tuple of mixed items, named b
             c: Chunk = _new(_Terminal, (data, 0, 0, len(ids), len(raw), FinishReason(reason), usage, error))
         else:
             c = _new(Chunk, (data, 0, 0, len(ids), len(raw)))
-        return c if logprobs is None else _with_logprobs(c, list(logprobs))
+        if logprobs is None and reply is None:
+            return c
+        return _with_extras(c, None if logprobs is None else list(logprobs), reply)
 
     @property
     def token_ids(self) -> List[int]:
@@ -239,6 +321,8 @@ class Chunk(tuple):  # type: ignore[type-arg]  # a tuple of mixed items, named b
                              "finished": self.finished}
         if self.logprobs is not None:
             d["logprobs"] = [lp.to_dict() for lp in self.logprobs]
+        if self.reply is not None:
+            d["reply"] = self.reply.to_dict()
         if self.finished:
             d["reason"] = self.reason.ident
             d["usage"] = self.usage._asdict() if self.usage is not None else None
@@ -252,6 +336,8 @@ class Chunk(tuple):  # type: ignore[type-arg]  # a tuple of mixed items, named b
             extra = f", finished=True, reason={self.reason.ident}"
             if self.error is not None:
                 extra += f", error={self.error!r}"
+        if self.reply is not None:
+            extra = f", reply={self.reply!r}" + extra
         return f"Chunk(token_ids={self.token_ids!r}, text={self.text!r}{extra})"
 
     def __eq__(self, other: object) -> bool:
@@ -259,7 +345,8 @@ class Chunk(tuple):  # type: ignore[type-arg]  # a tuple of mixed items, named b
             return NotImplemented
         return (self.token_ids == other.token_ids and self.text == other.text
                 and self.finished == other.finished and self.reason == other.reason
-                and self.error_code == other.error_code and self.logprobs == other.logprobs)
+                and self.error_code == other.error_code and self.logprobs == other.logprobs
+                and self.reply == other.reply)
 
     def __ne__(self, other: object) -> bool:
         eq = self.__eq__(other)
@@ -272,7 +359,7 @@ class Chunk(tuple):  # type: ignore[type-arg]  # a tuple of mixed items, named b
 
     def __reduce__(self) -> "Tuple[Callable[..., Chunk], Tuple[object, ...]]":  # copy and pickle by value
         return (_make_chunk, (self.token_ids, self.text, self.finished, self.reason,
-                              self.usage, self.error, self.logprobs))
+                              self.usage, self.error, self.logprobs, self.reply))
 
 
 def _make_chunk(*args: object) -> Chunk:
@@ -287,10 +374,25 @@ class _Terminal(Chunk):
     error = property(operator.itemgetter(7))
 
 
+# Chunks with logprobs or a reply are these classes, so that a chunk
+# without them stays the plain five- (or eight-) item tuple: the extras
+# follow the base items, logprobs first.
 class _Logprobs(Chunk):
     """A chunk of a request with logprobs: they are item 5."""
     __slots__ = ()
     logprobs = property(operator.itemgetter(5))
+
+
+class _Reply(Chunk):
+    """A chunk of a request that parses its reply: it is item 5."""
+    __slots__ = ()
+    reply = property(operator.itemgetter(5))
+
+
+class _LogprobsReply(Chunk):
+    __slots__ = ()
+    logprobs = property(operator.itemgetter(5))
+    reply = property(operator.itemgetter(6))
 
 
 class _TerminalLogprobs(_Terminal):
@@ -298,10 +400,34 @@ class _TerminalLogprobs(_Terminal):
     logprobs = property(operator.itemgetter(8))
 
 
-def _with_logprobs(c: Chunk, lps: List[TokenLogprob]) -> Chunk:
-    if c.finished:
-        return _new(_TerminalLogprobs, tuple(c[:8]) + (lps,))
-    return _new(_Logprobs, tuple(c[:5]) + (lps,))
+class _TerminalReply(_Terminal):
+    __slots__ = ()
+    reply = property(operator.itemgetter(8))
+
+
+class _TerminalLogprobsReply(_Terminal):
+    __slots__ = ()
+    logprobs = property(operator.itemgetter(8))
+    reply = property(operator.itemgetter(9))
+
+
+# (terminal, has logprobs, has reply) -> class.
+_EXTRAS = {
+    (False, True, False): _Logprobs, (False, False, True): _Reply, (False, True, True): _LogprobsReply,
+    (True, True, False): _TerminalLogprobs, (True, False, True): _TerminalReply,
+    (True, True, True): _TerminalLogprobsReply,
+}
+
+
+def _with_extras(c: Chunk, lps: Optional[List[TokenLogprob]], reply: Optional[Reply]) -> Chunk:
+    """c (a chunk without extras) with logprobs and/or a reply (not both None)."""
+    fin = c.finished
+    items = tuple(c[:8] if fin else c[:5])
+    if lps is not None:
+        items += (lps,)
+    if reply is not None:
+        items += (reply,)
+    return _new(_EXTRAS[fin, lps is not None, reply is not None], items)
 
 
 class _Scratch:
@@ -517,13 +643,23 @@ class Stream:
         end = _W * n
         out = list(map(_new, repeat(Chunk, n), zip(repeat(data, n), repeat(base, n),
                                                    w[0:end:_W], w[1:end:_W], w[3:end:_W])))
-        lps = None
-        if any(w[_LPW:end:_W]):  # a request with logprobs: copied out now, buf is reused
+        lps = replies = None
+        # Logprobs and replies are copied out now (buf is reused); chunks
+        # without them take neither branch.
+        if any(w[_LPW:end:_W]):
             lps = [_read_logprobs(sc.chunks[i]) if w[_W * i + _LPW] else None for i in range(n)]
+        # A request's chunks all carry a reply or none does (a stream that
+        # parses its reply gives one to every chunk), so the first and the
+        # last chunk say, without a pass over the others. has_reply is the
+        # low half of its word.
+        if (w[_RPW] | w[k + _RPW]) & 0xFFFFFFFF:
+            replies = [_read_reply(sc.chunks[i]) if w[_W * i + _RPW] & 0xFFFFFFFF else None for i in range(n)]
         if w[k + 4] & 0xFFFFFFFF:
             out[-1] = self._terminal(out[-1], sc, n - 1)
-        if lps is not None:
-            out = [c if lp is None else _with_logprobs(c, lp) for c, lp in zip(out, lps)]
+        if lps is not None or replies is not None:
+            none: List[Any] = [None] * n
+            out = [c if lp is None and r is None else _with_extras(c, lp, r)
+                   for c, lp, r in zip(out, none if lps is None else lps, none if replies is None else replies)]
             last = out[-1]
             if last.finished:
                 self.final = last

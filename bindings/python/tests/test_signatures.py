@@ -26,6 +26,7 @@ SCALARS = {
     "lms_pull_progress": _lib.LmsPullProgress,
     "lms_logprob": _lib.LmsLogprob,
     "lms_token_logprob": _lib.LmsTokenLogprob,
+    "lms_tool_call_delta": _lib.LmsToolCallDelta,
     "lms_pull_progress_fn": _lib.lms_pull_progress_fn,
 }
 
@@ -164,7 +165,8 @@ def struct_fields(name):
 @pytest.mark.parametrize("name,cls", [("lms_usage", _lib.LmsUsage), ("lms_chunk", _lib.LmsChunk),
                                       ("lms_pull_progress", _lib.LmsPullProgress),
                                       ("lms_logprob", _lib.LmsLogprob),
-                                      ("lms_token_logprob", _lib.LmsTokenLogprob)])
+                                      ("lms_token_logprob", _lib.LmsTokenLogprob),
+                                      ("lms_tool_call_delta", _lib.LmsToolCallDelta)])
 def test_struct_layout(name, cls):
     fields = struct_fields(name)
     assert [f for f, _ in fields] == [f for f, _ in cls._fields_]

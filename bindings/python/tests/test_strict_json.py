@@ -53,8 +53,12 @@ INVALID = [
     (b'{"prompt":"x","script":[[2]],"seed":null}', '"seed" must be an integer, got null (at byte 36)'),
     (b'{"prompt":null,"script":[[2]]}', '"prompt" must be a string, got null'),
     (b'{"prompts":["a",null],"script":[[2]]}', '"prompts[1]" must be a string, got null'),
-    (b'{"messages":[{"role":"user","content":null}],"script":[[2]]}',
-     '"messages[0].content" must be a string, got null'),
+    # (A message's content may be null: OpenAI's answers that are only
+    # tool calls have it so. Its other strings may not.)
+    (b'{"messages":[{"role":null,"content":"x"}],"script":[[2]]}',
+     '"messages[0].role" must be a string, got null'),
+    (b'{"messages":[{"role":"user","content":"x","name":null}],"script":[[2]]}',
+     '"messages[0].name" must be a string, got null'),
     (b'{"prompt":"x","script":[[2]],"max_tokens":0}', '"max_tokens" must be in [1, 2147483647], got 0'),
     (b'{"prompt":"x","script":[[2]],"temperature":1e999}', '"temperature" must be a finite number'),
     (b'{"prompt":"x","script":[[2]],"top_k":1e30}', '"top_k" must be an integer in ['),
