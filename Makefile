@@ -56,7 +56,7 @@ FETCH    := bash tests/scripts/fetch_model.sh
 MODEL_PATH := $(shell $(FETCH) --path '$(MODEL)')
 MODEL_NAMES := $(shell $(FETCH) --names)
 # The models `make test` fetches: the engine's correctness tests run on them.
-TEST_MODELS := smollm2-135m qwen2.5-coder-0.5b gemma3-270m
+TEST_MODELS := smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b gemma3-270m
 FUZZTIME ?= 5m
 # CI and `make test` fuzz each target briefly, by execution count (about 15 s
 # each here); `make fuzz` for real. FUZZ_SMOKE=N sets one count for all.

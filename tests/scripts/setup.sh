@@ -62,6 +62,9 @@ py_needed=()
 "$py" -c "import mypy" 2>/dev/null || py_needed+=(mypy)
 # openai is the client make test-serve streams from lmstream-serve with.
 "$py" -c "import openai" 2>/dev/null || py_needed+=(openai)
+# The OpenAI Agents SDK drives a two-tool task against lmstream-serve
+# (tests/serve/test_tools.py): an agent framework as users run one.
+"$py" -c "import agents" 2>/dev/null || py_needed+=(openai-agents)
 # ray[serve] runs lmstream.Runtime replicas as a Ray Serve deployment
 # (tests/serve/test_ray_serve.py, examples/ray_serve.py) on a local Ray.
 "$py" -c "import ray.serve" 2>/dev/null || py_needed+=("ray[serve]")
