@@ -133,3 +133,47 @@ func TestForcedCallsInEverySyntax(t *testing.T) {
 		})
 	}
 }
+
+// TestReasoningIsReturnedApart: a template with thinking markers makes
+// the answer's <think> block the reply's reasoning, the rest its content
+// ("reasoning_format": "none" leaves it inline, unparsed). A grammar makes
+// the synthetic model think, since its random weights would not.
+func TestReasoningIsReturnedApart(t *testing.T) {
+	if race.Enabled {
+		t.Skip("model runs are too slow under -race")
+	}
+	testmodel.Need(t, modelPath)
+	vocab, err := gguf.Open(modelPath)
+	require.NoError(t, err)
+	defer vocab.Close()
+	spec := synth.Set()[0]
+	data, err := synth.Write(spec, vocab)
+	require.NoError(t, err)
+	path := filepath.Join(t.TempDir(), "synth.gguf")
+	require.NoError(t, os.WriteFile(path, data, 0o644))
+	tmpl, _ := json.Marshal(`{% for m in messages %}<|im_start|>{{ m.role }}
+{% if m.reasoning_content %}<think>{{ m.reasoning_content }}</think>{% endif %}{{ m.content }}<|im_end|>
+{% endfor %}<|im_start|>assistant
+`)
+	rt, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":1,"context_length":256,"spec_budget":12,"chat_template":` + string(tmpl) + `}`))
+	require.NoError(t, err)
+	defer rt.Close()
+	grammar, _ := json.Marshal(`root ::= "<think>" [a-z]{2,8} " " [a-z]{2,8} "</think>\n\n" [a-z]{2,8} " " [a-z]{2,8}`)
+	req := `{"messages":[{"role":"user","content":"Hi"}],"grammar":` + string(grammar) + `,"max_tokens":60`
+	out, err := rt.Complete([]byte(req + `}`))
+	require.NoError(t, err)
+	text := out[0].Text
+	require.Equal(t, streaming.EndId, out[0].Reason, text)
+	r := out[0].Reply
+	require.NotNil(t, r, text)
+	think, answer, ok := strings.Cut(strings.TrimPrefix(text, "<think>"), "</think>\n\n")
+	require.True(t, ok, text)
+	require.Equal(t, think, r.Reasoning)
+	require.Equal(t, answer, r.Content)
+	require.Empty(t, r.ToolCalls)
+
+	inline, err := rt.Complete([]byte(req + `,"reasoning_format":"none"}`))
+	require.NoError(t, err)
+	require.Equal(t, text, inline[0].Text)
+	require.Nil(t, inline[0].Reply, "nothing to parse: the text is the answer")
+}

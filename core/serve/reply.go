@@ -20,12 +20,15 @@ func (r *replyState) add(d *streaming.Reply) {
 	r.content.WriteString(d.Content)
 	r.reasoning.WriteString(d.Reasoning)
 	for _, c := range d.ToolCalls {
-		if c.ID != "" || int(c.Index) >= len(r.toolCalls) {
+		i := int(c.Index)
+		if c.ID != "" && i == len(r.toolCalls) {
 			r.calls++
 			r.args = append(r.args, &strings.Builder{})
 			r.toolCalls = append(r.toolCalls, map[string]any{"id": c.ID, "type": "function", "function": map[string]any{"name": c.Name}})
 		}
-		r.args[len(r.args)-1].WriteString(c.Arguments)
+		if i < len(r.args) { // calls are numbered in order; a delta of no call begun is dropped
+			r.args[i].WriteString(c.Arguments)
+		}
 	}
 }
 
