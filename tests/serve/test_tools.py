@@ -13,7 +13,6 @@ import random
 
 import jsonschema
 import pytest
-
 from test_serve import ROOT, Server
 
 TOOL_MODEL = os.environ.get("LMSTREAM_TOOL_MODEL",
@@ -122,7 +121,14 @@ def test_agents_sdk_runs_a_two_tool_task(large):
     """The OpenAI Agents SDK's runner against the server: the agent calls
     both tools with the right arguments, the SDK runs them, and the run
     ends within its turn limit."""
-    from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
+    from agents import (
+        Agent,
+        ModelSettings,
+        OpenAIChatCompletionsModel,
+        Runner,
+        function_tool,
+        set_tracing_disabled,
+    )
     from openai import AsyncOpenAI
 
     set_tracing_disabled(True)
