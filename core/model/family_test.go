@@ -12,6 +12,7 @@ import (
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/model/synth"
 	"github.com/lmstream/lmstream/core/quant"
+	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
 // familyGolden is llama.cpp's output on one synthetic model (see
@@ -32,12 +33,7 @@ type familyGolden struct {
 func vocabFile(t *testing.T) *gguf.File {
 	t.Helper()
 	path, _ := filepath.Abs(defaultModelPath)
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("LMSTREAM_REQUIRE_MODELS") != "" {
-			t.Fatalf("default model not found at %s: %v", path, err)
-		}
-		t.Skipf("default model not found at %s (run `make model`): %v", path, err)
-	}
+	testmodel.Need(t, path)
 	f, err := gguf.Open(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { f.Close() })

@@ -14,14 +14,15 @@ import (
 	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/tokenizer"
+	"github.com/lmstream/lmstream/internal/testmodel"
 )
 
 // The Qwen2.5-Coder-Instruct Q4_K_M models (issue 16), checked against
 // numbers recorded once from llama.cpp with testdata/gen_golden_qwen.py:
 // golden top-5 logits, greedy answers to coding questions token for token,
 // and perplexity on testdata/passage.txt. `make model MODEL=<name>` fetches
-// a model; CI fetches the 0.5B one. Without the file the tests skip and say
-// so.
+// a model; CI fetches both. Without the file the tests skip and say so
+// (fail under LMSTREAM_REQUIRE_MODELS=1).
 var qwenModels = []struct {
 	name, file string
 	// ppl is the perplexity threshold on the first 128 tokens of
@@ -71,9 +72,7 @@ func forEachQwen(t *testing.T, fn func(t *testing.T, m *Model, tok *tokenizer.To
 				t.Skip("real-model tests are skipped under -race (too slow); the tiny models cover the same code")
 			}
 			path, _ := filepath.Abs(filepath.Join("..", "..", "models", q.file))
-			if _, err := os.Stat(path); err != nil {
-				t.Skipf("%s not found at %s (run `make model MODEL=%s`)", q.name, path, q.name)
-			}
+			testmodel.Need(t, path) // CI fetches both (make test-models)
 			data, err := os.ReadFile(filepath.Join("testdata", "golden_"+q.name+".json"))
 			require.NoError(t, err)
 			var g qwenGolden
