@@ -44,7 +44,7 @@ const (
 // only when set, since templates test whether a message has it.
 type Message struct {
 	Role    string `json:"role"`
-	Content string `json:"content,nullable"` // null: none (a turn of only tool calls)
+	Content string `json:"content" jsonstrict:"nullable"` // null: none (a turn of only tool calls)
 	// ReasoningContent is an assistant turn's reasoning (its thinking
 	// before the answer).
 	ReasoningContent string `json:"reasoning_content,omitempty"`

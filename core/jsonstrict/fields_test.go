@@ -56,7 +56,7 @@ func TestFieldsTakeChecksTypesRangesAndLeftovers(t *testing.T) {
 
 func TestNullableFieldTakesNullAsZero(t *testing.T) {
 	type msg struct {
-		Content string `json:"content,nullable"`
+		Content string `json:"content" jsonstrict:"nullable"`
 		Role    string `json:"role"`
 	}
 	f, err := jsonstrict.ParseFields([]byte(`{"m":{"content":null,"role":"r"},"n":{"content":"x","role":null}}`), "request")

@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"math"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -370,10 +369,10 @@ func (s *scanner) object(dst reflect.Value) error {
 	}
 }
 
-// structField finds the field of v tagged (or named) key, and whether its
-// tag has the option "nullable": a null there means the zero value, for
+// structField finds the field of v tagged (or named) key, and whether it
+// is tagged jsonstrict:"nullable": a null there means the zero value, for
 // the fields OpenAI's API sends as null (an assistant message's content
-// when it only calls tools). encoding/json ignores the option.
+// when it only calls tools).
 func structField(v reflect.Value, key string) (reflect.Value, bool) {
 	t := v.Type()
 	for i := range t.NumField() {
@@ -381,7 +380,7 @@ func structField(v reflect.Value, key string) (reflect.Value, bool) {
 		if !f.IsExported() {
 			continue
 		}
-		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if name == "-" {
 			continue
 		}
@@ -389,7 +388,7 @@ func structField(v reflect.Value, key string) (reflect.Value, bool) {
 			name = f.Name
 		}
 		if name == key {
-			return v.Field(i), slices.Contains(strings.Split(opts, ","), "nullable")
+			return v.Field(i), f.Tag.Get("jsonstrict") == "nullable"
 		}
 	}
 	return reflect.Value{}, false

@@ -39,9 +39,6 @@ func blankTail(b []byte) int {
 	return i
 }
 
-// allBlank reports whether b is only whitespace.
-func allBlank(b []byte) bool { return skipBlanks(b, 0) == len(b) }
-
 // findFirst finds the earliest complete occurrence of any marker in b
 // (at or after from). Without one, hold is where a suffix of b that is a
 // proper prefix of some marker begins (len(b) when none): text from hold
