@@ -161,11 +161,11 @@ func lmsgo_render_chat(h C.lms_runtime, request *C.char, buf *C.char, size C.siz
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}
-	msgs, gen, err := loop.ParseChat(goBytes(request))
+	c, err := loop.ParseChat(goBytes(request))
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}
-	text, err := in.RenderChat(msgs, gen)
+	text, err := in.RenderChat(c.Messages, c.AddGenerationPrompt, &c.Chat)
 	if err != nil {
 		return fail(err, errBuf, errSize)
 	}

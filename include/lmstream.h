@@ -421,13 +421,26 @@ int lms_detokenize(lms_runtime rt, const int32_t *ids, size_t n_ids, int flags,
 int lms_model_info(lms_runtime rt, char *buf, size_t size, size_t *len);
 
 /* Renders a conversation into the prompt text a request with the same
-** "messages" is given (then tokenized with both LMS_TOKENIZE_* flags).
-** request_json: {"messages": [{"role": "...", "content": "..."}, ...],
-**                "add_generation_prompt": boolean (default true)}
-** with the messages checked as lms_submit checks them. The template is
-** Jinja, rendered as Hugging Face's apply_chat_template does; when it
-** cannot be compiled or fails to render, a built-in family recognised in
-** its text renders instead. A conversation the template itself rejects
+** "messages" and chat fields is given (then tokenized with both
+** LMS_TOKENIZE_* flags): with "tools", the exact prompt a tool request
+** renders. request_json fields:
+**   "messages": required, as lms_submit has them
+**   "add_generation_prompt": boolean (default true): end with the text
+**                that opens the assistant's answer
+**   "tools", "tool_choice", "chat_template_kwargs": as lms_submit has
+**                them, shaping the prompt as they shape a request's: the
+**                tools are shown unless "tool_choice" is "none", and a
+**                forced call's opening special token ([TOOL_CALLS] and the
+**                like) is appended when the syntax has one
+**   "parallel_tool_calls", "reasoning_format": as lms_submit has them;
+**                checked but without effect on the prompt, so one request
+**                object serves both calls
+** Every field is checked as lms_submit checks it, with the same errors (a
+** template that ignores the tools is LMS_ERR_INVALID_REQUEST). The
+** template is Jinja, rendered as Hugging Face's apply_chat_template does;
+** when it cannot be compiled, a built-in family recognised in its text
+** renders instead (one that renders neither tools nor template
+** variables: those are then LMS_ERR_INVALID_REQUEST). A conversation the template itself rejects
 ** (its raise_exception) is LMS_ERR_INVALID_REQUEST with its message; a
 ** model with no usable template is LMS_ERR_INVALID_REQUEST too. A render
 ** has a budget (2 s, macro and recursive-loop depth 200, range() of at

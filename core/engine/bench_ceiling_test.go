@@ -92,7 +92,7 @@ func greedyAnswers(b *testing.B, prompts []string, maxTokens int) []answer {
 	defer rt.Close()
 	var answers []answer
 	for _, p := range prompts {
-		text, err := bk.RenderChat([]loop.Message{{Role: "user", Content: p}}, true)
+		text, err := bk.RenderChat([]loop.Message{{Role: "user", Content: p}}, true, nil)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -44,7 +44,7 @@ func peerSpeculation(tb testing.TB, bin string, set []string, maxTokens int) pee
 	bk, rt := startBench(tb, benchConfig(""))
 	texts := make([]string, len(set))
 	for i, p := range set {
-		text, err := bk.RenderChat([]loop.Message{{Role: "user", Content: p}}, true)
+		text, err := bk.RenderChat([]loop.Message{{Role: "user", Content: p}}, true, nil)
 		if err != nil {
 			tb.Fatal(err)
 		}

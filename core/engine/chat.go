@@ -24,39 +24,10 @@ type chatTurn struct {
 // with its tools unless tool_choice is "none", and chooses the answer's
 // parser from the template's syntax (reply.Detect, at load).
 func (b *Backend) prepareChat(req *loop.Request) (*chatTurn, error) {
-	if b.template == nil {
-		return nil, status.Errorf(status.InvalidRequest, "request: \"messages\" cannot be used: %v", b.tmplErr)
-	}
 	o := &req.Chat
-	conv := chat.Conversation{Messages: req.Messages, AddGenerationPrompt: true}
-	if len(o.TemplateVars) > 0 {
-		conv.Vars = make(map[string]any, len(o.TemplateVars))
-		for k, v := range o.TemplateVars {
-			conv.Vars[k] = v
-		}
-	}
-	showTools := len(o.Tools) > 0 && o.ToolChoice != loop.ToolChoiceNone
-	if showTools {
-		conv.Tools = o.Tools
-	}
-	text, err := b.render(conv)
+	text, showTools, err := b.renderChat(req.Messages, true, o)
 	if err != nil {
 		return nil, err
-	}
-	if showTools {
-		// A template that ignores tools would leave the model unaware
-		// of them, and the caller waiting for calls that never come.
-		conv.Tools = nil
-		without, err := b.render(conv)
-		if err != nil {
-			return nil, err
-		}
-		if without == text {
-			return nil, loop.ErrNoTools()
-		}
-		if b.replyFormat == reply.None {
-			return nil, status.Errorf(status.InvalidRequest, `request field "tools": this model's chat template renders tools, but in a call syntax lmstream does not know, so its calls could not be returned`)
-		}
 	}
 	t := &chatTurn{prompt: text}
 	opts := reply.Options{
@@ -72,7 +43,7 @@ func (b *Backend) prepareChat(req *loop.Request) (*chatTurn, error) {
 			opts.ToolNames = append(opts.ToolNames, f.Name)
 		}
 	}
-	if o.ToolChoice == loop.ToolChoiceRequired || o.ToolChoice == loop.ToolChoiceFunction {
+	if forcesCalls(o) {
 		if req.Grammar != nil {
 			return nil, status.Errorf(status.InvalidRequest, `request: tool_choice %q constrains the answer to a call; it cannot be combined with "response_format" or "grammar"`, o.ToolChoice)
 		}
@@ -91,6 +62,45 @@ func (b *Backend) prepareChat(req *loop.Request) (*chatTurn, error) {
 	return t, nil
 }
 
+// renderChat renders msgs with a chat's options as a request renders
+// them: its template variables set, its tools shown unless tool_choice is
+// "none". showTools says whether they were. A template that ignores the
+// tools, or renders them in a call syntax the reply parser does not know,
+// is an error: the caller would wait for calls that never come.
+func (b *Backend) renderChat(msgs []loop.Message, addGenerationPrompt bool, o *loop.ChatOptions) (text string, showTools bool, err error) {
+	if b.template == nil {
+		return "", false, status.Errorf(status.InvalidRequest, "request: \"messages\" cannot be used: %v", b.tmplErr)
+	}
+	conv := chat.Conversation{Messages: msgs, AddGenerationPrompt: addGenerationPrompt}
+	if len(o.TemplateVars) > 0 {
+		conv.Vars = make(map[string]any, len(o.TemplateVars))
+		for k, v := range o.TemplateVars {
+			conv.Vars[k] = v
+		}
+	}
+	showTools = len(o.Tools) > 0 && o.ToolChoice != loop.ToolChoiceNone
+	if showTools {
+		conv.Tools = o.Tools
+	}
+	if text, err = b.render(conv); err != nil {
+		return "", false, err
+	}
+	if showTools {
+		conv.Tools = nil
+		without, err := b.render(conv)
+		if err != nil {
+			return "", false, err
+		}
+		if without == text {
+			return "", false, loop.ErrNoTools()
+		}
+		if b.replyFormat == reply.None {
+			return "", false, status.Errorf(status.InvalidRequest, `request field "tools": this model's chat template renders tools, but in a call syntax lmstream does not know, so its calls could not be returned`)
+		}
+	}
+	return text, showTools, nil
+}
+
 func (b *Backend) render(conv chat.Conversation) (string, error) {
 	text, err := b.template.RenderConversation(context.Background(), conv)
 	if err != nil {
@@ -105,9 +115,9 @@ func (b *Backend) render(conv chat.Conversation) (string, error) {
 // a special token: grammars match text, and a special token's text is
 // not something the model can spell.
 func (b *Backend) forcedCalls(o *loop.ChatOptions, maxCalls int) (*grammar.Grammar, string, error) {
-	shape, prefix, ok := forcedShape(b.replyFormat, b.info.ChatTemplate)
-	if !ok {
-		return nil, "", status.Errorf(status.InvalidRequest, `request field "tool_choice": %q is not supported for this model's tool-call syntax (%s); use "auto"`, o.ToolChoice, b.replyFormat)
+	shape, prefix, err := b.forcedSyntax(o)
+	if err != nil {
+		return nil, "", err
 	}
 	shape.MaxCalls = maxCalls
 	var tools []grammar.Tool
@@ -126,6 +136,22 @@ func (b *Backend) forcedCalls(o *loop.ChatOptions, maxCalls int) (*grammar.Gramm
 	}
 	b.vocabTrie() // built once, on the first constrained request
 	return g, prefix, nil
+}
+
+// forcedSyntax is forcedShape for this model, or the error of a
+// tool_choice its syntax cannot force.
+func (b *Backend) forcedSyntax(o *loop.ChatOptions) (grammar.CallShape, string, error) {
+	shape, prefix, ok := forcedShape(b.replyFormat, b.info.ChatTemplate)
+	if !ok {
+		return shape, "", status.Errorf(status.InvalidRequest, `request field "tool_choice": %q is not supported for this model's tool-call syntax (%s); use "auto"`, o.ToolChoice, b.replyFormat)
+	}
+	return shape, prefix, nil
+}
+
+// forcesCalls says whether a chat's tool_choice constrains the answer to
+// calls.
+func forcesCalls(o *loop.ChatOptions) bool {
+	return o.ToolChoice == loop.ToolChoiceRequired || o.ToolChoice == loop.ToolChoiceFunction
 }
 
 // forcedShape is how a call syntax writes calls, for the grammar of a

@@ -38,7 +38,7 @@ func TestGemmaThroughTheEngine(t *testing.T) {
 	require.Equal(t, "gemma3", info.Architecture)
 	require.Equal(t, 262144, info.VocabSize)
 	require.Equal(t, "gemma", info.ChatRenderer)
-	text, err := in.RenderChat([]loop.Message{{Role: "user", Content: "Hi"}}, true)
+	text, err := in.RenderChat([]loop.Message{{Role: "user", Content: "Hi"}}, true, nil)
 	require.NoError(t, err)
 	require.Equal(t, "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n", text)
 

@@ -43,7 +43,8 @@ func headerFields(t *testing.T, fn string) []string {
 // documents are exactly those the runtime, the engine and the CUDA device
 // ask a config for, and the request fields lms_submit documents exactly
 // those the request parser and the engine ask a request for, so the
-// header and the parsers cannot drift apart.
+// header and the parsers cannot drift apart; likewise the fields
+// lms_render_chat documents and those its parser asks for.
 func TestHeaderDocumentsEveryField(t *testing.T) {
 	path := engine.TinyFile(t, t.TempDir(), 64, 5, 4)
 	stop := jsonstrict.Record()
@@ -60,4 +61,9 @@ func TestHeaderDocumentsEveryField(t *testing.T) {
 
 	require.Equal(t, headerFields(t, "lms_runtime_create"), got["config"], "config fields: lmstream.h (want) against the parsers (got)")
 	require.Equal(t, headerFields(t, "lms_submit"), got["request"], "request fields: lmstream.h (want) against the parsers (got)")
+
+	stop = jsonstrict.Record()
+	_, err = loop.ParseChat([]byte(`{"messages":[{"role":"user","content":"a"}]}`))
+	require.NoError(t, err)
+	require.Equal(t, headerFields(t, "lms_render_chat"), stop()["request"], "render fields: lmstream.h (want) against loop.ParseChat (got)")
 }

@@ -69,14 +69,24 @@ func (b *Backend) Detokenize(ids []int32, skipSpecial bool) ([]byte, error) {
 
 func (b *Backend) ModelInfo() loop.ModelInfo { return b.info }
 
-// RenderChat renders messages as a request's "messages" are.
-func (b *Backend) RenderChat(msgs []loop.Message, addGenerationPrompt bool) (string, error) {
-	if b.template == nil {
-		return "", status.Errorf(status.InvalidRequest, "request: \"messages\" cannot be used: %v", b.tmplErr)
+// RenderChat renders messages as a request's "messages" are, with its
+// chat options: the same text lms_submit tokenizes, down to the special
+// token that opens a forced call in some syntaxes (Mistral's
+// [TOOL_CALLS]), and the same errors.
+func (b *Backend) RenderChat(msgs []loop.Message, addGenerationPrompt bool, opts *loop.ChatOptions) (string, error) {
+	if opts == nil {
+		opts = &loop.ChatOptions{}
 	}
-	text, err := b.template.Render(msgs, addGenerationPrompt)
+	text, _, err := b.renderChat(msgs, addGenerationPrompt, opts)
 	if err != nil {
-		return "", status.Errorf(status.InvalidRequest, "request: %v", err)
+		return "", err
+	}
+	if addGenerationPrompt && forcesCalls(opts) {
+		_, prefix, err := b.forcedSyntax(opts)
+		if err != nil {
+			return "", err
+		}
+		text += prefix
 	}
 	return text, nil
 }

@@ -87,7 +87,7 @@ func TestModelInfoQwen(t *testing.T) {
 	require.Equal(t, int32(151645), info.EOS.ID)
 	require.Equal(t, "<|im_end|>", info.EOS.Text)
 	require.Equal(t, "jinja", info.ChatRenderer)
-	text, err := in.RenderChat([]loop.Message{{Role: "user", Content: "Hi"}}, true)
+	text, err := in.RenderChat([]loop.Message{{Role: "user", Content: "Hi"}}, true, nil)
 	require.NoError(t, err)
 	require.Equal(t, "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"+
 		"<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n", text)
@@ -106,7 +106,7 @@ func TestMessagesUseRenderChat(t *testing.T) {
 	rt := newRuntime(t, "")
 	in := introspector(t, rt)
 	msgs := []loop.Message{{Role: "system", Content: "Be terse."}, {Role: "user", Content: "Hi there"}}
-	text, err := in.RenderChat(msgs, true)
+	text, err := in.RenderChat(msgs, true, nil)
 	require.NoError(t, err)
 	require.Equal(t, "<|im_start|>system\nBe terse.<|im_end|>\n<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n", text)
 	ids, err := in.Tokenize(text, true, true)
@@ -124,7 +124,7 @@ func TestChatTemplateOverride(t *testing.T) {
 	rt := newRuntime(t, `,"chat_template":`+string(js))
 	in := introspector(t, rt)
 	require.Equal(t, tmpl, in.ModelInfo().ChatTemplate)
-	text, err := in.RenderChat([]loop.Message{{Role: "user", Content: "Hi"}}, true)
+	text, err := in.RenderChat([]loop.Message{{Role: "user", Content: "Hi"}}, true, nil)
 	require.NoError(t, err)
 	require.Equal(t, "[USER] Hi\n[ASSISTANT]", text)
 	ids, _ := in.Tokenize(text, true, true)

@@ -21,8 +21,11 @@ type Introspector interface {
 	Detokenize(ids []int32, skipSpecial bool) ([]byte, error)
 	// ModelInfo is the model's metadata.
 	ModelInfo() ModelInfo
-	// RenderChat is the prompt text a request's "messages" become.
-	RenderChat(msgs []Message, addGenerationPrompt bool) (string, error)
+	// RenderChat is the prompt text a request's "messages" become with
+	// its chat options (nil: none, a chat without tools), failing as the
+	// request would for the template's reasons (a template that ignores
+	// the tools, one that raises).
+	RenderChat(msgs []Message, addGenerationPrompt bool, opts *ChatOptions) (string, error)
 }
 
 // ModelInfo describes a loaded model, as lms_model_info writes it.
@@ -63,31 +66,42 @@ func (r *Runtime) Introspector() (Introspector, error) {
 	return nil, status.Errorf(status.State, "this runtime's backend cannot tokenize or describe its model")
 }
 
+// ChatRender is a render request: a conversation and the fields that
+// shape its prompt as they shape a request's.
+type ChatRender struct {
+	Messages            []Message
+	AddGenerationPrompt bool
+	Chat                ChatOptions
+}
+
 // ParseChat reads a render request, {"messages": [...],
-// "add_generation_prompt": bool (default true)}, checking the messages as
-// ParseRequest does.
-func ParseChat(data []byte) ([]Message, bool, error) {
+// "add_generation_prompt": bool (default true)} and a request's chat
+// fields ("tools", "tool_choice", "chat_template_kwargs", ...), checking
+// all of them as ParseRequest does.
+func ParseChat(data []byte) (ChatRender, error) {
+	c := ChatRender{AddGenerationPrompt: true}
 	f, err := jsonstrict.ParseFields(data, "request")
 	if err != nil {
-		return nil, false, err
+		return c, err
 	}
-	var msgs []Message
-	has, err := f.Take("messages", &msgs)
+	has, err := f.Take("messages", &c.Messages)
 	if err != nil {
-		return nil, false, err
+		return c, err
 	}
 	if !has {
-		return nil, false, status.Errorf(status.InvalidRequest, `request: "messages" is required`)
+		return c, status.Errorf(status.InvalidRequest, `request: "messages" is required`)
 	}
-	if err := checkMessages(f, msgs); err != nil {
-		return nil, false, err
+	if err := checkMessages(f, c.Messages); err != nil {
+		return c, err
 	}
-	gen := true
-	if _, err := f.Take("add_generation_prompt", &gen); err != nil {
-		return nil, false, err
+	if _, err := f.Take("add_generation_prompt", &c.AddGenerationPrompt); err != nil {
+		return c, err
+	}
+	if c.Chat, err = takeChatOptions(f, true); err != nil {
+		return c, err
 	}
 	if err := f.Rest(); err != nil {
-		return nil, false, err
+		return c, err
 	}
-	return msgs, gen, nil
+	return c, nil
 }

@@ -178,7 +178,7 @@ func NewLoading(opts Options) *Server {
 func (s *Server) Ready(rt *loop.Runtime) {
 	e := &engine{rt: rt}
 	if in, err := rt.Introspector(); err == nil {
-		e.render = func(msgs []loop.Message) (string, error) { return in.RenderChat(msgs, true) }
+		e.render = func(msgs []loop.Message) (string, error) { return in.RenderChat(msgs, true, nil) }
 	}
 	s.Progress("", 1)
 	s.ready.CompareAndSwap(nil, e)

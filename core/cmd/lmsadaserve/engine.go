@@ -311,7 +311,7 @@ func promptTokens(o engineOpts, prompts [][]string) ([]float64, error) {
 	out := make([]float64, len(prompts))
 	for c, ps := range prompts {
 		for _, p := range ps {
-			text, err := in.RenderChat([]loop.Message{{Role: "user", Content: p}}, true)
+			text, err := in.RenderChat([]loop.Message{{Role: "user", Content: p}}, true, nil)
 			if err != nil {
 				return nil, err
 			}
