@@ -247,8 +247,10 @@ test-readme: $(LIB) test-install $(MODEL_PATH)
 	cd bindings/elixir && MIX_ENV=test mix compile
 	$(VENV_RUN) $(PYTHON) tests/scripts/check_readme.py README.md --prefix $(TI)/prefix --python $(abspath $(PYTHON))
 
-test-c: $(LIB) test-install
-	$(MAKE) -C tests/c all test valgrind MODEL=$(abspath $(MODEL_PATH))
+# tests/c/tools.c needs a model whose template renders tools.
+TOOL_MODEL_PATH := $(shell $(FETCH) --path qwen2.5-coder-0.5b)
+test-c: $(LIB) test-install $(TOOL_MODEL_PATH)
+	$(MAKE) -C tests/c all test valgrind MODEL=$(abspath $(MODEL_PATH)) TOOL_MODEL=$(abspath $(TOOL_MODEL_PATH))
 
 # Installed files, for C and C++ programs that find them with pkg-config.
 # lmstream.pc is written from lmstream.pc.in at install time, so it always

@@ -110,6 +110,16 @@ struct TokenLogprob {
     std::vector<Logprob> top;  /* most likely first */
 };
 
+/* Part of one tool call the model made (lms_tool_call_delta), owned: a
+** call's first delta has its id and name, later ones more of its
+** arguments. Join a stream's deltas by index to get its calls. */
+struct ToolCallDelta {
+    int32_t index = 0;      /* the call's position among the answer's calls */
+    std::string id;         /* "call_..." on the call's first delta, else "" */
+    std::string name;       /* the function, on the call's first delta, else "" */
+    std::string arguments;  /* more of the arguments' JSON text */
+};
+
 /* One chunk, owned. The C chunk points into a block the library allocated
 ** (try_pop, wait_pop, complete) or into a caller buffer that the next batch
 ** pop overwrites (pop_batch, consume); a Chunk copies everything out so it
@@ -126,6 +136,14 @@ struct Chunk {
     std::string error_message;
     Usage usage{};                   /* meaningful on the terminal chunk */
     std::vector<TokenLogprob> logprobs;  /* one per token id with "logprobs": true, else empty */
+    /* The parsed reply, when the request parses one (a chat with "tools",
+    ** or a model whose template thinks): text split into content,
+    ** reasoning and tool-call deltas, each this chunk's part. Else false
+    ** and empty. */
+    bool has_reply = false;
+    std::string content;
+    std::string reasoning;
+    std::vector<ToolCallDelta> tool_calls;
 
     Chunk() = default;
     explicit Chunk(const lms_chunk &c) { assign(c); }
@@ -159,6 +177,18 @@ struct Chunk {
                 dst.top[k].logprob = t.logprob;
                 dst.top[k].bytes.assign(t.bytes ? t.bytes : "", t.bytes ? t.n_bytes : 0);
             }
+        }
+        has_reply = c.has_reply != 0;
+        content.assign(c.content ? c.content : "", c.content ? c.content_len : 0);
+        reasoning.assign(c.reasoning ? c.reasoning : "", c.reasoning ? c.reasoning_len : 0);
+        tool_calls.resize(c.tool_calls ? c.n_tool_calls : 0);
+        for (size_t i = 0; i < tool_calls.size(); i++) {
+            const lms_tool_call_delta &src = c.tool_calls[i];
+            ToolCallDelta &dst = tool_calls[i];
+            dst.index = src.index;
+            dst.id.assign(src.id ? src.id : "");
+            dst.name.assign(src.name ? src.name : "");
+            dst.arguments.assign(src.arguments ? src.arguments : "", src.arguments ? src.arguments_len : 0);
         }
     }
 

@@ -1,15 +1,17 @@
 /*
 ** cpp_wrapper.cpp — the C++ RAII wrapper (include/lmstream.hpp) against the
-** real library, on the replay backend.
+** real library, on the replay backend (and one test on a real model).
 **
-**   cpp_wrapper [TEST_NAME ...]
+**   cpp_wrapper [--tool-model MODEL.gguf] [TEST_NAME ...]
 **
 ** Streams read to their terminal chunk with wait_pop, pop_batch (including a
 ** chunk bigger than the wrapper's first buffer) and consume; cancellation;
 ** a consume handler that throws; ownership moving between Channel and
 ** Runtime objects, checked through the C API's handles; errors turning into
-** lmstream::Error with the C status code and the library's message.
-** Prints PASS/FAIL per test and "N passed, M failed"; exits 1 on any
+** lmstream::Error with the C status code and the library's message; and,
+** given --tool-model (a model whose template renders tools, too slow for
+** valgrind), a tool call's reply copied into Chunks.
+** Prints PASS/FAIL/SKIP per test and "N passed, M failed, K skipped"; exits 1 on any
 ** failure. Under valgrind, timeouts stretch (the preload library is detected).
 */
 #include <poll.h>
@@ -235,6 +237,66 @@ static void test_logprobs() {
     CHECK(all.logprobs.size() == lps.size() && all.logprobs.back().token_id == 0, "complete: %zu logprobs",
           all.logprobs.size());
     CHECK(rt.complete(spell(text)).logprobs.empty(), "logprobs nobody asked for");
+}
+
+/* A request that parses no reply leaves a chunk's reply empty. */
+static void test_no_reply() {
+    Runtime rt(runtime_config());
+    Chunk all = rt.complete(spell("plain"));
+    CHECK(all.text == "plain" && !all.has_reply && all.content.empty() && all.reasoning.empty() &&
+              all.tool_calls.empty(),
+          "a replay chunk has a reply: '%s' (%zu calls)", all.content.c_str(), all.tool_calls.size());
+}
+
+/* The model of test_tool_reply (--tool-model): its template renders tools. */
+static const char *tool_model;
+
+/* A forced tool call on a real model, read with pop_batch (whose Chunks
+** reuse their strings and vectors from one batch to the next) and with
+** complete(): every chunk has the reply, the deltas join by index into
+** one get_weather call, and the content stays empty. */
+static void test_tool_reply() {
+    CHECK(tool_model, "needs --tool-model MODEL.gguf");
+    Runtime rt(format("{\"model_path\":\"%s\",\"max_slots\":1,\"context_length\":512,\"spec_budget\":12}",
+                      tool_model));
+    const std::string req =
+        "{\"messages\":[{\"role\":\"user\",\"content\":\"What is the weather like in Paris today?\"}],"
+        "\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"parameters\":"
+        "{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}},\"required\":[\"city\"]}}}],"
+        "\"tool_choice\":\"required\",\"max_tokens\":60}";
+    Channel ch;
+    rt.submit(req, ch);
+    std::vector<Chunk> batch;
+    std::vector<lmstream::ToolCallDelta> calls;
+    std::string content, text;
+    while (!ch.done()) {
+        Status st = ch.pop_batch(batch, patience(60s), 2);
+        CHECK(st == Status::ok, "pop_batch returned %d", static_cast<int>(st));
+        for (const Chunk &c : batch) {
+            CHECK(c.has_reply, "a chunk without the reply: '%s'", c.text.c_str());
+            content += c.content;
+            text += c.text;
+            for (const lmstream::ToolCallDelta &d : c.tool_calls) {
+                if (!d.id.empty()) {
+                    CHECK(d.index == static_cast<int32_t>(calls.size()), "call %d after %zu calls", d.index,
+                          calls.size());
+                    calls.push_back(d);
+                } else {
+                    CHECK(d.index >= 0 && d.index < static_cast<int32_t>(calls.size()) && d.name.empty(),
+                          "a delta of call %d before its id", d.index);
+                    calls[d.index].arguments += d.arguments;
+                }
+            }
+        }
+    }
+    CHECK(calls.size() == 1 && calls[0].name == "get_weather" && calls[0].id.rfind("call_", 0) == 0 &&
+              calls[0].arguments.find("\"city\"") != std::string::npos,
+          "%zu calls in '%s'", calls.size(), text.c_str());
+    CHECK(content.empty(), "content '%s' beside the call", content.c_str());
+    Chunk all = rt.complete(req);
+    CHECK(all.has_reply && all.tool_calls.size() == 1 && all.tool_calls[0].name == "get_weather" &&
+              all.tool_calls[0].arguments == calls[0].arguments && all.content.empty(),
+          "complete: %zu calls in '%s'", all.tool_calls.size(), all.text.c_str());
 }
 
 /* One burst of 8,000 tokens is one chunk of ~40 kB, more than the wrapper's
@@ -553,6 +615,8 @@ static const Test tests[] = {
     {"pop_batch", test_pop_batch},
     {"pop_batch_grows", test_pop_batch_grows},
     {"logprobs", test_logprobs},
+    {"no_reply", test_no_reply},
+    {"tool_reply", test_tool_reply},
     {"consume", test_consume},
     {"consume_stop", test_consume_stop},
     {"cancel", test_cancel},
@@ -573,11 +637,23 @@ int main(int argc, char **argv) {
         std::printf("FAIL liblmstream ABI %d, header %d\n", lms_abi_version(), LMS_ABI_VERSION);
         return 1;
     }
-    int passed = 0, failed = 0;
+    std::vector<const char *> names;
+    for (int i = 1; i < argc; i++) {
+        if (std::strcmp(argv[i], "--tool-model") == 0 && i + 1 < argc)
+            tool_model = argv[++i];
+        else
+            names.push_back(argv[i]);
+    }
+    int passed = 0, failed = 0, skipped = 0;
     for (const Test &t : tests) {
-        bool selected = argc < 2;
-        for (int i = 1; i < argc; i++) selected |= std::strcmp(argv[i], t.name) == 0;
+        bool selected = names.empty();
+        for (const char *n : names) selected |= std::strcmp(n, t.name) == 0;
         if (!selected) continue;
+        if (t.fn == test_tool_reply && !tool_model && names.empty()) {
+            skipped++;
+            std::printf("SKIP %-24s (no --tool-model)\n", t.name);
+            continue;
+        }
         auto start = std::chrono::steady_clock::now();
         std::string why;
         try {
@@ -596,6 +672,6 @@ int main(int argc, char **argv) {
             std::printf("FAIL %-24s %8.0f ms: %s\n", t.name, ms, why.c_str());
         }
     }
-    std::printf("%d passed, %d failed\n", passed, failed);
+    std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }
