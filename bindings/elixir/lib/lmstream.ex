@@ -302,11 +302,17 @@ defmodule Lmstream do
   defp atomize_info(l) when is_list(l), do: Enum.map(l, &atomize_info/1)
   defp atomize_info(v), do: v
 
+  # The request fields that shape a chat's prompt (lms_render_chat).
+  @render_chat_fields [:tools, :tool_choice, :chat_template_kwargs]
+
   @doc """
   The prompt text a list of messages becomes: what `stream/3` with those
   messages feeds the model, rendered by the model's chat template (or the
   runtime config's `chat_template`). `add_generation_prompt: false` leaves
-  out the assistant header at the end.
+  out the assistant header at the end. `:tools`, `:tool_choice` and
+  `:chat_template_kwargs`, as `stream/3` takes them, make it the exact
+  prompt of such a request, refused as the request would be (a template
+  that ignores tools is `{:error, {:invalid_request, _}}`).
   """
   @spec render_chat(Runtime.t(), [map | keyword], keyword) :: {:ok, String.t()} | {:error, reason}
   def render_chat(%Runtime{resource: r}, messages, opts \\ []) do
@@ -315,8 +321,18 @@ defmodule Lmstream do
             "messages must be a non-empty list of %{role: ..., content: ...}, got #{inspect(messages, limit: 5)}"
     end
 
+    case Keyword.keys(opts) -- [:add_generation_prompt | @render_chat_fields] do
+      [] -> :ok
+      unknown -> raise ArgumentError, "render_chat/3: unknown options #{inspect(unknown)}"
+    end
+
     gen = bool_opt!(opts, :add_generation_prompt, true)
-    req = %{"messages" => Enum.map(messages, &Map.new/1), "add_generation_prompt" => gen}
+
+    req =
+      opts
+      |> Keyword.take(@render_chat_fields)
+      |> Map.new(fn {k, v} -> {Atom.to_string(k), v} end)
+      |> Map.merge(%{"messages" => Enum.map(messages, &Map.new/1), "add_generation_prompt" => gen})
 
     with {:ok, json} <- encode(req, "messages") do
       r |> Nif.render_chat(json) |> ok_or_norm()

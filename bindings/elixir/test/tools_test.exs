@@ -130,6 +130,22 @@ defmodule Lmstream.ToolsTest do
   end
 
   @tag skip: @skip
+  test "render_chat shows the prompt a tool request is given", %{rt: rt} do
+    {:ok, plain} = Lmstream.render_chat(rt, @ask)
+    {:ok, with_tools} = Lmstream.render_chat(rt, @ask, tools: [@weather])
+    # Qwen's template lists the tools in its system turn.
+    assert with_tools =~ "<tools>" and with_tools =~ ~s("get_weather")
+    refute plain =~ "<tools>"
+    assert {:ok, ^plain} = Lmstream.render_chat(rt, @ask, tools: [@weather], tool_choice: "none")
+
+    assert {:error, {:invalid_request, msg}} =
+             Lmstream.render_chat(rt, @ask, tools: [%{type: "function", function: %{}}])
+
+    assert msg =~ "tools"
+    assert_raise ArgumentError, fn -> Lmstream.render_chat(rt, @ask, max_tokens: 3) end
+  end
+
+  @tag skip: @skip
   test "an assistant turn's calls and the tool's answer render", %{rt: rt} do
     msgs =
       @ask ++

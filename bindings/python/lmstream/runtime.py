@@ -808,13 +808,23 @@ class Runtime:
         info: Dict[str, Any] = json.loads(raw)
         return info
 
-    def render_chat(self, messages: Sequence[Message], *, add_generation_prompt: bool = True) -> str:
+    def render_chat(self, messages: Sequence[Message], *, add_generation_prompt: bool = True,
+                    tools: Optional[Sequence[Mapping[str, Any]]] = None,
+                    tool_choice: Optional[Union[str, Mapping[str, Any]]] = None,
+                    chat_template_kwargs: Optional[Mapping[str, Any]] = None) -> str:
         """The prompt text ``generate(messages=...)`` feeds the model: the
         messages rendered with the model's chat template (or the runtime
-        config's ``chat_template``)."""
-        data = _dumps({"messages": _messages(messages),
-                       "add_generation_prompt": _bool("add_generation_prompt", add_generation_prompt)},
-                      "request")
+        config's ``chat_template``). With ``tools``, ``tool_choice`` and
+        ``chat_template_kwargs`` (as generate takes them) it is the exact
+        prompt of such a request, and fails as the request would (a
+        template that ignores tools raises InvalidRequest)."""
+        req: Dict[str, Any] = {"messages": _messages(messages),
+                               "add_generation_prompt": _bool("add_generation_prompt", add_generation_prompt)}
+        for k, v in (("tools", tools), ("tool_choice", tool_choice),
+                     ("chat_template_kwargs", chat_template_kwargs)):
+            if v is not None:
+                req[k] = _CHAT_FIELDS[k](k, v)
+        data = _dumps(req, "request")
         raw = self._read(lambda h, buf, size, n, err: lib.lms_render_chat(
             h, data, buf, size, n, err, _ERR_SIZE), 1024)
         return raw.decode("utf-8")

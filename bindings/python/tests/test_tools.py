@@ -237,6 +237,34 @@ def test_tool_loop(qwen):
     assert choice["finish_reason"] in ("stop", "length")
 
 
+def test_render_chat_shows_the_tools(qwen):
+    plain = qwen.render_chat(ASK)
+    with_tools = qwen.render_chat(ASK, tools=[WEATHER])
+    # Qwen's template lists the tools in its system turn.
+    assert "<tools>" in with_tools and '"get_weather"' in with_tools
+    assert "<tools>" not in plain and with_tools != plain
+    assert qwen.render_chat(ASK, tools=[WEATHER], tool_choice="none") == plain
+    # The prompt the request is given, token for token.
+    r = qwen.complete(messages=ASK, tools=[WEATHER], max_tokens=1)
+    assert r.usage.prompt_tokens == qwen.count_tokens(with_tools)
+    with pytest.raises(lmstream.InvalidRequest, match="tools"):
+        qwen.render_chat(ASK, tools=[{"type": "function", "function": {"description": "no name"}}])
+    with pytest.raises(lmstream.InvalidType, match="tools"):
+        qwen.render_chat(ASK, tools="get_weather")
+    with pytest.raises(lmstream.InvalidType, match="chat_template_kwargs"):
+        qwen.render_chat(ASK, chat_template_kwargs=["enable_thinking"])
+
+
+def test_render_chat_template_kwargs():
+    if not os.path.exists(QWEN):
+        pytest.skip(f"model {QWEN} absent")
+    tmpl = "{% for m in messages %}{{ m.content }}{% endfor %}|{{ greeting | default('none') }}"
+    with lmstream.Runtime(model_path=QWEN, context_length=256, max_slots=1, chat_template=tmpl) as rt:
+        assert rt.render_chat([{"role": "user", "content": "Hi"}]) == "Hi|none"
+        assert rt.render_chat([{"role": "user", "content": "Hi"}],
+                              chat_template_kwargs={"greeting": "hello"}) == "Hi|hello"
+
+
 def test_tool_choice_none(qwen):
     r = qwen.create_chat_completion(ASK, tools=[WEATHER], tool_choice="none", max_tokens=20, temperature=0)
     message = r["choices"][0]["message"]
