@@ -229,6 +229,12 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 **   "prefill_chunk": integer in [1, 65536] (default 128): prompt tokens a
 **                sequence prefills per iteration
 **   "threads": integer in [1, 1024] (default the CPU count)
+**   "prefix_cache": boolean (default true): a request starts from the
+**                longest prefix of its prompt that a slot's KV cache still
+**                holds (the same prompt again, a chat's earlier turns) and
+**                prefills only the rest; false prefills every prompt whole.
+**                lmstream-serve's usage.prompt_tokens_details.cached_tokens
+**                counts the tokens reused (lms_usage does not carry it)
 **   "chat_template": string of at most 1 MiB: Jinja text rendering
 **                "messages" in place of the model's tokenizer.chat_template;
 **                one that can be neither compiled nor recognised is

@@ -52,6 +52,7 @@ func (r *FinishReason) UnmarshalJSON(b []byte) error {
 // Usage is carried by the terminal chunk.
 type Usage struct {
 	PromptTokens    int     `json:"prompt_tokens"`
+	CachedTokens    int     `json:"cached_tokens"` // prompt tokens found in a cache, not prefilled
 	GeneratedTokens int     `json:"generated_tokens"`
 	TTFTMs          float64 `json:"ttft_ms"` // submit to first generated token
 	TPOTMs          float64 `json:"tpot_ms"` // mean time per output token after the first

@@ -17,6 +17,9 @@
 //	"prefill_chunk":  prompt tokens a sequence may prefill per iteration
 //	                  (128; at most MaxPrefillChunk, and the context)
 //	"threads":        engine threads (default: GOMAXPROCS; at most MaxThreads)
+//	"prefix_cache":   false: every request prefills its whole prompt (default
+//	                  true: a request starts from the longest prefix of its
+//	                  prompt a slot's cache still holds; prefixpool.go)
 //	"chat_template":  Jinja text that renders "messages" instead of the
 //	                  model's tokenizer.chat_template (at most MaxChatTemplate bytes)
 //	"drafter":        default drafter: "ngram" (default), "draft_model", "early_exit", "none"
@@ -138,8 +141,8 @@ type Backend struct {
 
 	context      int
 	prefillChunk int
-	caches       []model.Cache // free caches, reserved at start
-	reserved     int64         // bytes the memory budget was checked for
+	caches       cachePool // every slot's cache, reserved at start, and what each holds (prefixpool.go)
+	reserved     int64     // bytes the memory budget was checked for
 
 	// maxTokenBytes bounds the prompt bytes one token can stand for
 	// (tokenizer.MaxInputBytesPerToken; 0: no bound), so that a prompt too
@@ -231,11 +234,12 @@ const (
 func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error) {
 	var path string
 	var override *string
-	ctx, chunk, threads := 0, 128, runtime.GOMAXPROCS(0)
+	ctx, chunk, threads, prefixCache := 0, 128, runtime.GOMAXPROCS(0), true
 	for _, f := range []struct {
 		key string
 		dst any
-	}{{"model_path", &path}, {"context_length", &ctx}, {"prefill_chunk", &chunk}, {"threads", &threads}, {"chat_template", &override}} {
+	}{{"model_path", &path}, {"context_length", &ctx}, {"prefill_chunk", &chunk}, {"threads", &threads}, {"chat_template", &override},
+		{"prefix_cache", &prefixCache}} {
 		if _, err := cfg.Extra.Take(f.key, f.dst); err != nil {
 			return nil, err
 		}
@@ -298,6 +302,7 @@ func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error)
 		f.Close()
 		return nil, err
 	}
+	b.caches.reuse, b.caches.chunk = prefixCache, b.prefillChunk
 	b.reserved = plan.res.Total()
 	cfg.Report(loop.StageSpec, specStart)
 	// Measuring the forward pass's cost takes most of the rest, where it
@@ -359,7 +364,7 @@ func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, pass, thread
 			m.Close()
 			return nil, status.Errorf(status.Capacity, "kv cache: %v", err)
 		}
-		b.caches = append(b.caches, c)
+		b.caches.add(c)
 	}
 	return b, nil
 }
@@ -377,7 +382,7 @@ func (b *Backend) AdmitFCFS() bool { return b.spec.fcfsAdmit }
 // mappings of the model files. The runtime calls it from its engine
 // goroutine once every slot is released, so no forward pass can be running.
 func (b *Backend) Close() error {
-	b.caches = nil
+	b.caches.all = nil
 	if d := b.drafts.model; d != nil {
 		d.dm.free = nil
 		clear(d.dm.owner)
@@ -398,9 +403,11 @@ func (b *Backend) Close() error {
 	return err
 }
 
-// Open gives the slot a reserved cache.
+// Open gives the slot a reserved cache: the free one that holds the
+// longest prefix of its prompt, whose prefill then starts after that
+// prefix (prefixpool.go).
 func (b *Backend) Open(s *loop.Slot) error {
-	if len(b.caches) == 0 {
+	if b.caches.free() == 0 {
 		return status.Errorf(status.Capacity, "no free KV cache (more slots than caches)")
 	}
 	it := s.Data.(*item)
@@ -408,16 +415,16 @@ func (b *Backend) Open(s *loop.Slot) error {
 	if err != nil {
 		return status.Errorf(status.InvalidRequest, "%v", err)
 	}
-	c := b.caches[len(b.caches)-1]
-	b.caches = b.caches[:len(b.caches)-1]
-	c.Truncate(0)
-	q := &sequence{cache: c, sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter,
+	q := &sequence{sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter,
 		logprobs: it.logprobs, topK: it.topLogprobs}
 	if it.grammar != nil {
 		q.con = newConstraint(it.grammar, b.vocabTrie())
 	}
 	q.seq = spec.Seq{Tokens: append(make([]int32, 0, len(s.Prompt)+256), s.Prompt...), Prompt: len(s.Prompt),
 		SLO: it.slo, NoSpec: it.drafter == draftNone, Payoff: spec.Payoff{Always: !b.spec.adaptive}}
+	c, cached := b.caches.take(&q.seq, s.Prompt)
+	q.cache, q.prefill = c, cached
+	s.CachedTokens = cached
 	b.drafts.kind[&q.seq] = it.drafter
 	b.drafts.target[&q.seq] = c
 	s.State = q
@@ -426,7 +433,7 @@ func (b *Backend) Open(s *loop.Slot) error {
 
 func (b *Backend) Release(s *loop.Slot) {
 	if q, ok := s.State.(*sequence); ok && q.cache != nil {
-		b.caches = append(b.caches, q.cache)
+		b.caches.put(q.cache, &q.seq)
 		q.cache = nil
 		b.drafts.forget(&q.seq)
 		for _, d := range []*modelDrafter{b.drafts.model, b.drafts.early} {

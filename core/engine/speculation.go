@@ -61,7 +61,7 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		n := curveTokens(b.device)
 		// Batches no larger than the slots can run: at most their caches'
 		// worth of transient caches beside them.
-		roots := min(rootTokens(b.device), len(b.caches))
+		roots := min(rootTokens(b.device), b.caches.size())
 		// Measured once per model, machine, thread count and build, and
 		// kept on disk (curvecache.go): a later start finds it there.
 		b.setCurve(sc.curves.curve(b.device, b.file, path, threads, b.model, n, roots, calibrating))

@@ -185,6 +185,17 @@ func (c *Cache) Len() int { return c.n }
 // worth (Off, K).
 func (c *Cache) Cap() int { return c.cap }
 
+// Oldest is the first position every layer still holds: 0 unless a local
+// (sliding-window) layer's rows have moved on past the start (see Sliding
+// windows). AppendFrom copies from a cache only positions from there on.
+func (c *Cache) Oldest() int {
+	o := 0
+	for li := range c.layers {
+		o = max(o, c.layers[li].off)
+	}
+	return o
+}
+
 // Pending is the number of scratch entries the last Reserve made room for.
 func (c *Cache) Pending() int { return c.pending }
 

@@ -104,6 +104,11 @@ type Slot struct {
 	State   any     // the backend's per-sequence state
 	reply   streaming.ReplyParser
 
+	// CachedTokens is how many prompt tokens Open found already in a
+	// cache (prefix reuse), which the sequence does not prefill: its
+	// usage's CachedTokens.
+	CachedTokens int
+
 	rt     *Runtime
 	stream *streaming.Stream
 	sink   *streaming.Sink

@@ -593,6 +593,7 @@ func (r *Runtime) finishSlot(s *Slot) {
 		}()
 	}
 	u := s.usage
+	u.CachedTokens = s.CachedTokens
 	if s.firstToken != 0 {
 		u.TTFTMs = float64(s.firstToken-s.submitted) / 1e6
 		if g := s.stream.Generated(); g > 1 {

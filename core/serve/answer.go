@@ -152,7 +152,7 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 				reasons[ev.idx] = "tool_calls"
 			}
 			if ev.idx == 0 || usage.PromptTokens == 0 {
-				usage.PromptTokens = c.Usage.PromptTokens
+				usage.PromptTokens, usage.CachedTokens = c.Usage.PromptTokens, c.Usage.CachedTokens
 			}
 			usage.GeneratedTokens += c.Usage.GeneratedTokens
 			if a.c.stream {
@@ -163,9 +163,12 @@ func (a *answer) run(ctx context.Context, chans []*streaming.Channel) {
 			return
 		}
 	}
-	u := map[string]int{
+	// prompt_tokens_details.cached_tokens: the prompt tokens found in a
+	// KV cache and not prefilled (OpenAI's field for its prompt caching).
+	u := map[string]any{
 		"prompt_tokens": usage.PromptTokens, "completion_tokens": usage.GeneratedTokens,
-		"total_tokens": usage.PromptTokens + usage.GeneratedTokens,
+		"total_tokens":          usage.PromptTokens + usage.GeneratedTokens,
+		"prompt_tokens_details": map[string]int{"cached_tokens": usage.CachedTokens},
 	}
 	if a.c.stream {
 		if a.c.includeUsage {
