@@ -89,6 +89,21 @@ func turns(maxTokens int, extra map[string]any, msgs ...string) []byte {
 	return b
 }
 
+// commonTokens is how many leading tokens raw prompts a and b share.
+func commonTokens(t *testing.T, rt *loop.Runtime, a, b string) int {
+	t.Helper()
+	in := introspector(t, rt)
+	ta, err := in.Tokenize(a, true, true)
+	require.NoError(t, err)
+	tb, err := in.Tokenize(b, true, true)
+	require.NoError(t, err)
+	n := 0
+	for n < len(ta) && n < len(tb) && ta[n] == tb[n] {
+		n++
+	}
+	return n
+}
+
 func passage(t *testing.T) string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "model", "testdata", "passage.txt"))
@@ -123,20 +138,29 @@ func TestPrefixCacheIsExact(t *testing.T) {
 	})
 
 	t.Run("diverging midway", func(t *testing.T) {
-		in := introspector(t, on)
 		a, b := text[:900]+" Summarise this.", text[:450]+" Translate the first sentence into French."
-		ta, err := in.Tokenize(a, true, true)
-		require.NoError(t, err)
-		tb, err := in.Tokenize(b, true, true)
-		require.NoError(t, err)
-		common := 0
-		for common < len(ta) && common < len(tb) && ta[common] == tb[common] {
-			common++
-		}
+		common := commonTokens(t, on, a, b)
 		require.Greater(t, common, 50)
 		sameAnswer(t, on, off, rawRequest(a, 12, noSpec))
 		got := sameAnswer(t, on, off, rawRequest(b, 12, noSpec))
 		require.Equal(t, common, got.Usage.CachedTokens, "the common prefix is reused, nothing after it")
+	})
+
+	t.Run("shared with a running request", func(t *testing.T) {
+		// The other slot's cache is still running: its prefix is copied.
+		a, b := "System: answer briefly.\n\n"+text[:800]+" Who rode first?", "System: answer briefly.\n\n"+text[:800]+" When did pedals come?"
+		common := commonTokens(t, on, a, b)
+		ch := streaming.NewChannel()
+		defer ch.Release()
+		require.NoError(t, on.Submit(rawRequest(a, 40, noSpec), []*streaming.Channel{ch}))
+		first, err := ch.WaitPop(120 * time.Second)
+		require.NoError(t, err)
+		require.False(t, first.Finished, first.ErrMessage)
+		got := sameAnswer(t, on, off, rawRequest(b, 8, noSpec))
+		require.Equal(t, common, got.Usage.CachedTokens, "copied from the running request's cache")
+		rest, last := collect(t, ch)
+		require.Equal(t, completeOne(t, off, rawRequest(a, 40, noSpec)).TokenIDs, append(first.TokenIDs, rest...))
+		require.Zero(t, last.Usage.CachedTokens)
 	})
 
 	t.Run("after a cancelled request", func(t *testing.T) {
@@ -218,8 +242,9 @@ func TestPrefixCacheGemmaWindow(t *testing.T) {
 	require.Equal(t, again.Usage.PromptTokens-1, again.Usage.CachedTokens, "the window before the last token is held")
 	// Diverging after 100 tokens: the cache's local layers moved on long
 	// ago, so nothing is reused.
-	early := sameAnswer(t, on, off, rawRequest(text[:400]+" Who invented pedals?", 8, noSpec))
-	require.Zero(t, early.Usage.CachedTokens)
+	early := text[:400] + " Who invented pedals?"
+	require.Greater(t, commonTokens(t, on, long, early), 50)
+	require.Zero(t, sameAnswer(t, on, off, rawRequest(early, 8, noSpec)).Usage.CachedTokens)
 	// Short prompts stay inside the window: reused, and exact.
 	short := text[:300] + " Continue."
 	sameAnswer(t, on, off, rawRequest(short, 8, noSpec))
