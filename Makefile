@@ -330,6 +330,7 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))
 	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
 	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_serve.py
+	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_prefix.py
 	cd bindings/elixir && mix run bench/bench.exs
 
 # The decode table of CPUs without AVX-512: decode (tg128, and 64 tokens at
