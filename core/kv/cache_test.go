@@ -235,8 +235,10 @@ func TestAppendFromCopiesTheFirstLayers(t *testing.T) {
 		require.NoError(t, src.Commit([]int{0}))
 	}
 	dst := NewShape(Shape{Layers: 2, KVHeads: 2, HeadDim: 4, Ctx: 400, Window: []int{0, w}, MaxPass: 8})
-	// The source's local layer has moved on: the first positions are gone.
+	// The source's local layer has moved on: the first positions are gone,
+	// as Oldest says (copies from there on still work).
 	require.Positive(t, src.Off(1))
+	require.Equal(t, src.Off(1), src.Oldest())
 	require.ErrorContains(t, dst.AppendFrom(src, 3), "keeps positions from")
 	require.Zero(t, dst.Len())
 
@@ -247,6 +249,7 @@ func TestAppendFromCopiesTheFirstLayers(t *testing.T) {
 		fill(src, e, float32(e+1))
 	}
 	require.NoError(t, src.Commit(seqIdx(30)))
+	require.Zero(t, src.Oldest())
 	require.NoError(t, dst.AppendFrom(src, 12))
 	require.NoError(t, dst.AppendFrom(src, 18))
 	require.Equal(t, 30, dst.Len())
