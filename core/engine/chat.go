@@ -228,7 +228,7 @@ func (b *Backend) lazyCalls(o *loop.ChatOptions, maxCalls int) (*trigger, error)
 		}
 		return g, nil
 	}
-	shape.MaxCalls = maxCalls
+	shape.MaxCalls, shape.Trail = maxCalls, true
 	g, err := compile(shape)
 	if err != nil {
 		return nil, err
