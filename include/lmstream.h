@@ -522,7 +522,18 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 **                "parameters", "strict"}}, ...] at most 128, only with
 **                "messages": rendered by the model's template (a template
 **                that ignores tools is LMS_ERR_INVALID_REQUEST); the calls
-**                the model makes arrive parsed in lms_chunk.tool_calls
+**                the model makes arrive parsed in lms_chunk.tool_calls.
+**                With "strict": true under tool_choice "auto", the answer
+**                is free until it begins a call (Hermes' <tool_call>, or a
+**                reply that opens with the bare call "{" or "```json\n{";
+**                Llama 3: a reply that opens with "{"; Mistral's and
+**                Granite's call token), and from there the calls follow
+**                the grammar: strict tools' arguments validate against
+**                their schemas, other tools' are any JSON object. A syntax
+**                that cannot be held so (Qwen3-Coder's XML, harmony,
+**                DeepSeek, Mistral's [ARGS]) refuses a strict tool under
+**                "auto" (LMS_ERR_INVALID_REQUEST: set "strict" false), and
+**                so does one with "response_format" or "grammar"
 **   "tool_choice": "auto" (the default with tools), "none" (tools are not
 **                shown), "required" or {"type": "function", "function":
 **                {"name": ...}}: the output is constrained to be calls

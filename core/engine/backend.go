@@ -417,8 +417,11 @@ func (b *Backend) Open(s *loop.Slot) error {
 	}
 	q := &sequence{sampler: smp, greedy: it.params.Temperature == 0, kind: it.drafter,
 		logprobs: it.logprobs, topK: it.topLogprobs}
-	if it.grammar != nil {
-		q.con = newConstraint(it.grammar, b.vocabTrie())
+	switch {
+	case it.grammar != nil:
+		q.con = newConstraint(it.grammar, b.vocabTrie(), b.tok)
+	case it.lazy != nil:
+		q.con = newLazyConstraint(it.lazy, b.vocabTrie(), b.tok)
 	}
 	q.seq = spec.Seq{Tokens: append(make([]int32, 0, len(s.Prompt)+256), s.Prompt...), Prompt: len(s.Prompt),
 		SLO: it.slo, NoSpec: it.drafter == draftNone, Payoff: spec.Payoff{Always: !b.spec.adaptive}}

@@ -18,6 +18,7 @@ type chatTurn struct {
 	prompt  string
 	reply   streaming.ReplyParser // nil: the answer is text only
 	grammar *grammar.Grammar      // nil: unconstrained
+	lazy    *trigger              // strict tools' calls under "auto"; nil: none
 }
 
 // prepareChat renders a request's messages with the model's template,
@@ -55,6 +56,14 @@ func (b *Backend) prepareChat(req *loop.Request) (*chatTurn, error) {
 		}
 		t.prompt += opts.ForcedPrefix
 		opts.Prompt = t.prompt
+	}
+	if o.ToolChoice == loop.ToolChoiceAuto && showTools && anyStrict(o.Functions) {
+		if req.Grammar != nil {
+			return nil, status.Errorf(status.InvalidRequest, `request: a "strict" tool under tool_choice "auto" constrains the calls the answer makes; it cannot be combined with "response_format" or "grammar"`)
+		}
+		if t.lazy, err = b.lazyCalls(o, opts.MaxCalls); err != nil {
+			return nil, err
+		}
 	}
 	if opts.Tools || opts.Reasoning {
 		t.reply = reply.New(b.replyFormat, opts)
@@ -174,4 +183,85 @@ func forcedShape(f reply.Format, template string) (grammar.CallShape, string, bo
 		return grammar.CallShape{ListOpen: "[", ListClose: "]", Sep: ", ", NameKey: "name", ArgsKey: "arguments"}, "<|tool_call|>", true
 	}
 	return grammar.CallShape{}, "", false
+}
+
+func anyStrict(fs []loop.Function) bool {
+	for _, f := range fs {
+		if f.Strict {
+			return true
+		}
+	}
+	return false
+}
+
+// lazyCalls is the trigger of a lazy constraint for tool_choice "auto"
+// with strict tools (lazy.go): the answer is free until it begins a call,
+// and the call then follows the grammar of calls that name any tool, the
+// strict ones with arguments valid by their schemas and the others with
+// any JSON object, so a call of any tool still parses.
+//
+// Hermes calls begin at "<tool_call>", and Qwen2.5's smaller models often
+// answer with the bare call object instead, alone or in a ```json fence,
+// which reply's Hermes parser takes as a call: a reply that begins with
+// "{", "```json\n{" or "```\n{" is held to one such call. Llama 3's calls
+// have no marker: a reply that begins with "{" is taken for its calls, as
+// its parser reads a reply that is only JSON. Mistral's and Granite's
+// begin at their call token. A syntax with no plain-text shape of calls
+// (see forcedShape) is refused rather than served unconstrained: a
+// "strict" schema is a promise that the arguments validate.
+func (b *Backend) lazyCalls(o *loop.ChatOptions, maxCalls int) (*trigger, error) {
+	shape, prefix, ok := forcedShape(b.replyFormat, b.info.ChatTemplate)
+	if !ok || b.replyFormat == reply.None {
+		return nil, status.Errorf(status.InvalidRequest, `request field "tools": a "strict" schema cannot be enforced in this model's tool-call syntax (%s); set "strict" to false (its calls are then parsed unconstrained)`, b.replyFormat)
+	}
+	tools := make([]grammar.Tool, len(o.Functions))
+	for i, f := range o.Functions {
+		tools[i].Name = f.Name
+		if f.Strict {
+			tools[i].Parameters = f.Parameters
+		}
+	}
+	compile := func(s grammar.CallShape) (*grammar.Grammar, error) {
+		g, err := grammar.ToolCalls(s, tools)
+		if err != nil {
+			return nil, status.Errorf(status.InvalidRequest, `request field "tools": %v`, err)
+		}
+		return g, nil
+	}
+	shape.MaxCalls, shape.Trail = maxCalls, true
+	g, err := compile(shape)
+	if err != nil {
+		return nil, err
+	}
+	var trig *trigger
+	switch b.replyFormat {
+	case reply.Hermes:
+		bare := shape
+		bare.Begin, bare.End, bare.Sep, bare.MaxCalls = "", "", "", 1
+		gb, err := compile(bare)
+		if err != nil {
+			return nil, err
+		}
+		fenced := bare
+		fenced.End = "\n```"
+		gf, err := compile(fenced)
+		if err != nil {
+			return nil, err
+		}
+		opener := reply.Hermes.CallOpeners()[0]
+		trig, err = newTrigger(opener, g.Start().Advance([]byte(opener)), []lead{
+			{text: "{", after: gb.Start().Advance([]byte("{"))},
+			{text: "```json\n{", after: gf.Start().Advance([]byte("{"))},
+			{text: "```\n{", after: gf.Start().Advance([]byte("{"))},
+		})
+	case reply.Llama3:
+		trig, err = newTrigger("", grammar.State{}, []lead{{text: "{", after: g.Start().Advance([]byte("{"))}})
+	default: // a call token opens the calls, and the shape follows it
+		trig, err = newTrigger(prefix, g.Start(), nil)
+	}
+	if err != nil {
+		return nil, status.Errorf(status.Internal, "tool calls: %v", err)
+	}
+	b.vocabTrie() // built once, on the first constrained request
+	return trig, nil
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"math"
+
 	"github.com/lmstream/lmstream/core/grammar"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/sample"
@@ -18,16 +20,40 @@ var errStuck = status.Errorf(status.InvalidRequest, "grammar: no token of the vo
 // emitted so far, and the masks.
 type constraint struct {
 	m     *grammar.Matcher
-	state grammar.State
+	tok   *tokenizer.Tokenizer
+	state cstate
 	// nodes[i] is the state after tree node i's path (node 0: state),
 	// this iteration.
-	nodes  []grammar.State
+	nodes  []cstate
 	masked []float32
 	tree   spec.Tree // the pruned tree, when pruning removed nodes
 	keep   []int
-	states []grammar.State // scratch of pruneTrees, per node of the drafted tree
+	states []cstate // scratch of pruneTrees, per node of the drafted tree
 	alive  []uint8
+
+	// A lazy constraint's trigger (nil: the grammar applies from the
+	// start), and the tokens it refuses in free output, by watch
+	// (refusedAt).
+	trig    *trigger
+	refused map[watch][]int32
 }
+
+// cstate is where the output stands under its constraint: in the grammar
+// (on), or, under a lazy constraint not yet triggered, free with the
+// trigger's watch.
+type cstate struct {
+	g  grammar.State
+	on bool
+	w  watch
+}
+
+func inGrammar(s grammar.State) cstate { return cstate{g: s, on: true} }
+
+// dead: no continuation, not even the end (free output always has one).
+func (s cstate) dead() bool { return s.on && s.g.Dead() }
+
+// accepting: the output may end here (free output may end anywhere).
+func (s cstate) accepting() bool { return !s.on || s.g.Accepting() }
 
 // Node fates in pruneTrees.
 const (
@@ -36,8 +62,13 @@ const (
 	ended // an end token: kept, its children pruned
 )
 
-func newConstraint(g *grammar.Grammar, t *grammar.Trie) *constraint {
-	return &constraint{m: grammar.NewMatcher(t), state: g.Start()}
+func newConstraint(g *grammar.Grammar, t *grammar.Trie, tok *tokenizer.Tokenizer) *constraint {
+	return &constraint{m: grammar.NewMatcher(t), tok: tok, state: inGrammar(g.Start())}
+}
+
+// newLazyConstraint is a constraint that is free until trig fires.
+func newLazyConstraint(trig *trigger, t *grammar.Trie, tok *tokenizer.Tokenizer) *constraint {
+	return &constraint{m: grammar.NewMatcher(t), tok: tok, state: cstate{w: trig.start()}, trig: trig}
 }
 
 // vocabTrie is the vocabulary's token trie: control tokens are never
@@ -58,30 +89,102 @@ func (b *Backend) vocabTrie() *grammar.Trie {
 	return b.trie
 }
 
-// accept advances the grammar past an emitted token (nil: unconstrained).
-func (c *constraint) accept(tok *tokenizer.Tokenizer, id int32) {
-	if c == nil || tok.EOG(id) {
+// accept advances the constraint past an emitted token (nil:
+// unconstrained).
+func (c *constraint) accept(id int32) {
+	if c == nil || c.tok.EOG(id) {
 		return
 	}
-	c.state = c.state.Advance(tok.Piece(id))
+	c.state = c.advance(c.state, id)
 }
 
-// logits returns row with the tokens the grammar refuses at state s set
-// to -Inf, and whether any token is allowed.
-func (c *constraint) logits(s grammar.State, row []float32) ([]float32, bool) {
-	if cap(c.masked) < len(row) {
-		c.masked = make([]float32, len(row))
+// advance is the state after token id (not an end token) at s. Free output
+// takes any token, control tokens too, and watches its text for the
+// trigger; in the grammar a control token's state is dead (its text is
+// not something the model spells, see vocabTrie).
+func (c *constraint) advance(s cstate, id int32) cstate {
+	piece := c.tok.Piece(id)
+	if !s.on {
+		w, g, fired := c.trig.scan(s.w, piece)
+		if fired {
+			return inGrammar(g)
+		}
+		return cstate{w: w}
 	}
-	return grammar.Apply(c.m.Mask(s), row, c.masked[:len(row)])
+	if c.tok.IsSpecial(id) {
+		return cstate{g: grammar.State{}, on: true}
+	}
+	s.g = s.g.Advance(piece)
+	return s
 }
 
-// sample draws the next token at state s from row masked by the grammar,
-// and reports false when the grammar allows no token. The full mask costs
-// a walk over the vocabulary's trie (milliseconds where most tokens are
-// allowed, as inside a string, and such states rarely repeat), so when
-// the sampler cuts nothing the draw is made by rejection instead: draw
-// from the unmasked row and keep the token if the grammar allows it,
-// which checks only that token's bytes. Conditioned on landing in the
+// allows reports whether token id may follow s.
+func (c *constraint) allows(s cstate, id int32) bool {
+	if s.on {
+		return c.m.Allows(s.g, id)
+	}
+	return c.tok.EOG(id) || !c.advance(s, id).dead()
+}
+
+// logits returns row with the tokens the constraint refuses at state s set
+// to -Inf, and whether any token is allowed. In free output that is the
+// row itself unless some token would fire the trigger into text the
+// grammar refuses.
+func (c *constraint) logits(s cstate, row []float32) ([]float32, bool) {
+	if !s.on {
+		refused := c.refusedAt(s.w)
+		if len(refused) == 0 {
+			return row, true
+		}
+		masked := c.scratch(len(row))
+		copy(masked, row)
+		for _, id := range refused {
+			masked[id] = float32(math.Inf(-1))
+		}
+		return masked, true
+	}
+	return grammar.Apply(c.m.Mask(s.g), row, c.scratch(len(row)))
+}
+
+func (c *constraint) scratch(n int) []float32 {
+	if cap(c.masked) < n {
+		c.masked = make([]float32, n)
+	}
+	return c.masked[:n]
+}
+
+// refusedAt lists the tokens that free output at watch w refuses: those
+// that fire the trigger and carry on past it with text the calls' grammar
+// refuses (a lead's "{" with a stray byte glued on). It walks the
+// vocabulary once per watch a request reaches (free output mostly stays
+// at one or two), and is kept for the request.
+func (c *constraint) refusedAt(w watch) []int32 {
+	if r, ok := c.refused[w]; ok {
+		return r
+	}
+	if c.refused == nil {
+		c.refused = make(map[watch][]int32)
+	}
+	var r []int32
+	for id := range int32(c.tok.Size()) {
+		if c.tok.EOG(id) {
+			continue
+		}
+		if _, g, fired := c.trig.scan(w, c.tok.Piece(id)); fired && g.Dead() {
+			r = append(r, id)
+		}
+	}
+	c.refused[w] = r
+	return r
+}
+
+// sample draws the next token at state s from row masked by the
+// constraint, and reports false when it allows no token. The full mask
+// costs a walk over the vocabulary's trie (milliseconds where most tokens
+// are allowed, as inside a string, and such states rarely repeat), so
+// when the sampler cuts nothing the draw is made by rejection instead:
+// draw from the unmasked row and keep the token if the constraint allows
+// it, which checks only that token's bytes. Conditioned on landing in the
 // allowed set, an unmasked draw is distributed exactly as the masked one
 // (see sample.Sampler.Truncates), and only on a miss is the mask computed
 // and the draw made again from it, so the result is exact whichever path
@@ -91,13 +194,12 @@ func (c *constraint) logits(s grammar.State, row []float32) ([]float32, bool) {
 // sample.Sampler.DistributionAllowed: the same distribution as the masked
 // row's, bit for bit), so there too the mask is computed only where the
 // scan cannot settle the cut.
-func (c *constraint) sample(s grammar.State, row []float32, smp *sample.Sampler) (int32, bool) {
-	m := c.m
+func (c *constraint) sample(s cstate, row []float32, smp *sample.Sampler) (int32, bool) {
 	if !smp.Truncates() {
-		if tok := smp.Sample(row); m.Allows(s, tok) {
+		if tok := smp.Sample(row); c.allows(s, tok) {
 			return tok, true
 		}
-	} else if tok, ok := smp.SampleAllowed(row, func(id int32) bool { return m.Allows(s, id) }); ok {
+	} else if tok, ok := smp.SampleAllowed(row, func(id int32) bool { return c.allows(s, id) }); ok {
 		return tok, true
 	}
 	row, ok := c.logits(s, row)
@@ -133,7 +235,7 @@ func (b *Backend) pruneTrees(slots []*loop.Slot, trees []*spec.Tree) {
 		c.nodes = append(c.nodes[:0], c.state)
 		c.keep = append(c.keep[:0], 0)
 		// Parents precede children, so one pass decides every node.
-		c.states = append(c.states[:0], make([]grammar.State, t.Len())...)
+		c.states = append(c.states[:0], make([]cstate, t.Len())...)
 		c.alive = append(c.alive[:0], make([]uint8, t.Len())...)
 		states, alive := c.states, c.alive
 		states[0], alive[0] = c.state, live
@@ -146,16 +248,13 @@ func (b *Backend) pruneTrees(slots []*loop.Slot, trees []*spec.Tree) {
 			if b.tok.EOG(n.Token) {
 				// The end may be drafted only where the output is
 				// complete; what follows it is never emitted.
-				if ps.Accepting() {
+				if ps.accepting() {
 					alive[j], states[j] = ended, ps
 				}
 				continue
 			}
-			if b.tok.IsSpecial(n.Token) {
-				continue
-			}
-			ns := ps.Advance(b.tok.Piece(n.Token))
-			if !ns.Dead() {
+			ns := c.advance(ps, n.Token)
+			if !ns.dead() {
 				alive[j], states[j] = live, ns
 			}
 		}

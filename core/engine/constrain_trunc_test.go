@@ -55,7 +55,7 @@ func TestTruncatedConstrainedSamplingIsTheMaskedOne(t *testing.T) {
 		require.NoError(t, err)
 		fast, err := sample.New(p, vocab)
 		require.NoError(t, err)
-		c := newConstraint(g, trie)
+		c := newConstraint(g, trie, nil)
 		s := g.Start()
 		settled := 0
 		for range steps {
@@ -80,7 +80,7 @@ func TestTruncatedConstrainedSamplingIsTheMaskedOne(t *testing.T) {
 			for range r.IntN(6) {
 				row[r.IntN(vocab)] = top + float32(r.NormFloat64()*2)
 			}
-			masked, ok := c.logits(s, row)
+			masked, ok := c.logits(inGrammar(s), row)
 			require.True(t, ok)
 			want := ref.Distribution(masked).Clone()
 			got, settles := fast.DistributionAllowed(row, func(id int32) bool { return trie.Allows(s, id) })
@@ -91,9 +91,9 @@ func TestTruncatedConstrainedSamplingIsTheMaskedOne(t *testing.T) {
 			}
 			// The decoder's path (the scan, or the mask where it does not
 			// settle) draws what the masked row draws with the same seed.
-			masked, _ = c.logits(s, row)
+			masked, _ = c.logits(inGrammar(s), row)
 			wantTok := ref.Sample(masked)
-			gotTok, ok := c.sample(s, row, fast)
+			gotTok, ok := c.sample(inGrammar(s), row, fast)
 			require.True(t, ok)
 			require.Equal(t, wantTok, gotTok)
 			ref.Accept(gotTok)

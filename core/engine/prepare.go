@@ -42,6 +42,7 @@ func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
 		if t.grammar != nil {
 			it.grammar = t.grammar
 		}
+		it.lazy = t.lazy
 	} else {
 		texts = req.Prompts
 	}

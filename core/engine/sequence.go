@@ -13,6 +13,7 @@ import (
 // item is one prepared batch item.
 type item struct {
 	grammar *grammar.Grammar // nil: unconstrained
+	lazy    *trigger         // strict tools' calls under tool_choice "auto" (lazy.go); nil: none
 	params  sample.Params
 	drafter drafterKind // draftNone: no speculation
 	slo     time.Duration

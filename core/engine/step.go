@@ -193,7 +193,7 @@ func (b *Backend) prefilled(s *loop.Slot, q *sequence, raw []float32, ids []int3
 		}
 	}
 	q.sampler.Accept(tok)
-	q.con.accept(b.tok, tok)
+	q.con.accept(tok)
 	q.next = tok
 	q.seq.Tokens = append(q.seq.Tokens, tok)
 	q.seq.Start = now
@@ -238,7 +238,7 @@ func (b *Backend) decoded(q *sequence, rows []float32, ids []int32, row int, cha
 		return
 	}
 	for _, tok := range q.res.Tokens {
-		q.con.accept(b.tok, tok)
+		q.con.accept(tok)
 	}
 	if err := q.cache.Commit(q.res.Path); err != nil {
 		res.Err = status.Errorf(status.Internal, "kv cache: %v", err)

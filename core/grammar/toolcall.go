@@ -35,6 +35,10 @@ type CallShape struct {
 	// MaxCalls bounds the calls: 1 when parallel calls are off; 0 for any
 	// number (at least one).
 	MaxCalls int
+	// Trail lets JSON's whitespace follow the last call (ListClose), so a
+	// model that ends its line before its end token is not held to write
+	// another call where Sep is a newline.
+	Trail bool
 }
 
 // MaxTools bounds the tools of one grammar (OpenAI's limit too). Every
@@ -121,7 +125,11 @@ func ToolCalls(shape CallShape, tools []Tool) (*Grammar, error) {
 	default:
 		more += fmt.Sprintf("{0,%d}", shape.MaxCalls-1)
 	}
-	root := "root ::= " + seq(lit(shape.ListOpen), "call", more, lit(shape.ListClose))
+	trail := ""
+	if shape.Trail {
+		trail = "ws"
+	}
+	root := "root ::= " + seq(lit(shape.ListOpen), "call", more, lit(shape.ListClose), trail)
 	head.WriteString("call ::= " + call + "\n")
 	text := root + "\n" + head.String()
 	if b := c.size(text); b > MaxGrammarBytes {

@@ -326,3 +326,26 @@ func TestToolCallsLimits(t *testing.T) {
 		t.Errorf("three big tools: %v", err)
 	}
 }
+
+// TestToolCallsTrail: with Trail, whitespace may end the calls, and a
+// newline after a Hermes call leaves the model free to end there or to
+// begin another call; without it the calls end at the last byte.
+func TestToolCallsTrail(t *testing.T) {
+	shape := hermesShape
+	one := writeCalls(shape, [2]string{"now", `{}`})
+	if matches(mustToolCalls(t, shape, testTools), one+"\n") {
+		t.Errorf("without Trail, accepted %q", one+"\n")
+	}
+	shape.Trail = true
+	g := mustToolCalls(t, shape, testTools)
+	for _, s := range []string{one, one + "\n", one + " ", one + "\n" + one, one + "\n" + one + "\n"} {
+		if !matches(g, s) {
+			t.Errorf("should accept %q", s)
+		}
+	}
+	for _, s := range []string{one + "\nx", one + "\n\n" + one, " " + one} {
+		if matches(g, s) {
+			t.Errorf("should refuse %q", s)
+		}
+	}
+}
