@@ -238,15 +238,15 @@ func (b *Backend) lazyCalls(o *loop.ChatOptions, maxCalls int) (*trigger, error)
 	case reply.Hermes:
 		bare := shape
 		bare.Begin, bare.End, bare.Sep, bare.MaxCalls = "", "", "", 1
-		gb, err := compile(bare)
-		if err != nil {
-			return nil, err
+		gb, cerr := compile(bare)
+		if cerr != nil {
+			return nil, cerr
 		}
 		fenced := bare
 		fenced.End = "\n```"
-		gf, err := compile(fenced)
-		if err != nil {
-			return nil, err
+		gf, cerr := compile(fenced)
+		if cerr != nil {
+			return nil, cerr
 		}
 		opener := reply.Hermes.CallOpeners()[0]
 		trig, err = newTrigger(opener, g.Start().Advance([]byte(opener)), []lead{

@@ -166,12 +166,12 @@ func TestLazyTriggerLead(t *testing.T) {
 // partial match breaks, so an opener that begins inside a false start is
 // still found, in any split.
 func TestTriggerOpenerAutomaton(t *testing.T) {
-	trig, err := newTrigger("abab!", grammar.State{}, nil)
+	_, err := newTrigger("abab!", grammar.State{}, nil)
 	// A dead afterOpener is refused: the opener must begin the grammar.
 	require.Error(t, err)
 	g, err := grammar.Parse(`root ::= "abab!" [a-z]*`)
 	require.NoError(t, err)
-	trig, err = newTrigger("abab!", g.Start().Advance([]byte("abab!")), nil)
+	trig, err := newTrigger("abab!", g.Start().Advance([]byte("abab!")), nil)
 	require.NoError(t, err)
 	text := "xabaababab!zz"
 	for cut1 := 0; cut1 <= len(text); cut1++ {
