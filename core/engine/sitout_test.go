@@ -118,7 +118,7 @@ func TestPromptFloorEngine(t *testing.T) {
 		want   int
 	}{{"adaserve", true, 1}, {"adaserve", false, 3}, {"global_greedy", true, 40}} {
 		t.Run(fmt.Sprintf("%s ttft=%v", c.policy, c.ttft), func(t *testing.T) {
-			be := tinyBackend(t, path, "", fmt.Sprintf(`,"max_slots":2,"prefill_chunk":48,"spec_policy":%q`, c.policy))
+			be := tinyBackend(t, path, "", fmt.Sprintf(`,"max_slots":2,"prefill_chunk":48,"spec_policy":%q,"prefix_cache":false`, c.policy))
 			be.setCurve(&costCurve{ns: []int{1, 2, 4, 8}, ts: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}})
 			decoding := &loop.Slot{Request: &loop.Request{}, Prompt: []int32{3, 9, 4, 3}, Data: &item{drafter: draftNone, slo: 100 * time.Millisecond}}
 			require.NoError(t, be.Open(decoding))

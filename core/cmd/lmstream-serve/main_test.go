@@ -90,8 +90,16 @@ func TestListensWhileLoading(t *testing.T) {
 	os.WriteFile(cfg, []byte(replayConfig), 0o600)
 	s := start(t, "--runtime-config", cfg)
 
+	// The address line comes before the loading goroutine has reported
+	// its progress: wait for the report (the load is held, so the server
+	// stays loading meanwhile).
 	code, body := get(t, s.url+"/health")
+	for deadline := time.Now().Add(10 * time.Second); body["progress"] != 0.5 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		code, body = get(t, s.url+"/health")
+	}
 	if code != 503 || body["status"] != "loading" || body["progress"] != 0.5 {
+		close(release) // let the load finish before newRuntime is restored
 		t.Fatalf("health while loading: %d %v", code, body)
 	}
 	if code, body := get(t, s.url+"/v1/models"); code != 503 || body["error"].(map[string]any)["code"] != "loading" {
