@@ -110,7 +110,7 @@ func (c *Chunk) merge(later *Chunk) {
 		if c.Reply == nil {
 			c.Reply = &Reply{}
 		}
-		c.Reply.merge(later.Reply)
+		c.Reply.Merge(later.Reply)
 	}
 	if later.Finished {
 		c.Finished = true

@@ -45,9 +45,10 @@ func (r *Reply) Empty() bool {
 	return r.Content == "" && r.Reasoning == "" && len(r.ToolCalls) == 0
 }
 
-// merge appends a later delta. A later call delta that continues the last
-// call (no id: only more arguments) is folded into it.
-func (r *Reply) merge(later *Reply) {
+// Merge appends a later delta, as a client assembling a streamed answer
+// does. A later call delta that continues the last call (no id: only more
+// arguments) is folded into it.
+func (r *Reply) Merge(later *Reply) {
 	r.Content += later.Content
 	r.Reasoning += later.Reasoning
 	for _, d := range later.ToolCalls {

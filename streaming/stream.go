@@ -203,7 +203,7 @@ func (s *Stream) collect(final bool) {
 		if s.allReply == nil {
 			s.allReply = &Reply{}
 		}
-		s.allReply.merge(r)
+		s.allReply.Merge(r)
 	}
 	s.ids, s.text, s.lps = s.ids[:0], s.text[:0], s.lps[:0]
 }

@@ -9,21 +9,6 @@ import (
 	"github.com/lmstream/lmstream/streaming"
 )
 
-// merge folds a later delta into r, as a client assembling a streamed
-// answer does: text concatenates, a call delta without an id continues the
-// last call.
-func merge(r *streaming.Reply, later streaming.Reply) {
-	r.Content += later.Content
-	r.Reasoning += later.Reasoning
-	for _, d := range later.ToolCalls {
-		if n := len(r.ToolCalls); n > 0 && d.ID == "" && r.ToolCalls[n-1].Index == d.Index {
-			r.ToolCalls[n-1].Arguments += d.Arguments
-			continue
-		}
-		r.ToolCalls = append(r.ToolCalls, d)
-	}
-}
-
 // feed writes chunks to a fresh parser as a stream does (a Take after
 // every write, a final Take at the end) and merges what it returns.
 func feed(f Format, o Options, chunks []string) streaming.Reply {
@@ -31,9 +16,11 @@ func feed(f Format, o Options, chunks []string) streaming.Reply {
 	var r streaming.Reply
 	for _, c := range chunks {
 		p.Write([]byte(c))
-		merge(&r, p.Take(false))
+		t := p.Take(false)
+		r.Merge(&t)
 	}
-	merge(&r, p.Take(true))
+	t := p.Take(true)
+	r.Merge(&t)
 	return r
 }
 
