@@ -83,7 +83,7 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 		local, rows, shape := 0, ctx, kc.KVShape(ctx, pass)
 		for li := range layers {
 			if c.Local(li) {
-				local, rows = local+1, shape.Rows(li)
+				local, rows = local+1, shape.Held(li)
 			}
 		}
 		held := ""

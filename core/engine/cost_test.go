@@ -107,7 +107,7 @@ func TestPrefillCache(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, prefillCache(m, c, 200, 1, 48))
 	require.Equal(t, 200, c.Len())
-	rows := c.(*kv.Cache).K(1, 0)[:200*mm.Config().HeadDim]
+	rows, _ := c.(*kv.Cache).Entries(1, 0, 0, 200)
 	written := 0
 	for _, x := range rows[150*mm.Config().HeadDim:] {
 		if x != 0 {

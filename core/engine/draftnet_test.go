@@ -505,9 +505,10 @@ func TestEarlyExitBorrowsTheTargetsEntries(t *testing.T) {
 		c, tc := early.state(seq).cache.(*kv.Cache), target.(*kv.Cache)
 		require.Equal(t, len(seq.Tokens), c.Len())
 		for h := range 2 {
-			n := tc.Len() * 16 // head dim 16: the target's committed rows
-			require.Equal(t, tc.K(0, h)[:n], c.K(0, h)[:n])
-			require.Equal(t, tc.V(0, h)[:n], c.V(0, h)[:n])
+			wantK, wantV := tc.Entries(0, h, 0, tc.Len()) // the target's committed rows
+			gotK, gotV := c.Entries(0, h, 0, tc.Len())
+			require.Equal(t, wantK, gotK)
+			require.Equal(t, wantV, gotV)
 		}
 		// Verification accepts two tokens and a bonus one.
 		seq.Tokens = append(seq.Tokens, ids[0], ids[1], int32(3+round))

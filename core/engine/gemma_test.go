@@ -60,8 +60,8 @@ func TestGemmaThroughTheEngine(t *testing.T) {
 // TestGemmaBudgetCountsTheWindow: the memory budget prices Gemma 3's local
 // (sliding-window) layers at their window and one pass, not the context:
 // at 8192 positions the KV caches of 2 slots take the 3 global layers'
-// 8192 positions and the 15 local layers' few hundred rows, and the
-// early-exit draft's caches likewise.
+// 8192 positions and the 15 local layers' few pages (the window and a
+// pass, in whole pages), and the early-exit draft's caches likewise.
 func TestGemmaBudgetCountsTheWindow(t *testing.T) {
 	path := filepath.Join("..", "..", "models", "gemma-3-270m-q4_k_m.gguf")
 	testmodel.Need(t, path)
@@ -72,9 +72,9 @@ func TestGemmaBudgetCountsTheWindow(t *testing.T) {
 	require.NotNil(t, m, "%v", err)
 	rows, _ := strconv.Atoi(m[1])
 	require.Greater(t, rows, 512) // the window, and a pass
-	require.Less(t, rows, 1024)
+	require.LessOrEqual(t, rows, 1024)
 	require.Equal(t, strconv.Itoa(2*(3*8192+15*rows)*256*4), m[2])
 	// The early-exit draft's caches (6 layers, 5 of them local) too: a
 	// draft catches up on a prompt a chunk at a time.
-	require.Regexp(t, `early-exit draft caches \(2 slots × 6 layers × 1 kv heads × 8192 positions, 5 local layers holding \d{3} × `, err.Error())
+	require.Regexp(t, `early-exit draft caches \(2 slots × 6 layers × 1 kv heads × 8192 positions, 5 local layers holding \d+ × `, err.Error())
 }

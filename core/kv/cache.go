@@ -1,81 +1,94 @@
 // Package kv holds the key/value cache of one sequence.
 //
-// Layout. Keys and values are IEEE float16 (uint16 bits), one contiguous
-// block per (layer, kv head): [layer][kvhead][pos][headdim] (a local
-// layer's block holds fewer positions; see Sliding windows). Attention for
-// one query head reads the keys of one (layer, kv head) pair as a dense
-// array of positions, so a head's scan over the context is a linear walk
-// through memory. float16, llama.cpp's default cache type, rather than
-// float32: a pass reads every cached entry of every layer, and by a few
-// hundred positions that is a tenth of the bytes the weights take (at 2048
-// positions as many as the weights of the default model); half the bytes is
-// half that traffic and half the memory a slot reserves. The attention
+// Pages. A cache holds its entries in pages of PageSize positions, one
+// page table per layer, taken as the sequence grows and given back when it
+// shrinks (Truncate): a slot whose context is 32,768 positions holds only
+// the pages its sequence has reached, so that the slots × context a runtime
+// may serve is a ceiling, not a reservation. Pages come from a Pool, whose
+// byte limit every cache of a runtime shares (NewIn); a cache made with New
+// or NewShape takes its pages from the heap without a limit. A page of
+// layer li holds, for its PageSize positions, the keys of every kv head
+// ([kvhead][pos][headdim]) and then their values, so that attention for one
+// query head reads a dense run of up to PageSize positions per page (K and
+// V hand out the rest of a page from a position on).
+//
+// Entries are IEEE float16 (uint16 bits), llama.cpp's default cache type,
+// rather than float32: a pass reads every cached entry of every layer, and
+// by a few hundred positions that is a tenth of the bytes the weights take;
+// half the bytes is half that traffic and half the memory. The attention
 // kernels widen entries to float32 exactly, so only the rounding at store
 // time differs from a float32 cache.
-
+//
+// Sharing. A page may be held by several caches at once (AppendFrom shares
+// the pages a prefix fills instead of copying them: a request that starts
+// from another sequence's prompt prefix, the early-exit draft catching up
+// on the target's entries). A cache writes only at positions from Len() on,
+// and Reserve gives it its own copy of a shared page before any write
+// there, so a page's committed entries never change under another holder.
+//
 // Scratch. A forward pass over a batch writes the K/V of a sequence's new
-// tokens into scratch entries Len()+k, k = 0, 1, ... (the token's index among
-// that sequence's tokens in the batch). Nothing is committed by the forward
-// pass: Commit then keeps the chosen scratch entries (all of them for a
-// prefill chunk or a plain decode step, the accepted root-to-leaf path for a
-// verified token tree) by moving them to Len(), Len()+1, ... and drops the
-// rest.
+// tokens into scratch entries Len()+k, k = 0, 1, ... (the token's index
+// among that sequence's tokens in the batch). Nothing is committed by the
+// forward pass: Commit then keeps the chosen scratch entries (all of them
+// for a prefill chunk or a plain decode step, the accepted root-to-leaf
+// path for a verified token tree) by moving them to Len(), Len()+1, ...
+// and drops the rest.
+//
 // Sliding windows. A local layer (a window of w, Gemma 3's sliding-window
 // attention) is never read further back than its window: a token at
-// position p sees positions p-w+1 .. p. Its K/V rows hold only a stretch of
-// positions [Off, Off+rows): the window behind Len(), a little history
-// (so that a Truncate by a few positions, a draft's rewind, still finds its
-// window), the scratch of a pass, and some slack so that the stretch moves
-// seldom. When a pass would run past the last row, Reserve moves the
-// still-needed rows down to the front (a copy of about w rows every slack
-// positions, against the w rows attention reads every position) rather
-// than wrapping around: the attention kernels then keep walking a dense
-// array of positions, offset by Off. Scratch lives in the same rows after
-// the committed ones, so it can never overwrite a committed entry some
-// token of the pass still sees. A pass larger than the cache was sized for
-// (MaxPass) grows the layer's rows, up to the whole context.
+// position p sees positions p-w+1 .. p. Reserve gives back the pages of a
+// local layer that lie wholly before the window of the pass's first token
+// and a little history (keep positions, so that a Truncate by a few
+// positions, a draft's rewind, still finds its window).
 package kv
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"sync"
+	"sync/atomic"
 )
 
-// keep is the history a local layer holds behind its window when its rows
-// move: a rewind by up to keep positions still finds its window.
+// PageSize is the number of positions a page holds: a multiple of the
+// attention kernels' 16-key blocks and of their 64-key widening chunks,
+// large enough that a page boundary splits few of those chunks, small
+// enough that a short sequence holds little it does not use.
+const PageSize = 256
+
+// keep is the history a local layer holds behind its window: a rewind by up
+// to keep positions still finds its window.
 const keep = 16
 
-// margin is how many rows a local layer of window w holds beyond w and the
-// largest pass: 16 for the attention kernels' blocks (they start a 16-key
-// block at a multiple of 16, and Off is one), keep, and slack before the
-// rows move again: an eighth of the window (at least 32), so that moving
-// copies about 8 rows a position where attention reads w.
-func margin(w int) int {
-	return 16 + keep + max(32, (w/8+15)&^15)
-}
+// ErrFull is what Reserve and AppendFrom return (wrapped) when the pool's
+// limit leaves no page to take.
+var ErrFull = errors.New("kv: the KV cache memory limit is reached")
 
 // Shape is what a cache holds: Layers × KVHeads × HeadDim per position, up
 // to Ctx positions. Window[li] > 0 makes layer li local (nil: every layer
-// global); MaxPass is the most tokens one pass reserves without growing a
-// local layer's rows.
+// global); MaxPass is the most tokens one pass reserves (a local layer
+// holds its window and one pass).
 type Shape struct {
 	Layers, KVHeads, HeadDim, Ctx int
 	Window                        []int
 	MaxPass                       int
 }
 
-// Rows is how many positions layer li keeps: Ctx for a global layer, for a
-// local one its window, the largest pass and a fixed margin, at most Ctx.
-func (s Shape) Rows(li int) int {
-	if li >= len(s.Window) || s.Window[li] <= 0 {
-		return s.Ctx
+// pages is the most pages layer li holds at once: the whole context for a
+// global layer; for a local one, the window, its history and one pass
+// (which may start and end mid-page), at most the whole context.
+func (s Shape) pages(li int) int {
+	all := s.Ctx/PageSize + min(1, s.Ctx%PageSize)
+	if li >= len(s.Window) || s.Window[li] <= 0 || s.Window[li] >= s.Ctx {
+		return all
 	}
-	w := s.Window[li]
-	if w >= s.Ctx || s.MaxPass >= s.Ctx || s.Ctx-w-margin(w) <= s.MaxPass {
-		return s.Ctx
-	}
-	return w + margin(w) + s.MaxPass
+	span := s.Window[li] + keep + max(1, s.MaxPass)
+	return min(all, (span+PageSize-1)/PageSize+1)
 }
+
+// Held is the most positions layer li holds at once (whole pages; the
+// context for a global layer).
+func (s Shape) Held(li int) int { return min(s.Ctx, s.pages(li)*PageSize) }
 
 func (s Shape) check() error {
 	if s.Layers < 1 || s.KVHeads < 1 || s.HeadDim < 1 || s.Ctx < 1 || s.MaxPass < 0 {
@@ -92,28 +105,41 @@ func (s Shape) check() error {
 	return nil
 }
 
-// Bytes is the memory a cache of this shape reserves: keys and values, 2
-// bytes each, kvHeads × headDim × Rows(li) of both for every layer. It is an
-// error when a dimension is below 1 or the size does not fit in an int64 (a
-// context length read from a config or a file can be anything), so that
-// callers can check a configuration before NewShape would panic on it.
-func (s Shape) Bytes() (int64, error) {
+// PageBytes is the memory of one page of one layer: K and V, 2 bytes each,
+// for PageSize positions of every kv head. It is an error when a dimension
+// is below 1 or the size does not fit in an int64.
+func (s Shape) PageBytes() (int64, error) {
 	if err := s.check(); err != nil {
+		return 0, err
+	}
+	n := int64(4 * PageSize) // K and V, 2 bytes each
+	for _, d := range []int{s.KVHeads, s.HeadDim} {
+		if int64(d) > math.MaxInt64/n {
+			return 0, fmt.Errorf("kv: a page of %d kv heads × %d dims overflows", s.KVHeads, s.HeadDim)
+		}
+		n *= int64(d)
+	}
+	return n, nil
+}
+
+// Bytes is the most memory a cache of this shape holds: every layer's
+// pages at their most (a global layer's whole context, a local layer's
+// window and a pass). It is an error when a dimension is below 1 or the
+// size does not fit in an int64 (a context length read from a config or a
+// file can be anything), so that callers can check a configuration before
+// NewShape would panic on it.
+func (s Shape) Bytes() (int64, error) {
+	page, err := s.PageBytes()
+	if err != nil {
 		return 0, err
 	}
 	var total int64
 	for li := range s.Layers {
-		n := int64(4) // K and V, 2 bytes each
-		for _, d := range []int{s.KVHeads, s.HeadDim, s.Rows(li)} {
-			if int64(d) > math.MaxInt64/n {
-				return 0, fmt.Errorf("kv: a cache of %d layers × %d kv heads × %d dims × %d positions overflows", s.Layers, s.KVHeads, s.HeadDim, s.Ctx)
-			}
-			n *= int64(d)
-		}
-		if total > math.MaxInt64-n {
+		n := int64(s.pages(li))
+		if n > math.MaxInt64/page || total > math.MaxInt64-n*page {
 			return 0, fmt.Errorf("kv: a cache of %d layers × %d kv heads × %d dims × %d positions overflows", s.Layers, s.KVHeads, s.HeadDim, s.Ctx)
 		}
-		total += n
+		total += n * page
 	}
 	return total, nil
 }
@@ -123,112 +149,195 @@ func Bytes(layers, kvHeads, headDim, ctx int) (int64, error) {
 	return Shape{Layers: layers, KVHeads: kvHeads, HeadDim: headDim, Ctx: ctx}.Bytes()
 }
 
-// Cache is the K/V cache of one sequence, reserved up front (a local
-// layer's rows grow only for a pass beyond the shape's MaxPass).
+// Cache is the K/V cache of one sequence.
 type Cache struct {
 	shape            Shape
+	pool             *Pool // nil: pages from the heap, no limit
 	layers           []layer
 	kvHeads, headDim int
+	pageLen          int // uint16s in one page
 	cap              int
 	n                int // committed entries
-	pending          int // scratch entries written by the last forward pass
+	pending          int // scratch entries the last Reserve made room for
 }
 
-// layer is one layer's K and V: [kvhead][row][headdim], row r holding
-// position off+r.
+// layer is one layer's page table: pages[i] holds positions [i·PageSize,
+// (i+1)·PageSize), nil where none is held (not reached yet, or behind a
+// local layer's window).
 type layer struct {
-	k, v   []uint16 // float16 bits
-	rows   int
-	off    int // a multiple of 16 (see margin)
-	window int // 0: global, rows == cap and off == 0
+	pages  []*page
+	window int // 0: global
 }
 
-// New reserves a cache of ctx positions, every layer global.
+// New makes a cache of ctx positions, every layer global, its pages from
+// the heap.
 func New(layers, kvHeads, headDim, ctx int) *Cache {
 	return NewShape(Shape{Layers: layers, KVHeads: kvHeads, HeadDim: headDim, Ctx: ctx})
 }
 
-// NewShape reserves a cache of the given shape. It panics on a shape Bytes
-// refuses; callers bound what they pass (the cpu backend checks every
-// configured size against a memory budget first).
-func NewShape(s Shape) *Cache {
+// NewShape makes a cache of the given shape, its pages from the heap. It
+// panics on a shape Bytes refuses; callers bound what they pass (the
+// engine checks every configured size against a memory budget first).
+func NewShape(s Shape) *Cache { return NewIn(nil, s) }
+
+// NewIn makes a cache of the given shape whose pages come from pool (nil:
+// the heap). It holds no page until Reserve.
+func NewIn(pool *Pool, s Shape) *Cache {
 	if _, err := s.Bytes(); err != nil {
 		panic(err.Error())
 	}
-	c := &Cache{shape: s, kvHeads: s.KVHeads, headDim: s.HeadDim, cap: s.Ctx, layers: make([]layer, s.Layers)}
+	c := &Cache{shape: s, pool: pool, kvHeads: s.KVHeads, headDim: s.HeadDim, cap: s.Ctx,
+		pageLen: 2 * s.KVHeads * PageSize * s.HeadDim, layers: make([]layer, s.Layers)}
 	for li := range c.layers {
 		l := &c.layers[li]
-		l.rows = s.Rows(li)
-		if l.rows < s.Ctx {
+		l.pages = make([]*page, s.Ctx/PageSize+min(1, s.Ctx%PageSize))
+		if li < len(s.Window) && s.Window[li] < s.Ctx {
 			l.window = s.Window[li]
 		}
-		l.k, l.v = make([]uint16, s.KVHeads*l.rows*s.HeadDim), make([]uint16, s.KVHeads*l.rows*s.HeadDim)
 	}
 	return c
 }
 
-// Bytes is the memory the cache holds now (its shape's Bytes, or more once
-// a pass beyond MaxPass grew a local layer).
+// Bytes is the memory of the pages the cache holds now (a page shared with
+// other caches counts for each of them).
 func (c *Cache) Bytes() int64 {
-	var n int64
+	n := 0
 	for _, l := range c.layers {
-		n += int64(len(l.k)+len(l.v)) * 2
+		for _, p := range l.pages {
+			if p != nil {
+				n++
+			}
+		}
 	}
-	return n
+	return int64(n) * int64(c.pageLen) * 2
 }
 
 // Len is the number of committed entries.
 func (c *Cache) Len() int { return c.n }
 
 // Cap is the most positions the sequence may reach (committed plus
-// scratch); a global layer holds them all, a local one only its window's
-// worth (Off, K).
+// scratch).
 func (c *Cache) Cap() int { return c.cap }
 
 // Oldest is the first position every layer still holds: 0 unless a local
-// (sliding-window) layer's rows have moved on past the start (see Sliding
-// windows). AppendFrom copies from a cache only positions from there on.
+// (sliding-window) layer gave back the pages before its window. AppendFrom
+// copies from a cache only positions from there on.
 func (c *Cache) Oldest() int {
 	o := 0
 	for li := range c.layers {
-		o = max(o, c.layers[li].off)
+		o = max(o, c.first(li))
 	}
 	return o
+}
+
+// first is the first position layer li holds (its first page's), or Len()
+// rounded down to a page when it holds none before that.
+func (c *Cache) first(li int) int {
+	for i, p := range c.layers[li].pages {
+		if p != nil || i*PageSize >= c.n {
+			return i * PageSize
+		}
+	}
+	return c.n
 }
 
 // Pending is the number of scratch entries the last Reserve made room for.
 func (c *Cache) Pending() int { return c.pending }
 
-// Off is the position of layer li's first row: K(li, h)[(p-Off)·HeadDim:]
-// is position p. 0 for a global layer; for a local one a multiple of 16 no
-// later than the first position any token of the current pass sees.
-func (c *Cache) Off(li int) int { return c.layers[li].off }
+// K is the keys of kv head h in layer li from position pos to the end of
+// pos's page: rows of HeadDim float16 values, row r holding position
+// pos+r. The page must be held (pos is committed or reserved, and not
+// behind a local layer's window).
+func (c *Cache) K(li, h, pos int) []uint16 {
+	p := c.layers[li].pages[pos/PageSize]
+	o, end := (h*PageSize+pos%PageSize)*c.headDim, (h+1)*PageSize*c.headDim
+	return p.data[o:end:end]
+}
+
+// V is the values of kv head h in layer li from position pos on, laid out
+// as K.
+func (c *Cache) V(li, h, pos int) []uint16 {
+	p := c.layers[li].pages[pos/PageSize]
+	base := c.kvHeads * PageSize * c.headDim
+	o, end := base+(h*PageSize+pos%PageSize)*c.headDim, base+(h+1)*PageSize*c.headDim
+	return p.data[o:end:end]
+}
+
+// Entries copies the keys and values of kv head h in layer li at positions
+// [from, to) out of their pages (for tests and tools; the forward pass
+// reads the pages in place).
+func (c *Cache) Entries(li, h, from, to int) (k, v []uint16) {
+	for pos := from; pos < to; pos = PageEnd(pos) {
+		m := (min(to, PageEnd(pos)) - pos) * c.headDim
+		k = append(k, c.K(li, h, pos)[:m]...)
+		v = append(v, c.V(li, h, pos)[:m]...)
+	}
+	return k, v
+}
+
+// PageEnd is the first position after pos's page: K and V hand out
+// positions [pos, PageEnd(pos)).
+func PageEnd(pos int) int { return (pos/PageSize + 1) * PageSize }
 
 // Reserve makes room for n scratch entries at Len(), ..., Len()+n-1 (the
 // forward pass calls it before writing them) or reports that they would
-// overflow the cache. In a local layer it moves the rows still in some
-// token's window to the front first when the pass would run past the last
-// row, and grows the rows when even that is not enough.
+// overflow the cache, or that the pool has no page left (ErrFull; the
+// pages already taken stay with the cache, the committed entries are
+// untouched). Pages a local layer no longer needs are given back first.
+// Reserving again for the same n takes nothing more.
 func (c *Cache) Reserve(n int) error {
+	c.pending = 0
 	if n < 0 || c.n+n > c.cap {
 		return fmt.Errorf("kv: cache overflow: %d committed + %d new tokens > capacity %d", c.n, n, c.cap)
 	}
+	if n == 0 {
+		return nil
+	}
 	for li := range c.layers {
 		l := &c.layers[li]
-		if l.window == 0 || c.n+n-l.off <= l.rows {
-			continue
+		if l.window > 0 {
+			// The pass's first token sees from Len()-w+1 on; keep a
+			// little more for a rewind.
+			from := max(0, c.n-l.window+1-keep)
+			for i := 0; (i+1)*PageSize <= from; i++ {
+				c.drop(l, i)
+			}
 		}
-		// The first token of the pass sees from Len()-w+1 on; keep a
-		// little more for a rewind.
-		off := max(l.off, max(0, c.n-l.window+1-keep)&^15)
-		rows := l.rows
-		if c.n+n-off > rows {
-			rows = min(c.cap, l.window+margin(l.window)+n)
+		for i := c.n / PageSize; i <= (c.n+n-1)/PageSize; i++ {
+			if err := c.own(l, i); err != nil {
+				return err
+			}
 		}
-		c.move(l, off, rows)
 	}
 	c.pending = n
 	return nil
+}
+
+// own makes page i of l one this cache holds alone, taking a new one or
+// copying a shared one.
+func (c *Cache) own(l *layer, i int) error {
+	p := l.pages[i]
+	if p != nil && p.refs.Load() == 1 {
+		return nil
+	}
+	q, err := c.pool.get(c.pageLen)
+	if err != nil {
+		return err
+	}
+	if p != nil {
+		copy(q.data, p.data)
+		p.release()
+	}
+	l.pages[i] = q
+	return nil
+}
+
+// drop gives back page i of l.
+func (c *Cache) drop(l *layer, i int) {
+	if p := l.pages[i]; p != nil {
+		l.pages[i] = nil
+		p.release()
+	}
 }
 
 // Fill commits n entries holding one small value (0.1) in every key and
@@ -243,14 +352,14 @@ func (c *Cache) Fill(n int) error {
 		return err
 	}
 	const tenth = 0x2e66 // float16 0.1
-	hd := c.headDim
 	for li := range c.layers {
-		l := &c.layers[li]
 		for h := range c.kvHeads {
-			base := (h*l.rows - l.off) * hd
-			k, v := l.k[base+c.n*hd:base+(c.n+n)*hd], l.v[base+c.n*hd:base+(c.n+n)*hd]
-			for i := range k {
-				k[i], v[i] = tenth, tenth
+			for pos := c.n; pos < c.n+n; pos = PageEnd(pos) {
+				m := (min(c.n+n, PageEnd(pos)) - pos) * c.headDim
+				k, v := c.K(li, h, pos)[:m], c.V(li, h, pos)[:m]
+				for i := range k {
+					k[i], v[i] = tenth, tenth
+				}
 			}
 		}
 	}
@@ -259,15 +368,16 @@ func (c *Cache) Fill(n int) error {
 	return nil
 }
 
-// AppendFrom commits the next n entries, positions Len() … Len()+n−1,
-// copied from src's committed entries at the same positions, layer for
-// layer over this cache's layers (src may hold more: a cache of a model's
-// first layers borrows from the whole model's). Why: the early-exit
-// self-draft runs the target's own first layers, so the K/V the target
-// wrote for the tokens it committed are the ones the draft's cache lacks;
-// copying them costs microseconds where feeding the tokens again costs a
-// pass of those layers (on SmolLM2-135M, 8 ms to catch up 64 tokens
-// against 3.2 ms a decoded token). It is an error, changing nothing, when
+// AppendFrom commits the next n entries, positions Len() … Len()+n−1, as
+// src's committed entries at the same positions, layer for layer over this
+// cache's layers (src may hold more: a cache of a model's first layers
+// borrows from the whole model's). A page src filled that this cache does
+// not hold yet is shared, not copied; the rest of a page this cache holds
+// already is copied into it. Why: a prompt's prefix another sequence
+// computed costs a page table entry instead of a prefill, and the
+// early-exit self-draft, which runs the target's own first layers, takes
+// the target's K/V for the tokens it committed instead of a pass of those
+// layers. It is an error, changing nothing but pages taken (ErrFull), when
 // the shapes differ, src has not committed those positions, or a local
 // layer of src no longer holds them.
 func (c *Cache) AppendFrom(src *Cache, n int) error {
@@ -278,60 +388,40 @@ func (c *Cache) AppendFrom(src *Cache, n int) error {
 	case len(c.layers) > len(src.layers) || c.kvHeads != src.kvHeads || c.headDim != src.headDim:
 		return fmt.Errorf("kv: AppendFrom: a cache of %d layers × %d kv heads × %d dims from one of %d × %d × %d",
 			len(c.layers), c.kvHeads, c.headDim, len(src.layers), src.kvHeads, src.headDim)
+	case from+n > c.cap:
+		return fmt.Errorf("kv: cache overflow: %d committed + %d new tokens > capacity %d", from, n, c.cap)
+	}
+	if n == 0 {
+		return nil
 	}
 	for li := range c.layers {
-		if s := &src.layers[li]; from < s.off {
-			return fmt.Errorf("kv: AppendFrom: layer %d of the source keeps positions from %d on, not %d", li, s.off, from)
+		if o := src.first(li); from < o {
+			return fmt.Errorf("kv: AppendFrom: layer %d of the source keeps positions from %d on, not %d", li, o, from)
 		}
 	}
-	if err := c.Reserve(n); err != nil {
-		return err
-	}
-	hd := c.headDim
+	c.pending = 0
 	for li := range c.layers {
 		l, s := &c.layers[li], &src.layers[li]
-		for h := range c.kvHeads {
-			dst, at := (h*l.rows-l.off+from)*hd, (h*s.rows-s.off+from)*hd
-			copy(l.k[dst:dst+n*hd], s.k[at:at+n*hd])
-			copy(l.v[dst:dst+n*hd], s.v[at:at+n*hd])
+		for i := from / PageSize; i <= (from+n-1)/PageSize; i++ {
+			if l.pages[i] == nil {
+				p := s.pages[i]
+				p.refs.Add(1)
+				l.pages[i] = p
+				continue
+			}
+			if err := c.own(l, i); err != nil {
+				return err
+			}
+			lo, hi := max(from, i*PageSize), min(from+n, (i+1)*PageSize)
+			m := (hi - lo) * c.headDim
+			for h := range c.kvHeads {
+				copy(c.K(li, h, lo)[:m], src.K(li, h, lo)[:m])
+				copy(c.V(li, h, lo)[:m], src.V(li, h, lo)[:m])
+			}
 		}
 	}
 	c.n += n
-	c.pending = 0
 	return nil
-}
-
-// move shifts layer l's committed rows so that row 0 is position off, into
-// new storage of rows rows when that differs.
-func (c *Cache) move(l *layer, off, rows int) {
-	hd := c.headDim
-	k, v := l.k, l.v
-	if rows != l.rows {
-		k, v = make([]uint16, c.kvHeads*rows*hd), make([]uint16, c.kvHeads*rows*hd)
-	}
-	keepN := max(0, c.n-off) // committed positions [off, Len) survive
-	for h := range c.kvHeads {
-		src, dst := (h*l.rows+off-l.off)*hd, h*rows*hd
-		copy(k[dst:dst+keepN*hd], l.k[src:src+keepN*hd])
-		copy(v[dst:dst+keepN*hd], l.v[src:src+keepN*hd])
-	}
-	l.k, l.v, l.rows, l.off = k, v, rows, off
-}
-
-// K is the key block of one (layer, kv head): rows of HeadDim float16
-// values, row r holding position Off(layer)+r (Cap() rows for a global
-// layer).
-func (c *Cache) K(layer, head int) []uint16 {
-	l := &c.layers[layer]
-	o, n := head*l.rows*c.headDim, l.rows*c.headDim
-	return l.k[o : o+n : o+n]
-}
-
-// V is the value block of one (layer, kv head), laid out as K.
-func (c *Cache) V(layer, head int) []uint16 {
-	l := &c.layers[layer]
-	o, n := head*l.rows*c.headDim, l.rows*c.headDim
-	return l.v[o : o+n : o+n]
 }
 
 // Commit keeps the scratch entries Len()+scratch[0], Len()+scratch[1], ...
@@ -357,13 +447,11 @@ func (c *Cache) Commit(scratch []int) error {
 		if s == j {
 			continue
 		}
+		dst, src := c.n+j, c.n+s
 		for li := range c.layers {
-			l := &c.layers[li]
 			for h := range c.kvHeads {
-				base := (h*l.rows - l.off) * hd
-				dst, src := base+(c.n+j)*hd, base+(c.n+s)*hd
-				copy(l.k[dst:dst+hd], l.k[src:src+hd])
-				copy(l.v[dst:dst+hd], l.v[src:src+hd])
+				copy(c.K(li, h, dst)[:hd], c.K(li, h, src)[:hd])
+				copy(c.V(li, h, dst)[:hd], c.V(li, h, src)[:hd])
 			}
 		}
 	}
@@ -372,26 +460,135 @@ func (c *Cache) Commit(scratch []int) error {
 	return nil
 }
 
-// Truncate drops committed entries from n on (and any scratch). A local
-// layer that no longer holds the window before position n (it keeps only
-// the last window and a few positions more) makes it an error; Truncate(0)
-// always works.
+// Truncate drops committed entries from n on (and any scratch), giving back
+// the pages wholly past n. A local layer that no longer holds the window
+// before position n (it keeps only the last window and a few positions
+// more) makes it an error; Truncate(0) always works and gives back every
+// page.
 func (c *Cache) Truncate(n int) error {
 	if n < 0 || n > c.n {
 		return fmt.Errorf("kv: Truncate(%d) with %d committed entries", n, c.n)
 	}
-	if n == 0 {
-		for li := range c.layers {
-			c.layers[li].off = 0
+	for li := range c.layers {
+		l := &c.layers[li]
+		o := c.first(li)
+		if need := max(0, n-l.window+1) &^ 15; n > 0 && l.window > 0 && need < o {
+			return fmt.Errorf("kv: Truncate(%d): layer %d keeps positions from %d on (a window of %d), the next token needs %d", n, li, o, l.window, max(0, n-l.window+1))
 		}
 	}
 	for li := range c.layers {
 		l := &c.layers[li]
-		if need := max(0, n-l.window+1) &^ 15; l.window > 0 && need < l.off {
-			return fmt.Errorf("kv: Truncate(%d): layer %d keeps positions from %d on (a window of %d), the next token needs %d", n, li, l.off, l.window, max(0, n-l.window+1))
+		for i := (n + PageSize - 1) / PageSize; i < len(l.pages); i++ {
+			c.drop(l, i)
 		}
 	}
 	c.n = n
 	c.pending = 0
 	return nil
+}
+
+// Release gives back every page (Truncate(0)).
+func (c *Cache) Release() { _ = c.Truncate(0) }
+
+// page is one layer's K and V for PageSize positions, held by refs caches.
+type page struct {
+	data []uint16
+	refs atomic.Int32
+	pool *Pool
+}
+
+// release drops one holder; the last one gives the page back to its pool.
+func (p *page) release() {
+	if p.refs.Add(-1) == 0 && p.pool != nil {
+		p.pool.put(p)
+	}
+}
+
+// Pool is the page store the caches of a runtime share, with a limit on
+// the bytes of pages it hands out. A page given back stays in the pool for
+// the next cache that needs a page of its size; the limit counts those
+// too, and the pool drops free pages of another size when a cache needs
+// room. When nothing is free and the limit is reached, the pool asks its
+// reclaimer (SetReclaim: the engine empties the least recently used idle
+// cache) for pages before it reports ErrFull.
+type Pool struct {
+	mu      sync.Mutex
+	limit   int64 // 0: none
+	used    int64 // bytes of pages handed out or kept free
+	free    map[int][]*page
+	reclaim func() bool
+}
+
+// maxReclaims bounds how many times one page request asks the reclaimer.
+const maxReclaims = 64
+
+// NewPool makes a pool of at most limit bytes of pages (0: no limit).
+func NewPool(limit int64) *Pool { return &Pool{limit: limit, free: map[int][]*page{}} }
+
+// SetReclaim sets the function the pool calls, without holding its lock,
+// when the limit is reached: it gives pages back (by emptying caches) and
+// reports whether it found any to give.
+func (p *Pool) SetReclaim(f func() bool) {
+	p.mu.Lock()
+	p.reclaim = f
+	p.mu.Unlock()
+}
+
+// Limit is the pool's limit in bytes (0: none).
+func (p *Pool) Limit() int64 { return p.limit }
+
+// InUse is the bytes of pages some cache holds now.
+func (p *Pool) InUse() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.used
+	for size, l := range p.free {
+		n -= int64(len(l)) * int64(size) * 2
+	}
+	return n
+}
+
+// get hands out a page of size uint16s, held once.
+func (p *Pool) get(size int) (*page, error) {
+	if p == nil {
+		q := &page{data: make([]uint16, size)}
+		q.refs.Store(1)
+		return q, nil
+	}
+	bytes := int64(size) * 2
+	for try := 0; ; try++ {
+		p.mu.Lock()
+		if l := p.free[size]; len(l) > 0 {
+			q := l[len(l)-1]
+			p.free[size] = l[:len(l)-1]
+			p.mu.Unlock()
+			q.refs.Store(1)
+			return q, nil
+		}
+		if p.limit > 0 && p.used+bytes > p.limit {
+			for s, l := range p.free {
+				p.used -= int64(len(l)) * int64(s) * 2
+				delete(p.free, s)
+			}
+		}
+		if p.limit == 0 || p.used+bytes <= p.limit {
+			p.used += bytes
+			p.mu.Unlock()
+			q := &page{data: make([]uint16, size), pool: p}
+			q.refs.Store(1)
+			return q, nil
+		}
+		reclaim, used := p.reclaim, p.used
+		p.mu.Unlock()
+		if try == maxReclaims || reclaim == nil || !reclaim() {
+			return nil, fmt.Errorf("%w: %d bytes of pages in use, a limit of %d", ErrFull, used, p.limit)
+		}
+	}
+}
+
+// put keeps a page no cache holds for the next request of its size.
+func (p *Pool) put(q *page) {
+	p.mu.Lock()
+	p.free[len(q.data)] = append(p.free[len(q.data)], q)
+	p.mu.Unlock()
 }

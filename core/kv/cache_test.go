@@ -14,8 +14,7 @@ import (
 func fill(c *Cache, e int, val float32) {
 	for l := range c.layers {
 		for h := 0; h < c.kvHeads; h++ {
-			r := e - c.Off(l)
-			k, v := c.K(l, h)[r*c.headDim:(r+1)*c.headDim], c.V(l, h)[r*c.headDim:(r+1)*c.headDim]
+			k, v := c.K(l, h, e)[:c.headDim], c.V(l, h, e)[:c.headDim]
 			for d := range k {
 				v[d] = quant.F32ToF16(float32(1000*l+100*h) + val)
 				k[d] = quant.F32ToF16(-(float32(1000*l+100*h) + val))
@@ -29,10 +28,9 @@ func requireEntry(t *testing.T, c *Cache, e int, val float32) {
 	for l := range c.layers {
 		for h := 0; h < c.kvHeads; h++ {
 			want := float32(1000*l+100*h) + val
-			r := e - c.Off(l)
 			for d := 0; d < c.headDim; d++ {
-				require.Equal(t, want, quant.F16ToF32(c.V(l, h)[r*c.headDim+d]), "entry %d layer %d head %d", e, l, h)
-				require.Equal(t, -want, quant.F16ToF32(c.K(l, h)[r*c.headDim+d]))
+				require.Equal(t, want, quant.F16ToF32(c.V(l, h, e)[d]), "entry %d layer %d head %d", e, l, h)
+				require.Equal(t, -want, quant.F16ToF32(c.K(l, h, e)[d]))
 			}
 		}
 	}
@@ -106,11 +104,11 @@ func TestWindowedLayersKeepTheirWindow(t *testing.T) {
 	const w, ctx = 5, 2000
 	s := Shape{Layers: 2, KVHeads: 2, HeadDim: 4, Ctx: ctx, Window: []int{0, w}, MaxPass: 8}
 	c := NewShape(s)
-	require.Equal(t, w+margin(w)+8, s.Rows(1))
-	require.Equal(t, ctx, s.Rows(0))
-	bytes, err := s.Bytes()
+	require.Equal(t, 2*PageSize, s.Held(1)) // the window and a pass may straddle a page boundary
+	require.Equal(t, ctx, s.Held(0))
+	page, err := s.PageBytes()
 	require.NoError(t, err)
-	require.Equal(t, bytes, c.Bytes())
+	require.Zero(t, c.Bytes()) // nothing is held before the first Reserve
 	r := rand.New(rand.NewPCG(1, 2))
 	var committed []float32 // the value at each committed position
 	next := float32(1)
@@ -127,7 +125,7 @@ func TestWindowedLayersKeepTheirWindow(t *testing.T) {
 			rewound = false
 			n := 1 + r.IntN(8)
 			if r.IntN(20) == 0 {
-				n = 80 // beyond MaxPass and the margin: the local layer grows
+				n = 80 // beyond MaxPass: still within the local layer's two pages
 			}
 			require.NoError(t, c.Reserve(n))
 			vals := make([]float32, n)
@@ -151,17 +149,26 @@ func TestWindowedLayersKeepTheirWindow(t *testing.T) {
 		for p := max(0, c.Len()-w+1); p < c.Len(); p++ {
 			requireEntry(t, c, p, committed[p])
 		}
-		require.LessOrEqual(t, c.layers[1].rows, w+margin(w)+80)
+		// The global layer holds the pages up to the pass's end, the
+		// local one at most two.
+		held := 0
+		for _, p := range c.layers[1].pages {
+			if p != nil {
+				held++
+			}
+		}
+		require.LessOrEqual(t, held, 2)
+		require.LessOrEqual(t, c.Bytes(), int64(held+(c.Len()+80)/PageSize+1)*page)
 	}
-	require.Positive(t, c.Off(1))
-	require.Greater(t, c.Bytes(), bytes) // grown once for the 80-token passes
+	require.Positive(t, c.Oldest())
 	// A rewind past the kept history is an error that changes nothing;
-	// Truncate(0) always works.
+	// Truncate(0) always works, and gives back every page.
 	n := c.Len()
-	require.ErrorContains(t, c.Truncate(c.Off(1)), "keeps positions from") // its window starts before Off
+	require.ErrorContains(t, c.Truncate(c.Oldest()), "keeps positions from") // its window starts before the first page held
 	require.Equal(t, n, c.Len())
 	require.NoError(t, c.Truncate(0))
-	require.Zero(t, c.Off(1))
+	require.Zero(t, c.Oldest())
+	require.Zero(t, c.Bytes())
 }
 
 func TestShapeErrors(t *testing.T) {
@@ -178,7 +185,7 @@ func TestShapeErrors(t *testing.T) {
 	s := Shape{Layers: 2, KVHeads: 1, HeadDim: 1, Ctx: 1 << 62, Window: []int{4, 4}}
 	n, err := s.Bytes()
 	require.NoError(t, err)
-	require.Equal(t, int64(2*4*(4+margin(4))), n)
+	require.Equal(t, int64(2*2*4*PageSize), n) // two pages of each layer
 	s.Window = []int{4}
 	_, err = s.Bytes()
 	require.ErrorContains(t, err, "overflows")
@@ -197,10 +204,10 @@ func TestFill(t *testing.T) {
 	requireEntry(t, c, 0, 7)
 	for l := range c.layers {
 		for h := range c.kvHeads {
-			for _, x := range c.K(l, h)[c.headDim : 7*c.headDim] {
+			for _, x := range c.K(l, h, 1)[:6*c.headDim] {
 				require.InDelta(t, 0.1, quant.F16ToF32(x), 1e-4)
 			}
-			for _, x := range c.V(l, h)[c.headDim : 7*c.headDim] {
+			for _, x := range c.V(l, h, 1)[:6*c.headDim] {
 				require.InDelta(t, 0.1, quant.F16ToF32(x), 1e-4)
 			}
 		}
@@ -213,13 +220,16 @@ func TestFill(t *testing.T) {
 	require.ErrorContains(t, c.Fill(3), "cache overflow: 8 committed + 3 new tokens > capacity 10")
 	require.Equal(t, 8, c.Len())
 
-	// A local layer of window 8 in a cache of 400: its rows move to keep
-	// the window as the fill runs past them.
+	// A local layer of window 8 in a cache of 400: it gives back the
+	// pages behind its window as the fills run past them.
 	w := NewShape(Shape{Layers: 2, KVHeads: 1, HeadDim: 16, Ctx: 400, Window: []int{8, 0}})
 	require.NoError(t, w.Fill(300))
 	require.Equal(t, 300, w.Len())
-	r := 299 - w.Off(0)
-	require.InDelta(t, 0.1, quant.F16ToF32(w.K(0, 0)[r*16]), 1e-4)
+	require.InDelta(t, 0.1, quant.F16ToF32(w.K(0, 0, 299)[0]), 1e-4)
+	require.Zero(t, w.Oldest())
+	require.NoError(t, w.Fill(10))
+	require.Equal(t, 256, w.Oldest()) // the local layer gave back its first page
+	require.InDelta(t, 0.1, quant.F16ToF32(w.V(0, 0, 309)[0]), 1e-4)
 }
 
 // A cache of a model's first layers takes the entries a whole model's
@@ -228,8 +238,8 @@ func TestFill(t *testing.T) {
 // error that changes nothing.
 func TestAppendFromCopiesTheFirstLayers(t *testing.T) {
 	const w = 5
-	src := NewShape(Shape{Layers: 3, KVHeads: 2, HeadDim: 4, Ctx: 400, Window: []int{0, w, 0}, MaxPass: 8})
-	for e := range 120 {
+	src := NewShape(Shape{Layers: 3, KVHeads: 2, HeadDim: 4, Ctx: 1000, Window: []int{0, w, 0}, MaxPass: 8})
+	for e := range 600 {
 		require.NoError(t, src.Reserve(1))
 		fill(src, e, float32(e+1))
 		require.NoError(t, src.Commit([]int{0}))
@@ -237,8 +247,7 @@ func TestAppendFromCopiesTheFirstLayers(t *testing.T) {
 	dst := NewShape(Shape{Layers: 2, KVHeads: 2, HeadDim: 4, Ctx: 400, Window: []int{0, w}, MaxPass: 8})
 	// The source's local layer has moved on: the first positions are gone,
 	// as Oldest says (copies from there on still work).
-	require.Positive(t, src.Off(1))
-	require.Equal(t, src.Off(1), src.Oldest())
+	require.Positive(t, src.Oldest())
 	require.ErrorContains(t, dst.AppendFrom(src, 3), "keeps positions from")
 	require.Zero(t, dst.Len())
 
@@ -258,7 +267,7 @@ func TestAppendFromCopiesTheFirstLayers(t *testing.T) {
 	}
 	for e := range 30 { // the global layer holds them all
 		for h := range 2 {
-			require.Equal(t, float32(100*h+e+1), quant.F16ToF32(dst.V(0, h)[e*4]))
+			require.Equal(t, float32(100*h+e+1), quant.F16ToF32(dst.V(0, h, e)[0]))
 		}
 	}
 	require.ErrorContains(t, dst.AppendFrom(src, 1), "the source holds 30")

@@ -1,6 +1,10 @@
 package model
 
-import "math"
+import (
+	"math"
+
+	"github.com/lmstream/lmstream/core/kv"
+)
 
 // attention computes s.att for layer li: for every token i and query head
 // h, softmax(q·Kᵀ/√d)·V over the keys token i may see: every committed entry
@@ -53,15 +57,12 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 	nv := nr + len(extra)
 	ab.kf, ab.vf = grow(ab.kf, nv*hd), grow(ab.vf, nv*hd)
 	keys, vals := ab.kf, ab.vf
-	// Row r of the cache's block is position o+r (a local layer keeps
-	// only the positions near its window; kv.Cache.Off).
-	k16, v16, o := cache.K(li, g), cache.V(li, g), cache.Off(li)
-	widen(keys[:nr*hd], k16[(lo-o)*hd:(run-o)*hd])
-	widen(vals[:nr*hd], v16[(lo-o)*hd:(run-o)*hd])
+	widenRows(keys[:nr*hd], cache, false, li, g, lo, run)
+	widenRows(vals[:nr*hd], cache, true, li, g, lo, run)
 	for e, k := range extra {
-		j := cache.Len() + int(k) - o
-		widen(keys[(nr+e)*hd:(nr+e+1)*hd], k16[j*hd:(j+1)*hd])
-		widen(vals[(nr+e)*hd:(nr+e+1)*hd], v16[j*hd:(j+1)*hd])
+		j := cache.Len() + int(k)
+		widen(keys[(nr+e)*hd:(nr+e+1)*hd], cache.K(li, g, j)[:hd])
+		widen(vals[(nr+e)*hd:(nr+e+1)*hd], cache.V(li, g, j)[:hd])
 	}
 	ab.sc = grow(ab.sc, nv)
 	sc := ab.sc
@@ -161,5 +162,21 @@ func ExpSum(x []float32, mx float32) float32 { return softmaxWeights(x, mx) }
 func scaleRow(o []float32, f float32) {
 	for d := range o {
 		o[d] *= f
+	}
+}
+
+// widenRows widens the keys (values when vals) of positions [from, to) of
+// kv head h in layer li of cache c into dst, HeadDim floats a position,
+// one page at a time.
+func widenRows(dst []float32, c *kv.Cache, vals bool, li, h, from, to int) {
+	hd := len(dst) / max(1, to-from)
+	for pos := from; pos < to; {
+		end := min(to, kv.PageEnd(pos))
+		src := c.K(li, h, pos)
+		if vals {
+			src = c.V(li, h, pos)
+		}
+		widen(dst[(pos-from)*hd:(end-from)*hd], src[:(end-pos)*hd])
+		pos = end
 	}
 }

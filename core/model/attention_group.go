@@ -1,6 +1,10 @@
 package model
 
-import "math"
+import (
+	"math"
+
+	"github.com/lmstream/lmstream/core/kv"
+)
 
 // Grouped attention (the AVX-512 or AVX2 kernels): the query heads that
 // share a KV head are computed together, so each key and value row is read
@@ -114,9 +118,6 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
 	cache := s.seqs[s.tok[i0].seq].cache
 	g := h0 / (c.Heads / c.KVHeads)
-	// Row r of the cache's blocks is position o+r (a local layer keeps only
-	// the positions near its window, from a multiple of 16; kv.Cache.Off).
-	keys, vals, o := cache.K(li, g), cache.V(li, g), cache.Off(li)
 	nt := i1 - i0
 	nq := nt * nh
 	// Token t sees the entries [los[t], runs[t]) (a local layer's window
@@ -149,7 +150,7 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 	ab.kg = grow(ab.kg, gblk*16*hd)
 	kg := ab.kg
 	nk := ng * hd
-	widen(kg[:nk], keys[(base+16*nfull-o)*hd:(runMax-o)*hd])
+	widenRows(kg[:nk], cache, false, li, g, base+16*nfull, runMax)
 	clear(kg[nk:])
 	ab.kf, ab.vf = grow(ab.kf, attnChunk*hd), grow(ab.vf, attnChunk*hd)
 	kf, vf := ab.kf, ab.vf
@@ -162,7 +163,7 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 		ab.mx[q] = float32(math.Inf(-1))
 	}
 	scale := m.attnScale()
-	scoreCached(&qg[0], nq, hd, keys[(base-o)*hd:], nfull, kf, scale, sc, sst, &ab.mx[0])
+	scoreCached(&qg[0], nq, hd, cache, li, g, base, nfull, kf, scale, sc, sst, &ab.mx[0])
 	if gblk > 0 {
 		simdScores16(&qg[0], nq, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &ab.mx[0], 0xffff)
 	}
@@ -177,9 +178,9 @@ func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
 
 	// Value sums, attnChunk values at a time, widened once for every token;
 	// each token's sum starts at its own first visible key.
-	for k0 := base; k0 < runMax; k0 += attnChunk {
-		nn := min(attnChunk, runMax-k0)
-		widen(vf[:nn*hd], vals[(k0-o)*hd:(k0+nn-o)*hd])
+	for k0, nn := base, 0; k0 < runMax; k0 += nn {
+		nn = min(attnChunk, runMax-k0, kv.PageEnd(k0)-k0)
+		widenRows(vf[:nn*hd], cache, true, li, g, k0, k0+nn)
 		for t := range nt {
 			from, to := max(k0, los[t]), min(k0+nn, runs[t])
 			if from >= to {
@@ -209,9 +210,6 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	t := s.tok[i]
 	cache := s.seqs[t.seq].cache
 	g := h0 / (c.Heads / c.KVHeads)
-	// Row r of the cache's blocks is position o+r (a local layer keeps only
-	// the positions near its window, from a multiple of 16; kv.Cache.Off).
-	keys, vals, o := cache.K(li, g), cache.V(li, g), cache.Off(li)
 	// The visible entries are [lo, run) and extra (a local layer's window
 	// may start past 0). Scores start at base, lo rounded down to a 16-key
 	// block: score j is key base+j, and the scores of keys [base, lo) are
@@ -229,10 +227,9 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	ab.kg = grow(ab.kg, gblk*16*hd)
 	kg := ab.kg
 	nk := (run - base - 16*nfull) * hd
-	widen(kg[:nk], keys[(base+16*nfull-o)*hd:(run-o)*hd])
+	widenRows(kg[:nk], cache, false, li, g, base+16*nfull, run)
 	for _, k := range extra {
-		j := cache.Len() + int(k) - o
-		widen(kg[nk:nk+hd], keys[j*hd:(j+1)*hd])
+		widen(kg[nk:nk+hd], cache.K(li, g, cache.Len()+int(k))[:hd])
 		nk += hd
 	}
 	clear(kg[nk:])
@@ -245,7 +242,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 		mx[h] = float32(math.Inf(-1))
 	}
 	q := &s.q[i*qDim+h0*hd]
-	scoreCached(q, nh, hd, keys[(base-o)*hd:], nfull, kf, scale, sc, sst, &mx[0])
+	scoreCached(q, nh, hd, cache, li, g, base, nfull, kf, scale, sc, sst, &mx[0])
 	if gblk > 0 {
 		last := uint16(1<<(ng-16*(gblk-1)) - 1)
 		simdScores16(q, nh, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &mx[0], last)
@@ -267,17 +264,16 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	out := s.att[i*qDim+h0*hd : i*qDim+(h0+nh)*hd]
 	ab.vf = grow(ab.vf, attnChunk*hd)
 	vf := ab.vf
-	for k0 := lo; k0 < run; k0 += attnChunk {
-		nn := min(attnChunk, run-k0)
-		widen(vf[:nn*hd], vals[(k0-o)*hd:(k0+nn-o)*hd])
+	for k0, nn := lo, 0; k0 < run; k0 += nn {
+		nn = min(attnChunk, run-k0, kv.PageEnd(k0)-k0)
+		widenRows(vf[:nn*hd], cache, true, li, g, k0, k0+nn)
 		simdWsumG(&sc[k0-base], sst, nh, &vf[0], nn, hd, &out[0], hd, k0 > lo)
 	}
 	if len(extra) > 0 {
 		ab.vg = grow(ab.vg, len(extra)*hd)
 		vg := ab.vg
 		for e, k := range extra {
-			j := cache.Len() + int(k) - o
-			widen(vg[e*hd:(e+1)*hd], vals[j*hd:(j+1)*hd])
+			widen(vg[e*hd:(e+1)*hd], cache.V(li, g, cache.Len()+int(k))[:hd])
 		}
 		simdWsumG(&sc[run-base], sst, nh, &vg[0], len(extra), hd, &out[0], hd, run > lo)
 	}
@@ -286,13 +282,15 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	}
 }
 
-// scoreCached scores nq queries (stride hd) against the whole 16-key blocks
-// [0, nfull) of a float16 key block, widening attnChunk keys at a time into
-// kf: scores go to sc (row stride sst), running maxima to mx.
-func scoreCached(q *float32, nq, hd int, keys []uint16, nfull int, kf []float32, scale float32, sc []float32, sst int, mx *float32) {
-	for b0 := 0; b0 < nfull; b0 += attnChunk / 16 {
-		nb := min(attnChunk/16, nfull-b0)
-		widen(kf[:nb*16*hd], keys[b0*16*hd:(b0+nb)*16*hd])
+// scoreCached scores nq queries (stride hd) against the nfull whole 16-key
+// blocks of kv head g's keys in layer li from position base (a multiple of
+// 16) on, widening up to attnChunk keys of one page at a time into kf:
+// scores go to sc (row stride sst), running maxima to mx.
+func scoreCached(q *float32, nq, hd int, cache *kv.Cache, li, g, base, nfull int, kf []float32, scale float32, sc []float32, sst int, mx *float32) {
+	for b0, nb := 0, 0; b0 < nfull; b0 += nb {
+		pos := base + 16*b0
+		nb = min(attnChunk/16, nfull-b0, (kv.PageEnd(pos)-pos)/16)
+		widen(kf[:nb*16*hd], cache.K(li, g, pos)[:nb*16*hd])
 		simdScores16(q, nq, hd, &kf[0], nb, hd, scale, &sc[16*b0], sst, mx, 0xffff)
 	}
 }

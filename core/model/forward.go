@@ -403,10 +403,10 @@ func (m *Model) storeKV(b *Batch, li int) {
 	hd, kvDim := c.HeadDim, c.KVHeads*c.HeadDim
 	for i, t := range s.tok {
 		cache := s.seqs[t.seq].cache
-		e := (cache.Len() + t.k - cache.Off(li)) * hd // a local layer's rows start at Off
+		e := cache.Len() + t.k
 		for g := 0; g < c.KVHeads; g++ {
-			narrow(cache.K(li, g)[e:e+hd], s.k[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
-			narrow(cache.V(li, g)[e:e+hd], s.v[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
+			narrow(cache.K(li, g, e)[:hd], s.k[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
+			narrow(cache.V(li, g, e)[:hd], s.v[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
 		}
 	}
 }
