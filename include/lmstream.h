@@ -225,7 +225,9 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 **                lms_pull)
 **   "context_length": integer, 0 or in [2, 1048576] and at most the
 **                model's trained context: tokens per sequence (0, the
-**                default: the model's, at most 2048)
+**                default: the model's trained context, halved down to 2048
+**                until the memory budget holds one sequence of it; on
+**                "cuda", the model's, at most 2048)
 **   "prefill_chunk": integer in [1, 65536] (default 128): prompt tokens a
 **                sequence prefills per iteration
 **   "threads": integer in [1, 1024] (default the CPU count)
@@ -287,9 +289,16 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 **
 ** Memory budget. Before allocating anything the engine adds up what
 ** the configuration reserves: the model file (mapped), its packed weights,
-** one KV cache per slot (layers x kv heads x context x head dim x 2 x 2
-** bytes), the early-exit and draft-model caches, a draft model's weights,
-** and the forward pass's scratch for the largest batch. Over the budget,
+** a draft model's weights, the forward pass's scratch for the largest
+** batch, and the KV caches (layers x kv heads x context x head dim x 2 x 2
+** bytes a sequence, with the early-exit and draft-model caches). On "cpu"
+** the caches take pages of 256 positions as their sequences grow, from a
+** pool limited to what the budget leaves after the rest: max_slots x
+** context_length is a ceiling, not a reservation, and only one sequence at
+** the whole context must fit. A request that finds no page waits while
+** others run, and ends with LMS_ERR_CAPACITY only when no sequence can go
+** on; idle caches kept for prefix reuse give their pages up first. On
+** "cuda" every slot's caches are reserved whole. Over the budget,
 ** creation fails with LMS_ERR_CAPACITY and a message giving the total, the
 ** budget and the breakdown. The budget is "memory_budget_bytes" when set
 ** (> 0), else 75% of physical memory, or of the cgroup memory limit when

@@ -2,7 +2,7 @@
 // backend: over a device's runner (core/cpu, core/cuda: the forward pass,
 // its caches and heads, registered with Register) it tokenizes prompts
 // (rendering chat messages with the model's template), gives each sequence
-// a KV cache reserved up front, and advances every active sequence in one
+// a KV cache (on the CPU, pages taken as it grows), and advances every active sequence in one
 // batched forward pass per iteration: prompt chunks of new requests and the
 // next token of running ones travel together, so a long prompt never
 // starves the streams already running. Speculation, sampling and
@@ -13,7 +13,10 @@
 //	"model_path":     the GGUF file, or a model's name (core/registry:
 //	                  "smollm2-135m" is its file in the model cache) (required)
 //	"context_length": tokens per sequence, in [2, the model's trained context]
-//	                  and at most MaxContext (default: the model's, at most 2048)
+//	                  and at most MaxContext (default: the model's trained context
+//	                  where the memory budget holds one sequence of it, halved
+//	                  until it does, not below 2048; at most 2048 on a device
+//	                  that reserves its caches whole)
 //	"prefill_chunk":  prompt tokens a sequence may prefill per iteration
 //	                  (128; at most MaxPrefillChunk, and the context)
 //	"threads":        engine threads (default: GOMAXPROCS; at most MaxThreads)
@@ -64,10 +67,14 @@
 // reserve more than the runtime's memory budget (loop.Config.MemoryBudget:
 // "memory_budget_bytes", or 75% of physical memory or of the cgroup limit).
 // It counts the model file (mapped: every pass reads all of it), the packed
-// weights, one KV cache per slot (layers × kv heads × context × head dim ×
-// 2 × 2 bytes), the early-exit self-draft's caches, a draft model's file,
-// weights and caches, and the scratch of the largest forward pass; the
-// error is status.Capacity with the total, the budget and that breakdown.
+// weights, a draft model's file and weights, the scratch of the largest
+// forward pass, and the KV caches (layers × kv heads × context × head dim
+// × 2 × 2 bytes a sequence, the early-exit self-draft's and a draft
+// model's caches beside); the error is status.Capacity with the total, the
+// budget and that breakdown. On the CPU the caches take pages as their
+// sequences grow from one pool (kv.Pool), limited to what the budget
+// leaves after the rest; only one sequence at the whole context must fit
+// (budget.go). A slot that finds no page waits while others run (step.go).
 // Close returns all of it: the KV caches, the models' worker goroutines
 // and their packed weights (unmapped at once), and the file mappings.
 //
@@ -112,6 +119,7 @@ import (
 	"github.com/lmstream/lmstream/core/chat"
 	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/grammar"
+	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/registry"
@@ -142,7 +150,12 @@ type Backend struct {
 	context      int
 	prefillChunk int
 	caches       cachePool // every slot's cache, reserved at start, and what each holds (prefixpool.go)
-	reserved     int64     // bytes the memory budget was checked for
+	// pages is the pool every cache of the runtime takes its pages from,
+	// bounded by the memory budget (nil: a device that reserves caches
+	// whole).
+	pages    *kv.Pool
+	reserved int64 // bytes the memory budget was checked for
+	memory   memoryPlan
 
 	// maxTokenBytes bounds the prompt bytes one token can stand for
 	// (tokenizer.MaxInputBytesPerToken; 0: no bound), so that a prompt too
@@ -262,7 +275,7 @@ func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error)
 	case threads < 1 || threads > MaxThreads:
 		return nil, status.Errorf(status.InvalidRequest, `config field "threads" must be in [1, %d], got %d`, MaxThreads, threads)
 	case ctx < 0 || ctx == 1 || ctx > MaxContext:
-		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" must be in [2, %d] (or 0: the model's, at most 2048), got %d`, MaxContext, ctx)
+		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" must be in [2, %d] (or 0: the model's), got %d`, MaxContext, ctx)
 	}
 	sc, err := takeSpecConfig(cfg)
 	if err != nil {
@@ -288,22 +301,27 @@ func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error)
 	if err != nil {
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
-	plan, err := planMemory(f, st.Size(), path, ctx, chunk, cfg.MaxSlots, sc)
+	budget := cfg.MemoryBudget()
+	plan, err := planMemory(f, st.Size(), path, ctx, chunk, cfg.MaxSlots, sc, pagedDevice(device), budget.Bytes)
 	if err == nil {
-		err = plan.res.Check(cfg.MemoryBudget())
+		err = plan.res.Check(budget)
 	}
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	cfg.Report(loop.StageWeights, weightsStart)
-	b, err := load(f, device, open, plan.context, min(chunk, plan.context), plan.pass, threads, cfg.MaxSlots, override)
+	var pages *kv.Pool
+	if plan.kvLimit > 0 {
+		pages = kv.NewPool(plan.kvLimit)
+	}
+	b, err := load(f, device, open, pages, plan.context, min(chunk, plan.context), plan.pass, threads, cfg.MaxSlots, override)
 	if err != nil {
 		f.Close()
 		return nil, err
 	}
 	b.caches.reuse, b.caches.chunk = prefixCache, b.prefillChunk
-	b.reserved = plan.res.Total()
+	b.reserved, b.memory = plan.res.Total(), *plan
 	cfg.Report(loop.StageSpec, specStart)
 	// Measuring the forward pass's cost takes most of the rest, where it
 	// is not kept from an earlier start (curvecache.go).
@@ -317,8 +335,9 @@ func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error)
 
 // load builds the backend over an open file; on error the caller closes f,
 // and everything load allocated is already freed. pass is the most tokens
-// a slot's pass takes (its caches' local layers are sized for it).
-func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, pass, threads, slots int, override *string) (*Backend, error) {
+// a slot's pass takes (its caches' local layers are sized for it); the
+// caches take their pages from pages (nil: the device reserves them).
+func load(f *gguf.File, device string, open OpenRunner, pages *kv.Pool, ctx, chunk, pass, threads, slots int, override *string) (*Backend, error) {
 	m, err := open(f, threads)
 	if err != nil {
 		if status.CodeOf(err) != status.Internal {
@@ -326,6 +345,7 @@ func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, pass, thread
 		}
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
+	m = withPages(m, pages)
 	// LongRoPE models rotate by other factors past their original context.
 	if cs, ok := m.(interface{ SetContext(int) }); ok {
 		cs.SetContext(ctx)
@@ -340,7 +360,10 @@ func load(f *gguf.File, device string, open OpenRunner, ctx, chunk, pass, thread
 		return nil, status.Errorf(status.Model, "tokenizer has %d tokens but the model's output has %d", tok.Size(), m.Config().Vocab)
 	}
 	b := &Backend{file: f, device: device, open: open, model: m, tok: tok, context: ctx, prefillChunk: chunk,
-		maxTokenBytes: tok.MaxInputBytesPerToken()}
+		maxTokenBytes: tok.MaxInputBytesPerToken(), pages: pages}
+	if pages != nil {
+		pages.SetReclaim(b.caches.reclaim)
+	}
 	b.info = modelInfo(f, m.Config(), tok, ctx)
 	text, err := f.String("tokenizer.chat_template")
 	if override != nil {
@@ -455,6 +478,20 @@ func (b *Backend) Timings() Timings {
 	t := b.timings
 	t.Drafts, t.Held = b.sched.Stats, b.sched.Held
 	return t
+}
+
+// pagedDevice reports whether a device's runners take their caches' pages
+// from a pool as sequences grow (model.PagedRunner: the CPU) rather than
+// reserving every cache whole (the CUDA runner's caches live in device
+// memory, reserved at start).
+func pagedDevice(name string) bool { return name == "cpu" }
+
+// withPages is m with its caches' pages from pages, where m can take them.
+func withPages(m model.Runner, pages *kv.Pool) model.Runner {
+	if pr, ok := m.(model.PagedRunner); ok && pages != nil {
+		return pr.WithPages(pages)
+	}
+	return m
 }
 
 // newSlotCache reserves a slot's cache, its local layers sized for passes

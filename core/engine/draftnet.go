@@ -294,9 +294,11 @@ func (d *draftNet) reprice(s *spec.Seq, n int) error {
 	return nil
 }
 
-// release returns a finished sequence's cache to the pool.
+// release returns a finished sequence's cache to the pool, emptied: its
+// pages go back to the runtime's page pool at once.
 func (d *draftNet) release(s *spec.Seq) {
 	if st := d.owner[s]; st != nil {
+		st.cache.Truncate(0)
 		d.free = append(d.free, st.cache)
 		delete(d.owner, s)
 	}
@@ -566,6 +568,9 @@ func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNe
 		tok, err := tokenizer.FromGGUF(f)
 		if err == nil {
 			dm, err = b.open(f, threads)
+		}
+		if err == nil {
+			dm = withPages(dm, b.pages)
 		}
 		if err != nil {
 			f.Close()

@@ -6,7 +6,7 @@ import (
 	"github.com/lmstream/lmstream/spec"
 )
 
-// cachePool is every slot's KV cache, reserved at start, with what each
+// cachePool is every slot's KV cache, made at start, with what each
 // one holds, so that a new sequence starts from the longest prefix of its
 // prompt some cache already computed (prompt-prefix reuse, llama.cpp's
 // cache_prompt): the same prompt sent again, or a chat's next turn, which
@@ -30,8 +30,11 @@ type cachePool struct {
 	reuse bool
 	// chunk bounds the entries one copy from a donor reserves (the
 	// prefill chunk): a cache's local (sliding-window) layers are sized
-	// for passes of that many tokens, and a larger copy would grow them.
+	// for passes of that many tokens.
 	chunk int
+	// donor is the cache copyPrefix copies from, which reclaim must not
+	// empty under it.
+	donor model.Cache
 }
 
 // pooledCache is one cache and what it holds.
@@ -174,14 +177,43 @@ func (p *cachePool) copyPrefix(dst model.Cache, n int, want []int32) int {
 			from, best = c, l
 		}
 	}
+	p.donor = from
+	defer func() { p.donor = nil }()
 	for from != nil && n < best {
 		k := min(best-n, max(1, p.chunk))
 		if to.AppendFrom(from, k) != nil {
-			break // cannot happen (checked above); keep what was copied
+			break // no page left for the part of a page copied; keep what was copied
 		}
 		n += k
 	}
 	return n
+}
+
+// reclaim empties the least recently used free cache that holds pages,
+// for the page pool when its limit is reached (kv.Pool.SetReclaim): the
+// prefixes kept for reuse give way to running sequences. It reports
+// whether it emptied one.
+func (p *cachePool) reclaim() bool {
+	pick := -1
+	for i := range p.all {
+		e := &p.all[i]
+		if e.owner != nil || e.cache == p.donor {
+			continue
+		}
+		if c, ok := e.cache.(*kv.Cache); !ok || c.Bytes() == 0 {
+			continue
+		}
+		if pick < 0 || e.used < p.all[pick].used {
+			pick = i
+		}
+	}
+	if pick < 0 {
+		return false
+	}
+	e := &p.all[pick]
+	e.toks = e.toks[:0]
+	e.cache.Truncate(0)
+	return true
 }
 
 // put returns owner's cache to the pool, keeping the tokens its committed
@@ -197,6 +229,7 @@ func (p *cachePool) put(c model.Cache, owner *spec.Seq) {
 		e.owner, e.used = nil, p.clock
 		if n := c.Len(); p.reuse && n <= len(owner.Tokens) {
 			e.toks = append(e.toks[:0], owner.Tokens[:n]...)
+			c.Truncate(n) // gives back the pages of the last pass's scratch
 		} else {
 			e.toks = e.toks[:0]
 			c.Truncate(0)

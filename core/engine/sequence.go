@@ -34,6 +34,7 @@ type sequence struct {
 	next     int32 // the token to feed next, once the prompt is in
 	decoding bool
 	idle     bool        // sitting this iteration out (Backend.sitOut)
+	starved  error       // set when no slot could get KV pages and this one is ended (Backend.starve)
 	batched  int         // tokens this sequence has in the current batch
 	tree     *spec.Tree  // the tree verified this iteration (decoding)
 	planned  int         // its index among the scheduler's sequences (spec.Scheduler.ObserveEmitted)

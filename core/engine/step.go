@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"errors"
 	"time"
 
+	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/status"
@@ -40,6 +42,8 @@ func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {
 	for i, s := range slots {
 		q := s.State.(*sequence)
 		switch {
+		case q.starved != nil:
+			res[i].Err, q.starved = q.starved, nil
 		case q.decoding && b.buf.rows[i] < 0:
 			// preempted by a prefill, or sitting out: nothing ran
 		case !q.decoding:
@@ -83,11 +87,16 @@ func (b *Backend) draft(slots []*loop.Slot, now time.Time) (preempt bool, trees 
 func (b *Backend) fillBatch(slots []*loop.Slot, trees []*spec.Tree, preempt bool) int {
 	bt := &b.buf.batch
 	nLogits, di := 0, 0
+	var starved []*loop.Slot
 	for _, s := range slots {
 		q := s.State.(*sequence)
 		q.batched = 0
 		row := -1
 		if !q.decoding {
+			if q.chunk > 0 && !b.reserve(q, q.chunk) {
+				q.chunk = 0 // waits for pages
+				starved = append(starved, s)
+			}
 			end := q.prefill + q.chunk
 			for i := q.prefill; i < end; i++ {
 				parent := -1
@@ -110,6 +119,11 @@ func (b *Backend) fillBatch(slots []*loop.Slot, trees []*spec.Tree, preempt bool
 			// root's give the first token, each node's the one after it.
 			q.tree, q.planned = trees[di], di
 			di++
+			if !b.reserve(q, q.tree.Len()) {
+				starved = append(starved, s) // waits for pages: sits this iteration out
+				b.buf.rows = append(b.buf.rows, -1)
+				continue
+			}
 			off := len(bt.Tokens)
 			bt.Tokens, bt.Parent, bt.Pos = q.tree.AppendBatch(bt.Tokens, bt.Parent, bt.Pos, off, q.cache.Len())
 			for range q.tree.Len() {
@@ -122,7 +136,41 @@ func (b *Backend) fillBatch(slots []*loop.Slot, trees []*spec.Tree, preempt bool
 		}
 		b.buf.rows = append(b.buf.rows, row)
 	}
+	b.timings.PageWaits += len(starved)
+	if len(bt.Tokens) == 0 && len(starved) > 0 {
+		b.starve(starved)
+	}
 	return nLogits
+}
+
+// reserve takes the pages the n tokens a slot puts in this iteration's
+// pass will write (the pass would take them anyway; taking them here lets
+// a slot that cannot get them wait instead of failing the pass). It
+// reports false when the page pool is exhausted; other errors are the
+// pass's to report.
+func (b *Backend) reserve(q *sequence, n int) bool {
+	err := q.cache.Reserve(n)
+	return !errors.Is(err, kv.ErrFull)
+}
+
+// starve ends one of the slots that could not get pages when no slot
+// could: the one whose cache holds the most, whose pages then let the
+// others go on. While some slot runs, the others wait for the pages its
+// end will give back.
+func (b *Backend) starve(starved []*loop.Slot) {
+	var pick *sequence
+	var most int64 = -1
+	for _, s := range starved {
+		q := s.State.(*sequence)
+		if c, ok := q.cache.(*kv.Cache); ok && c.Bytes() > most {
+			pick, most = q, c.Bytes()
+		}
+	}
+	if pick != nil {
+		b.timings.PageEnds++
+		pick.starved = status.Errorf(status.Capacity, "the KV cache memory (%s) is taken by the other sequences; its limit is what the memory budget leaves (\"memory_budget_bytes\")",
+			loop.FormatBytes(b.pages.Limit()))
+	}
 }
 
 // forward runs b.buf.batch through the target: logits rows of the vocabulary,

@@ -32,6 +32,10 @@ type Timings struct {
 	// scheduler held back (spec.HoldCatchUps), as the simulator's
 	// Run.Held does.
 	Held int
+	// PageWaits counts the slot-iterations that waited for KV pages (the
+	// page pool at its limit), and PageEnds the sequences ended for want
+	// of them (Backend.starve).
+	PageWaits, PageEnds int
 }
 
 // MaxRootBatch is the largest batch Timings.Roots keeps apart.

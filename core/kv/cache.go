@@ -371,9 +371,10 @@ func (c *Cache) Fill(n int) error {
 // AppendFrom commits the next n entries, positions Len() … Len()+n−1, as
 // src's committed entries at the same positions, layer for layer over this
 // cache's layers (src may hold more: a cache of a model's first layers
-// borrows from the whole model's). A page src filled that this cache does
-// not hold yet is shared, not copied; the rest of a page this cache holds
-// already is copied into it. Why: a prompt's prefix another sequence
+// borrows from the whole model's). A page src has filled that this cache
+// does not hold yet is shared, not copied; the entries of any other page
+// are copied into a page of this cache's own (so that src, which may be
+// running, never has to copy the page it is writing in). Why: a prompt's prefix another sequence
 // computed costs a page table entry instead of a prefill, and the
 // early-exit self-draft, which runs the target's own first layers, takes
 // the target's K/V for the tokens it committed instead of a pass of those
@@ -403,7 +404,9 @@ func (c *Cache) AppendFrom(src *Cache, n int) error {
 	for li := range c.layers {
 		l, s := &c.layers[li], &src.layers[li]
 		for i := from / PageSize; i <= (from+n-1)/PageSize; i++ {
-			if l.pages[i] == nil {
+			if l.pages[i] == nil && (i+1)*PageSize <= src.n {
+				// A page src has filled: src never writes in it again,
+				// and this cache copies it before writing in it.
 				p := s.pages[i]
 				p.refs.Add(1)
 				l.pages[i] = p

@@ -67,19 +67,38 @@ type ArgmaxRunner interface {
 	ForwardArgmax(b *Batch, ids []int32) error
 }
 
-// CPU is the Runner of a Model on the CPU.
-type CPU struct{ *Model }
-
-// NewCache reserves a CPU cache (kv.Cache).
-func (r CPU) NewCache(ctx int) (Cache, error) { return r.Model.NewCache(ctx), nil }
-
-// NewCachePass reserves a CPU cache whose local layers hold passes of up
-// to maxPass tokens without growing (Model.NewCachePass).
-func (r CPU) NewCachePass(ctx, maxPass int) (Cache, error) {
-	return r.Model.NewCachePass(ctx, maxPass), nil
+// PagedRunner is a Runner whose caches take their memory as their
+// sequences grow, from a page pool the runtime shares between every cache
+// of its models and bounds (the CPU's kv.Pool).
+type PagedRunner interface {
+	Runner
+	// WithPages is the runner with its caches' pages from pool.
+	WithPages(pool *kv.Pool) Runner
 }
 
-// NewPrefixCache reserves a CPU cache of the first layers.
+// CPU is the Runner of a Model on the CPU. Its caches take their pages
+// from Pages (nil: the heap, without a limit).
+type CPU struct {
+	*Model
+	Pages *kv.Pool
+}
+
+// WithPages is r with its caches' pages from pool.
+func (r CPU) WithPages(pool *kv.Pool) Runner {
+	r.Pages = pool
+	return r
+}
+
+// NewCache makes a CPU cache (kv.Cache) of up to ctx positions.
+func (r CPU) NewCache(ctx int) (Cache, error) { return r.NewCachePass(ctx, 0) }
+
+// NewCachePass makes a CPU cache whose local layers hold passes of up to
+// maxPass tokens (Model.NewCachePass).
+func (r CPU) NewCachePass(ctx, maxPass int) (Cache, error) {
+	return kv.NewIn(r.Pages, r.Model.Config().KVShape(ctx, maxPass)), nil
+}
+
+// NewPrefixCache makes a CPU cache of the first layers.
 func (r CPU) NewPrefixCache(ctx, layers int) (Cache, error) {
 	c := r.Model.Config()
 	s := c.KVShape(ctx, 0)
@@ -87,7 +106,7 @@ func (r CPU) NewPrefixCache(ctx, layers int) (Cache, error) {
 	if len(s.Window) > layers {
 		s.Window = s.Window[:layers]
 	}
-	return kv.NewShape(s), nil
+	return kv.NewIn(r.Pages, s), nil
 }
 
 // Close stops the model's threads and frees its weights (Model.Close).

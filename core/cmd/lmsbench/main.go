@@ -3,7 +3,7 @@
 // forward pass over N tokens relative to one token, and the weight bytes read
 // per second next to a memory-bandwidth measurement taken in the same run.
 //
-//	lmsbench [-model PATH] [-rounds 5] [-kernels SET] [-forward-only | -no-forward]
+//	lmsbench [-model PATH] [-rounds 5] [-kernels SET] [-forward-only | -no-forward] [-long 4096,16384]
 //
 // -kernels runs lmstream on one kernel set (quant.KernelSetNames: generic,
 // avx2, avx512vnni, amx; default the best the CPU has), so that a machine
@@ -13,6 +13,11 @@
 // GGML_AVX2=ON GGML_FMA=ON GGML_F16C=ON, no AVX-512). The load average
 // is printed before and after: figures taken on a busy machine are not
 // worth comparing.
+//
+// -long adds, at 2 threads, a prompt of each length given (prefilled in
+// passes of 512 tokens, llama-bench's micro-batch) and decode after a
+// context of that length (llama-bench -d), where the model's trained
+// context allows: what long conversations and documents cost.
 //
 // Every figure is the median of -rounds measurements, with the min–max
 // spread: the machines are shared and noisy, so compare ratios taken in one
@@ -37,6 +42,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -71,7 +77,16 @@ func main() {
 	forwardOnly := flag.Bool("forward-only", false, "measure only the forward passes T(N) (kernel work: quick A/B runs)")
 	noForward := flag.Bool("no-forward", false, "skip the forward passes T(N): decode, decode at depth, prefill and bandwidth only")
 	kernels := flag.String("kernels", "", "kernel set: "+strings.Join(quant.KernelSetNames, ", ")+" (default: the best this CPU runs)")
+	longList := flag.String("long", "", "comma-separated context lengths: prefill of that many tokens and decode after them, 2 threads")
 	flag.Parse()
+	var long []int
+	for _, f := range strings.FieldsFunc(*longList, func(r rune) bool { return r == ',' }) {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			fatal(fmt.Errorf("-long: %q is not a length", f))
+		}
+		long = append(long, n)
+	}
 	if *kernels != "" {
 		if err := quant.SelectKernels(*kernels); err != nil {
 			fatal(err)
@@ -135,6 +150,27 @@ func main() {
 		})
 	}
 	m.SetThreads(2)
+	var kept []int // the long lengths the model's context holds
+	longPP, longTG := map[int]*figure{}, map[int]*figure{}
+	for _, n := range long {
+		if n+64 > m.Config().ContextTrain {
+			fmt.Fprintf(os.Stderr, "lmsbench: -long %d: past the model's trained context (%d)\n", n, m.Config().ContextTrain)
+			continue
+		}
+		kept = append(kept, n)
+		r := min(*rounds, 2)
+		fg := &figure{name: fmt.Sprintf("prefill pp%d, 2 threads", n), unit: "tok/s"}
+		for range r {
+			fg.samples = append(fg.samples, prefillChunked(m, n, 512))
+		}
+		longPP[n] = fg
+		tg := &figure{name: fmt.Sprintf("decode at ctx %d, 2 threads", n), unit: "tok/s"}
+		for range r {
+			tg.samples = append(tg.samples, decodeAfterFill(m, n, 32))
+		}
+		longTG[n] = tg
+		figs = append(figs, fg, tg)
+	}
 	var t1 float64
 	forwardN := map[int]*figure{}
 	ratioN := map[int]*figure{}
@@ -156,7 +192,7 @@ func main() {
 	var peerErr error
 	switch {
 	case os.Getenv("LMSTREAM_PEER_LLAMA_BENCH") != "":
-		peer, peerErr = llamaBench(os.Getenv("LMSTREAM_PEER_LLAMA_BENCH"), *path, *rounds, !*noForward)
+		peer, peerErr = llamaBench(os.Getenv("LMSTREAM_PEER_LLAMA_BENCH"), *path, *rounds, !*noForward && !*forwardOnly, !*forwardOnly, kept)
 	case os.Getenv("LMSTREAM_PEER_PYTHON") != "":
 		peer, peerErr = llamaCpp(os.Getenv("LMSTREAM_PEER_PYTHON"), *path, *rounds)
 	}
@@ -169,6 +205,10 @@ func main() {
 				decode[threads].peer = peer[fmt.Sprintf("tg128_t%d", threads)]
 				prefill[threads].peer = peer[fmt.Sprintf("pp512_t%d", threads)]
 				depth[threads].peer = peer[fmt.Sprintf("tgd256_t%d", threads)]
+			}
+			for n, fg := range longPP {
+				fg.peer = peer[fmt.Sprintf("pp%d_t2", n)]
+				longTG[n].peer = peer[fmt.Sprintf("tgd%d_t2", n)]
 			}
 			for n, fg := range forwardN {
 				fg.peer = peer[fmt.Sprintf("forward_n%d", n)]
@@ -278,6 +318,37 @@ func decodeRate(m *model.Model, ctx, n int) float64 {
 		forward(m, chain(c, tokens(ctx), false), logits)
 		commitAll(c, ctx)
 	}
+	start := time.Now()
+	for i := range n {
+		forward(m, chain(c, []int32{int32(200 + i)}, true), logits)
+		commitAll(c, 1)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// prefillChunked is the rate of a prompt of n tokens fed in passes of
+// chunk tokens, logits for the last token only.
+func prefillChunked(m *model.Model, n, chunk int) float64 {
+	c := m.NewCache(n)
+	logits := make([]float32, m.Config().Vocab)
+	toks := tokens(n)
+	start := time.Now()
+	for from := 0; from < n; from += chunk {
+		to := min(n, from+chunk)
+		forward(m, chain(c, toks[from:to], false), logits)
+		commitAll(c, to-from)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// decodeAfterFill is the decode rate of n tokens after a context of ctx
+// entries (Fill writes them: attention reads them as it reads a prompt's).
+func decodeAfterFill(m *model.Model, ctx, n int) float64 {
+	c := m.NewCache(ctx + n + 1)
+	if err := c.Fill(ctx); err != nil {
+		fatal(err)
+	}
+	logits := make([]float32, m.Config().Vocab)
 	start := time.Now()
 	for i := range n {
 		forward(m, chain(c, []int32{int32(200 + i)}, true), logits)
@@ -416,8 +487,10 @@ func loadAverage() string {
 }
 
 // llamaBench measures llama.cpp with its own llama-bench on the same model
-// (the forward passes over N tokens only when forward is set).
-func llamaBench(bin, path string, rounds int, forward bool) (map[string]float64, error) {
+// (the forward passes over N tokens only when forward is set, the decode
+// and prefill figures when basic is, and at 2 threads a prompt of each long
+// length and decode after one).
+func llamaBench(bin, path string, rounds int, forward, basic bool, long []int) (map[string]float64, error) {
 	type result struct {
 		Threads int     `json:"n_threads"`
 		Prompt  int     `json:"n_prompt"`
@@ -433,9 +506,13 @@ func llamaBench(bin, path string, rounds int, forward bool) (map[string]float64,
 		}
 	}
 	r := fmt.Sprint(rounds)
-	runs := [][]string{
-		{"-t", "1,2", "-p", "512", "-n", "128"},
-		{"-t", "1,2", "-p", "0", "-n", "64", "-d", "256"},
+	var runs [][]string
+	if basic {
+		runs = append(runs, []string{"-t", "1,2", "-p", "512", "-n", "128"}, []string{"-t", "1,2", "-p", "0", "-n", "64", "-d", "256"})
+	}
+	for _, n := range long {
+		runs = append(runs, []string{"-t", "2", "-p", fmt.Sprint(n), "-n", "0", "-r", fmt.Sprint(min(rounds, 2))},
+			[]string{"-t", "2", "-p", "0", "-n", "32", "-d", fmt.Sprint(n), "-r", fmt.Sprint(min(rounds, 2))})
 	}
 	if forward {
 		runs = append(runs, []string{"-t", "2", "-p", "1,2,4,8,16,32,64", "-n", "0", "-d", "256"})
@@ -455,9 +532,9 @@ func llamaBench(bin, path string, rounds int, forward bool) (map[string]float64,
 			case x.Gen > 0 && x.Depth == 0:
 				best(fmt.Sprintf("tg128_t%d", x.Threads), x.AvgTs, false)
 			case x.Gen > 0:
-				best(fmt.Sprintf("tgd256_t%d", x.Threads), x.AvgTs, false)
+				best(fmt.Sprintf("tgd%d_t%d", x.Depth, x.Threads), x.AvgTs, false)
 			case x.Depth == 0:
-				best(fmt.Sprintf("pp512_t%d", x.Threads), x.AvgTs, false)
+				best(fmt.Sprintf("pp%d_t%d", x.Prompt, x.Threads), x.AvgTs, false)
 			default:
 				best(fmt.Sprintf("forward_n%d", x.Prompt), x.AvgNs/1e6, true)
 			}

@@ -142,7 +142,7 @@ func parseSettings(args []string) (*settings, string, error) {
 	fs.StringVar(&set.Model, "model", "", "GGUF file, or a model's name (smollm2-135m)")
 	fs.StringVar(&set.DraftModel, "draft-model", "", "draft model for speculative decoding (same vocabulary); it drafts for every request naming no drafter")
 	fs.IntVar(&set.Threads, "threads", 0, "engine threads (0: all cores)")
-	fs.IntVar(&set.Ctx, "ctx", 0, "context per sequence in tokens (0: the model's, at most 2048)")
+	fs.IntVar(&set.Ctx, "ctx", 0, "context per sequence in tokens (0: the model's trained context, as far as the memory budget holds one sequence of it)")
 	fs.IntVar(&set.Slots, "slots", 0, "sequences decoded at once (0: the runtime's default, 8)")
 	fs.StringVar(&set.Host, "host", "127.0.0.1", "address to listen on")
 	fs.IntVar(&set.Port, "port", 8080, "port to listen on (0: any free port, printed at start)")
