@@ -230,6 +230,10 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 **                "cuda", the model's, at most 2048)
 **   "prefill_chunk": integer in [1, 65536] (default 128): prompt tokens a
 **                sequence prefills per iteration
+**   "kv_type":   "f16" (default) or "q8_0": how the KV caches store entries
+**                (q8_0: blocks of 32 int8s with a float16 scale, 17/32 of the
+**                memory, as llama.cpp's -ctk/-ctv q8_0; "cpu" only, for head
+**                dimensions that are multiples of 32)
 **   "threads": integer in [1, 1024] (default the CPU count)
 **   "prefix_cache": boolean (default true): a request starts from the
 **                longest prefix of its prompt that a slot's KV cache still

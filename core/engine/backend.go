@@ -20,6 +20,10 @@
 //	"prefill_chunk":  prompt tokens a sequence may prefill per iteration
 //	                  (128; at most MaxPrefillChunk, and the context)
 //	"threads":        engine threads (default: GOMAXPROCS; at most MaxThreads)
+//	"kv_type":        how KV caches store entries: "f16" (default) or "q8_0"
+//	                  (blocks of 32 int8s and a float16 scale, 17/32 of the
+//	                  memory; llama.cpp's -ctk/-ctv q8_0; head dims that are
+//	                  multiples of 32; the CPU backend only)
 //	"prefix_cache":   false: every request prefills its whole prompt (default
 //	                  true: a request starts from the longest prefix of its
 //	                  prompt a slot's cache still holds; prefixpool.go)
@@ -154,7 +158,8 @@ type Backend struct {
 	// bounded by the memory budget (nil: a device that reserves caches
 	// whole).
 	pages    *kv.Pool
-	reserved int64 // bytes the memory budget was checked for
+	kvType   kv.Type // how the caches store entries ("kv_type")
+	reserved int64   // bytes the memory budget was checked for
 	memory   memoryPlan
 
 	// maxTokenBytes bounds the prompt bytes one token can stand for
@@ -247,12 +252,12 @@ const (
 func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error) {
 	var path string
 	var override *string
-	ctx, chunk, threads, prefixCache := 0, 128, runtime.GOMAXPROCS(0), true
+	ctx, chunk, threads, prefixCache, kvTypeName := 0, 128, runtime.GOMAXPROCS(0), true, "f16"
 	for _, f := range []struct {
 		key string
 		dst any
 	}{{"model_path", &path}, {"context_length", &ctx}, {"prefill_chunk", &chunk}, {"threads", &threads}, {"chat_template", &override},
-		{"prefix_cache", &prefixCache}} {
+		{"prefix_cache", &prefixCache}, {"kv_type", &kvTypeName}} {
 		if _, err := cfg.Extra.Take(f.key, f.dst); err != nil {
 			return nil, err
 		}
@@ -276,6 +281,13 @@ func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error)
 		return nil, status.Errorf(status.InvalidRequest, `config field "threads" must be in [1, %d], got %d`, MaxThreads, threads)
 	case ctx < 0 || ctx == 1 || ctx > MaxContext:
 		return nil, status.Errorf(status.InvalidRequest, `config field "context_length" must be in [2, %d] (or 0: the model's), got %d`, MaxContext, ctx)
+	}
+	kvType, err := kv.ParseType(kvTypeName)
+	if err != nil {
+		return nil, cfg.Extra.Errorf("kv_type", "must be one of %s, got %q", strings.Join(kv.Types, ", "), kvTypeName)
+	}
+	if kvType != kv.F16 && !pagedDevice(device) {
+		return nil, cfg.Extra.Errorf("kv_type", "%q: the %s backend keeps its KV caches in f16", kvTypeName, device)
 	}
 	sc, err := takeSpecConfig(cfg)
 	if err != nil {
@@ -302,7 +314,7 @@ func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error)
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
 	budget := cfg.MemoryBudget()
-	plan, err := planMemory(f, st.Size(), path, ctx, chunk, cfg.MaxSlots, sc, pagedDevice(device), budget.Bytes)
+	plan, err := planMemory(f, st.Size(), path, ctx, chunk, cfg.MaxSlots, sc, kvType, pagedDevice(device), budget.Bytes)
 	if err == nil {
 		err = plan.res.Check(budget)
 	}
@@ -315,7 +327,7 @@ func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error)
 	if plan.kvLimit > 0 {
 		pages = kv.NewPool(plan.kvLimit)
 	}
-	b, err := load(f, device, open, pages, plan.context, min(chunk, plan.context), plan.pass, threads, cfg.MaxSlots, override)
+	b, err := load(f, device, open, pages, kvType, plan.context, min(chunk, plan.context), plan.pass, threads, cfg.MaxSlots, override)
 	if err != nil {
 		f.Close()
 		return nil, err
@@ -336,8 +348,9 @@ func New(cfg *loop.Config, device string, open OpenRunner) (loop.Backend, error)
 // load builds the backend over an open file; on error the caller closes f,
 // and everything load allocated is already freed. pass is the most tokens
 // a slot's pass takes (its caches' local layers are sized for it); the
-// caches take their pages from pages (nil: the device reserves them).
-func load(f *gguf.File, device string, open OpenRunner, pages *kv.Pool, ctx, chunk, pass, threads, slots int, override *string) (*Backend, error) {
+// caches take their pages from pages (nil: the device reserves them) and
+// store entries as kvType.
+func load(f *gguf.File, device string, open OpenRunner, pages *kv.Pool, kvType kv.Type, ctx, chunk, pass, threads, slots int, override *string) (*Backend, error) {
 	m, err := open(f, threads)
 	if err != nil {
 		if status.CodeOf(err) != status.Internal {
@@ -345,7 +358,10 @@ func load(f *gguf.File, device string, open OpenRunner, pages *kv.Pool, ctx, chu
 		}
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
-	m = withPages(m, pages)
+	if m, err = withPages(m, pages, kvType); err != nil {
+		m.Close()
+		return nil, err
+	}
 	// LongRoPE models rotate by other factors past their original context.
 	if cs, ok := m.(interface{ SetContext(int) }); ok {
 		cs.SetContext(ctx)
@@ -360,7 +376,7 @@ func load(f *gguf.File, device string, open OpenRunner, pages *kv.Pool, ctx, chu
 		return nil, status.Errorf(status.Model, "tokenizer has %d tokens but the model's output has %d", tok.Size(), m.Config().Vocab)
 	}
 	b := &Backend{file: f, device: device, open: open, model: m, tok: tok, context: ctx, prefillChunk: chunk,
-		maxTokenBytes: tok.MaxInputBytesPerToken(), pages: pages}
+		maxTokenBytes: tok.MaxInputBytesPerToken(), pages: pages, kvType: kvType}
 	if pages != nil {
 		pages.SetReclaim(b.caches.reclaim)
 	}
@@ -486,12 +502,23 @@ func (b *Backend) Timings() Timings {
 // memory, reserved at start).
 func pagedDevice(name string) bool { return name == "cpu" }
 
-// withPages is m with its caches' pages from pages, where m can take them.
-func withPages(m model.Runner, pages *kv.Pool) model.Runner {
-	if pr, ok := m.(model.PagedRunner); ok && pages != nil {
-		return pr.WithPages(pages)
+// withPages is m with its caches' pages from pages, where m can take them,
+// and their entries stored as t (a device that cannot was refused before
+// anything loaded: New).
+func withPages(m model.Runner, pages *kv.Pool, t kv.Type) (model.Runner, error) {
+	if t != kv.F16 {
+		kt, ok := m.(interface{ SetKVType(kv.Type) error })
+		if !ok {
+			return m, status.Errorf(status.InvalidRequest, `config field "kv_type": the runner stores its KV caches in f16 only`)
+		}
+		if err := kt.SetKVType(t); err != nil {
+			return m, status.Errorf(status.InvalidRequest, `config field "kv_type": %v`, err)
+		}
 	}
-	return m
+	if pr, ok := m.(model.PagedRunner); ok && pages != nil {
+		return pr.WithPages(pages), nil
+	}
+	return m, nil
 }
 
 // newSlotCache reserves a slot's cache, its local layers sized for passes

@@ -9,6 +9,7 @@ import (
 	"github.com/lmstream/lmstream/core/internal/sat"
 
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/core/status"
@@ -53,12 +54,13 @@ type memoryPlan struct {
 // model's trained context, halved (not below 2048) until one sequence fits.
 // Elsewhere every slot's caches are reserved whole, and the default
 // context is the trained one up to 2048.
-func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int, sc specConfig, paged bool, budget int64) (*memoryPlan, error) {
+func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int, sc specConfig, kvType kv.Type, paged bool, budget int64) (*memoryPlan, error) {
 	fp, err := model.Measure(f)
 	if err != nil {
 		return nil, status.Errorf(status.Model, "%v", err)
 	}
 	c := fp.Config
+	c.KVType = kvType
 	given := ctx != 0
 	switch {
 	case !given && paged:
@@ -109,6 +111,7 @@ func planMemory(f *gguf.File, fileSize int64, path string, ctx, chunk, slots int
 		r.Add("draft model packed weights", dfp.Packed)
 		r.Add("draft model scratch (estimate)", scratch(dfp.Config))
 		dc = dfp.Config
+		dc.KVType = kvType
 	}
 	early := sc.earlyExit
 	if early == 0 {
@@ -206,8 +209,12 @@ func kvLine(ctx int, what string, c model.Config, slots, layers, pass int, add f
 	if slots == 1 {
 		unit = "slot"
 	}
-	add(fmt.Sprintf("%s (%d %s × %d layers × %d kv heads × %d positions%s × %d dims × 2 (K, V) × 2 B)",
-		what, slots, unit, layers, c.KVHeads, ctx, held, c.HeadDim), sat.Mul(int64(slots), one))
+	entry := fmt.Sprintf("%d dims × 2 (K, V) × 2 B", c.HeadDim)
+	if c.KVType == kv.Q8_0 {
+		entry = fmt.Sprintf("%d dims × 2 (K, V) × 34/32 B (q8_0)", c.HeadDim)
+	}
+	add(fmt.Sprintf("%s (%d %s × %d layers × %d kv heads × %d positions%s × %s)",
+		what, slots, unit, layers, c.KVHeads, ctx, held, entry), sat.Mul(int64(slots), one))
 	return nil
 }
 

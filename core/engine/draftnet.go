@@ -570,7 +570,9 @@ func (b *Backend) loadDraftModel(path, targetPath string, threads int) (*draftNe
 			dm, err = b.open(f, threads)
 		}
 		if err == nil {
-			dm = withPages(dm, b.pages)
+			if dm, err = withPages(dm, b.pages, b.kvType); err != nil {
+				dm.Close()
+			}
 		}
 		if err != nil {
 			f.Close()

@@ -96,3 +96,40 @@ func TestPagesRunOutAndRecover(t *testing.T) {
 	require.Positive(t, tm.PageWaits, "the limit was never reached: the test tests nothing")
 	require.Equal(t, len(reqs)-finished, tm.PageEnds)
 }
+
+// TestQ8KVCache: "kv_type": "q8_0" stores the caches in Q8_0 blocks (17/32
+// of float16's memory for one sequence), and stays exact where the engine
+// promises exactness: greedy decoding emits the same tokens with and
+// without speculation, and a repeated prompt reused from the cache gives
+// the tokens of a fresh prefill. A type the engine does not know is
+// refused by name.
+func TestQ8KVCache(t *testing.T) {
+	needModel(t)
+	if race.Enabled {
+		t.Skip("real-model runtime tests are too slow under -race")
+	}
+	_, err := loop.New([]byte(`{"model_path":"` + modelPath + `","kv_type":"q4_0"}`))
+	require.ErrorContains(t, err, `"kv_type" must be one of f16, q8_0, got "q4_0"`)
+
+	base := `{"model_path":"` + modelPath + `","max_slots":2,"context_length":1024,"spec_budget":8`
+	sizes := map[string]int64{}
+	for _, typ := range []string{"f16", "q8_0"} {
+		cfg, err := loop.ParseConfig([]byte(base + `,"kv_type":"` + typ + `"}`))
+		require.NoError(t, err)
+		be, err := engine.NewCPU(cfg)
+		require.NoError(t, err)
+		_, sizes[typ] = be.(*engine.Backend).Memory()
+		require.NoError(t, be.Close())
+	}
+	require.Equal(t, sizes["f16"]*17/32, sizes["q8_0"])
+
+	rt, err := loop.New([]byte(base + `,"kv_type":"q8_0"}`))
+	require.NoError(t, err)
+	defer rt.Close()
+	text := passage(t)
+	plain := completeOne(t, rt, rawRequest(text[:900], 48, map[string]any{"drafter": "none"}))
+	spec := completeOne(t, rt, rawRequest(text[:900], 48, map[string]any{"drafter": "ngram"}))
+	require.Equal(t, plain.TokenIDs, spec.TokenIDs)
+	require.Positive(t, spec.Usage.CachedTokens, "the second request reused the first's prompt")
+	require.Positive(t, spec.Usage.VerifyPasses)
+}

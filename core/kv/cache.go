@@ -64,14 +64,56 @@ const keep = 16
 // limit leaves no page to take.
 var ErrFull = errors.New("kv: the KV cache memory limit is reached")
 
+// Type is how a cache stores an entry's HeadDim values.
+type Type uint8
+
+const (
+	// F16 stores each value as an IEEE float16 (llama.cpp's default).
+	F16 Type = iota
+	// Q8_0 stores blocks of 32 values as a float16 scale d and 32 int8 q,
+	// each value d·q (llama.cpp's -ctk/-ctv q8_0): 34 bytes per 32 values
+	// against 64, for a rounding error of at most d/2 (d = max|x|/127).
+	Q8_0
+)
+
+// Types are the names ParseType accepts, in Type order.
+var Types = []string{"f16", "q8_0"}
+
+func (t Type) String() string {
+	if int(t) < len(Types) {
+		return Types[t]
+	}
+	return fmt.Sprintf("kv.Type(%d)", t)
+}
+
+// ParseType is the Type of a name of Types.
+func ParseType(name string) (Type, error) {
+	for i, n := range Types {
+		if n == name {
+			return Type(i), nil
+		}
+	}
+	return 0, fmt.Errorf("kv: cache type %q is not one of %v", name, Types)
+}
+
+// RowLen is the uint16s one entry of one kv head takes: HeadDim for F16,
+// 17 per 32 values for Q8_0 (a scale and 16 pairs of int8s).
+func (t Type) RowLen(headDim int) int {
+	if t == Q8_0 {
+		return headDim / 32 * 17
+	}
+	return headDim
+}
+
 // Shape is what a cache holds: Layers × KVHeads × HeadDim per position, up
-// to Ctx positions. Window[li] > 0 makes layer li local (nil: every layer
-// global); MaxPass is the most tokens one pass reserves (a local layer
-// holds its window and one pass).
+// to Ctx positions, stored as Type. Window[li] > 0 makes layer li local
+// (nil: every layer global); MaxPass is the most tokens one pass reserves
+// (a local layer holds its window and one pass).
 type Shape struct {
 	Layers, KVHeads, HeadDim, Ctx int
 	Window                        []int
 	MaxPass                       int
+	Type                          Type
 }
 
 // pages is the most pages layer li holds at once: the whole context for a
@@ -102,18 +144,24 @@ func (s Shape) check() error {
 			return fmt.Errorf("kv: layer %d has window %d", li, w)
 		}
 	}
+	switch {
+	case int(s.Type) >= len(Types):
+		return fmt.Errorf("kv: unknown cache type %d", s.Type)
+	case s.Type == Q8_0 && s.HeadDim%32 != 0:
+		return fmt.Errorf("kv: a q8_0 cache needs a head dimension that is a multiple of 32, not %d", s.HeadDim)
+	}
 	return nil
 }
 
-// PageBytes is the memory of one page of one layer: K and V, 2 bytes each,
-// for PageSize positions of every kv head. It is an error when a dimension
-// is below 1 or the size does not fit in an int64.
+// PageBytes is the memory of one page of one layer: K and V for PageSize
+// positions of every kv head. It is an error when a dimension is below 1
+// or the size does not fit in an int64.
 func (s Shape) PageBytes() (int64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	n := int64(4 * PageSize) // K and V, 2 bytes each
-	for _, d := range []int{s.KVHeads, s.HeadDim} {
+	n := int64(4 * PageSize) // K and V, 2 bytes a uint16
+	for _, d := range []int{s.KVHeads, s.Type.RowLen(s.HeadDim)} {
 		if int64(d) > math.MaxInt64/n {
 			return 0, fmt.Errorf("kv: a page of %d kv heads × %d dims overflows", s.KVHeads, s.HeadDim)
 		}
@@ -155,6 +203,7 @@ type Cache struct {
 	pool             *Pool // nil: pages from the heap, no limit
 	layers           []layer
 	kvHeads, headDim int
+	rowLen           int // uint16s of one entry of one kv head (Type.RowLen)
 	pageLen          int // uint16s in one page
 	cap              int
 	n                int // committed entries
@@ -186,8 +235,9 @@ func NewIn(pool *Pool, s Shape) *Cache {
 	if _, err := s.Bytes(); err != nil {
 		panic(err.Error())
 	}
-	c := &Cache{shape: s, pool: pool, kvHeads: s.KVHeads, headDim: s.HeadDim, cap: s.Ctx,
-		pageLen: 2 * s.KVHeads * PageSize * s.HeadDim, layers: make([]layer, s.Layers)}
+	rl := s.Type.RowLen(s.HeadDim)
+	c := &Cache{shape: s, pool: pool, kvHeads: s.KVHeads, headDim: s.HeadDim, rowLen: rl, cap: s.Ctx,
+		pageLen: 2 * s.KVHeads * PageSize * rl, layers: make([]layer, s.Layers)}
 	for li := range c.layers {
 		l := &c.layers[li]
 		l.pages = make([]*page, s.Ctx/PageSize+min(1, s.Ctx%PageSize))
@@ -214,6 +264,13 @@ func (c *Cache) Bytes() int64 {
 
 // Len is the number of committed entries.
 func (c *Cache) Len() int { return c.n }
+
+// Type is how the cache stores its entries.
+func (c *Cache) Type() Type { return c.shape.Type }
+
+// RowLen is the uint16s one entry of one kv head takes (Type.RowLen): K
+// and V hand out rows of that stride.
+func (c *Cache) RowLen() int { return c.rowLen }
 
 // Cap is the most positions the sequence may reach (committed plus
 // scratch).
@@ -245,12 +302,12 @@ func (c *Cache) first(li int) int {
 func (c *Cache) Pending() int { return c.pending }
 
 // K is the keys of kv head h in layer li from position pos to the end of
-// pos's page: rows of HeadDim float16 values, row r holding position
-// pos+r. The page must be held (pos is committed or reserved, and not
-// behind a local layer's window).
+// pos's page: rows of RowLen uint16s (HeadDim float16 values, or Q8_0
+// blocks), row r holding position pos+r. The page must be held (pos is
+// committed or reserved, and not behind a local layer's window).
 func (c *Cache) K(li, h, pos int) []uint16 {
 	p := c.layers[li].pages[pos/PageSize]
-	o, end := (h*PageSize+pos%PageSize)*c.headDim, (h+1)*PageSize*c.headDim
+	o, end := (h*PageSize+pos%PageSize)*c.rowLen, (h+1)*PageSize*c.rowLen
 	return p.data[o:end:end]
 }
 
@@ -258,17 +315,17 @@ func (c *Cache) K(li, h, pos int) []uint16 {
 // as K.
 func (c *Cache) V(li, h, pos int) []uint16 {
 	p := c.layers[li].pages[pos/PageSize]
-	base := c.kvHeads * PageSize * c.headDim
-	o, end := base+(h*PageSize+pos%PageSize)*c.headDim, base+(h+1)*PageSize*c.headDim
+	base := c.kvHeads * PageSize * c.rowLen
+	o, end := base+(h*PageSize+pos%PageSize)*c.rowLen, base+(h+1)*PageSize*c.rowLen
 	return p.data[o:end:end]
 }
 
 // Entries copies the keys and values of kv head h in layer li at positions
-// [from, to) out of their pages (for tests and tools; the forward pass
-// reads the pages in place).
+// [from, to) out of their pages, RowLen uint16s each (for tests and tools;
+// the forward pass reads the pages in place).
 func (c *Cache) Entries(li, h, from, to int) (k, v []uint16) {
 	for pos := from; pos < to; pos = PageEnd(pos) {
-		m := (min(to, PageEnd(pos)) - pos) * c.headDim
+		m := (min(to, PageEnd(pos)) - pos) * c.rowLen
 		k = append(k, c.K(li, h, pos)[:m]...)
 		v = append(v, c.V(li, h, pos)[:m]...)
 	}
@@ -351,14 +408,28 @@ func (c *Cache) Fill(n int) error {
 	if err := c.Reserve(n); err != nil {
 		return err
 	}
-	const tenth = 0x2e66 // float16 0.1
+	row := make([]uint16, c.rowLen)
+	switch c.shape.Type {
+	case Q8_0:
+		for b := 0; b < len(row); b += 17 {
+			row[b] = 0x1273 // float16 0.1/127, the scale of q = 127 (0x7f7f: two of them)
+			for j := 1; j < 17; j++ {
+				row[b+j] = 0x7f7f
+			}
+		}
+	default:
+		for i := range row {
+			row[i] = 0x2e66 // float16 0.1
+		}
+	}
 	for li := range c.layers {
 		for h := range c.kvHeads {
 			for pos := c.n; pos < c.n+n; pos = PageEnd(pos) {
-				m := (min(c.n+n, PageEnd(pos)) - pos) * c.headDim
+				m := (min(c.n+n, PageEnd(pos)) - pos) * c.rowLen
 				k, v := c.K(li, h, pos)[:m], c.V(li, h, pos)[:m]
-				for i := range k {
-					k[i], v[i] = tenth, tenth
+				for i := 0; i < m; i += c.rowLen {
+					copy(k[i:], row)
+					copy(v[i:], row)
 				}
 			}
 		}
@@ -386,9 +457,9 @@ func (c *Cache) AppendFrom(src *Cache, n int) error {
 	switch {
 	case n < 0 || from+n > src.n:
 		return fmt.Errorf("kv: AppendFrom: positions %d…%d, but the source holds %d", from, from+n-1, src.n)
-	case len(c.layers) > len(src.layers) || c.kvHeads != src.kvHeads || c.headDim != src.headDim:
-		return fmt.Errorf("kv: AppendFrom: a cache of %d layers × %d kv heads × %d dims from one of %d × %d × %d",
-			len(c.layers), c.kvHeads, c.headDim, len(src.layers), src.kvHeads, src.headDim)
+	case len(c.layers) > len(src.layers) || c.kvHeads != src.kvHeads || c.headDim != src.headDim || c.shape.Type != src.shape.Type:
+		return fmt.Errorf("kv: AppendFrom: a cache of %d layers × %d kv heads × %d dims (%s) from one of %d × %d × %d (%s)",
+			len(c.layers), c.kvHeads, c.headDim, c.shape.Type, len(src.layers), src.kvHeads, src.headDim, src.shape.Type)
 	case from+n > c.cap:
 		return fmt.Errorf("kv: cache overflow: %d committed + %d new tokens > capacity %d", from, n, c.cap)
 	}
@@ -416,7 +487,7 @@ func (c *Cache) AppendFrom(src *Cache, n int) error {
 				return err
 			}
 			lo, hi := max(from, i*PageSize), min(from+n, (i+1)*PageSize)
-			m := (hi - lo) * c.headDim
+			m := (hi - lo) * c.rowLen
 			for h := range c.kvHeads {
 				copy(c.K(li, h, lo)[:m], src.K(li, h, lo)[:m])
 				copy(c.V(li, h, lo)[:m], src.V(li, h, lo)[:m])
@@ -445,7 +516,7 @@ func (c *Cache) Commit(scratch []int) error {
 	}
 	// Entry j moves from Len()+scratch[j] down to Len()+j. scratch[j] >= j
 	// and increases, so no source is overwritten before it is read.
-	hd := c.headDim
+	hd := c.rowLen
 	for j, s := range scratch {
 		if s == j {
 			continue

@@ -61,8 +61,8 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 	widenRows(vals[:nr*hd], cache, true, li, g, lo, run)
 	for e, k := range extra {
 		j := cache.Len() + int(k)
-		widen(keys[(nr+e)*hd:(nr+e+1)*hd], cache.K(li, g, j)[:hd])
-		widen(vals[(nr+e)*hd:(nr+e+1)*hd], cache.V(li, g, j)[:hd])
+		widenKV(keys[(nr+e)*hd:(nr+e+1)*hd], cache.K(li, g, j), cache.Type())
+		widenKV(vals[(nr+e)*hd:(nr+e+1)*hd], cache.V(li, g, j), cache.Type())
 	}
 	ab.sc = grow(ab.sc, nv)
 	sc := ab.sc
@@ -167,7 +167,7 @@ func scaleRow(o []float32, f float32) {
 
 // widenRows widens the keys (values when vals) of positions [from, to) of
 // kv head h in layer li of cache c into dst, HeadDim floats a position,
-// one page at a time.
+// one page at a time (widenKV: float16 or Q8_0 rows).
 func widenRows(dst []float32, c *kv.Cache, vals bool, li, h, from, to int) {
 	hd := len(dst) / max(1, to-from)
 	for pos := from; pos < to; {
@@ -176,7 +176,7 @@ func widenRows(dst []float32, c *kv.Cache, vals bool, li, h, from, to int) {
 		if vals {
 			src = c.V(li, h, pos)
 		}
-		widen(dst[(pos-from)*hd:(end-from)*hd], src[:(end-pos)*hd])
+		widenKV(dst[(pos-from)*hd:(end-from)*hd], src, c.Type())
 		pos = end
 	}
 }

@@ -229,7 +229,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 	nk := (run - base - 16*nfull) * hd
 	widenRows(kg[:nk], cache, false, li, g, base+16*nfull, run)
 	for _, k := range extra {
-		widen(kg[nk:nk+hd], cache.K(li, g, cache.Len()+int(k))[:hd])
+		widenKV(kg[nk:nk+hd], cache.K(li, g, cache.Len()+int(k)), cache.Type())
 		nk += hd
 	}
 	clear(kg[nk:])
@@ -273,7 +273,7 @@ func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
 		ab.vg = grow(ab.vg, len(extra)*hd)
 		vg := ab.vg
 		for e, k := range extra {
-			widen(vg[e*hd:(e+1)*hd], cache.V(li, g, cache.Len()+int(k))[:hd])
+			widenKV(vg[e*hd:(e+1)*hd], cache.V(li, g, cache.Len()+int(k)), cache.Type())
 		}
 		simdWsumG(&sc[run-base], sst, nh, &vg[0], len(extra), hd, &out[0], hd, run > lo)
 	}
@@ -290,7 +290,7 @@ func scoreCached(q *float32, nq, hd int, cache *kv.Cache, li, g, base, nfull int
 	for b0, nb := 0, 0; b0 < nfull; b0 += nb {
 		pos := base + 16*b0
 		nb = min(attnChunk/16, nfull-b0, (kv.PageEnd(pos)-pos)/16)
-		widen(kf[:nb*16*hd], cache.K(li, g, pos)[:nb*16*hd])
+		widenKV(kf[:nb*16*hd], cache.K(li, g, pos), cache.Type())
 		simdScores16(q, nq, hd, &kf[0], nb, hd, scale, &sc[16*b0], sst, mx, 0xffff)
 	}
 }

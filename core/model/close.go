@@ -87,7 +87,7 @@ func Measure(f *gguf.File) (Footprint, error) {
 // most maxPass tokens: the local (sliding-window) layers keep about their
 // window and a pass, the global ones every position.
 func (c Config) KVShape(ctx, maxPass int) kv.Shape {
-	s := kv.Shape{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Ctx: ctx, MaxPass: maxPass}
+	s := kv.Shape{Layers: c.Layers, KVHeads: c.KVHeads, HeadDim: c.HeadDim, Ctx: ctx, MaxPass: maxPass, Type: c.KVType}
 	for li := range c.Layers {
 		if c.Local(li) {
 			if s.Window == nil {

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/kv"
 )
 
 // Config is the shape of a model and every switch its forward pass reads.
@@ -19,6 +20,10 @@ type Config struct {
 	RopeTheta, RMSEps                float32
 	RopeNeox                         bool // rotate (x[i], x[i+d/2]); Llama GGUFs rotate adjacent pairs
 	TiedOutput                       bool // the output head is token_embd
+
+	// KVType is how KV caches store entries: a runtime's choice
+	// ("kv_type"), not the file's; F16 unless SetKVType chose another.
+	KVType kv.Type
 
 	// Rope is the global layers' rotation scaling (linear, YaRN, LongRoPE
 	// or none); RopeLocal the local (sliding-window) layers'. NoRopeEvery

@@ -397,7 +397,7 @@ func (m *Model) matmul(w *matrix, out []float32, n int) {
 }
 
 // storeKV writes each token's K and V into its cache's scratch entry,
-// rounded to float16.
+// rounded to float16 or quantized to Q8_0 (the cache's kv.Type).
 func (m *Model) storeKV(b *Batch, li int) {
 	c, s := &m.cfg, &m.s
 	hd, kvDim := c.HeadDim, c.KVHeads*c.HeadDim
@@ -405,8 +405,8 @@ func (m *Model) storeKV(b *Batch, li int) {
 		cache := s.seqs[t.seq].cache
 		e := cache.Len() + t.k
 		for g := 0; g < c.KVHeads; g++ {
-			narrow(cache.K(li, g, e)[:hd], s.k[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
-			narrow(cache.V(li, g, e)[:hd], s.v[i*kvDim+g*hd:i*kvDim+(g+1)*hd])
+			narrowKV(cache.K(li, g, e), s.k[i*kvDim+g*hd:i*kvDim+(g+1)*hd], cache.Type())
+			narrowKV(cache.V(li, g, e), s.v[i*kvDim+g*hd:i*kvDim+(g+1)*hd], cache.Type())
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/lmstream/lmstream/core/gguf"
+	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/quant"
 )
 
@@ -187,6 +188,19 @@ func (m *Model) setRopes(factors []float32) {
 // chooses them by the context it was created with. Caches filled before a
 // change hold keys rotated the other way, so the engine calls this once,
 // before its first pass. Other models ignore it.
+// SetKVType makes the caches made from now on store entries as t (Q8_0
+// needs a head dimension that is a multiple of 32: an error otherwise,
+// changing nothing).
+func (m *Model) SetKVType(t kv.Type) error {
+	c := m.cfg
+	c.KVType = t
+	if _, err := c.KVShape(1, 0).PageBytes(); err != nil {
+		return err
+	}
+	m.cfg.KVType = t
+	return nil
+}
+
 func (m *Model) SetContext(ctx int) {
 	if m.longFactors == nil {
 		return
