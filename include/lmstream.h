@@ -334,7 +334,9 @@ int lms_runtime_destroy(lms_runtime rt);
 
 /* Writes the runtime's counters as JSON into buf (NUL-terminated):
 ** {"max_slots","active_slots","queued","submitted","finished",
-**  "tokens_generated","iterations"}. *len (may be NULL) receives the length
+**  "tokens_generated","iterations","kv_bytes_in_use","kv_bytes_limit"}
+** (the last two: the memory the KV caches hold now and may take; 0 where
+** a backend reserves them whole). *len (may be NULL) receives the length
 ** without the NUL; LMS_ERR_BUFFER_TOO_SMALL when it does not fit (*len then
 ** says how many bytes are needed, without the NUL). */
 int lms_runtime_stats(lms_runtime rt, char *buf, size_t size, size_t *len);

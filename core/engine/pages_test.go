@@ -83,6 +83,9 @@ func TestPagesRunOutAndRecover(t *testing.T) {
 	require.Positive(t, finished)
 	inUse, _ := be.(*engine.Backend).KVPages()
 	require.LessOrEqual(t, inUse, limit)
+	st := limited.Stats()
+	require.Positive(t, st.KVBytesInUse, "the finished requests' caches keep their prompts for reuse")
+	require.Equal(t, limit, st.KVBytesLimit)
 
 	// The pages the finished requests' caches keep for reuse give way to
 	// new requests.

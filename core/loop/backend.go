@@ -46,6 +46,13 @@ type FCFSAdmitter interface {
 	AdmitFCFS() bool
 }
 
+// KVReporter is implemented by a backend whose KV caches take memory as
+// their sequences grow (the CPU engine's pages): Stats reports what they
+// hold and the limit the memory budget puts on them.
+type KVReporter interface {
+	KVPages() (inUse, limit int64)
+}
+
 // QueueWatcher is implemented by a backend whose scheduling weighs the
 // requests waiting for a slot: under AdaServe the CPU engine lets no
 // decoding sequence sit an iteration out (holding its slot longer) while

@@ -273,6 +273,11 @@ type Stats struct {
 	Finished        int64 `json:"finished"`
 	TokensGenerated int64 `json:"tokens_generated"`
 	Iterations      int64 `json:"iterations"`
+	// KVBytesInUse is the memory the KV caches hold now, KVBytesLimit
+	// what they may take (0 and 0 for a backend that reserves its caches
+	// whole: KVReporter).
+	KVBytesInUse int64 `json:"kv_bytes_in_use"`
+	KVBytesLimit int64 `json:"kv_bytes_limit"`
 }
 
 // Stats reads the counters; safe from any goroutine. Queued is read
@@ -280,7 +285,7 @@ type Stats struct {
 // the queued one, so a live request is counted in at least one of them.
 func (r *Runtime) Stats() Stats {
 	queued := r.stats.queued.Load()
-	return Stats{
+	st := Stats{
 		MaxSlots:        r.maxSlots,
 		ActiveSlots:     r.stats.active.Load(),
 		Queued:          queued,
@@ -289,6 +294,10 @@ func (r *Runtime) Stats() Stats {
 		TokensGenerated: r.stats.tokens.Load(),
 		Iterations:      r.stats.iterations.Load(),
 	}
+	if kr, ok := r.backend.(KVReporter); ok {
+		st.KVBytesInUse, st.KVBytesLimit = kr.KVPages()
+	}
+	return st
 }
 
 // run is the engine goroutine.

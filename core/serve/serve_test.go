@@ -633,6 +633,8 @@ func TestModelsAndMetrics(t *testing.T) {
 		{"lmstream_time_to_first_token_seconds", nil, 1},
 		{"lmstream_time_per_output_token_seconds", nil, 1},
 		{"lmstream_queue_depth", nil, 0},
+		{"lmstream_kv_cache_bytes", nil, 0}, // the replay backend holds no KV cache
+		{"lmstream_kv_cache_limit_bytes", nil, 0},
 		{"lmstream_draft_tokens_proposed_total", nil, 0},
 		{"lmstream_draft_tokens_accepted_total", nil, 0},
 	} {

@@ -208,7 +208,7 @@ defmodule Lmstream do
   @spec close(Runtime.t()) :: :ok | {:error, reason}
   def close(%Runtime{resource: r}), do: r |> Nif.runtime_destroy() |> norm()
 
-  @doc "The runtime's counters: `max_slots`, `active_slots`, `queued`, `submitted`, `finished`, `tokens_generated`, `iterations`."
+  @doc "The runtime's counters: `max_slots`, `active_slots`, `queued`, `submitted`, `finished`, `tokens_generated`, `iterations`, `kv_bytes_in_use`, `kv_bytes_limit` (the memory the KV caches hold now and may take)."
   @spec stats(Runtime.t()) :: map | {:error, reason}
   def stats(%Runtime{resource: r}) do
     case Nif.runtime_stats(r) do

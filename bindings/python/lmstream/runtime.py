@@ -833,7 +833,8 @@ class Runtime:
     def stats(self) -> Dict[str, int]:
         """The runtime's counters (lms_runtime_stats): max_slots,
         active_slots, queued, submitted, finished, tokens_generated,
-        iterations."""
+        iterations, kv_bytes_in_use and kv_bytes_limit (the memory the KV
+        caches hold now and may take)."""
         h = self._handle()
         size = 512
         n = ctypes.c_size_t()
