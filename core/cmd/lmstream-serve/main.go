@@ -3,11 +3,11 @@
 // server-sent events, GET /v1/models, /health and /metrics.
 //
 //	lmstream-serve --model smollm2-135m [--port 8080] [--host 127.0.0.1]
-//	               [--draft-model PATH] [--threads N] [--ctx N] [--slots N]
+//	               [--draft-model PATH] [--threads N] [--ctx N] [--slots N] [--kv-type q8_0]
 //	               [--config serve.json] [--runtime-config runtime.json]
 //
 // --config names a JSON file with the same settings as the flags (keys
-// "model", "draft_model", "threads", "ctx", "slots", "host", "port",
+// "model", "draft_model", "threads", "ctx", "slots", "kv_type", "host", "port",
 // "max_streams", "max_body_bytes", "max_conns", "api_key", "grace",
 // "read_header_timeout", "read_timeout", "write_timeout", "idle_timeout",
 // "model_id"); flags given on the command line win over it.
@@ -59,6 +59,7 @@ type settings struct {
 	Threads      int      `json:"threads"`
 	Ctx          int      `json:"ctx"`
 	Slots        int      `json:"slots"`
+	KVType       string   `json:"kv_type"`
 	Host         string   `json:"host"`
 	Port         int      `json:"port"`
 	MaxStreams   int      `json:"max_streams"`
@@ -143,6 +144,7 @@ func parseSettings(args []string) (*settings, string, error) {
 	fs.StringVar(&set.DraftModel, "draft-model", "", "draft model for speculative decoding (same vocabulary); it drafts for every request naming no drafter")
 	fs.IntVar(&set.Threads, "threads", 0, "engine threads (0: all cores)")
 	fs.IntVar(&set.Ctx, "ctx", 0, "context per sequence in tokens (0: the model's trained context, as far as the memory budget holds one sequence of it)")
+	fs.StringVar(&set.KVType, "kv-type", "", "how the KV caches store entries: f16 (default) or q8_0 (17/32 of the memory, as llama.cpp's -ctk/-ctv q8_0)")
 	fs.IntVar(&set.Slots, "slots", 0, "sequences decoded at once (0: the runtime's default, 8)")
 	fs.StringVar(&set.Host, "host", "127.0.0.1", "address to listen on")
 	fs.IntVar(&set.Port, "port", 8080, "port to listen on (0: any free port, printed at start)")
@@ -297,6 +299,9 @@ func applyConfigFile(path string, fs *flag.FlagSet, set *settings) error {
 	if !given["slots"] {
 		set.Slots = file.Slots
 	}
+	if !given["kv-type"] {
+		set.KVType = file.KVType
+	}
 	if !given["host"] {
 		set.Host = file.Host
 	}
@@ -364,6 +369,7 @@ func runtimeJSON(path string, set *settings) ([]byte, string, error) {
 	add("threads", set.Threads, set.Threads > 0)
 	add("context_length", set.Ctx, set.Ctx > 0)
 	add("max_slots", set.Slots, set.Slots > 0)
+	add("kv_type", set.KVType, set.KVType != "")
 	drafter := ""
 	if _, ok := cfg["draft_model_path"]; ok {
 		if d, named := cfg["drafter"]; !named || d == "draft_model" {

@@ -200,3 +200,27 @@ func TestConfigFileTimeouts(t *testing.T) {
 		t.Fatalf("settings %+v", set)
 	}
 }
+
+// TestKVTypeReachesTheRuntime: --kv-type (or the config file's "kv_type")
+// becomes the runtime config's "kv_type"; the flag wins over the file.
+func TestKVTypeReachesTheRuntime(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "serve.json")
+	os.WriteFile(path, []byte(`{"model": "m.gguf", "kv_type": "f16"}`), 0o600)
+	for args, want := range map[string]string{"": "f16", "--kv-type=q8_0": "q8_0"} {
+		argv := []string{"--config", path}
+		if args != "" {
+			argv = append(argv, args)
+		}
+		set, _, err := parseSettings(argv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _, err := runtimeJSON("", set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), `"kv_type":"`+want+`"`) {
+			t.Fatalf("%v: runtime config %s", argv, data)
+		}
+	}
+}
