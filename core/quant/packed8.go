@@ -28,6 +28,7 @@ package quant
 //	                       so one shift and mask puts a part's fifth bits
 //	                       at bit 4 of its bytes
 //	              [160:176) d of rows 0..7, f16
+//	IQ4_NL (144 B) as Q4_0, a nibble being an index into iq4Levels
 //	Q8_0 (272 B)  [0:256)  8 parts × 32 B: part k, lane r = qs[4k:4k+4]
 //	              [256:272) d of rows 0..7, f16
 //	Q4_K (1152 B, a 256-element super-block)
@@ -45,7 +46,7 @@ package quant
 //
 // The legacy kernels take the activation scales as float32 pairs per block
 // (p8Scales): d_x, and −o·d_x·Σx for the offset o of Q4_0 (8) and Q5_0
-// (16), whose quants the kernels multiply as the unsigned values stored;
+// (16; 0 for Q8_0 and IQ4_NL), whose quants the kernels multiply as the unsigned values stored;
 // for Q4_1, d_x and the Q8_1 block's s_x = d_x·Σx for the minimum term.
 // The K-quant kernels read everything they need from the Q8_K blocks.
 const (
@@ -57,14 +58,16 @@ const (
 // layout, or 0 when wt has none.
 func p8Record(wt Type) int {
 	switch wt {
-	case Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K:
+	case Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL:
 		return p8Rows * wt.BlockBytes()
 	}
 	return 0
 }
 
 // p8Legacy reports whether wt's 8-row kernels take p8Scales.
-func p8Legacy(wt Type) bool { return wt == Q4_0 || wt == Q4_1 || wt == Q5_0 || wt == Q8_0 }
+func p8Legacy(wt Type) bool {
+	return wt == Q4_0 || wt == Q4_1 || wt == Q5_0 || wt == Q8_0 || wt == IQ4_NL
+}
 
 // p8Kernel runs na ≤ p8Acts[wt] activation rows (stride xs bytes) over ng
 // consecutive 8-row groups of nb records each, writing 8·ng floats per
