@@ -408,7 +408,7 @@ func BenchmarkPacked8(b *testing.B) {
 	rng := rand.New(rand.NewPCG(10, 10))
 	k := active.Load()
 	const cols = 4096
-	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL} {
+	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS} {
 		kern := k.packed8(wt)
 		if kern == nil {
 			continue

@@ -1035,6 +1035,7 @@ var kernels = []kernel{
 			}
 		}},
 	{name: "iq4nlP8", wt: "IQ4_NL", rec: 144, xb: 34, scale: true, doc: "IQ4_NL × Q8_0", block: iq4nlBlock, setup: iq4nlSetup},
+	{name: "iq4xsP8", wt: "IQ4_XS", rec: 1088, xb: 292, frame: 256, doc: "IQ4_XS × Q8_K", block: iq4xsBlock, setup: iq4nlSetup},
 	{name: "q40P8X", wt: "Q4_0", rec: 144, xb: 34, scale: true, vex: true, doc: "Q4_0 × Q8_0, AVX-VNNI",
 		block: func(g *gen, r int) { nibbleVex(g, r, false, 128, 2, 0) }, setup: func(g *gen, r int) { vexSetup(g, false) }},
 	{name: "q41P8X", wt: "Q4_1", rec: 160, xb: 36, scale: true, vex: true, doc: "Q4_1 × Q8_1, AVX-VNNI",

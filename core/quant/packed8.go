@@ -43,6 +43,13 @@ package quant
 //	              [1024:1536) 16 parts of qh (part p: qh[4p:4p+4])
 //	              [1536:1664) 4 parts of the int8 scales
 //	              [1664:1680) d of rows 0..7, f16
+//	IQ4_XS (1088 B)
+//	              [0:1024) 32 parts: part 4s+k, lane r = bytes
+//	                       qs[16s+4k:16s+4k+4] of row r (sub-block s's
+//	                       elements 4k… in the low nibbles, 16+4k… in
+//	                       the high ones)
+//	              [1024:1056) scales_l of rows 0..7, 4 bytes each
+//	              [1056:1072) scales_h, [1072:1088) d of rows 0..7
 //
 // The legacy kernels take the activation scales as float32 pairs per block
 // (p8Scales): d_x, and −o·d_x·Σx for the offset o of Q4_0 (8) and Q5_0
@@ -58,7 +65,7 @@ const (
 // layout, or 0 when wt has none.
 func p8Record(wt Type) int {
 	switch wt {
-	case Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL:
+	case Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS:
 		return p8Rows * wt.BlockBytes()
 	}
 	return 0
@@ -104,6 +111,21 @@ func pack8Go(wt Type, w []byte, wrb, rows, cols, g int, dst []byte) {
 				}
 				copy(rec[1120+2*r:1122+2*r], src[0:2])
 				copy(rec[1136+2*r:1138+2*r], src[2:4])
+			}
+		}
+		return
+	}
+	if wt == IQ4_XS {
+		for r := 0; r < p8Rows && r0+r < rows; r++ {
+			row := w[(r0+r)*wrb : (r0+r+1)*wrb]
+			for b := 0; b < nb; b++ {
+				src, rec := row[bb*b:bb*(b+1)], dst[b*rec:(b+1)*rec]
+				for p := 0; p < 32; p++ {
+					put32(rec[32*p+4*r:], le32(src[8+4*p:]))
+				}
+				put32(rec[1024+4*r:], le32(src[4:8]))
+				copy(rec[1056+2*r:1058+2*r], src[2:4])
+				copy(rec[1072+2*r:1074+2*r], src[0:2])
 			}
 		}
 		return

@@ -89,6 +89,18 @@ func iq4nlP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *floa
 func iq4nlP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
+func iq4xsP8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func iq4xsP8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func iq4xsP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func iq4xsP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
 func q40P8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
@@ -289,6 +301,7 @@ var p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss i
 	Q4_K:   {q4kP8x1, q4kP8x2, q4kP8x3, q4kP8x4},
 	Q6_K:   {q6kP8x1, q6kP8x2, q6kP8x3, q6kP8x4},
 	IQ4_NL: {iq4nlP8x1, iq4nlP8x2, iq4nlP8x3, iq4nlP8x4},
+	IQ4_XS: {iq4xsP8x1, iq4xsP8x2, iq4xsP8x3, iq4xsP8x4},
 }
 
 // p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.
