@@ -37,7 +37,7 @@ type kind struct {
 	// load8 widens the 8 weights at addr to float32s in y.
 	load8 func(g *gen, addr, y string)
 	// load1 widens the one weight at addr to a float32 in lane 0 of x
-	// (R14 free to clobber).
+	// (R14, the prefetch cursor of the loops before, free to clobber).
 	load1 func(g *gen, addr, x string)
 }
 
@@ -87,7 +87,8 @@ const tileRows = 3
 // other rows at BX + i·R10, R10 = the row's bytes, R11 = 3·R10); DI: the
 // cursor in activation row 0 (row j at DI + j·R8, R9 = 3·R8); DX: out at
 // the tile's first row (activation row j's at DX + j·R12, R12 = os·4,
-// R13 = 3·R12); AX: weight rows left; CX: the loop count.
+// R13 = 3·R12); AX: weight rows left; CX: the loop count; R14: the
+// prefetch cursor (see unroll).
 //
 // Y(R·i + j): the accumulator of weight row i against activation row j;
 // Y12+i: weight row i's widened chunk; Y15: an activation chunk.
@@ -95,6 +96,7 @@ func accY(i, j, r int) string { return fmt.Sprintf("Y%d", r*i+j) }
 func accX(i, j, r int) string { return fmt.Sprintf("X%d", r*i+j) }
 
 var wRow = []string{"(BX)", "(BX)(R10*1)", "(BX)(R10*2)"}
+
 var xRow = []string{"(DI)", "(DI)(R8*1)", "(DI)(R8*2)", "(DI)(R9*1)"}
 var oRow = []string{"(DX)", "(DX)(R12*1)", "(DX)(R12*2)", "(DX)(R13*1)"}
 
@@ -120,8 +122,17 @@ func chunk(g *gen, k kind, w, r, c int) {
 }
 
 // unroll is the chunks one iteration of a tile's main loop takes: 32
-// elements, a cache line of F16/BF16 weights per row (two of F32), each
-// line prefetched gen_rowkernel.go's prefetchAhead bytes ahead.
+// elements, a cache line of F16/BF16 weights per row (two of F32).
+//
+// The prefetches: a decode step streams the weights from memory, and a
+// tile reads its rows side by side, three streams 1152 bytes apart for
+// SmolLM2's 576 F16 columns. Prefetching each row a fixed distance ahead
+// (the row kernels' way; or the same place in the row one or two tiles
+// on) left the stream at 0.6–0.7 of the read loop's rate where the
+// single-row kernels had reached 0.9–1.1 (BenchmarkDecodeStreamCPU); no
+// prefetch at all, 0.45–0.6. What works is one linear stream: R14 runs
+// through the next tile's bytes in order, as many lines an iteration as
+// the tile consumes.
 const unroll = 4
 
 // tile emits a w×r tile: w weight rows from SI against r activation rows,
@@ -134,20 +145,20 @@ func tile(g *gen, k kind, w, r int, l string) {
 		}
 	}
 	g.p("MOVQ SI, BX")
+	g.p("LEAQ (SI)(R11*1), R14")
 	g.p("MOVQ x+16(FP), DI")
 	g.p("MOVQ nb+32(FP), CX")
 	g.p("SHRQ $5, CX")
 	g.p("JZ %schunks", l)
 	g.label(l + "loop")
-	for i := 0; i < w; i++ {
-		for o := 0; o < unroll*8*k.eb; o += 64 {
-			g.p("PREFETCHT0 %s", off(prefetchAhead+o, wRow[i]))
-		}
+	for o := 0; o < w*unroll*8*k.eb; o += 64 {
+		g.p("PREFETCHT0 %d(R14)", o)
 	}
 	for c := 0; c < unroll; c++ {
 		chunk(g, k, w, r, c)
 	}
 	g.p("ADDQ $%d, BX", unroll*8*k.eb)
+	g.p("ADDQ $%d, R14", w*unroll*8*k.eb)
 	g.p("ADDQ $%d, DI", unroll*32)
 	g.p("DECQ CX")
 	g.p("JNZ %sloop", l)
