@@ -2,8 +2,9 @@
 
 // gen_packed8 writes packed8_amd64.s and packed8_kernels_amd64.go: the
 // kernels over the 8-row packed layout of packed8.go (Q4_0, Q4_1, Q5_0,
-// Q8_0, Q4_K), in AVX2 and in AVX-512 VNNI variants. Run: go run
-// gen_packed8.go
+// Q8_0, Q4_K, Q6_K; IQ4_NL and IQ4_XS in AVX2 only), in AVX2 and in
+// AVX-512 VNNI variants. Run: go generate (the go:generate line of
+// packed8_amd64.go names the files run together)
 //
 // One call runs na = 1…4 (the VNNI Q4_0, Q5_0, Q4_K and Q6_K kernels:
 // 1…8) activation rows over one 8-row

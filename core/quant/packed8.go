@@ -207,7 +207,8 @@ var spreadNibble = func() (t [16]uint32) {
 
 // p8Scales writes the kernels' float32 pairs for nb activation blocks
 // (Q8_0, or Q8_1 for Q4_1) against weights of type wt: d_x, and
-// −o·d_x·Σq_x (o = 8 for Q4_0, 16 for Q5_0, 0 for Q8_0), or s_x for Q4_1.
+// −o·d_x·Σq_x (o = 8 for Q4_0, 16 for Q5_0, 0 for Q8_0 and IQ4_NL), or
+// s_x for Q4_1.
 func p8Scales(wt Type, x []byte, nb int, dst []float32) {
 	off := int32(0)
 	switch wt {
