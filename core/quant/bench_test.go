@@ -408,7 +408,7 @@ func BenchmarkPacked8(b *testing.B) {
 	rng := rand.New(rand.NewPCG(10, 10))
 	k := active.Load()
 	const cols = 4096
-	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K} {
+	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS} {
 		kern := k.packed8(wt)
 		if kern == nil {
 			continue
@@ -466,8 +466,10 @@ func BenchmarkPackedQwen(b *testing.B) {
 // of 4096 columns against R = 1…4 activation rows through the kernel set's
 // multi-row kernel (as BenchmarkMultiDot, whose Q4_0 and Q4_K rows are the
 // ones to compare with); MatMul: a 1536×1536 matrix (L2/L3-resident) at
-// N = 1, 4 and 16 on 1 thread. ns/row-block: one 32-weight block against
-// one activation row (a 256-weight super-block is 8 blocks).
+// N = 1, 4 and 16 on 1 thread, through the row kernels (packed=false) and,
+// for the types with an 8-row layout on this CPU (IQ4_NL and IQ4_XS on
+// AVX2), prepacked. ns/row-block: one 32-weight block against one
+// activation row (a 256-weight super-block is 8 blocks).
 //
 //	go test ./core/quant -run X -bench 'LowBit|MultiDot'
 func BenchmarkLowBit(b *testing.B) {
@@ -498,12 +500,24 @@ func BenchmarkLowBit(b *testing.B) {
 	const rows, mcols = 1536, 1536
 	for _, wt := range []Type{Q4_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4} {
 		w, xq, out := benchMatrix(rng, wt, rows, mcols, 16)
-		for _, n := range []int{1, 4, 16} {
-			b.Run(fmt.Sprintf("MatMul/%s/N=%d", wt, n), func(b *testing.B) {
-				t := minTime(b, func() { MatMul(wt, w, rows, mcols, xq, n, out, nil) })
-				b.ReportMetric(t*1e6, "µs")
-				b.ReportMetric(t*1e9/float64(rows*mcols/32*n), "ns/row-block")
-			})
+		pk := Prepack(wt, w, rows, mcols)
+		for _, packed := range []bool{false, true} {
+			if packed && pk.PackedBytes() == 0 {
+				continue // no packed layout: MatMulPacked is MatMul
+			}
+			for _, n := range []int{1, 4, 16} {
+				b.Run(fmt.Sprintf("MatMul/%s/packed=%v/N=%d", wt, packed, n), func(b *testing.B) {
+					t := minTime(b, func() {
+						if packed {
+							MatMulPacked(pk, xq, n, out, nil)
+						} else {
+							MatMul(wt, w, rows, mcols, xq, n, out, nil)
+						}
+					})
+					b.ReportMetric(t*1e6, "µs")
+					b.ReportMetric(t*1e9/float64(rows*mcols/32*n), "ns/row-block")
+				})
+			}
 		}
 	}
 }

@@ -49,7 +49,7 @@ func BenchmarkKernelsCPU(b *testing.B) {
 	rng := rand.New(rand.NewPCG(10, 10))
 	k := active.Load()
 	const cols = 4096
-	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K} {
+	for _, wt := range []Type{Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS} {
 		kern := k.packed8(wt)
 		if kern == nil {
 			continue
@@ -75,7 +75,7 @@ func BenchmarkKernelsCPU(b *testing.B) {
 			})
 		}
 	}
-	for _, wt := range []Type{Q5_1, Q5_K, Q6_K} {
+	for _, wt := range []Type{Q5_1, Q5_K, Q6_K, IQ4_NL, IQ4_XS} {
 		md := k.multi[wt]
 		if md == nil {
 			continue
@@ -93,6 +93,29 @@ func BenchmarkKernelsCPU(b *testing.B) {
 				t := cpuMin(b, func() { md(w, 1, xq, xrb, sc[:na*nb*max(1, actScaleWords(wt))], na, o[:], 1) })
 				b.ReportMetric(t*1e9/float64(cols/32*na), "cpu-ns/row-block")
 			})
+		}
+	}
+}
+
+// BenchmarkFloatCPU is BenchmarkFloatMatMul's SIMD half in thread CPU
+// time, on the calling thread: SmolLM2-135M's gate (1536×576) and down
+// (576×1536) matrices, up to a pp512 prefill's N = 512, whose activations
+// (1.2 and 3.1 MB as float32) are past L2.
+//
+//	go test ./core/quant -run X -bench FloatCPU -benchtime 30x
+func BenchmarkFloatCPU(b *testing.B) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	for _, wt := range []Type{F16, BF16} {
+		for _, s := range [][2]int{{1536, 576}, {576, 1536}} {
+			rows, cols := s[0], s[1]
+			w, xq, out := benchMatrix(rng, wt, rows, cols, 512)
+			for _, n := range []int{1, 16, 64, 512} {
+				b.Run(fmt.Sprintf("%s/%dx%d/N=%d", wt, rows, cols, n), func(b *testing.B) {
+					t := cpuMin(b, func() { MatMul(wt, w, rows, cols, xq, n, out, nil) })
+					b.ReportMetric(t*1e6, "cpu-µs")
+					b.ReportMetric(t*1e9/float64(rows*cols*n), "cpu-ns/weight-row")
+				})
+			}
 		}
 	}
 }

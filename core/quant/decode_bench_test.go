@@ -8,7 +8,8 @@ import (
 )
 
 // decodeStreamShapes: a Qwen2.5-Coder-1.5B-sized matrix of each type the
-// packed kernels serve (the 0.5B's for Q5_0, whose rows are 896 wide).
+// packed kernels serve (the 0.5B's for Q5_0 and IQ4_NL, whose rows are
+// 896 wide), and SmolLM2-135M's gate for the float types.
 var decodeStreamShapes = []benchShape{
 	{"Q4_K_8960x1536", Q4_K, 8960, 1536},
 	{"Q6_K_1536x8960", Q6_K, 1536, 8960},
@@ -16,6 +17,10 @@ var decodeStreamShapes = []benchShape{
 	{"Q8_0_8960x1536", Q8_0, 8960, 1536},
 	{"Q4_1_8960x1536", Q4_1, 8960, 1536},
 	{"Q4_0_8960x1536", Q4_0, 8960, 1536},
+	{"IQ4_NL_4864x896", IQ4_NL, 4864, 896},
+	{"IQ4_XS_8960x1536", IQ4_XS, 8960, 1536},
+	{"F16_1536x576", F16, 1536, 576},
+	{"BF16_1536x576", BF16, 1536, 576},
 }
 
 // BenchmarkDecodeStream: one decode step's matmul (N = 1) over distinct

@@ -42,15 +42,15 @@ type kernelSet struct {
 	q41pack, q80pack func(w []byte, wrb, nb int, dst []byte)
 	q81Scales        func(x []byte, nb int, dst []float32)
 	// Optional 8-row packed-layout kernels by weight type (packed8.go).
-	p8     [Q8_K + 1]p8Kernel
-	p8Acts [Q8_K + 1]int
+	p8     [typeSlots]p8Kernel
+	p8Acts [typeSlots]int
 	// Optional pair kernels (VNNI): the same over two adjacent 8-row
 	// groups (gb bytes apart) at once, 16 floats per activation row.
-	p16 [Q8_K + 1]func(wp []byte, gb, nb int, x []byte, xs int, sc, out []float32, os, na int)
+	p16 [typeSlots]func(wp []byte, gb, nb int, x []byte, xs int, sc, out []float32, os, na int)
 	// Optional tile-unit kernels (AMX): the pair kernels' work over pairs
 	// consecutive pairs, na ≤ amxMaxActs, for calls of amxMinActs or more
 	// activation rows; xa is amxActs of x.
-	amx [Q8_K + 1]func(wp []byte, gb, nb int, x, xa []byte, xs int, out []float32, os, na, pairs int)
+	amx [typeSlots]func(wp []byte, gb, nb int, x, xa []byte, xs int, out []float32, os, na, pairs int)
 	// Activation quantizers (whole blocks; bit-identical to the generic
 	// code whichever set is active).
 	quantQ80, quantQ81, quantQ8K func(src []float32, dst []byte)

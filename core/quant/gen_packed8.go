@@ -2,8 +2,9 @@
 
 // gen_packed8 writes packed8_amd64.s and packed8_kernels_amd64.go: the
 // kernels over the 8-row packed layout of packed8.go (Q4_0, Q4_1, Q5_0,
-// Q8_0, Q4_K), in AVX2 and in AVX-512 VNNI variants. Run: go run
-// gen_packed8.go
+// Q8_0, Q4_K, Q6_K; IQ4_NL and IQ4_XS in AVX2 only), in AVX2 and in
+// AVX-512 VNNI variants. Run: go generate (the go:generate line of
+// packed8_amd64.go names the files run together)
 //
 // One call runs na = 1…4 (the VNNI Q4_0, Q5_0, Q4_K and Q6_K kernels:
 // 1…8) activation rows over one 8-row
@@ -25,6 +26,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"go/format"
 	"os"
 )
 
@@ -1033,6 +1035,8 @@ var kernels = []kernel{
 				q6kAVX2(g, r)
 			}
 		}},
+	{name: "iq4nlP8", wt: "IQ4_NL", rec: 144, xb: 34, scale: true, doc: "IQ4_NL × Q8_0", block: iq4nlBlock, setup: iq4nlSetup},
+	{name: "iq4xsP8", wt: "IQ4_XS", rec: 1088, xb: 292, frame: 256, doc: "IQ4_XS × Q8_K", block: iq4xsBlock, setup: iq4nlSetup},
 	{name: "q40P8X", wt: "Q4_0", rec: 144, xb: 34, scale: true, vex: true, doc: "Q4_0 × Q8_0, AVX-VNNI",
 		block: func(g *gen, r int) { nibbleVex(g, r, false, 128, 2, 0) }, setup: func(g *gen, r int) { vexSetup(g, false) }},
 	{name: "q41P8X", wt: "Q4_1", rec: 160, xb: 36, scale: true, vex: true, doc: "Q4_1 × Q8_1, AVX-VNNI",
@@ -1168,6 +1172,7 @@ func main() {
 		shuffle64(&s, fmt.Sprintf("p16_pickw%d", h), func(b uint32) uint32 { return 0x80 | (b+2*h)<<8 | 0x80<<16 | (b+2*h+1)<<24 })
 	}
 	leanTables(&s)
+	iq4Tables(&s)
 	for q := 0; q < 4; q++ {
 		fmt.Fprintf(&s, "DATA p8_one16<>+%d(SB)/8, $0x0001000100010001\n", 8*q)
 	}
@@ -1310,7 +1315,9 @@ func main() {
 	amxKernels(&s, &d)
 	amx6Kernel(&s, &d)
 	must(os.WriteFile("packed8_amd64.s", s.Bytes(), 0o644))
-	must(os.WriteFile("packed8_kernels_amd64.go", d.Bytes(), 0o644))
+	src, err := format.Source(d.Bytes()) // aligns the tables' keys
+	must(err)
+	must(os.WriteFile("packed8_kernels_amd64.go", src, 0o644))
 }
 
 func must(err error) {

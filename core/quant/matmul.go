@@ -109,9 +109,10 @@ func f32s(b []byte, n int) []float32 {
 // minChunkRows rows), handed out dynamically by the Pool so a thread that
 // loses its core on a shared machine delays only its current chunk.
 const (
-	packMinN     = 1 // from this N on, MatMul packs Q4_1/Q8_0 weights on the fly (packed.go)
-	tileBytes    = 16 << 10
-	minChunkRows = 16
+	packMinN       = 1 // from this N on, MatMul packs Q4_1/Q8_0 weights on the fly (packed.go)
+	tileBytes      = 16 << 10
+	floatTileBytes = 192 << 10 // the float kernels' tiles: see MatMul
+	minChunkRows   = 16
 )
 
 // MatMul computes out[n][r] = dot(W row r, x row n) for all r in [0,rows)
@@ -132,6 +133,19 @@ func MatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32, 
 	// minChunkRows rows.
 	chunk := (rows + 4*threads - 1) / (4 * threads)
 	chunk = max(chunk, minChunkRows)
+	if at == F32 && k.multi[wt] != nil {
+		// The float tiles (gen_float.go) read each activation chunk
+		// once per three weight rows, so what they must not do is
+		// stream a big batch's activations (1.2 MB of float32 at
+		// N = 512 by 576) from L3 again for every 16 KB of weights:
+		// their tiles are L2-sized, each group of four activation
+		// rows staying in L1 while a whole tile of weights passes.
+		// A chunk is split into equal tiles, so that rounding the
+		// chunk up to whole tiles below does not unbalance the threads.
+		maxTile := max(1, floatTileBytes/wrb)
+		parts := (chunk + maxTile - 1) / maxTile
+		tile = max(1, min(rows, (chunk+parts-1)/parts))
+	}
 	if n > 1 {
 		chunk = (chunk + tile - 1) / tile * tile
 	}

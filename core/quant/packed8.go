@@ -28,6 +28,7 @@ package quant
 //	                       so one shift and mask puts a part's fifth bits
 //	                       at bit 4 of its bytes
 //	              [160:176) d of rows 0..7, f16
+//	IQ4_NL (144 B) as Q4_0, a nibble being an index into iq4Levels
 //	Q8_0 (272 B)  [0:256)  8 parts × 32 B: part k, lane r = qs[4k:4k+4]
 //	              [256:272) d of rows 0..7, f16
 //	Q4_K (1152 B, a 256-element super-block)
@@ -42,10 +43,17 @@ package quant
 //	              [1024:1536) 16 parts of qh (part p: qh[4p:4p+4])
 //	              [1536:1664) 4 parts of the int8 scales
 //	              [1664:1680) d of rows 0..7, f16
+//	IQ4_XS (1088 B)
+//	              [0:1024) 32 parts: part 4s+k, lane r = bytes
+//	                       qs[16s+4k:16s+4k+4] of row r (sub-block s's
+//	                       elements 4k… in the low nibbles, 16+4k… in
+//	                       the high ones)
+//	              [1024:1056) scales_l of rows 0..7, 4 bytes each
+//	              [1056:1072) scales_h, [1072:1088) d of rows 0..7
 //
 // The legacy kernels take the activation scales as float32 pairs per block
 // (p8Scales): d_x, and −o·d_x·Σx for the offset o of Q4_0 (8) and Q5_0
-// (16), whose quants the kernels multiply as the unsigned values stored;
+// (16; 0 for Q8_0 and IQ4_NL), whose quants the kernels multiply as the unsigned values stored;
 // for Q4_1, d_x and the Q8_1 block's s_x = d_x·Σx for the minimum term.
 // The K-quant kernels read everything they need from the Q8_K blocks.
 const (
@@ -57,14 +65,16 @@ const (
 // layout, or 0 when wt has none.
 func p8Record(wt Type) int {
 	switch wt {
-	case Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K:
+	case Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS:
 		return p8Rows * wt.BlockBytes()
 	}
 	return 0
 }
 
 // p8Legacy reports whether wt's 8-row kernels take p8Scales.
-func p8Legacy(wt Type) bool { return wt == Q4_0 || wt == Q4_1 || wt == Q5_0 || wt == Q8_0 }
+func p8Legacy(wt Type) bool {
+	return wt == Q4_0 || wt == Q4_1 || wt == Q5_0 || wt == Q8_0 || wt == IQ4_NL
+}
 
 // p8Kernel runs na ≤ p8Acts[wt] activation rows (stride xs bytes) over ng
 // consecutive 8-row groups of nb records each, writing 8·ng floats per
@@ -101,6 +111,21 @@ func pack8Go(wt Type, w []byte, wrb, rows, cols, g int, dst []byte) {
 				}
 				copy(rec[1120+2*r:1122+2*r], src[0:2])
 				copy(rec[1136+2*r:1138+2*r], src[2:4])
+			}
+		}
+		return
+	}
+	if wt == IQ4_XS {
+		for r := 0; r < p8Rows && r0+r < rows; r++ {
+			row := w[(r0+r)*wrb : (r0+r+1)*wrb]
+			for b := 0; b < nb; b++ {
+				src, rec := row[bb*b:bb*(b+1)], dst[b*rec:(b+1)*rec]
+				for p := 0; p < 32; p++ {
+					put32(rec[32*p+4*r:], le32(src[8+4*p:]))
+				}
+				put32(rec[1024+4*r:], le32(src[4:8]))
+				copy(rec[1056+2*r:1058+2*r], src[2:4])
+				copy(rec[1072+2*r:1074+2*r], src[0:2])
 			}
 		}
 		return
@@ -182,7 +207,8 @@ var spreadNibble = func() (t [16]uint32) {
 
 // p8Scales writes the kernels' float32 pairs for nb activation blocks
 // (Q8_0, or Q8_1 for Q4_1) against weights of type wt: d_x, and
-// −o·d_x·Σq_x (o = 8 for Q4_0, 16 for Q5_0, 0 for Q8_0), or s_x for Q4_1.
+// −o·d_x·Σq_x (o = 8 for Q4_0, 16 for Q5_0, 0 for Q8_0 and IQ4_NL), or
+// s_x for Q4_1.
 func p8Scales(wt Type, x []byte, nb int, dst []float32) {
 	off := int32(0)
 	switch wt {

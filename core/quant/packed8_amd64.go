@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-//go:generate go run gen_packed8.go gen_amx.go gen_packed8_lean.go gen_packed8_avxvnni.go
+//go:generate go run gen_packed8.go gen_amx.go gen_packed8_lean.go gen_packed8_avxvnni.go gen_packed8_iq4.go
 
 // setupPacked8 installs the AVX2 8-row packed kernels of packed8_amd64.s
 // (called where AVX2 is the best the CPU has).

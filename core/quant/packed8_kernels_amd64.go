@@ -77,6 +77,30 @@ func q6kP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float3
 func q6kP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
+func iq4nlP8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func iq4nlP8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func iq4nlP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func iq4nlP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func iq4xsP8x1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func iq4xsP8x2(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func iq4xsP8x3(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
+func iq4xsP8x4(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
+
+//go:noescape
 func q40P8Xx1(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int)
 
 //go:noescape
@@ -270,12 +294,14 @@ func q6kP8Vx8(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float
 
 // p8Asm: the na = 1, 2, … variants of each packed8 kernel, by weight type.
 var p8Asm = map[Type][]func(wp *byte, nb int, x *byte, xs int, sc *float32, ss int, out *float32, os int, ng int){
-	Q4_0: {q40P8x1, q40P8x2, q40P8x3, q40P8x4},
-	Q4_1: {q41P8x1, q41P8x2, q41P8x3, q41P8x4},
-	Q5_0: {q50P8x1, q50P8x2, q50P8x3, q50P8x4},
-	Q8_0: {q80P8x1, q80P8x2, q80P8x3, q80P8x4},
-	Q4_K: {q4kP8x1, q4kP8x2, q4kP8x3, q4kP8x4},
-	Q6_K: {q6kP8x1, q6kP8x2, q6kP8x3, q6kP8x4},
+	Q4_0:   {q40P8x1, q40P8x2, q40P8x3, q40P8x4},
+	Q4_1:   {q41P8x1, q41P8x2, q41P8x3, q41P8x4},
+	Q5_0:   {q50P8x1, q50P8x2, q50P8x3, q50P8x4},
+	Q8_0:   {q80P8x1, q80P8x2, q80P8x3, q80P8x4},
+	Q4_K:   {q4kP8x1, q4kP8x2, q4kP8x3, q4kP8x4},
+	Q6_K:   {q6kP8x1, q6kP8x2, q6kP8x3, q6kP8x4},
+	IQ4_NL: {iq4nlP8x1, iq4nlP8x2, iq4nlP8x3, iq4nlP8x4},
+	IQ4_XS: {iq4xsP8x1, iq4xsP8x2, iq4xsP8x3, iq4xsP8x4},
 }
 
 // p8AsmVNNI: the same with VPDPBUSD, for CPUs with AVX-512 VNNI.

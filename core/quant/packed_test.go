@@ -64,7 +64,7 @@ func TestPackers(t *testing.T) {
 
 // TestMatMulPacked: for the types with a packed layout (Q4_1 and Q8_0 in
 // 16-row groups with VNNI; Q4_0, Q5_0, Q4_K, Q6_K in 8-row groups with VNNI or
-// AVX2, Q4_1 and Q8_0 with AVX2),
+// AVX2, Q4_1, Q8_0, IQ4_NL and IQ4_XS with AVX2),
 // MatMul and MatMulPacked (every N) against the float64 reference, for
 // N = 1..70, row counts that leave partial groups, odd block counts, 1–3
 // threads, SIMD and generic kernels.
@@ -80,7 +80,7 @@ func TestMatMulPacked(t *testing.T) {
 		shapes, nmax = [][2]int{{17, 96}, {37, 64}}, 20
 	}
 	for _, c := range shapes {
-		for _, wt := range []Type{Q4_1, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K} {
+		for _, wt := range []Type{Q4_1, Q8_0, Q4_0, Q5_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS} {
 			rows, cols := c[0], c[1]
 			be := wt.BlockElems()
 			cols = (cols + be - 1) / be * be // the K-quants: whole super-blocks
