@@ -306,11 +306,11 @@ func TestToolCallsLimits(t *testing.T) {
 		fmt.Fprintf(&b, `"p%d"`, i)
 	}
 	b.WriteString("]}")
-	v, err := parseSchema([]byte(b.String()))
+	v, err := parseSchema(nil, []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newConv()
+	c := newConv(nil)
 	if _, err := c.convert(v, 0); err != nil {
 		t.Fatal(err)
 	}
