@@ -25,7 +25,8 @@ const (
 	// MaxGrammarBytes bounds the GBNF text.
 	MaxGrammarBytes = 1 << 20
 	// MaxStacks bounds the stacks of one state: an ambiguous grammar can
-	// keep many parses alive at once.
+	// keep many parses alive at once. A state that would have more keeps
+	// the first MaxStacks (State.advanceRune).
 	MaxStacks = 512
 	// MaxDepth bounds a stack's height (the nesting of rules in progress).
 	MaxDepth = 1024
@@ -40,10 +41,9 @@ const (
 	// MaxBranches bounds the stacks one expansion may open from a single
 	// position (the ways the output may go on there: 2,000 optional
 	// properties in a row are 2,001 of them). Compile refuses a grammar
-	// with a position past it, which would otherwise be accepted and then
-	// die where the output reaches that position: past MaxStacks, a state
-	// is dead. Half of MaxStacks leaves room for a few such positions
-	// being open at once.
+	// with a position past it: its sentences through that position would
+	// otherwise be cut to the first MaxStacks ways. Half of MaxStacks
+	// leaves room for a few such positions being open at once.
 	MaxBranches = MaxStacks / 2
 )
 
@@ -162,8 +162,9 @@ func (g *Grammar) after(f *frame) *frame {
 // reference at the top replaced by the alternatives of its rule, so that
 // each appended stack has a character class on top (or is empty: nil, the
 // whole grammar matched). It reports false when more than MaxStacks
-// stacks would be made. An alternative that could not finish within
-// MaxDepth frames from where it would start is left out (elem.need), so a
+// stacks would be made (out then holds MaxStacks+1 whole stacks). An
+// alternative that could not finish within MaxDepth frames from where it
+// would start is left out (elem.need), so a
 // stack that is made can always finish: no state is alive only to die
 // later for want of depth. Termination: compile refuses left recursion,
 // so a chain of expansions with no character consumed cannot revisit a
