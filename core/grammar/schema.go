@@ -262,6 +262,16 @@ func newConv(b *budget) *conv {
 	return &conv{rules: map[string]string{}, paths: map[string]origin{}, b: b}
 }
 
+// oversize is the error of a schema whose rules pass MaxGrammarBytes
+// while it converts.
+func (c *conv) oversize(path string) error {
+	with := ""
+	if c.id > 0 {
+		with = fmt.Sprintf(" (with the %d schemas before it)", c.id)
+	}
+	return &SchemaError{Path: path, Msg: fmt.Sprintf("the schema converts%s to a grammar of more than %d bytes, the most allowed", with, MaxGrammarBytes)}
+}
+
 // setRule sets a rule's body, counting its bytes: a schema is refused as
 // soon as its rules outgrow MaxGrammarBytes, not after all are made.
 func (c *conv) setRule(name, body string) {
@@ -362,7 +372,7 @@ func (c *conv) schema(s any, path string) (string, error) {
 		return "", &SchemaError{Path: path, Msg: fmt.Sprintf("schemas nest (through $ref too) deeper than %d", MaxSchemaDepth)}
 	}
 	if c.built > MaxGrammarBytes {
-		return "", &SchemaError{Path: path, Msg: fmt.Sprintf("the schema converts to a grammar of more than %d bytes, the most allowed", MaxGrammarBytes)}
+		return "", c.oversize(path)
 	}
 	if err := c.b.step(1); err != nil {
 		return "", err
@@ -634,8 +644,8 @@ func (c *conv) obj(o *object, path string) (string, error) {
 	names := map[[2]int]string{}
 	var rest func(i int, emitted bool) string
 	rest = func(i int, emitted bool) string {
-		if i == len(kvs) {
-			return `""`
+		if i == len(kvs) || c.built > MaxGrammarBytes {
+			return `""` // the end, or past the size limit: refused below
 		}
 		key := [2]int{i, 0}
 		if emitted {
@@ -657,7 +667,11 @@ func (c *conv) obj(o *object, path string) (string, error) {
 		names[key] = n
 		return n
 	}
-	return c.newRule(path, `"{" ws `+rest(0, false)+` "}" ws`), nil
+	first := rest(0, false)
+	if c.built > MaxGrammarBytes {
+		return "", c.oversize(path)
+	}
+	return c.newRule(path, `"{" ws `+first+` "}" ws`), nil
 }
 
 func (c *conv) arr(o *object, path string) (string, error) {
