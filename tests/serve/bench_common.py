@@ -3,11 +3,13 @@ LMSTREAM_PEER_LLAMA_SERVER names a llama-server binary (llama.cpp, built
 outside this repository), llama-server on the same GGUF; and one greedy
 streaming chat request, timed. Only the standard library is used.
 
-LMSTREAM_SERVE names the built lmstream-serve, LMSTREAM_MODEL the model.
+LMSTREAM_SERVE names the built lmstream-serve, LMSTREAM_MODEL the model,
+LMSTREAM_PEER_LLAMA_SERVER_ARGS more arguments for llama-server.
 """
 import json
 import os
 import re
+import shlex
 import socket
 import subprocess
 import time
@@ -19,6 +21,10 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SERVE = os.environ.get("LMSTREAM_SERVE", os.path.join(ROOT, "build", "lmstream-serve"))
 MODEL = os.environ.get("LMSTREAM_MODEL", os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
 PEER = os.environ.get("LMSTREAM_PEER_LLAMA_SERVER", "")
+# More llama-server arguments (say "-t 1" on a machine whose cores other
+# work shares: its threads spin at each barrier and lose badly to a
+# descheduled thread).
+PEER_ARGS = shlex.split(os.environ.get("LMSTREAM_PEER_LLAMA_SERVER_ARGS", ""))
 PASSAGE = os.path.join(ROOT, "core", "model", "testdata", "passage.txt")
 
 
@@ -76,7 +82,7 @@ def start_peer(slots, ctx, timeout=600):
     log = open(os.path.join("/tmp", f"llama-server-{port}.log"), "w")
     proc = subprocess.Popen([PEER, "-m", MODEL, "--host", "127.0.0.1", "--port", str(port), "-np", str(slots),
                              "-c", str(slots * ctx), "--no-kv-unified", "--cache-prompt", "--cache-reuse", "256",
-                             "--jinja"], stdout=log, stderr=subprocess.STDOUT)
+                             "--jinja"] + PEER_ARGS, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
