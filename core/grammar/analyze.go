@@ -179,12 +179,15 @@ func (g *Grammar) analyze(b *budget) error {
 			need := int32(0)
 			for i := len(seq) - 1; i >= 0; i-- {
 				e := &seq[i]
-				if e.ref >= 0 {
+				switch {
+				case e.ref >= 0:
 					add := h[e.ref]
 					if i == len(seq)-1 {
 						add--
 					}
 					need = max(need, min(add, MaxDepth+1))
+				case e.matchesNothing():
+					need = MaxDepth + 1 // never matched: nothing here on finishes
 				}
 				e.need = need
 			}
@@ -192,7 +195,7 @@ func (g *Grammar) analyze(b *budget) error {
 	}
 	switch root := g.root; {
 	case h[root] >= unreachable:
-		return &LimitError{Rule: g.names[root], Msg: "it matches no text: every alternative leads into rules that never finish"}
+		return &LimitError{Rule: g.names[root], Msg: "it matches no text: every alternative leads into rules that never finish, or into a character class that matches no character"}
 	case h[root] > MaxDepth:
 		return &LimitError{Rule: g.names[root], Msg: fmt.Sprintf("its shortest sentence nests rules %d deep; at most %d are followed", h[root], MaxDepth)}
 	}
@@ -294,6 +297,9 @@ func (g *Grammar) heights(uses [][]altRef, b *budget) ([]int32, error) {
 		most := int32(0)
 		for i, e := range seq {
 			if e.ref < 0 {
+				if e.matchesNothing() {
+					return unreachable // a class that matches no character: never finishes
+				}
 				continue
 			}
 			add := h[e.ref]
@@ -313,7 +319,9 @@ func (g *Grammar) heights(uses [][]altRef, b *budget) ([]int32, error) {
 				}
 			}
 			if unknown[r][a] == 0 {
-				heap.Push(q, heightItem{int32(r), altHeight(int32(r), int32(a))})
+				if ah := altHeight(int32(r), int32(a)); ah < unreachable {
+					heap.Push(q, heightItem{int32(r), ah})
+				}
 			}
 		}
 	}
@@ -329,7 +337,9 @@ func (g *Grammar) heights(uses [][]altRef, b *budget) ([]int32, error) {
 		h[it.rule] = it.h
 		for _, u := range uses[it.rule] {
 			if unknown[u.rule][u.alt]--; unknown[u.rule][u.alt] == 0 && !settled[u.rule] {
-				heap.Push(q, heightItem{u.rule, altHeight(u.rule, u.alt)})
+				if ah := altHeight(u.rule, u.alt); ah < unreachable {
+					heap.Push(q, heightItem{u.rule, ah})
+				}
 			}
 		}
 	}

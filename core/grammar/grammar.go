@@ -14,7 +14,12 @@
 // rules that follow it.
 package grammar
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+)
 
 // Limits that keep a hostile or accidental grammar from costing unbounded
 // time or memory. A state that would exceed them is dead (no byte
@@ -71,6 +76,41 @@ func (e *elem) matches(r rune) bool {
 		}
 	}
 	return in != e.neg
+}
+
+// matchesNothing reports whether the class matches no character at all
+// (no Unicode scalar value: surrogates are not characters): "[^\x00-
+// \U0010FFFF]" in GBNF, or a pattern's class of only the characters JSON
+// must escape, which the converter leaves out. A stack with such a class
+// on top is alive and can never go on, so analyze treats its alternative
+// as one that never finishes.
+func (e *elem) matchesNothing() bool {
+	if !e.neg {
+		for i := 0; i+1 < len(e.ranges); i += 2 {
+			if lo, hi := e.ranges[i], e.ranges[i+1]; lo <= hi && hi >= 0 && lo <= utf8.MaxRune &&
+				!(lo >= 0xd800 && hi <= 0xdfff) {
+				return false
+			}
+		}
+		return true
+	}
+	// Negated: nothing is left when the excluded ranges, with the
+	// surrogates, cover every rune. Sweep up from 0 over the ranges in
+	// order of their starts.
+	type span struct{ lo, hi rune }
+	spans := []span{{0xd800, 0xdfff}}
+	for i := 0; i+1 < len(e.ranges); i += 2 {
+		spans = append(spans, span{e.ranges[i], e.ranges[i+1]})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	next := rune(0) // the smallest rune not yet known to be excluded
+	for _, s := range spans {
+		if s.lo > next {
+			return false
+		}
+		next = max(next, s.hi+1)
+	}
+	return next > utf8.MaxRune
 }
 
 // overlaps reports whether the class may match some rune in [lo, hi]: the

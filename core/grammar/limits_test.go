@@ -242,3 +242,52 @@ l5 ::= "x"`)
 		t.Error(`"b" starts an output that can never finish`)
 	}
 }
+
+// A character class that matches no character (GBNF's [^\x00-\U0010FFFF],
+// a negated class leaving only surrogates, or a pattern's class of only
+// what JSON must escape, which the converter leaves out) used to be
+// accepted and put the output where no byte goes on: "no token of the
+// vocabulary can continue". An alternative through one is never entered,
+// and a grammar or schema with no other way is refused.
+func TestClassesMatchingNothingAreNeverEntered(t *testing.T) {
+	var le *LimitError
+	for _, src := range []string{
+		`root ::= [^\x00-\U0010FFFF]`,
+		`root ::= [^\x00-\uD7FF\uE000-\U0010FFFF]`,
+		`root ::= "a" x` + "\n" + `x ::= [^\x00-\x7F\x80-\U0010FFFF] | [^\x00-\U0010FFFF] "b"`,
+	} {
+		if _, err := Parse(src); !errors.As(err, &le) || !strings.Contains(err.Error(), "matches no character") {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	var se *SchemaError
+	for _, pat := range []string{`[\"]`, `[\\\\]`, `x[\\n\"]y`} {
+		schema := `{"type": "string", "pattern": "` + pat + `"}`
+		if _, err := FromSchema([]byte(schema)); !errors.As(err, &se) || !strings.Contains(err.Error(), "matches no character") {
+			t.Errorf("%s: %v", schema, err)
+		}
+	}
+	// With another way, the way through the class is closed from its start.
+	g, err := Parse(`root ::= "a" [^\x00-\U0010FFFF] | "b" | "a" "c"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := g.Start().AdvanceByte('a'); s.Dead() || !s.AdvanceByte('c').Accepting() || len(s.stacks) != 1 {
+		t.Errorf(`after "a": %d stacks, "ac" accepted %v`, len(s.stacks), s.AdvanceByte('c').Accepting())
+	}
+	g, err = FromSchema([]byte(`{"type": "string", "pattern": "a[\\n]|b"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Start().Advance([]byte(`"a`)).Dead() || !g.Start().Advance([]byte(`"b"`)).Accepting() {
+		t.Error(`"a" starts an output that can never go on`)
+	}
+	// A negated class with one character left is that character.
+	g, err = Parse(`root ::= [^\x01-\U0010FFFF]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Start().AdvanceByte(0).Accepting() || !g.Start().AdvanceByte(1).Dead() {
+		t.Error(`[^\x01-\U0010FFFF] is not NUL alone`)
+	}
+}
