@@ -584,20 +584,8 @@ func (p *parser) compile() (*Grammar, error) {
 		return nil, &SyntaxError{Msg: "the grammar has no rule named root"}
 	}
 	g := &Grammar{names: p.names, rules: p.rules, root: root}
-	if err := g.analyze(p.b); err != nil {
+	if err := g.finish(p.b); err != nil {
 		return nil, err
 	}
-	start := make([]*frame, 0, len(g.rules[root]))
-	ok = true
-	for a, alt := range g.rules[root] {
-		if len(alt) == 0 {
-			start = append(start, nil)
-		} else if 1+alt[0].need > MaxDepth {
-			continue // cannot finish (analyze: some alternative can)
-		} else if start, ok = g.expand(start, &frame{rule: root, alt: int32(a), depth: 1}); !ok {
-			return nil, &LimitError{Rule: g.names[root], Msg: fmt.Sprintf("the output may begin in more than %d ways", MaxStacks)}
-		}
-	}
-	g.start = dedup(start)
 	return g, nil
 }
