@@ -145,7 +145,9 @@ func (b *Backend) forcedCalls(ctx context.Context, o *loop.ChatOptions, maxCalls
 			return status.Errorf(status.InvalidRequest, `request field "tools": %v`, err)
 		})
 	}
-	b.vocabTrie() // built once, on the first constrained request
+	if g, err = b.vocabTrie().Fit(g); err != nil {
+		return nil, "", status.Errorf(status.InvalidRequest, `request field "tools": the calls' grammar cannot be written with this model's tokens: %v`, err)
+	}
 	return g, prefix, nil
 }
 
