@@ -232,6 +232,9 @@ func (b *Backend) lazyCalls(ctx context.Context, o *loop.ChatOptions, maxCalls i
 				return status.Errorf(status.InvalidRequest, `request field "tools": %v`, err)
 			})
 		}
+		if g, err = b.vocabTrie().Fit(g); err != nil {
+			return nil, status.Errorf(status.InvalidRequest, `request field "tools": the calls' grammar cannot be written with this model's tokens: %v`, err)
+		}
 		return g, nil
 	}
 	shape.MaxCalls, shape.Trail = maxCalls, true
