@@ -26,7 +26,8 @@ import statistics
 import threading
 import time
 
-from bench_common import MODEL, PASSAGE, PEER, load_note, percentile, start_lmstream, start_peer, warm
+from bench_common import (MODEL, PASSAGE, PEER, load_note, percentile, start_lmstream, start_peer, stop_on_sigterm,
+                          warm)
 
 # Invented tools, described at some length, as an agent's system prompt
 # lists them; seeded so every run (and both servers) sees the same text.
@@ -101,6 +102,7 @@ def main():
     ap.add_argument("--ctx", type=int, default=2048, help="context of each slot")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
+    stop_on_sigterm()
     system = system_prompt(args.system_words)
     words = open(PASSAGE).read().split()
     tasks = [f"Task {i}: " + " ".join(words[(i * 13) % len(words):][:25]) + " Which tool should handle this, and why?"

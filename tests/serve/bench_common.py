@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import time
@@ -85,18 +86,22 @@ def start_peer(slots, ctx, timeout=600):
                              "--jinja"] + PEER_ARGS, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"llama-server exited with {proc.returncode}; see {log.name}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=5) as r:
-                if r.status == 200:
-                    return Server("llama-server", proc, url, {"cache_prompt": True})
-        except (urllib.error.URLError, ConnectionError, OSError):
-            pass
-        time.sleep(0.5)
-    proc.kill()
-    raise SystemExit(f"llama-server did not become ready within {timeout} s; see {log.name}")
+    try:
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise SystemExit(f"llama-server exited with {proc.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                    if r.status == 200:
+                        return Server("llama-server", proc, url, {"cache_prompt": True})
+            except (urllib.error.URLError, ConnectionError, OSError):
+                pass
+            time.sleep(0.5)
+        raise SystemExit(f"llama-server did not become ready within {timeout} s; see {log.name}")
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
 
 
 def warm(server):
@@ -143,6 +148,14 @@ def ask(url, messages, max_tokens, extra=None):
     if "prompt_tokens" not in usage:
         usage["prompt_tokens"] = (timings or {}).get("prompt_n", 0) + details["cached_tokens"]
     return ttft, "".join(text), usage
+
+
+def stop_on_sigterm():
+    """Makes SIGTERM (timeout, a CI job's end) an exit that runs the
+    benchmark's finally blocks, so no server it started outlives it."""
+    def leave(signum, frame):
+        raise SystemExit(f"stopped by signal {signum}")
+    signal.signal(signal.SIGTERM, leave)
 
 
 def percentile(xs, p):

@@ -20,7 +20,7 @@ LMSTREAM_SERVE names the built lmstream-serve, LMSTREAM_MODEL the model.
 import argparse
 import os
 
-from bench_common import MODEL, PASSAGE, load_note, start_lmstream, start_peer, warm
+from bench_common import MODEL, PASSAGE, load_note, start_lmstream, start_peer, stop_on_sigterm, warm
 
 # Words per user turn: ~60 tokens of English prose with the question.
 TURN_WORDS = 45
@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--answer", type=int, default=64, help="max_tokens of each answer")
     ap.add_argument("--ctx", type=int, default=4096, help="context of the one slot")
     args = ap.parse_args()
+    stop_on_sigterm()
     words = open(PASSAGE).read().split()
     words = words * (1 + args.turns * TURN_WORDS // len(words))
     servers = [start_lmstream(1, args.ctx)]
