@@ -317,6 +317,10 @@ test-install: $(LIB)
 # LMSTREAM_PEER_LLAMA_BENCH to a llama-bench binary (or LMSTREAM_PEER_PYTHON
 # to a Python with llama-cpp-python) built outside this repository to get
 # llama.cpp's figures side by side; BENCH_ROUNDS measurements per figure.
+# LMSTREAM_PEER_LLAMA_SERVER (a llama-server binary, built outside this
+# repository) adds llama-server to the serving benchmarks (tests/serve's
+# bench_turns.py, a 20-turn chat, and bench_agents.py, 32 conversations
+# sharing a system prompt) on the same GGUF.
 BENCH_MODELS ?= smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b gemma3-270m
 BENCH_ROUNDS ?= 3
 bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
@@ -331,6 +335,8 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
 	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_serve.py
 	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_prefix.py
+	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_turns.py
+	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_agents.py
 	cd bindings/elixir && mix run bench/bench.exs
 
 # The decode table of CPUs without AVX-512: decode (tg128, and 64 tokens at

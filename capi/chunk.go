@@ -153,6 +153,7 @@ func fillChunk(dst *C.lms_chunk, c *streaming.Chunk, payload unsafe.Pointer) {
 		draft_tokens_proposed: C.int64_t(u.DraftProposed),
 		draft_tokens_accepted: C.int64_t(u.DraftAccepted),
 		verify_passes:         C.int64_t(u.VerifyPasses),
+		cached_tokens:         C.int64_t(u.CachedTokens),
 	}
 	dst.logprobs, dst.n_logprobs = nil, C.size_t(len(c.Logprobs))
 	if len(lps) > 0 {

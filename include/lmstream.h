@@ -51,6 +51,8 @@
 **      lms_logprob and lms_token_logprob structs they point to.
 **   3  lms_chunk grew the parsed reply (has_reply, content, reasoning,
 **      tool_calls; at its end), with the lms_tool_call_delta struct.
+**   4  lms_usage grew cached_tokens (at its end), which moves every
+**      lms_chunk field after usage.
 */
 #ifndef LMSTREAM_H
 #define LMSTREAM_H
@@ -62,7 +64,7 @@
 extern "C" {
 #endif
 
-#define LMS_ABI_VERSION 3
+#define LMS_ABI_VERSION 4
 
 /* ---- Status codes --------------------------------------------------- */
 
@@ -113,6 +115,11 @@ typedef struct lms_usage {
     int64_t draft_tokens_proposed;  /* speculative decoding statistics */
     int64_t draft_tokens_accepted;
     int64_t verify_passes;
+    /* Since ABI 4. Prompt tokens found in the runtime's prefix cache (a
+    ** slot's KV already held them) and not prefilled again: 0 on a first
+    ** send, most of the prompt when it repeats or extends an earlier one.
+    ** OpenAI's usage.prompt_tokens_details.cached_tokens. */
+    int64_t cached_tokens;
 } lms_usage;
 
 /* A token with its log-probability (natural log, <= 0) and its piece: the
@@ -239,8 +246,9 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 **                longest prefix of its prompt that a slot's KV cache still
 **                holds (the same prompt again, a chat's earlier turns) and
 **                prefills only the rest; false prefills every prompt whole.
-**                lmstream-serve's usage.prompt_tokens_details.cached_tokens
-**                counts the tokens reused (lms_usage does not carry it)
+**                lms_usage.cached_tokens (lmstream-serve's
+**                usage.prompt_tokens_details.cached_tokens) counts the
+**                tokens reused
 **   "chat_template": string of at most 1 MiB: Jinja text rendering
 **                "messages" in place of the model's tokenizer.chat_template;
 **                one that can be neither compiled nor recognised is

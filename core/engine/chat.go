@@ -48,7 +48,7 @@ func (b *Backend) prepareChat(req *loop.Request) (*chatTurn, error) {
 		if req.Grammar != nil {
 			return nil, status.Errorf(status.InvalidRequest, `request: tool_choice %q constrains the answer to a call; it cannot be combined with "response_format" or "grammar"`, o.ToolChoice)
 		}
-		if t.grammar, opts.ForcedPrefix, err = b.forcedCalls(o, opts.MaxCalls); err != nil {
+		if t.grammar, opts.ForcedPrefix, err = b.forcedCalls(req.Context(), o, opts.MaxCalls); err != nil {
 			return nil, err
 		}
 		if o.ToolChoice == loop.ToolChoiceFunction {
@@ -61,7 +61,7 @@ func (b *Backend) prepareChat(req *loop.Request) (*chatTurn, error) {
 		if req.Grammar != nil {
 			return nil, status.Errorf(status.InvalidRequest, `request: a "strict" tool under tool_choice "auto" constrains the calls the answer makes; it cannot be combined with "response_format" or "grammar"`)
 		}
-		if t.lazy, err = b.lazyCalls(o, opts.MaxCalls); err != nil {
+		if t.lazy, err = b.lazyCalls(req.Context(), o, opts.MaxCalls); err != nil {
 			return nil, err
 		}
 	}
@@ -123,7 +123,7 @@ func (b *Backend) render(conv chat.Conversation) (string, error) {
 // model's call syntax, and the text that opens the first call when it is
 // a special token: grammars match text, and a special token's text is
 // not something the model can spell.
-func (b *Backend) forcedCalls(o *loop.ChatOptions, maxCalls int) (*grammar.Grammar, string, error) {
+func (b *Backend) forcedCalls(ctx context.Context, o *loop.ChatOptions, maxCalls int) (*grammar.Grammar, string, error) {
 	shape, prefix, err := b.forcedSyntax(o)
 	if err != nil {
 		return nil, "", err
@@ -139,11 +139,15 @@ func (b *Backend) forcedCalls(o *loop.ChatOptions, maxCalls int) (*grammar.Gramm
 	if o.ToolChoice == loop.ToolChoiceFunction {
 		shape.MaxCalls = 1
 	}
-	g, err := grammar.ToolCalls(shape, tools)
+	g, err := grammar.ToolCallsContext(ctx, shape, tools)
 	if err != nil {
-		return nil, "", status.Errorf(status.InvalidRequest, `request field "tools": %v`, err)
+		return nil, "", loop.CompileStatus(err, func(err error) error {
+			return status.Errorf(status.InvalidRequest, `request field "tools": %v`, err)
+		})
 	}
-	b.vocabTrie() // built once, on the first constrained request
+	if g, err = b.vocabTrie().Fit(g); err != nil {
+		return nil, "", status.Errorf(status.InvalidRequest, `request field "tools": the calls' grammar cannot be written with this model's tokens: %v`, err)
+	}
 	return g, prefix, nil
 }
 
@@ -209,7 +213,7 @@ func anyStrict(fs []loop.Function) bool {
 // begin at their call token. A syntax with no plain-text shape of calls
 // (see forcedShape) is refused rather than served unconstrained: a
 // "strict" schema is a promise that the arguments validate.
-func (b *Backend) lazyCalls(o *loop.ChatOptions, maxCalls int) (*trigger, error) {
+func (b *Backend) lazyCalls(ctx context.Context, o *loop.ChatOptions, maxCalls int) (*trigger, error) {
 	shape, prefix, ok := forcedShape(b.replyFormat, b.info.ChatTemplate)
 	if !ok || b.replyFormat == reply.None {
 		return nil, status.Errorf(status.InvalidRequest, `request field "tools": a "strict" schema cannot be enforced in this model's tool-call syntax (%s); set "strict" to false (its calls are then parsed unconstrained)`, b.replyFormat)
@@ -222,9 +226,14 @@ func (b *Backend) lazyCalls(o *loop.ChatOptions, maxCalls int) (*trigger, error)
 		}
 	}
 	compile := func(s grammar.CallShape) (*grammar.Grammar, error) {
-		g, err := grammar.ToolCalls(s, tools)
+		g, err := grammar.ToolCallsContext(ctx, s, tools)
 		if err != nil {
-			return nil, status.Errorf(status.InvalidRequest, `request field "tools": %v`, err)
+			return nil, loop.CompileStatus(err, func(err error) error {
+				return status.Errorf(status.InvalidRequest, `request field "tools": %v`, err)
+			})
+		}
+		if g, err = b.vocabTrie().Fit(g); err != nil {
+			return nil, status.Errorf(status.InvalidRequest, `request field "tools": the calls' grammar cannot be written with this model's tokens: %v`, err)
 		}
 		return g, nil
 	}

@@ -28,8 +28,11 @@ func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
 	}
 	it.logprobs, it.topLogprobs = req.Logprobs, req.TopLogprobs
 	if req.Grammar != nil {
-		it.grammar = req.Grammar
-		b.vocabTrie() // built once, on the first constrained request
+		// As this vocabulary can write it, or refused now: never a
+		// stream that no token can continue (grammar.Trie.Fit).
+		if it.grammar, err = b.vocabTrie().Fit(req.Grammar); err != nil {
+			return nil, status.Errorf(status.InvalidRequest, "request: the grammar cannot be written with this model's tokens: %v", err)
+		}
 	}
 	var texts []string
 	var parser streaming.ReplyParser

@@ -48,12 +48,19 @@ type altRef struct{ rule, alt int32 }
 //     leave out alternatives that could not finish within MaxDepth. A
 //     grammar whose root cannot finish within MaxDepth (or at all) is
 //     refused.
-func (g *Grammar) analyze() error {
+//
+// Each pass counts a step per rule and per element in b.
+func (g *Grammar) analyze(b *budget) error {
 	n := len(g.rules)
+	// visit counts one pass's visit of rule r in b.
+	visit := func(r int) error { return b.step(1 + len(g.rules[r])) }
 	// Each rule's occurrences: the alternatives that reference it, once
 	// per reference.
 	uses := make([][]altRef, n)
 	for r, alts := range g.rules {
+		if err := visit(r); err != nil {
+			return err
+		}
 		for a, seq := range alts {
 			for _, e := range seq {
 				if e.ref >= 0 {
@@ -69,6 +76,9 @@ func (g *Grammar) analyze() error {
 	left := make([][]int, n) // per alternative: elements not yet known nullable; -1 has a class
 	var work []int32
 	for r, alts := range g.rules {
+		if err := visit(r); err != nil {
+			return err
+		}
 		left[r] = make([]int, len(alts))
 		for a, seq := range alts {
 			for _, e := range seq {
@@ -87,6 +97,9 @@ func (g *Grammar) analyze() error {
 	for len(work) > 0 {
 		x := work[len(work)-1]
 		work = work[:len(work)-1]
+		if err := b.step(1 + len(uses[x])); err != nil {
+			return err
+		}
 		for _, u := range uses[x] {
 			if left[u.rule][u.alt] <= 0 {
 				continue
@@ -98,7 +111,7 @@ func (g *Grammar) analyze() error {
 		}
 	}
 
-	order, err := g.startOrder(nullable)
+	order, err := g.startOrder(nullable, b)
 	if err != nil {
 		return err
 	}
@@ -109,6 +122,9 @@ func (g *Grammar) analyze() error {
 	first := make([]int64, n)
 	empty := make([]int64, n)
 	for _, r := range order {
+		if err := visit(int(r)); err != nil {
+			return err
+		}
 		for _, seq := range g.rules[r] {
 			f, pass := int64(0), int64(1)
 			for _, e := range seq {
@@ -129,6 +145,9 @@ func (g *Grammar) analyze() error {
 	// alternative: those of the element there, and of the ones after it
 	// for each way the element can match nothing.
 	for r, alts := range g.rules {
+		if err := visit(r); err != nil {
+			return err
+		}
 		for _, seq := range alts {
 			f, pass := int64(0), int64(1) // at the alternative's end
 			for i := len(seq) - 1; i >= 0; i-- {
@@ -145,21 +164,30 @@ func (g *Grammar) analyze() error {
 		}
 	}
 
-	h := g.heights(uses)
+	h, err := g.heights(uses, b)
+	if err != nil {
+		return err
+	}
 	// need, from the back of each alternative: the most any element from
 	// here on adds above this frame. A reference before the end stands on
 	// the frame (its rule's height above it); one at the end replaces it.
-	for _, alts := range g.rules {
+	for r, alts := range g.rules {
+		if err := visit(r); err != nil {
+			return err
+		}
 		for _, seq := range alts {
 			need := int32(0)
 			for i := len(seq) - 1; i >= 0; i-- {
 				e := &seq[i]
-				if e.ref >= 0 {
+				switch {
+				case e.ref >= 0:
 					add := h[e.ref]
 					if i == len(seq)-1 {
 						add--
 					}
 					need = max(need, min(add, MaxDepth+1))
+				case e.matchesNothing():
+					need = MaxDepth + 1 // never matched: nothing here on finishes
 				}
 				e.need = need
 			}
@@ -167,7 +195,7 @@ func (g *Grammar) analyze() error {
 	}
 	switch root := g.root; {
 	case h[root] >= unreachable:
-		return &LimitError{Rule: g.names[root], Msg: "it matches no text: every alternative leads into rules that never finish"}
+		return &LimitError{Rule: g.names[root], Msg: "it matches no text: every alternative leads into rules that never finish, or into a character class that matches no character"}
 	case h[root] > MaxDepth:
 		return &LimitError{Rule: g.names[root], Msg: fmt.Sprintf("its shortest sentence nests rules %d deep; at most %d are followed", h[root], MaxDepth)}
 	}
@@ -186,11 +214,14 @@ func countText(f int64) string {
 // can match nothing): the matcher would expand it forever. Otherwise it
 // returns the rules ordered so that the rules each one can start with
 // come before it.
-func (g *Grammar) startOrder(nullable []bool) ([]int32, error) {
+func (g *Grammar) startOrder(nullable []bool, b *budget) ([]int32, error) {
 	n := len(g.rules)
 	// starts[r]: the rules r can begin with.
 	starts := make([][]int32, n)
 	for r, alts := range g.rules {
+		if err := b.step(1 + len(alts)); err != nil {
+			return nil, err
+		}
 		for _, alt := range alts {
 			for _, e := range alt {
 				if e.ref < 0 {
@@ -218,6 +249,9 @@ func (g *Grammar) startOrder(nullable []bool) ([]int32, error) {
 		stack := []item{{int32(s), 0}}
 		mark[s] = active
 		for len(stack) > 0 {
+			if err := b.step(1); err != nil {
+				return nil, err
+			}
 			top := &stack[len(stack)-1]
 			if int(top.i) >= len(starts[top.r]) {
 				mark[top.r] = done
@@ -246,7 +280,7 @@ func (g *Grammar) startOrder(nullable []bool) ([]int32, error) {
 // the most its elements add (elemAdd); it is known once all its rules'
 // are, and never less than any of theirs, so taking rules in increasing
 // height order settles each one when it is first taken.
-func (g *Grammar) heights(uses [][]altRef) []int32 {
+func (g *Grammar) heights(uses [][]altRef, b *budget) ([]int32, error) {
 	n := len(g.rules)
 	h := make([]int32, n)
 	for r := range h {
@@ -263,6 +297,9 @@ func (g *Grammar) heights(uses [][]altRef) []int32 {
 		most := int32(0)
 		for i, e := range seq {
 			if e.ref < 0 {
+				if e.matchesNothing() {
+					return unreachable // a class that matches no character: never finishes
+				}
 				continue
 			}
 			add := h[e.ref]
@@ -282,11 +319,16 @@ func (g *Grammar) heights(uses [][]altRef) []int32 {
 				}
 			}
 			if unknown[r][a] == 0 {
-				heap.Push(q, heightItem{int32(r), altHeight(int32(r), int32(a))})
+				if ah := altHeight(int32(r), int32(a)); ah < unreachable {
+					heap.Push(q, heightItem{int32(r), ah})
+				}
 			}
 		}
 	}
 	for q.Len() > 0 {
+		if err := b.step(1); err != nil {
+			return nil, err
+		}
 		it := heap.Pop(q).(heightItem)
 		if settled[it.rule] {
 			continue
@@ -295,11 +337,13 @@ func (g *Grammar) heights(uses [][]altRef) []int32 {
 		h[it.rule] = it.h
 		for _, u := range uses[it.rule] {
 			if unknown[u.rule][u.alt]--; unknown[u.rule][u.alt] == 0 && !settled[u.rule] {
-				heap.Push(q, heightItem{u.rule, altHeight(u.rule, u.alt)})
+				if ah := altHeight(u.rule, u.alt); ah < unreachable {
+					heap.Push(q, heightItem{u.rule, ah})
+				}
 			}
 		}
 	}
-	return h
+	return h, nil
 }
 
 type heightItem struct{ rule, h int32 }

@@ -14,7 +14,12 @@
 // rules that follow it.
 package grammar
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"unicode/utf8"
+)
 
 // Limits that keep a hostile or accidental grammar from costing unbounded
 // time or memory. A state that would exceed them is dead (no byte
@@ -25,7 +30,8 @@ const (
 	// MaxGrammarBytes bounds the GBNF text.
 	MaxGrammarBytes = 1 << 20
 	// MaxStacks bounds the stacks of one state: an ambiguous grammar can
-	// keep many parses alive at once.
+	// keep many parses alive at once. A state that would have more keeps
+	// the first MaxStacks (State.advanceRune).
 	MaxStacks = 512
 	// MaxDepth bounds a stack's height (the nesting of rules in progress).
 	MaxDepth = 1024
@@ -40,10 +46,9 @@ const (
 	// MaxBranches bounds the stacks one expansion may open from a single
 	// position (the ways the output may go on there: 2,000 optional
 	// properties in a row are 2,001 of them). Compile refuses a grammar
-	// with a position past it, which would otherwise be accepted and then
-	// die where the output reaches that position: past MaxStacks, a state
-	// is dead. Half of MaxStacks leaves room for a few such positions
-	// being open at once.
+	// with a position past it: its sentences through that position would
+	// otherwise be cut to the first MaxStacks ways. Half of MaxStacks
+	// leaves room for a few such positions being open at once.
 	MaxBranches = MaxStacks / 2
 )
 
@@ -71,6 +76,41 @@ func (e *elem) matches(r rune) bool {
 		}
 	}
 	return in != e.neg
+}
+
+// matchesNothing reports whether the class matches no character at all
+// (no Unicode scalar value: surrogates are not characters): "[^\x00-
+// \U0010FFFF]" in GBNF, or a pattern's class of only the characters JSON
+// must escape, which the converter leaves out. A stack with such a class
+// on top is alive and can never go on, so analyze treats its alternative
+// as one that never finishes.
+func (e *elem) matchesNothing() bool {
+	if !e.neg {
+		for i := 0; i+1 < len(e.ranges); i += 2 {
+			if lo, hi := e.ranges[i], e.ranges[i+1]; lo <= hi && hi >= 0 && lo <= utf8.MaxRune &&
+				!(lo >= 0xd800 && hi <= 0xdfff) {
+				return false
+			}
+		}
+		return true
+	}
+	// Negated: nothing is left when the excluded ranges, with the
+	// surrogates, cover every rune. Sweep up from 0 over the ranges in
+	// order of their starts.
+	type span struct{ lo, hi rune }
+	spans := []span{{0xd800, 0xdfff}}
+	for i := 0; i+1 < len(e.ranges); i += 2 {
+		spans = append(spans, span{e.ranges[i], e.ranges[i+1]})
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	next := rune(0) // the smallest rune not yet known to be excluded
+	for _, s := range spans {
+		if s.lo > next {
+			return false
+		}
+		next = max(next, s.hi+1)
+	}
+	return next > utf8.MaxRune
 }
 
 // overlaps reports whether the class may match some rune in [lo, hi]: the
@@ -162,8 +202,9 @@ func (g *Grammar) after(f *frame) *frame {
 // reference at the top replaced by the alternatives of its rule, so that
 // each appended stack has a character class on top (or is empty: nil, the
 // whole grammar matched). It reports false when more than MaxStacks
-// stacks would be made. An alternative that could not finish within
-// MaxDepth frames from where it would start is left out (elem.need), so a
+// stacks would be made (out then holds MaxStacks+1 whole stacks). An
+// alternative that could not finish within MaxDepth frames from where it
+// would start is left out (elem.need), so a
 // stack that is made can always finish: no state is alive only to die
 // later for want of depth. Termination: compile refuses left recursion,
 // so a chain of expansions with no character consumed cannot revisit a

@@ -97,7 +97,7 @@ func finishes(t *testing.T, g *Grammar, rng *rand.Rand, limit int, closers strin
 }
 
 // The schemas that used to be accepted and then fail mid-stream (their
-// states past MaxStacks are dead): too many ways open at once is refused
+// states past MaxStacks were dead): too many ways open at once is refused
 // at compile time, naming the schema; within the bound, every output can
 // be finished.
 func TestSchemasAreFollowedOrRefused(t *testing.T) {
@@ -138,6 +138,40 @@ func TestSchemasAreFollowedOrRefused(t *testing.T) {
 		}
 		for range 20 {
 			if !finishes(t, g, rng, 4000, `"}]0b`) {
+				t.Fatalf("%.60s: an output could not be finished", schema)
+			}
+		}
+	}
+}
+
+// Alternatives that share a prefix and then each open up to MaxBranches
+// ways add up past MaxStacks, which no check at compile time can foresee
+// for every grammar. Such a schema used to be accepted and its stream to
+// die right after the prefix ("no token of the vocabulary can continue");
+// the state now keeps MaxStacks of the ways, so every output goes on and
+// can be finished, and what is finished is in the language.
+func TestAmbiguityPastMaxStacksNeverStrands(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	for _, schema := range []string{
+		`{"anyOf": [{"type": "string", "pattern": "x(a?){200}b"}, {"type": "string", "pattern": "x(a?){200}c"},` +
+			` {"type": "string", "pattern": "x(a?){200}d"}]}`,
+		`{"type": "string", "pattern": "(x(a?){200}b|x(a?){200}c|x(a?){200}d|x(a?){200}e)"}`,
+	} {
+		g, err := FromSchema([]byte(schema))
+		if err != nil {
+			t.Fatalf("%.60s: %v", schema, err)
+		}
+		s := g.Start().Advance([]byte(`"x`))
+		if s.Dead() || len(s.stacks) > MaxStacks {
+			t.Fatalf("%.60s: after \"x: dead %v, %d stacks", schema, s.Dead(), len(s.stacks))
+		}
+		for _, rest := range []string{`aaab"`, `b"`, strings.Repeat("a", 200) + `b"`} {
+			if !s.Advance([]byte(rest)).Accepting() {
+				t.Errorf("%.60s: \"x%s is not accepted", schema, rest)
+			}
+		}
+		for range 10 {
+			if !finishes(t, g, rng, 1000, `"bcde`) {
 				t.Fatalf("%.60s: an output could not be finished", schema)
 			}
 		}
@@ -206,5 +240,54 @@ l5 ::= "x"`)
 	}
 	if !g.Start().AdvanceByte('b').Dead() || !g.Start().AdvanceByte('a').Accepting() {
 		t.Error(`"b" starts an output that can never finish`)
+	}
+}
+
+// A character class that matches no character (GBNF's [^\x00-\U0010FFFF],
+// a negated class leaving only surrogates, or a pattern's class of only
+// what JSON must escape, which the converter leaves out) used to be
+// accepted and put the output where no byte goes on: "no token of the
+// vocabulary can continue". An alternative through one is never entered,
+// and a grammar or schema with no other way is refused.
+func TestClassesMatchingNothingAreNeverEntered(t *testing.T) {
+	var le *LimitError
+	for _, src := range []string{
+		`root ::= [^\x00-\U0010FFFF]`,
+		`root ::= [^\x00-\uD7FF\uE000-\U0010FFFF]`,
+		`root ::= "a" x` + "\n" + `x ::= [^\x00-\x7F\x80-\U0010FFFF] | [^\x00-\U0010FFFF] "b"`,
+	} {
+		if _, err := Parse(src); !errors.As(err, &le) || !strings.Contains(err.Error(), "matches no character") {
+			t.Errorf("%s: %v", src, err)
+		}
+	}
+	var se *SchemaError
+	for _, pat := range []string{`[\"]`, `[\\\\]`, `x[\\n\"]y`} {
+		schema := `{"type": "string", "pattern": "` + pat + `"}`
+		if _, err := FromSchema([]byte(schema)); !errors.As(err, &se) || !strings.Contains(err.Error(), "matches no character") {
+			t.Errorf("%s: %v", schema, err)
+		}
+	}
+	// With another way, the way through the class is closed from its start.
+	g, err := Parse(`root ::= "a" [^\x00-\U0010FFFF] | "b" | "a" "c"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := g.Start().AdvanceByte('a'); s.Dead() || !s.AdvanceByte('c').Accepting() || len(s.stacks) != 1 {
+		t.Errorf(`after "a": %d stacks, "ac" accepted %v`, len(s.stacks), s.AdvanceByte('c').Accepting())
+	}
+	g, err = FromSchema([]byte(`{"type": "string", "pattern": "a[\\n]|b"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Start().Advance([]byte(`"a`)).Dead() || !g.Start().Advance([]byte(`"b"`)).Accepting() {
+		t.Error(`"a" starts an output that can never go on`)
+	}
+	// A negated class with one character left is that character.
+	g, err = Parse(`root ::= [^\x01-\U0010FFFF]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !g.Start().AdvanceByte(0).Accepting() || !g.Start().AdvanceByte(1).Dead() {
+		t.Error(`[^\x01-\U0010FFFF] is not NUL alone`)
 	}
 }

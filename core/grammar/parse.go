@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -33,13 +34,26 @@ func (e *SyntaxError) Error() string {
 // {m}, {m,} or {m,n}; # starts a comment. A rule ends at a newline unless
 // a parenthesis is open or the next line starts with |.
 func Parse(text string) (*Grammar, error) {
+	return ParseContext(context.Background(), text)
+}
+
+// ParseContext is Parse within MaxCompileSteps and MaxCompileBytes,
+// stopped (a *CompileError wrapping ctx's error) soon after ctx is done.
+func ParseContext(ctx context.Context, text string) (*Grammar, error) {
+	return parse(newBudget(ctx), text)
+}
+
+func parse(b *budget, text string) (*Grammar, error) {
 	if len(text) > MaxGrammarBytes {
 		return nil, &SyntaxError{Msg: fmt.Sprintf("the grammar has %d bytes; at most %d are allowed", len(text), MaxGrammarBytes)}
 	}
 	if !utf8.ValidString(text) {
 		return nil, &SyntaxError{Msg: "the grammar is not valid UTF-8"}
 	}
-	p := &parser{src: text, ids: map[string]int32{}}
+	if err := b.alloc(len(text)); err != nil {
+		return nil, err
+	}
+	p := &parser{src: text, ids: map[string]int32{}, b: b}
 	if err := p.grammar(); err != nil {
 		return nil, err
 	}
@@ -57,7 +71,8 @@ type parser struct {
 	// helper counts the helper rules made for the rule being parsed.
 	helper int
 	cur    string
-	elems  int // elements made so far (MaxElements)
+	elems  int     // elements made so far (MaxElements)
+	b      *budget // the compile's steps, bytes and context
 }
 
 // grow counts n more elements, refusing the grammar past MaxElements
@@ -66,7 +81,7 @@ func (p *parser) grow(n int) error {
 	if p.elems += n; p.elems > MaxElements {
 		return p.errAt(p.pos, "the grammar needs more than %d elements (characters of literals, classes, rule references; a repetition {m,n} copies what it repeats)", MaxElements)
 	}
-	return nil
+	return p.b.alloc(n * elemBytes)
 }
 
 func (p *parser) errAt(pos int, format string, args ...any) error {
@@ -145,6 +160,9 @@ func (p *parser) newHelper(alts [][]elem) (int32, error) {
 	if len(p.rules) >= MaxRules {
 		return 0, p.errAt(p.pos, "the grammar needs more than %d rules", MaxRules)
 	}
+	if err := p.b.step(1); err != nil {
+		return 0, err
+	}
 	for {
 		p.helper++
 		name := fmt.Sprintf("%s-%d", p.cur, p.helper)
@@ -162,6 +180,9 @@ func (p *parser) grammar() error {
 		p.space(true)
 		if p.pos >= len(p.src) {
 			break
+		}
+		if err := p.b.step(1); err != nil {
+			return err
 		}
 		at := p.pos
 		name := p.name()
@@ -563,20 +584,8 @@ func (p *parser) compile() (*Grammar, error) {
 		return nil, &SyntaxError{Msg: "the grammar has no rule named root"}
 	}
 	g := &Grammar{names: p.names, rules: p.rules, root: root}
-	if err := g.analyze(); err != nil {
+	if err := g.finish(p.b); err != nil {
 		return nil, err
 	}
-	start := make([]*frame, 0, len(g.rules[root]))
-	ok = true
-	for a, alt := range g.rules[root] {
-		if len(alt) == 0 {
-			start = append(start, nil)
-		} else if 1+alt[0].need > MaxDepth {
-			continue // cannot finish (analyze: some alternative can)
-		} else if start, ok = g.expand(start, &frame{rule: root, alt: int32(a), depth: 1}); !ok {
-			return nil, &LimitError{Rule: g.names[root], Msg: fmt.Sprintf("the output may begin in more than %d ways", MaxStacks)}
-		}
-	}
-	g.start = dedup(start)
 	return g, nil
 }

@@ -14,11 +14,14 @@ import (
 // anchored match is one of the strings an unanchored pattern accepts, so
 // the output always validates). Characters that JSON must escape are
 // left out of classes and written escaped when literal.
-func regexToGBNF(pat string) (string, error) {
+func regexToGBNF(pat string, b *budget) (string, error) {
 	if !utf8.ValidString(pat) {
 		return "", fmt.Errorf("pattern is not valid UTF-8")
 	}
-	r := &rx{src: []rune(pat)}
+	if err := b.alloc(4 * len(pat)); err != nil { // the runes
+		return "", err
+	}
+	r := &rx{src: []rune(pat), b: b}
 	if len(r.src) > 0 && r.src[0] == '^' {
 		r.pos++
 	}
@@ -40,6 +43,7 @@ type rx struct {
 	src []rune
 	pos int
 	out strings.Builder
+	b   *budget
 }
 
 func (r *rx) errf(format string, args ...any) error {
@@ -78,6 +82,9 @@ func (r *rx) sequence(depth int) error {
 		}
 	}()
 	for r.pos < len(r.src) {
+		if err := r.b.step(1); err != nil {
+			return err
+		}
 		c := r.src[r.pos]
 		switch c {
 		case '|':

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,11 +60,20 @@ func JSONObject() *Grammar {
 // date-time, uuid). Annotations (title, description, ...) are ignored.
 // Anything else is a *SchemaError naming the keyword.
 func FromSchema(schema []byte) (*Grammar, error) {
-	v, err := parseSchema(schema)
+	return FromSchemaContext(context.Background(), schema)
+}
+
+// FromSchemaContext is FromSchema within MaxCompileSteps and
+// MaxCompileBytes, stopped (a *CompileError wrapping ctx's error) soon
+// after ctx is done: a request's schema is compiled while its client
+// waits, and one that leaves must not leave the work running.
+func FromSchemaContext(ctx context.Context, schema []byte) (*Grammar, error) {
+	b := newBudget(ctx)
+	v, err := parseSchema(b, schema)
 	if err != nil {
 		return nil, err
 	}
-	c := newConv()
+	c := newConv(b)
 	name, err := c.convert(v, 0)
 	if err != nil {
 		return nil, err
@@ -75,6 +85,10 @@ func FromSchema(schema []byte) (*Grammar, error) {
 	g, err := c.compile(head)
 	if err != nil {
 		var le *LimitError
+		var ce *CompileError
+		if errors.As(err, &ce) {
+			return nil, err // stopped, or over the whole compile's budget: not the schema's fault alone
+		}
 		if errors.As(err, &le) {
 			// Said of the schema: its rules' names mean nothing to
 			// whoever wrote it.
@@ -86,11 +100,18 @@ func FromSchema(schema []byte) (*Grammar, error) {
 }
 
 // parseSchema reads a schema's JSON, keeping its objects' key order.
-func parseSchema(schema []byte) (any, error) {
+func parseSchema(b *budget, schema []byte) (any, error) {
+	if err := b.alloc(2 * len(schema)); err != nil { // the decoder's buffer and the values read
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(schema))
 	dec.UseNumber()
-	v, err := readOrdered(dec, 0)
+	v, err := readOrdered(dec, 0, b)
 	if err != nil {
+		var ce *CompileError
+		if errors.As(err, &ce) {
+			return nil, err
+		}
 		return nil, &SchemaError{Path: "#", Msg: fmt.Sprintf("not JSON: %v", err)}
 	}
 	return v, nil
@@ -121,7 +142,7 @@ func (c *conv) compile(head string) (*Grammar, error) {
 		fmt.Fprintf(&b, "%s ::= %s\n", k, c.rules[k])
 	}
 	b.WriteString(jsonCommon)
-	return Parse(b.String())
+	return parse(c.b, b.String())
 }
 
 // object is a JSON object with its keys in document order (the order
@@ -131,7 +152,10 @@ type object struct {
 	vals map[string]any
 }
 
-func readOrdered(dec *json.Decoder, depth int) (any, error) {
+func readOrdered(dec *json.Decoder, depth int, b *budget) (any, error) {
+	if err := b.step(1); err != nil {
+		return nil, err
+	}
 	t, err := dec.Token()
 	if err != nil {
 		return nil, err
@@ -150,7 +174,7 @@ func readOrdered(dec *json.Decoder, depth int) (any, error) {
 					return nil, err
 				}
 				k := kt.(string)
-				v, err := readOrdered(dec, depth+1)
+				v, err := readOrdered(dec, depth+1, b)
 				if err != nil {
 					return nil, err
 				}
@@ -164,7 +188,7 @@ func readOrdered(dec *json.Decoder, depth int) (any, error) {
 		case '[':
 			var a []any
 			for dec.More() {
-				v, err := readOrdered(dec, depth+1)
+				v, err := readOrdered(dec, depth+1, b)
 				if err != nil {
 					return nil, err
 				}
@@ -221,6 +245,10 @@ type conv struct {
 	root  any               // the whole schema, which "$ref"s point into
 	refs  map[string]string // $ref target → its rule
 	depth int               // schemas being converted inside one another
+
+	b       *budget // the compile's steps, bytes and context
+	built   int     // bytes of the rules made so far (the grammar's size, nearly)
+	counted int     // of them, those counted in b already
 }
 
 // origin is the schema a rule was made for: which of the converted
@@ -230,8 +258,25 @@ type origin struct {
 	path   string
 }
 
-func newConv() *conv {
-	return &conv{rules: map[string]string{}, paths: map[string]origin{}}
+func newConv(b *budget) *conv {
+	return &conv{rules: map[string]string{}, paths: map[string]origin{}, b: b}
+}
+
+// oversize is the error of a schema whose rules pass MaxGrammarBytes
+// while it converts.
+func (c *conv) oversize(path string) error {
+	with := ""
+	if c.id > 0 {
+		with = fmt.Sprintf(" (with the %d schemas before it)", c.id)
+	}
+	return &SchemaError{Path: path, Msg: fmt.Sprintf("the schema converts%s to a grammar of more than %d bytes, the most allowed", with, MaxGrammarBytes)}
+}
+
+// setRule sets a rule's body, counting its bytes: a schema is refused as
+// soon as its rules outgrow MaxGrammarBytes, not after all are made.
+func (c *conv) setRule(name, body string) {
+	c.rules[name] = body
+	c.built += len(name) + len(" ::= \n") + len(body)
 }
 
 // convert adds the rules of schema v (from parseSchema), the id-th schema
@@ -252,7 +297,7 @@ const MaxSchemaDepth = 128
 func (c *conv) newRule(path, body string) string {
 	c.n++
 	name := fmt.Sprintf("s%d", c.n)
-	c.rules[name] = body
+	c.setRule(name, body)
 	c.paths[name] = origin{c.id, path}
 	return name
 }
@@ -326,6 +371,16 @@ func (c *conv) schema(s any, path string) (string, error) {
 	if c.depth >= MaxSchemaDepth {
 		return "", &SchemaError{Path: path, Msg: fmt.Sprintf("schemas nest (through $ref too) deeper than %d", MaxSchemaDepth)}
 	}
+	if c.built > MaxGrammarBytes {
+		return "", c.oversize(path)
+	}
+	if err := c.b.step(1); err != nil {
+		return "", err
+	}
+	if err := c.b.alloc(c.built - c.counted); err != nil {
+		return "", err
+	}
+	c.counted = c.built
 	c.depth++
 	defer func() { c.depth-- }()
 	switch x := s.(type) {
@@ -476,7 +531,7 @@ func (c *conv) ref(v any, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	c.rules[name] = body
+	c.setRule(name, body)
 	return name, nil
 }
 
@@ -486,8 +541,12 @@ func (c *conv) str(o *object, path string) (string, error) {
 		if !isStr {
 			return "", &SchemaError{Path: path + "/pattern", Msg: "pattern must be a string"}
 		}
-		body, err := regexToGBNF(ps)
+		body, err := regexToGBNF(ps, c.b)
 		if err != nil {
+			var ce *CompileError
+			if errors.As(err, &ce) {
+				return "", err
+			}
 			return "", &SchemaError{Path: path + "/pattern", Msg: err.Error()}
 		}
 		return c.newRule(path, `"\"" `+body+` "\"" ws`), nil
@@ -585,8 +644,8 @@ func (c *conv) obj(o *object, path string) (string, error) {
 	names := map[[2]int]string{}
 	var rest func(i int, emitted bool) string
 	rest = func(i int, emitted bool) string {
-		if i == len(kvs) {
-			return `""`
+		if i == len(kvs) || c.built > MaxGrammarBytes {
+			return `""` // the end, or past the size limit: refused below
 		}
 		key := [2]int{i, 0}
 		if emitted {
@@ -608,7 +667,11 @@ func (c *conv) obj(o *object, path string) (string, error) {
 		names[key] = n
 		return n
 	}
-	return c.newRule(path, `"{" ws `+rest(0, false)+` "}" ws`), nil
+	first := rest(0, false)
+	if c.built > MaxGrammarBytes {
+		return "", c.oversize(path)
+	}
+	return c.newRule(path, `"{" ws `+first+` "}" ws`), nil
 }
 
 func (c *conv) arr(o *object, path string) (string, error) {

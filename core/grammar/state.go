@@ -158,6 +158,16 @@ func (s *State) anyOverlaps() bool {
 
 // advanceRune matches one whole character against every stack (all of
 // them, when every stack is known to match it).
+//
+// Past MaxStacks it keeps the first MaxStacks ways on (earlier stacks and
+// alternatives first) instead of giving up. Compile refuses any one
+// position that opens more than MaxBranches ways, but several parses
+// alive at once (alternatives sharing a prefix, each then opening up to
+// MaxBranches) can add up past MaxStacks, and no compile-time check can
+// tell every such grammar: ambiguity is undecidable. Each kept stack is a
+// parse of the output so far that can finish (expand's invariant), so the
+// output stays in the language and is never stranded; only a grammar that
+// ambiguous loses some of its sentences.
 func (s State) advanceRune(r rune, all bool) State {
 	g := s.g
 	var out []*frame
@@ -167,7 +177,9 @@ func (s State) advanceRune(r rune, all bool) State {
 			continue
 		}
 		if out, ok = g.expand(out, g.after(f)); !ok {
-			return State{g: g} // past the limits: dead, never unbounded
+			out = dedup(out) // expand stopped at MaxStacks+1 whole stacks
+			out = out[:min(len(out), MaxStacks)]
+			return State{g: g, stacks: out}
 		}
 	}
 	return State{g: g, stacks: dedup(out)}

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -76,6 +77,13 @@ func (e *ToolError) Unwrap() error { return e.Err }
 // whose top-level "type" is anything else is refused, and one that does
 // not constrain the value at all ({}, true) admits any object.
 func ToolCalls(shape CallShape, tools []Tool) (*Grammar, error) {
+	return ToolCallsContext(context.Background(), shape, tools)
+}
+
+// ToolCallsContext is ToolCalls within MaxCompileSteps and
+// MaxCompileBytes, stopped (a *CompileError wrapping ctx's error) soon
+// after ctx is done.
+func ToolCallsContext(ctx context.Context, shape CallShape, tools []Tool) (*Grammar, error) {
 	if err := shape.check(); err != nil {
 		return nil, err
 	}
@@ -85,7 +93,7 @@ func ToolCalls(shape CallShape, tools []Tool) (*Grammar, error) {
 	case len(tools) > MaxTools:
 		return nil, fmt.Errorf("tool calls: %d tools; at most %d are allowed", len(tools), MaxTools)
 	}
-	c := newConv()
+	c := newConv(newBudget(ctx))
 	seen := make(map[string]bool, len(tools))
 	nameKey := gbnfLiteral(jsonQuote(shape.NameKey)) + ` ws ":" ws `
 	argsKey := `"," ws ` + gbnfLiteral(jsonQuote(shape.ArgsKey)) + ` ws ":" ws `
@@ -174,7 +182,7 @@ func (c *conv) arguments(schema []byte, id int) (string, error) {
 	if len(bytes.TrimSpace(schema)) == 0 {
 		return "json-object", nil
 	}
-	v, err := parseSchema(schema)
+	v, err := parseSchema(c.b, schema)
 	if err != nil || v == nil { // JSON null: no schema, as nil is
 		return "json-object", err
 	}

@@ -306,11 +306,11 @@ func TestToolCallsLimits(t *testing.T) {
 		fmt.Fprintf(&b, `"p%d"`, i)
 	}
 	b.WriteString("]}")
-	v, err := parseSchema([]byte(b.String()))
+	v, err := parseSchema(nil, []byte(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newConv()
+	c := newConv(nil)
 	if _, err := c.convert(v, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,8 @@ func TestToolCallsLimits(t *testing.T) {
 		t.Fatalf("one big tool: %v", err)
 	}
 	_, err = ToolCalls(hermesShape, []Tool{{Name: "one", Parameters: big}, {Name: "two", Parameters: big}, {Name: "three", Parameters: big}})
-	if err == nil || !strings.Contains(err.Error(), "the 3 tools' schemas convert to a grammar of") {
+	if err == nil || !strings.Contains(err.Error(), `tool "three"`) ||
+		!strings.Contains(err.Error(), "(with the 2 schemas before it) to a grammar of more than 1048576 bytes") {
 		t.Errorf("three big tools: %v", err)
 	}
 }

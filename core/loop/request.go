@@ -1,7 +1,9 @@
 package loop
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"math"
 
 	"github.com/lmstream/lmstream/core/chat"
@@ -55,6 +57,30 @@ type Request struct {
 	// Backend-specific fields (the replay script, for one) that the backend
 	// takes in Prepare; anything it leaves is an unknown-field error.
 	Extra *jsonstrict.Fields
+
+	// ctx is the submitter's: work done for the request before it is
+	// queued (compiling its grammars) stops when it is done.
+	ctx context.Context
+}
+
+// Context is the context the request was submitted with (Background when
+// none was): a backend's Prepare hands it to work that may take long,
+// such as compiling the grammar of forced tool calls.
+func (r *Request) Context() context.Context {
+	if r.ctx == nil {
+		return context.Background()
+	}
+	return r.ctx
+}
+
+// CompileStatus turns an error of a grammar compile done for a request
+// into its status error: a compile its context stopped is Closed (the
+// submitter left), anything else is what invalid(err) makes of it.
+func CompileStatus(err error, invalid func(error) error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.Errorf(status.Closed, "request: cancelled while its grammar compiled: %v", err)
+	}
+	return invalid(err)
 }
 
 // Items is the number of batch items the request makes.
@@ -90,11 +116,17 @@ const (
 // ParseRequest reads and checks a request's JSON. Fields it does not know
 // are left in Extra for the backend.
 func ParseRequest(data []byte) (*Request, error) {
+	return ParseRequestContext(context.Background(), data)
+}
+
+// ParseRequestContext is ParseRequest for a submitter whose ctx, once
+// done, stops the compile of the request's grammar (a Closed error).
+func ParseRequestContext(ctx context.Context, data []byte) (*Request, error) {
 	f, err := jsonstrict.ParseFields(data, "request")
 	if err != nil {
 		return nil, err
 	}
-	r := &Request{}
+	r := &Request{ctx: ctx}
 	var prompt *string
 	if _, err := f.Take("prompt", &prompt); err != nil {
 		return nil, err
@@ -203,7 +235,7 @@ func ParseRequest(data []byte) (*Request, error) {
 			return nil, err
 		}
 	}
-	if r.Grammar, err = takeGrammar(f); err != nil {
+	if r.Grammar, err = takeGrammar(ctx, f); err != nil {
 		return nil, err
 	}
 	r.Extra = f
@@ -252,7 +284,7 @@ type jsonSchemaSpec struct {
 // "json_object"}, {"type": "json_schema", "json_schema": {"schema":
 // ...}}) and "grammar" (GBNF text), at most one of them, and compiles
 // the constraint.
-func takeGrammar(f *jsonstrict.Fields) (*grammar.Grammar, error) {
+func takeGrammar(ctx context.Context, f *jsonstrict.Fields) (*grammar.Grammar, error) {
 	var rf *responseFormat
 	if _, err := f.Take("response_format", &rf); err != nil {
 		return nil, err
@@ -268,9 +300,9 @@ func takeGrammar(f *jsonstrict.Fields) (*grammar.Grammar, error) {
 		if len(*text) > grammar.MaxGrammarBytes {
 			return nil, f.Errorf("grammar", "has %d bytes; at most %d are allowed", len(*text), grammar.MaxGrammarBytes)
 		}
-		g, err := grammar.Parse(*text)
+		g, err := grammar.ParseContext(ctx, *text)
 		if err != nil {
-			return nil, f.Errorf("grammar", "does not parse: %v", err)
+			return nil, CompileStatus(err, func(err error) error { return f.Errorf("grammar", "does not parse: %v", err) })
 		}
 		return g, nil
 	}
@@ -292,9 +324,11 @@ func takeGrammar(f *jsonstrict.Fields) (*grammar.Grammar, error) {
 		if rf.JSONSchema == nil || rf.JSONSchema.Schema == nil {
 			return nil, f.Errorf("response_format", `of type "json_schema" needs "json_schema": {"name": ..., "schema": {...}}`)
 		}
-		g, err := grammar.FromSchema(rf.JSONSchema.Schema)
+		g, err := grammar.FromSchemaContext(ctx, rf.JSONSchema.Schema)
 		if err != nil {
-			return nil, f.Errorf("response_format", "json_schema.schema cannot be followed: %v", err)
+			return nil, CompileStatus(err, func(err error) error {
+				return f.Errorf("response_format", "json_schema.schema cannot be followed: %v", err)
+			})
 		}
 		return g, nil
 	}

@@ -4,6 +4,7 @@
 package loop
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -106,7 +107,16 @@ func (r *Runtime) signal() {
 // returned here and nothing is queued. An empty channel list submits a
 // request nobody streams: use Complete to get its answer.
 func (r *Runtime) Submit(requestJSON []byte, channels []*streaming.Channel) error {
-	slots, err := r.prepare(requestJSON)
+	return r.SubmitContext(context.Background(), requestJSON, channels)
+}
+
+// SubmitContext is Submit for a caller that may leave while the request
+// is being prepared (a server's client): once ctx is done, compiling the
+// request's grammar stops and Submit returns a Closed error. ctx does not
+// reach past the queue: a queued request is cancelled through its
+// channels.
+func (r *Runtime) SubmitContext(ctx context.Context, requestJSON []byte, channels []*streaming.Channel) error {
+	slots, err := r.prepare(ctx, requestJSON)
 	if err != nil {
 		return err
 	}
@@ -150,7 +160,7 @@ func (r *Runtime) Submit(requestJSON []byte, channels []*streaming.Channel) erro
 // collected chunk per batch item (the whole text, all token ids, the reason
 // and usage). It blocks until every item has finished.
 func (r *Runtime) Complete(requestJSON []byte) ([]streaming.Chunk, error) {
-	slots, err := r.prepare(requestJSON)
+	slots, err := r.prepare(context.Background(), requestJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -171,8 +181,8 @@ func (r *Runtime) Complete(requestJSON []byte) ([]streaming.Chunk, error) {
 	return out, nil
 }
 
-func (r *Runtime) prepare(requestJSON []byte) ([]*Slot, error) {
-	req, err := ParseRequest(requestJSON)
+func (r *Runtime) prepare(ctx context.Context, requestJSON []byte) ([]*Slot, error) {
+	req, err := ParseRequestContext(ctx, requestJSON)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -318,5 +319,43 @@ func TestDefaultDrafterFillsRequestsThatNameNone(t *testing.T) {
 	c, _ := parseCall(completionEndpoint, []byte(`{"prompt": "x"}`), nil, "")
 	if strings.Contains(string(c.runtimeJSON), "drafter") {
 		t.Errorf("without a default drafter the request became %s", c.runtimeJSON)
+	}
+}
+
+// A client that leaves while its request's schema compiles stops the
+// compile (the request's context reaches it): nothing is written to it,
+// /metrics counts the request as 499, and the slot it took is free again.
+// The context is cancelled before the request is served, so the compile
+// stops at its first look at it, whatever the machine's speed.
+func TestClientGoneWhileItsSchemaCompiles(t *testing.T) {
+	s, hs, _ := newServer(t, 1, Options{MaxBodyBytes: 4 << 20})
+	var props, required strings.Builder
+	for i := range 800 {
+		sep := map[bool]string{true: ", "}[i > 0]
+		fmt.Fprintf(&props, `%s"p%d": {"type": "string", "pattern": "[a-z]+(-[0-9]{2})?"}`, sep, i)
+		fmt.Fprintf(&required, `%s"p%d"`, sep, i)
+	}
+	body := `{"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": ` +
+		`{"type": "object", "properties": {` + props.String() + `}, "required": [` + required.String() + `]}}}}`
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/completions", strings.NewReader(body)).WithContext(gone))
+	if rec.Body.Len() != 0 {
+		t.Fatalf("answered a client that left: %d %s", rec.Code, rec.Body.String())
+	}
+	resp, err := http.Get(hs.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(m), `lmstream_http_requests_total{code="499",path="/v1/completions"} 1`) {
+		t.Errorf("metrics do not count the request as 499:\n%s", m)
+	}
+	// The one slot is free: a request is served.
+	_, texts, _ := stream(t, hs.URL+"/v1/completions", `{"prompt": "x", "stream": true, "script": [[1], [2]]}`)
+	if texts[0] != "Hello" {
+		t.Fatalf("after the client left: %q", texts[0])
 	}
 }

@@ -292,6 +292,11 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// statusClientClosed is what /metrics counts for a request whose client
+// left before it was answered (nginx's 499): there is nobody to send a
+// status to.
+const statusClientClosed = 499
+
 // complete serves both completion endpoints. The body is read, and the
 // request parsed, before a stream slot is taken: a slot is held only by
 // a request that can be served.
@@ -343,7 +348,13 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request, kind endpoint)
 			ch.Release()
 		}
 	}()
-	if err := e.rt.Submit(c.runtimeJSON, chans); err != nil {
+	// The request's context ends when its client leaves: a grammar still
+	// compiling then stops, and nobody is there to read an answer.
+	if err := e.rt.SubmitContext(r.Context(), c.runtimeJSON, chans); err != nil {
+		if r.Context().Err() != nil {
+			s.metrics.request(path, statusClientClosed)
+			return
+		}
 		s.fail(w, path, err)
 		return
 	}

@@ -254,7 +254,9 @@ static const char *tool_model;
 /* A forced tool call on a real model, read with pop_batch (whose Chunks
 ** reuse their strings and vectors from one batch to the next) and with
 ** complete(): every chunk has the reply, the deltas join by index into
-** one get_weather call, and the content stays empty. */
+** one get_weather call, and the content stays empty. The second send of
+** the same request finds its prompt in the slot's KV: Usage's
+** cached_tokens (ABI 4) is 0 on the first and most of the prompt then. */
 static void test_tool_reply() {
     CHECK(tool_model, "needs --tool-model MODEL.gguf");
     Runtime rt(format("{\"model_path\":\"%s\",\"max_slots\":1,\"context_length\":512,\"spec_budget\":12}",
@@ -269,11 +271,13 @@ static void test_tool_reply() {
     std::vector<Chunk> batch;
     std::vector<lmstream::ToolCallDelta> calls;
     std::string content, text;
+    lmstream::Usage first{};
     while (!ch.done()) {
         Status st = ch.pop_batch(batch, patience(60s), 2);
         CHECK(st == Status::ok, "pop_batch returned %d", static_cast<int>(st));
         for (const Chunk &c : batch) {
             CHECK(c.has_reply, "a chunk without the reply: '%s'", c.text.c_str());
+            if (c.finished) first = c.usage;
             content += c.content;
             text += c.text;
             for (const lmstream::ToolCallDelta &d : c.tool_calls) {
@@ -297,6 +301,12 @@ static void test_tool_reply() {
     CHECK(all.has_reply && all.tool_calls.size() == 1 && all.tool_calls[0].name == "get_weather" &&
               all.tool_calls[0].arguments == calls[0].arguments && all.content.empty(),
           "complete: %zu calls in '%s'", all.tool_calls.size(), all.text.c_str());
+    CHECK(first.prompt_tokens > 0 && first.cached_tokens == 0, "first send: %lld of %lld prompt tokens cached",
+          static_cast<long long>(first.cached_tokens), static_cast<long long>(first.prompt_tokens));
+    CHECK(all.usage.prompt_tokens == first.prompt_tokens && all.usage.cached_tokens > 0 &&
+              all.usage.cached_tokens < all.usage.prompt_tokens,
+          "second send: %lld of %lld prompt tokens cached", static_cast<long long>(all.usage.cached_tokens),
+          static_cast<long long>(all.usage.prompt_tokens));
 }
 
 /* One burst of 8,000 tokens is one chunk of ~40 kB, more than the wrapper's

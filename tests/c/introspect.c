@@ -4,6 +4,8 @@
 ** regression for invalid UTF-8 in request JSON (issue 11): it is
 ** LMS_ERR_BAD_JSON naming the byte, never a silent U+FFFD. And the
 ** logprobs a chunk carries (ABI 2), through both ways of reading chunks.
+** And usage.cached_tokens (ABI 4): a prompt's first send prefills it all,
+** the same prompt again reuses the cache's prefix.
 **
 **   introspect MODEL.gguf */
 #include <stdint.h>
@@ -210,6 +212,34 @@ static void test_logprobs(lms_runtime rt) {
     if (rc == LMS_OK) lms_chunk_free(all);
 }
 
+/* Runs first, on the runtime's one fresh slot: nothing is cached before the
+** first send. The second send finds the first one's prompt in that slot's
+** KV and prefills only its last token (which must be computed again for
+** the logits). */
+static void test_cached_tokens(lms_runtime rt) {
+    const char *req = "{\"prompt\":\"Zebras graze on the wide plains of the Serengeti at dawn\","
+                      "\"max_tokens\":3,\"temperature\":0}";
+    char err[256];
+    lms_chunk *first = NULL, *again = NULL;
+    int rc = lms_complete(rt, req, &first, err, sizeof err);
+    CHECK(rc == LMS_OK, "first send: rc %d (%s)", rc, err);
+    rc = lms_complete(rt, req, &again, err, sizeof err);
+    CHECK(rc == LMS_OK, "second send: rc %d (%s)", rc, err);
+    if (first && again) {
+        const lms_usage *u1 = &first->usage, *u2 = &again->usage;
+        CHECK(u1->prompt_tokens > 5 && u1->cached_tokens == 0,
+              "first send: %lld prompt tokens, %lld cached", (long long)u1->prompt_tokens, (long long)u1->cached_tokens);
+        CHECK(u2->prompt_tokens == u1->prompt_tokens && u2->cached_tokens > 0 && u2->cached_tokens < u2->prompt_tokens,
+              "second send: %lld prompt tokens, %lld cached", (long long)u2->prompt_tokens, (long long)u2->cached_tokens);
+        /* The fields after usage moved in ABI 4: still where the header says. */
+        CHECK(again->n_token_ids == (size_t)u2->generated_tokens && u2->generated_tokens > 0 && again->logprobs == NULL && again->n_logprobs == 0 && again->has_reply == 0,
+              "fields after usage: %zu ids, logprobs %p/%zu, has_reply %d", again->n_token_ids,
+              (const void *)again->logprobs, again->n_logprobs, again->has_reply);
+    }
+    lms_chunk_free(first);
+    lms_chunk_free(again);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: introspect MODEL.gguf\n");
@@ -223,6 +253,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "introspect: cannot load %s: %s (%s)\n", argv[1], lms_strerror(rc), err);
         return 1;
     }
+    test_cached_tokens(rt);
     test_tokens(rt);
     test_info(rt);
     test_render(rt);

@@ -16,46 +16,10 @@ Only the standard library is used.
 LMSTREAM_SERVE names the built command, LMSTREAM_MODEL the model.
 """
 import argparse
-import json
 import os
-import re
-import subprocess
 import tempfile
-import time
-import urllib.request
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-SERVE = os.environ.get("LMSTREAM_SERVE", os.path.join(ROOT, "build", "lmstream-serve"))
-MODEL = os.environ.get("LMSTREAM_MODEL", os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
-PASSAGE = os.path.join(ROOT, "core", "model", "testdata", "passage.txt")
-
-
-def start(extra):
-    proc = subprocess.Popen([SERVE, "--model", MODEL, "--port", "0"] + extra, stdout=subprocess.PIPE, text=True)
-    url = re.search(r"listening on (http://[^;\s]+)", proc.stdout.readline()).group(1)
-    proc.stdout.readline()  # "... ready"
-    return proc, url
-
-
-def ask(url, messages, max_tokens):
-    body = json.dumps({"model": "m", "messages": messages, "max_tokens": max_tokens, "temperature": 0,
-                       "stream": True, "stream_options": {"include_usage": True}}).encode()
-    req = urllib.request.Request(url + "/v1/chat/completions", body, {"Content-Type": "application/json"})
-    t0, ttft, text, usage = time.monotonic(), None, [], None
-    with urllib.request.urlopen(req) as r:
-        for line in r:
-            line = line.strip()
-            if not line.startswith(b"data: ") or line == b"data: [DONE]":
-                continue
-            ev = json.loads(line[6:])
-            usage = ev.get("usage") or usage
-            for c in ev.get("choices", []):
-                d = c.get("delta", {}).get("content")
-                if d:
-                    ttft = ttft if ttft is not None else time.monotonic() - t0
-                    text.append(d)
-    return ttft, "".join(text), usage
+from bench_common import MODEL, PASSAGE, ask, start
 
 
 def main():

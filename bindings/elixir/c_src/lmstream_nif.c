@@ -207,7 +207,7 @@ fail:
 static ERL_NIF_TERM a_ok, a_error, a_true, a_false, a_nil, a_undefined, a_empty, a_done,
     a_closed, a_not_loaded, a_struct, a_chunk_mod, a_token_ids, a_text, a_finished, a_reason,
     a_usage, a_err, a_batch_index, a_ref, a_prompt_tokens, a_generated_tokens, a_ttft_ms,
-    a_tpot_ms, a_draft_proposed, a_draft_accepted, a_verify_passes, a_path, a_abi, a_cpus,
+    a_tpot_ms, a_draft_proposed, a_draft_accepted, a_verify_passes, a_cached_tokens, a_path, a_abi, a_cpus,
     a_logprobs, a_token_id, a_logprob, a_bytes, a_top_logprobs, a_reply, a_content, a_reasoning,
     a_tool_calls, a_index, a_id, a_name, a_arguments;
 static ERL_NIF_TERM a_reasons[6];
@@ -226,7 +226,7 @@ static void make_atoms(ErlNifEnv *env) {
     A(a_prompt_tokens, "prompt_tokens"); A(a_generated_tokens, "generated_tokens");
     A(a_ttft_ms, "ttft_ms"); A(a_tpot_ms, "tpot_ms");
     A(a_draft_proposed, "draft_tokens_proposed"); A(a_draft_accepted, "draft_tokens_accepted");
-    A(a_verify_passes, "verify_passes"); A(a_path, "path"); A(a_abi, "abi_version"); A(a_cpus, "loader_cpus");
+    A(a_verify_passes, "verify_passes"); A(a_cached_tokens, "cached_tokens"); A(a_path, "path"); A(a_abi, "abi_version"); A(a_cpus, "loader_cpus");
     A(a_logprobs, "logprobs"); A(a_token_id, "token_id"); A(a_logprob, "logprob"); A(a_bytes, "bytes");
     A(a_top_logprobs, "top_logprobs");
     A(a_reply, "reply"); A(a_content, "content"); A(a_reasoning, "reasoning"); A(a_tool_calls, "tool_calls");
@@ -732,14 +732,15 @@ static __thread size_t tl_buf_size;
 #define DRAIN_BUF (128 * 1024)
 
 static ERL_NIF_TERM usage_term(ErlNifEnv *env, const lms_usage *u) {
-    ERL_NIF_TERM k[7] = {a_prompt_tokens, a_generated_tokens, a_ttft_ms, a_tpot_ms,
-                         a_draft_proposed, a_draft_accepted, a_verify_passes};
-    ERL_NIF_TERM v[7] = {enif_make_int64(env, u->prompt_tokens), enif_make_int64(env, u->generated_tokens),
+    ERL_NIF_TERM k[8] = {a_prompt_tokens, a_generated_tokens, a_ttft_ms, a_tpot_ms,
+                         a_draft_proposed, a_draft_accepted, a_verify_passes, a_cached_tokens};
+    ERL_NIF_TERM v[8] = {enif_make_int64(env, u->prompt_tokens), enif_make_int64(env, u->generated_tokens),
                          enif_make_double(env, u->ttft_ms), enif_make_double(env, u->tpot_ms),
                          enif_make_int64(env, u->draft_tokens_proposed),
-                         enif_make_int64(env, u->draft_tokens_accepted), enif_make_int64(env, u->verify_passes)};
+                         enif_make_int64(env, u->draft_tokens_accepted), enif_make_int64(env, u->verify_passes),
+                         enif_make_int64(env, u->cached_tokens)};
     ERL_NIF_TERM m;
-    enif_make_map_from_arrays(env, k, v, 7, &m);
+    enif_make_map_from_arrays(env, k, v, 8, &m);
     return m;
 }
 

@@ -77,6 +77,20 @@ defmodule Lmstream.IntrospectTest do
   end
 
   @tag skip: @skip
+  test "a repeated prompt reports cached tokens" do
+    # A fresh runtime of one slot: the first send prefills the whole prompt,
+    # the same one again finds it in the slot's KV but for the last token.
+    {:ok, rt} = Lmstream.load(@model, max_slots: 1, context_length: 256, spec_budget: 8)
+    msgs = [%{role: "user", content: "Name three colours of the rainbow."}]
+    {:ok, _, first} = Lmstream.generate(rt, msgs, max_tokens: 3)
+    {:ok, _, again} = Lmstream.generate(rt, msgs, max_tokens: 3)
+    Lmstream.close(rt)
+    assert first.cached_tokens == 0 and first.prompt_tokens > 1
+    assert again.prompt_tokens == first.prompt_tokens
+    assert again.cached_tokens > 0 and again.cached_tokens < again.prompt_tokens
+  end
+
+  @tag skip: @skip
   test "a chat_template override renders messages" do
     tmpl = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
     {:ok, rt} = Lmstream.load(@model, max_slots: 1, context_length: 256, chat_template: tmpl)

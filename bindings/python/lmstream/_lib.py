@@ -25,7 +25,7 @@ from ctypes import (
 from typing import Any, Dict, List, Optional, Tuple
 
 #: The ABI version this binding was written for (LMS_ABI_VERSION).
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 LIBRARY_NAME = "liblmstream.so"
 
@@ -72,6 +72,7 @@ class LmsUsage(Structure):
         ("draft_tokens_proposed", c_int64),
         ("draft_tokens_accepted", c_int64),
         ("verify_passes", c_int64),
+        ("cached_tokens", c_int64),  # since ABI 4
     ]
 
 

@@ -124,11 +124,14 @@ def _reply_deltas(r: Reply) -> Tuple[Dict[str, Any], List[Dict[str, Any]], int]:
     return text, calls, begun
 
 
-def _usage(c: Chunk) -> Dict[str, int]:
+def _usage(c: Chunk) -> Dict[str, Any]:
     u = c.usage
     p = u.prompt_tokens if u is not None else 0
     g = u.generated_tokens if u is not None else 0
-    return {"prompt_tokens": p, "completion_tokens": g, "total_tokens": p + g}
+    cached = u.cached_tokens if u is not None else 0
+    # prompt_tokens_details.cached_tokens as OpenAI and lmstream-serve report it.
+    return {"prompt_tokens": p, "completion_tokens": g, "total_tokens": p + g,
+            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 class _Shape:
@@ -178,7 +181,7 @@ class _Shaper:
         self.model = _model_name(rt)
         self.calls = 0  # tool calls begun
 
-    def out(self, choice: Dict[str, Any], usage: Optional[Dict[str, int]] = None) -> Dict[str, Any]:
+    def out(self, choice: Dict[str, Any], usage: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         d: Dict[str, Any] = {"id": self.ident, "object": self.shape.obj_chunk, "created": self.created,
                              "model": self.model, "choices": [choice]}
         if usage is not None:

@@ -85,6 +85,8 @@ class Usage(NamedTuple):
     draft_tokens_proposed: int
     draft_tokens_accepted: int
     verify_passes: int
+    #: Prompt tokens found in the prefix cache, not prefilled again (ABI 4).
+    cached_tokens: int = 0
 
 
 class Logprob(NamedTuple):
@@ -222,7 +224,7 @@ _NOT_FINISHED = FinishReason.NOT_FINISHED
 _SZ = ctypes.sizeof(LmsChunk)
 _W = _SZ // 8
 _USAGE_OFF = LmsChunk.usage.offset
-_USAGE = struct.Struct("@qqddqqq")
+_USAGE = struct.Struct("@qqddqqqq")
 _TAIL = struct.Struct("@iiiiP")  # finished, reason, error code, batch index, message
 assert _SZ % 8 == 0 and _USAGE.size == ctypes.sizeof(_lib.LmsUsage)
 assert [LmsChunk.token_ids.offset, LmsChunk.n_token_ids.offset, LmsChunk.text.offset,

@@ -130,3 +130,23 @@ def test_async_matches_blocking(model_rt):
     assert joined(chunks) == joined(blocking) == whole["choices"][0]["message"]["content"]
     want = model_rt.create_completion("The capital of Japan is", max_tokens=4)["choices"][0]["text"]
     assert text["choices"][0]["text"] == want
+
+
+def test_repeated_prompt_reports_cached_tokens():
+    """usage.prompt_tokens_details.cached_tokens (ABI 4's lms_usage field):
+    a fresh runtime's first send prefills everything; the same request again
+    finds its prompt in the slot's KV (all but the last token, which is
+    computed again for the logits)."""
+    if not os.path.exists(MODEL):
+        pytest.skip(f"model {MODEL} absent (run `make model`)")
+    with lmstream.Runtime(model_path=MODEL, context_length=256, max_slots=1, spec_budget=8) as rt:
+        first = rt.create_chat_completion(CHAT, max_tokens=4)
+        again = rt.create_chat_completion(CHAT, max_tokens=4)
+        streamed = list(rt.create_chat_completion(CHAT, stream=True, max_tokens=4))
+        raw = rt.complete(messages=CHAT, max_tokens=4).usage
+    assert first["usage"]["prompt_tokens_details"] == {"cached_tokens": 0}
+    p = again["usage"]["prompt_tokens"]
+    assert p == first["usage"]["prompt_tokens"] > 1
+    assert 0 < again["usage"]["prompt_tokens_details"]["cached_tokens"] < p
+    assert 0 < streamed[-1]["usage"]["prompt_tokens_details"]["cached_tokens"] < p
+    assert 0 < raw.cached_tokens < raw.prompt_tokens == p

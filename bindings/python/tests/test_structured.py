@@ -97,8 +97,27 @@ def test_stream_equals_complete(model_rt):
      'keyword "patternProperties" is not supported'),
     (dict(response_format=schema_format({"type": "string", "format": "email"})), 'format "email"'),
     (dict(response_format={"type": "yaml"}), 'type must be "text", "json_object" or "json_schema"'),
+    # A class that matches no character (a pattern's class of what JSON
+    # must escape, which the converter leaves out), and a byte the default
+    # model's vocabulary has no token for: refused here, not by a stream
+    # that no token can continue.
+    (dict(response_format=schema_format({"type": "string", "pattern": '["]'})), "matches no character"),
+    (dict(grammar="root ::= [^\\x00-\\U0010FFFF]"), "matches no character"),
+    (dict(grammar="root ::= [\\x04]+"), "cannot be written with this model's tokens"),
 ])
 def test_refused_at_submit(model_rt, fields, needle):
     with pytest.raises(lmstream.InvalidRequest) as e:
         model_rt.generate(prompt="x", **fields)
     assert needle in str(e.value)
+
+
+def test_ambiguous_schema_is_followed_to_the_end(model_rt):
+    """Alternatives sharing a prefix, each opening many ways after it, keep
+    more parses alive than the matcher follows; it follows the first ones,
+    so the answer goes on past the prefix and ends valid (it used to die
+    right after "x")."""
+    schema = {"anyOf": [{"type": "string", "pattern": "^x(a?){200}%s$" % c} for c in "bcd"]}
+    w = model_rt.complete(messages=[{"role": "user", "content": "Write x, some a letters, then b."}],
+                          max_tokens=300, temperature=0, response_format=schema_format(schema))
+    assert w.reason == lmstream.FinishReason.END_ID, w.text
+    jsonschema.validate(json.loads(w.text), schema)

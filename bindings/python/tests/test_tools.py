@@ -117,7 +117,8 @@ def test_streamed_deltas_are_openais():
         {},
     ]
     assert [d["choices"][0]["finish_reason"] for d in out] == [None] * 4 + ["tool_calls"]
-    assert out[-1]["usage"] == {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16}
+    assert out[-1]["usage"] == {"prompt_tokens": 10, "completion_tokens": 6, "total_tokens": 16,
+                                "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 def test_reasoning_is_its_own_field():

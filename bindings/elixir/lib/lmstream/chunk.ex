@@ -11,7 +11,8 @@ defmodule Lmstream.Chunk do
       `:cancelled` or `:error`; `nil` before
     * `usage` — on the terminal chunk: a map with `:prompt_tokens`,
       `:generated_tokens`, `:ttft_ms`, `:tpot_ms`, `:draft_tokens_proposed`,
-      `:draft_tokens_accepted`, `:verify_passes`; `nil` before
+      `:draft_tokens_accepted`, `:verify_passes`, `:cached_tokens` (prompt
+      tokens found in the prefix cache, not prefilled again); `nil` before
     * `error` — `{code, message}` when `reason` is `:error`, else `nil`
     * `batch_index` — which prompt of a batch request this stream is
     * `ref` — the stream's handle, for `Lmstream.cancel/1`
