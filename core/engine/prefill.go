@@ -160,9 +160,47 @@ func (b *Backend) allotPrefill(slots []*loop.Slot, budget int) {
 	}
 	deadline := func(s *loop.Slot) int64 { return serving.TTFTDeadline(s.Submitted(), s.Request.TTFTSLOMs) }
 	slices.SortStableFunc(b.iter.prefilling, func(x, y *loop.Slot) int { return cmp.Compare(deadline(x), deadline(y)) })
-	for _, s := range b.iter.prefilling {
+	for i, s := range b.iter.prefilling {
 		q := s.State.(*sequence)
+		if b.caches.reuse {
+			b.catchUp(s, q)
+		}
 		q.chunk = min(b.prefillChunk, budget, len(s.Prompt)-q.prefill)
+		if b.caches.reuse && q.chunk > 0 && b.prefixComing(s, q, b.iter.prefilling[:i]) {
+			q.chunk = 0
+		}
 		budget -= q.chunk
 	}
+}
+
+// catchUp extends a prefilling sequence's cache with what another cache
+// has computed since of its prompt (a sequence prefilling the same system
+// prompt ahead of it): those tokens are shared, not prefilled again.
+func (b *Backend) catchUp(s *loop.Slot, q *sequence) {
+	want := s.Prompt[:max(0, len(s.Prompt)-1)]
+	if n := b.caches.copyPrefix(q.cache, q.prefill, want); n > q.prefill {
+		s.CachedTokens += n - q.prefill
+		q.prefill = n
+	}
+}
+
+// prefixComing reports whether one of the sequences ahead of s in this
+// iteration's prefill order (ahead) shares more of s's prompt than s's
+// cache holds and is still prefilling it: s then waits for those tokens
+// (catchUp takes them when they are in) instead of computing them a second
+// time. Agents sharing a long system prompt, sent at once, prefill it once.
+// The first sequence in the order never waits, so some prefill always
+// runs.
+func (b *Backend) prefixComing(s *loop.Slot, q *sequence, ahead []*loop.Slot) bool {
+	want := s.Prompt[:max(0, len(s.Prompt)-1)]
+	for _, a := range ahead {
+		p := a.State.(*sequence)
+		if p.chunk == 0 {
+			continue // waiting itself, or out of budget: nothing comes from it now
+		}
+		if common := commonPrefix(a.Prompt, want); common > q.prefill && p.prefill < common {
+			return true
+		}
+	}
+	return false
 }

@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -250,4 +252,37 @@ func TestPrefixCacheGemmaWindow(t *testing.T) {
 	sameAnswer(t, on, off, rawRequest(short, 8, noSpec))
 	got := sameAnswer(t, on, off, rawRequest(short, 8, noSpec))
 	require.Equal(t, got.Usage.PromptTokens-1, got.Usage.CachedTokens)
+}
+
+// TestSharedPrefixPrefilledOnce: requests sent at once that share a long
+// system prompt prefill it once: the ones behind wait for the first's
+// prefill and take its entries (cached_tokens counts them), and every
+// answer is the one a runtime without reuse gives.
+func TestSharedPrefixPrefilledOnce(t *testing.T) {
+	on, off := prefixRuntimes(t, modelPath, `,"max_slots":3,"prefill_chunk":64`)
+	system := passage(t)[:1300]
+	reqs := make([][]byte, 3)
+	for i := range reqs {
+		reqs[i] = rawRequest(system+fmt.Sprintf("\n\nQuestion %d: what is the passage about?", i+1), 12, nil)
+	}
+	shared := commonTokens(t, on, string(system)+"\n\nQuestion 1", string(system)+"\n\nQuestion 2")
+	require.Greater(t, shared, 200)
+	got := make([]streaming.Chunk, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = completeOne(t, on, req)
+		}()
+	}
+	wg.Wait()
+	cached := 0
+	for i, req := range reqs {
+		want := completeOne(t, off, req)
+		require.Equal(t, want.TokenIDs, got[i].TokenIDs, "request %d", i)
+		cached += got[i].Usage.CachedTokens
+	}
+	t.Logf("%d prompt tokens shared; cached tokens of the three requests: %d", shared, cached)
+	require.GreaterOrEqual(t, cached, 2*(shared-64), "two of the three took the shared prefix from the first")
 }
