@@ -161,11 +161,14 @@ func TestPromptFloorEngine(t *testing.T) {
 func TestAllotPrefill(t *testing.T) {
 	path := tinyFile(t, t.TempDir(), 64, 5, 4)
 	be := tinyBackend(t, path, "", `,"max_slots":3,"prefill_chunk":8,"spec_policy":"adaserve"`)
-	prompt := make([]int32, 20)
-	for i := range prompt {
-		prompt[i] = int32(3 + i)
-	}
+	// Prompts with nothing in common (see below for shared ones).
+	first := int32(3)
 	slot := func(ttftMs float64) *loop.Slot {
+		prompt := make([]int32, 20)
+		for i := range prompt {
+			prompt[i] = first + int32(i)
+		}
+		first += 20
 		s := &loop.Slot{Request: &loop.Request{TTFTSLOMs: ttftMs}, Prompt: prompt, Data: &item{drafter: draftNone}}
 		require.NoError(t, be.Open(s))
 		t.Cleanup(func() { be.Release(s) })
@@ -188,4 +191,16 @@ func TestAllotPrefill(t *testing.T) {
 	require.Equal(t, []int{0, 5, 8}, chunks())
 	be.allotPrefill(slots, 100)
 	require.Equal(t, []int{8, 8, 8}, chunks())
+
+	// The same prompt three times: the most urgent prefills it, the others
+	// wait to take its entries (prefixComing) rather than compute them too.
+	for _, s := range slots {
+		be.Release(s)
+	}
+	first = 3
+	relaxed, effort, urgent = slot(20000), slot(0), slot(5000)
+	effort.Prompt, urgent.Prompt = relaxed.Prompt, relaxed.Prompt
+	slots = []*loop.Slot{relaxed, effort, urgent}
+	be.allotPrefill(slots, 100)
+	require.Equal(t, []int{0, 0, 8}, chunks())
 }
