@@ -98,30 +98,3 @@ func TestQ8KVCloseToF16(t *testing.T) {
 	require.GreaterOrEqual(t, same, len(ids)*95/100)
 	require.Equal(t, q8, byChunks(m.NewCache(len(ids)), 37), "the same Q8_0 entries whatever the passes")
 }
-
-// TestQ8KVTreeEqualsChains: with a Q8_0 cache, every node of a token tree
-// verified in one pass gets the logits of its root-to-node path fed as a
-// chain (speculation stays lossless): a tree node's entries are quantized
-// as the chain's are, and read back the same way, gathered or in place.
-func TestQ8KVTreeEqualsChains(t *testing.T) {
-	m, _ := tinyModel(t, defaultTiny(quant.Q8_0), 2)
-	require.NoError(t, m.SetKVType(kv.Q8_0))
-	r := rand.New(rand.NewPCG(4, 8))
-	prefix := randTokens(r, 40, m.Config().Vocab)
-	nodes := randTokens(r, len(treeParent), m.Config().Vocab)
-	c := m.NewCache(64)
-	run(t, m, new(Batch).chain(c, prefix, false))
-	commitAll(t, c)
-	tree := run(t, m, treeBatch(c, nodes))
-	for i := range treeParent {
-		var path []int32
-		for _, j := range treePath(i) {
-			path = append(path, nodes[j])
-		}
-		fresh := m.NewCache(64)
-		run(t, m, new(Batch).chain(fresh, prefix, false))
-		commitAll(t, fresh)
-		want := run(t, m, new(Batch).chain(fresh, path, false))
-		require.Less(t, maxRelDiff(tree[i], want[0]), tolSame, "node %d", i)
-	}
-}

@@ -101,8 +101,10 @@ type sameSpec struct {
 func sameModels(t *testing.T) map[string]sameSpec {
 	q := defaultTiny(quant.Q8_0)
 	q.arch = "qwen2"
+	q8kv := defaultTiny(quant.Q8_0)
+	q8kv.kvType = kv.Q8_0 // a token's entries quantized once, read back alike by every path
 	return map[string]sameSpec{"F32": {defaultTiny(quant.F32), tolSame}, "Q4_1": {defaultTiny(quant.Q4_1), tolSameQ4_1},
-		"Q6_K": {defaultTiny(quant.Q6_K), tolSame}, "qwen2-Q8_0": {q, tolSame},
+		"Q6_K": {defaultTiny(quant.Q6_K), tolSame}, "qwen2-Q8_0": {q, tolSame}, "Q8_0-kv-cache": {q8kv, tolSame},
 		"gemma3-window4": {tinyGemma(4), tolSame}, "gemma3-window1": {tinyGemma(1), tolSame}}
 }
 

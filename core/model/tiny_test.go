@@ -31,6 +31,8 @@ type tinySpec struct {
 	vocab     int
 	seed      uint64
 	ropeTheta float32
+	// kvType is the KV cache type the model's caches take (SetKVType).
+	kvType kv.Type
 	// kv overrides metadata: a key of the list below gets this value
 	// instead (nil drops it), another key is added.
 	kv map[string]any
@@ -166,6 +168,7 @@ func tinyModel(t testing.TB, s tinySpec, threads int) (*Model, *gguf.File) {
 	f := tinyGGUF(t, s, nil)
 	m, err := Load(f, threads)
 	require.NoError(t, err)
+	require.NoError(t, m.SetKVType(s.kvType))
 	return m, f
 }
 
