@@ -39,6 +39,9 @@ func attnWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os i
 func attnMax(x *float32, n int) float32
 
 //go:noescape
+func attnFold(out, o *float32, n int, a, b float32)
+
+//go:noescape
 func rmsNormAVX512(dst, src, w *float32, d int, eps float32)
 
 //go:noescape
@@ -72,6 +75,9 @@ func attnWsumGAVX2(p *float32, ps, nh int, v *float32, n, hd int, out *float32, 
 
 //go:noescape
 func attnMaxAVX2(x *float32, n int) float32
+
+//go:noescape
+func attnFoldAVX2(out, o *float32, n int, a, b float32)
 
 //go:noescape
 func rmsNormAVX2(dst, src, w *float32, d int, eps float32)
@@ -139,6 +145,14 @@ func simdMax(x *float32, n int) float32 {
 		return attnMax(x, n)
 	}
 	return attnMaxAVX2(x, n)
+}
+
+func simdFold(out, o *float32, n int, a, b float32) {
+	if haveAVX512 {
+		attnFold(out, o, n, a, b)
+		return
+	}
+	attnFoldAVX2(out, o, n, a, b)
 }
 
 func simdRMSNorm(dst, src, w *float32, d int, eps float32) {

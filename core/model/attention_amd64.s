@@ -751,3 +751,27 @@ narrowloop:
 narrowdone:
 	VZEROUPPER
 	RET
+
+// func attnFold(out, o *float32, n int, a, b float32)
+// out[i] = fma(out[i], a, o[i]·b) for i < n (a multiple of 16).
+TEXT ·attnFold(SB), NOSPLIT, $0-32
+	MOVQ         out+0(FP), DI
+	MOVQ         o+8(FP), SI
+	MOVQ         n+16(FP), CX
+	SHLQ         $2, CX
+	VBROADCASTSS a+24(FP), Z2
+	VBROADCASTSS b+28(FP), Z3
+	XORQ         BX, BX
+
+foldloop:
+	CMPQ        BX, CX
+	JAE         folddone
+	VMULPS      (SI)(BX*1), Z3, Z0
+	VFMADD231PS (DI)(BX*1), Z2, Z0
+	VMOVUPS     Z0, (DI)(BX*1)
+	ADDQ        $64, BX
+	JMP         foldloop
+
+folddone:
+	VZEROUPPER
+	RET

@@ -949,3 +949,31 @@ narrowloop:
 narrowdone:
 	VZEROUPPER
 	RET
+
+// func attnFoldAVX2(out, o *float32, n int, a, b float32)
+// out[i] = fma(out[i], a, o[i]·b) for i < n (a multiple of 16): one tile's
+// value sums folded into the running ones (softState.fold).
+TEXT ·attnFoldAVX2(SB), NOSPLIT, $0-32
+	MOVQ         out+0(FP), DI
+	MOVQ         o+8(FP), SI
+	MOVQ         n+16(FP), CX
+	SHLQ         $2, CX
+	VBROADCASTSS a+24(FP), Y2
+	VBROADCASTSS b+28(FP), Y3
+	XORQ         BX, BX
+
+foldloop:
+	CMPQ        BX, CX
+	JAE         folddone
+	VMULPS      (SI)(BX*1), Y3, Y0
+	VMULPS      32(SI)(BX*1), Y3, Y1
+	VFMADD231PS (DI)(BX*1), Y2, Y0
+	VFMADD231PS 32(DI)(BX*1), Y2, Y1
+	VMOVUPS     Y0, (DI)(BX*1)
+	VMOVUPS     Y1, 32(DI)(BX*1)
+	ADDQ        $64, BX
+	JMP         foldloop
+
+folddone:
+	VZEROUPPER
+	RET

@@ -8,21 +8,38 @@ import (
 
 // Grouped attention (the AVX-512 or AVX2 kernels): the query heads that
 // share a KV head are computed together, so each key and value row is read
-// (and widened from the float16 cache, attnChunk rows at a time) once for
-// all of them, and scores come 16 keys at a time (attnScores16 and
+// (and widened from the cache, attnChunk rows at a time) once for all of
+// them, and scores come 16 keys at a time (attnScores16 and
 // attnScores16AVX2 reduce 16 keys' lane sums in one shuffle tree instead of
 // one horizontal sum per key).
+//
+// Keys are taken in tiles of attnTile positions from position 0 (one KV
+// page each). Each (token, head) gets a partial softmax per tile it sees
+// (the tile's largest score m, l = Σ e^(s−m), o = Σ e^(s−m)·v), and the
+// partials are folded in tile order (softState.fold). A tile's partial is
+// the same arithmetic whichever item, pass or thread computes it, and the
+// fold is always the same left fold, so a token's attention is the same
+// bits whether its tiles ran one after another inside its item (prefill,
+// where items are many) or side by side on every thread (decode at depth,
+// where one item per KV head would leave threads idle), and whether it was
+// decoded alone, in a chain or as a tree node. Scores of a tile stay in L1
+// instead of a whole row per query.
 
 // maxGroupHeads is the most query heads attnScores16/attnWsumG take at once
 // (larger groups are split into near-equal parts).
 const maxGroupHeads = 4
 
+// attnTile is how many key positions one partial softmax covers: a KV
+// page, so a tile's cached rows are contiguous.
+const attnTile = kv.PageSize
+
 // attnBuf is one pool chunk's attention scratch.
 type attnBuf struct {
-	sc     []float32 // scores, one padded row per head
-	kg, vg []float32 // gathered key rows (run tail + extras, padded) and value rows (extras)
-	qg, mx []float32 // attendTokens: gathered queries, the kernel's running maxima
-	kf, vf []float32 // a chunk of the cache's keys or values, widened to float32
+	sc     []float32 // scores of one tile, one padded row per query
+	qg, mx []float32 // gathered queries, the score kernel's running maxima
+	kf, vf []float32 // a chunk of keys or values, widened to float32
+	ot     []float32 // a tile's value sums, hd floats per query
+	pm, pl []float32 // a tile's largest score and Σ e^(s−m) per query
 }
 
 // attnChunk is how many keys (or values) are widened from the float16 cache
@@ -82,215 +99,315 @@ func (m *Model) planAttnItems(b *Batch) {
 	}
 }
 
+// itemView is what an item's tokens see in one layer: token t sees the
+// visible entries [lo[t], nv[t]) (entry i holds position i). Entries below
+// run are the cache's rows Len()+… in order; those from run on are the
+// scratch entries extra (a single-token item's tree branch; chain tokens
+// have none).
+type itemView struct {
+	cache  *kv.Cache
+	g, nt  int // KV head, tokens
+	lo, nv [attnTokens]int
+	run    int
+	extra  []int32
+}
+
+func (m *Model) viewOf(li int, it attnItem) itemView {
+	c, s := &m.cfg, &m.s
+	v := itemView{cache: s.seqs[s.tok[it.i0].seq].cache, g: int(it.h0) / (c.Heads / c.KVHeads), nt: int(it.i1 - it.i0)}
+	for t := range v.nt {
+		lo, run, extra := m.visible(li, s.tok[int(it.i0)+t], v.cache.Len())
+		if v.nt > 1 && len(extra) > 0 { // unreachable: planAttnItems groups chain tokens only
+			panic("model: a chain attention item given a token with extra entries")
+		}
+		v.lo[t], v.nv[t] = lo, run+len(extra)
+		v.run, v.extra = max(v.run, run), extra
+	}
+	return v
+}
+
+// tiles returns the tiles [first, last] that some token of the item sees.
+func (v *itemView) tiles() (first, last int) {
+	lo, nv := math.MaxInt, 0
+	for t := range v.nt {
+		lo, nv = min(lo, v.lo[t]), max(nv, v.nv[t])
+	}
+	return lo / attnTile, (nv - 1) / attnTile
+}
+
+// gatherRows widens the keys (values when vals) of visible entries
+// [from, to) into dst, hd floats an entry.
+func (v *itemView) gatherRows(dst []float32, vals bool, li, hd, from, to int) {
+	if from < v.run {
+		widenRows(dst[:(min(to, v.run)-from)*hd], v.cache, vals, li, v.g, from, min(to, v.run))
+	}
+	for e := max(from, v.run); e < to; e++ {
+		j := v.cache.Len() + int(v.extra[e-v.run])
+		src := v.cache.K(li, v.g, j)
+		if vals {
+			src = v.cache.V(li, v.g, j)
+		}
+		widenKV(dst[(e-from)*hd:(e-from+1)*hd], src, v.cache.Type())
+	}
+}
+
+// itemQueries returns the item's queries, nt·nh rows of hd: query t·nh+h is
+// head h0+h of token i0+t (gathered into ab.qg for several tokens).
+func (m *Model) itemQueries(it attnItem, ab *attnBuf) *float32 {
+	c, s := &m.cfg, &m.s
+	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
+	i0, h0, nh := int(it.i0), int(it.h0), int(it.nh)
+	if it.i1-it.i0 == 1 {
+		return &s.q[i0*qDim+h0*hd]
+	}
+	nt := int(it.i1 - it.i0)
+	ab.qg = grow(ab.qg, nt*nh*hd)
+	for t := range nt {
+		copy(ab.qg[t*nh*hd:(t+1)*nh*hd], s.q[(i0+t)*qDim+h0*hd:(i0+t)*qDim+(h0+nh)*hd])
+	}
+	return &ab.qg[0]
+}
+
+// attendTile computes the partial softmax of each of the item's queries
+// over tile k: ab.pm[q], ab.pl[q] and ab.ot[q·hd:(q+1)·hd], for the queries
+// whose bit is set in the result (a token that sees no key of the tile has
+// no partial). Scores come in 16-key blocks from base, the first seen key
+// rounded down to a block: score j of a query's row is key base+j, and
+// keys a query does not see are scored with their block but never used.
+func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q *float32, ab *attnBuf) (seen uint32) {
+	c := &m.cfg
+	hd, nh := c.HeadDim, int(it.nh)
+	nq := v.nt * nh
+	var from, to [attnTokens]int
+	a, b := math.MaxInt, 0
+	for t := range v.nt {
+		from[t], to[t] = max(v.lo[t], k*attnTile), min(v.nv[t], (k+1)*attnTile)
+		if from[t] < to[t] {
+			a, b = min(a, from[t]), max(b, to[t])
+		}
+	}
+	if a >= b {
+		return 0
+	}
+	base := a &^ 15
+	sst := (b - base + 15) &^ 15
+	ab.sc = grow(ab.sc, nq*sst)
+	ab.mx = grow(ab.mx, nq)
+	ab.kf, ab.vf = grow(ab.kf, attnChunk*hd), grow(ab.vf, attnChunk*hd)
+	ab.ot = grow(ab.ot, nq*hd)
+	ab.pm, ab.pl = grow(ab.pm, nq), grow(ab.pl, nq)
+	sc, kf, vf := ab.sc, ab.kf, ab.vf
+
+	scale := m.attnScale()
+	for c0 := base; c0 < b; c0 += attnChunk {
+		c1 := min(b, c0+attnChunk)
+		nb := (c1 - c0 + 15) / 16
+		v.gatherRows(kf, false, li, hd, c0, c1)
+		clear(kf[(c1-c0)*hd : nb*16*hd])
+		simdScores16(q, nq, hd, &kf[0], nb, hd, scale, &sc[c0-base], sst, &ab.mx[0], 0xffff)
+	}
+	for qi := range nq {
+		t := qi / nh
+		if from[t] >= to[t] {
+			continue
+		}
+		x := sc[qi*sst+from[t]-base : qi*sst+to[t]-base]
+		if cp := c.AttnSoftcap; cp > 0 {
+			softcap(x, cp)
+		}
+		mx := simdMax(&x[0], len(x))
+		ab.pm[qi], ab.pl[qi] = mx, softmaxWeights(x, mx)
+		seen |= 1 << qi
+	}
+	for c0 := base; c0 < b; c0 += attnChunk {
+		c1 := min(b, c0+attnChunk)
+		v.gatherRows(vf, true, li, hd, c0, c1)
+		for t := range v.nt {
+			f, e := max(c0, from[t]), min(c1, to[t])
+			if f < e {
+				simdWsumG(&sc[t*nh*sst+f-base], sst, nh, &vf[(f-c0)*hd], e-f, hd, &ab.ot[t*nh*hd], hd, f > from[t])
+			}
+		}
+	}
+	return seen
+}
+
+// softState is one query's softmax over the tiles folded so far: the
+// largest score m and l = Σ e^(s−m); the value sum Σ e^(s−m)·v is in the
+// query's output row.
+type softState struct {
+	m, l float32
+	seen bool
+}
+
+// fold adds a tile's partial (m, l, o) to the state and out. Every path
+// folds a query's tiles in order with this one function.
+func (st *softState) fold(out []float32, m, l float32, o []float32) {
+	if !st.seen {
+		copy(out, o)
+		st.m, st.l, st.seen = m, l, true
+		return
+	}
+	nm := max(st.m, m)
+	a, b := expf(st.m-nm), expf(m-nm)
+	simdFold(&out[0], &o[0], len(out), a, b)
+	st.l = st.l*a + l*b
+	st.m = nm
+}
+
+// finish normalises out for query head h of layer li. A layer with
+// attention sinks (gpt-oss) folds the head's sink logit s as one more key
+// whose value is zero: the maximum becomes max(m, s) and the sum gains
+// e^(s−max).
+func (m *Model) finish(out []float32, st softState, li, h int) {
+	if sinks := m.layers[li].sinks; sinks != nil {
+		s := sinks[h]
+		nm := max(st.m, s)
+		a := expf(st.m - nm)
+		scaleRow(out, a)
+		st.l = st.l*a + expf(s-nm)
+	}
+	scaleRow(out, 1/st.l)
+}
+
+// outRow is query qi's output row of an item.
+func (m *Model) outRow(it attnItem, qi int) []float32 {
+	c := &m.cfg
+	hd, qDim, nh := c.HeadDim, c.Heads*c.HeadDim, int(it.nh)
+	o := (int(it.i0)+qi/nh)*qDim + (int(it.h0)+qi%nh)*hd
+	return m.s.att[o : o+hd]
+}
+
+// attendItem computes an item's attention whole: its tiles in order, each
+// folded as it comes.
+func (m *Model) attendItem(li int, it attnItem, ab *attnBuf) {
+	hd, nh := m.cfg.HeadDim, int(it.nh)
+	v := m.viewOf(li, it)
+	q := m.itemQueries(it, ab)
+	var st [attnTokens * maxGroupHeads]softState
+	first, last := v.tiles()
+	for k := first; k <= last; k++ {
+		seen := m.attendTile(li, it, &v, k, q, ab)
+		for qi := range v.nt * nh {
+			if seen&(1<<qi) != 0 {
+				st[qi].fold(m.outRow(it, qi), ab.pm[qi], ab.pl[qi], ab.ot[qi*hd:(qi+1)*hd])
+			}
+		}
+	}
+	for qi := range v.nt * nh {
+		m.finish(m.outRow(it, qi), st[qi], li, int(it.h0)+qi%nh)
+	}
+}
+
+// attnSplit is one tile of one item when a layer's tiles run side by side:
+// its partials go to s.attParts from off (per query: m, l, then hd value
+// sums), seen says whose.
+type attnSplit struct {
+	item, tile int32
+	off        int
+	seen       uint32
+}
+
+// maxSplitFloats bounds the partials a layer keeps when it runs its tiles
+// side by side (64 MiB); a pass that would need more runs them item by
+// item, with the same result.
+const maxSplitFloats = 16 << 20
+
 // attentionGrouped spreads the pass's attention items (planAttnItems) over
-// the pool. Whole groups are faster than single heads even when they
-// balance worse over the threads (decode: 3 groups on 2 threads): a single
-// head's value sum is bound by its 4 accumulators' FMA latency, a group of
-// 3 by FMA throughput.
+// the pool: whole items when there are enough of them to fill the threads,
+// else every tile of every item, folded afterwards (decode at depth: one
+// item per KV head, 3 for the default model, would leave most threads of a
+// large machine idle for the longest part of a long-context step). Whole
+// groups are faster than single heads even when they balance worse over
+// the threads: a single head's value sum is bound by its 4 accumulators'
+// FMA latency, a group of 3 by FMA throughput.
 func (m *Model) attentionGrouped(b *Batch, li int) {
 	s := &m.s
 	threads := m.pool.Threads()
 	items := s.attItems
+	if threads > 1 && len(items) < 4*threads && m.splitTiles(li) {
+		m.attendSplit(li)
+		return
+	}
 	grain := max(1, len(items)/(4*threads))
 	m.pool.Run(len(items), grain, func(lo, hi int) {
 		ab := <-s.attBufs
 		for _, it := range items[lo:hi] {
-			if it.i1-it.i0 == 1 {
-				m.attendGroup(b, li, int(it.i0), int(it.h0), int(it.nh), ab)
-			} else {
-				m.attendTokens(b, li, int(it.i0), int(it.i1), int(it.h0), int(it.nh), ab)
-			}
+			m.attendItem(li, it, ab)
 		}
 		s.attBufs <- ab
 	})
 }
 
-// attendTokens is attendGroup for the chain tokens [i0, i1) of one sequence
-// (no extra entries: token i sees its cache's entries [0, Len+span_i)), all
-// at once: one score-kernel call for every (token, head) query over the
-// union of their keys, then per query the maximum, softmax and value sum
-// over its own keys only. Each (token, head) gets exactly attendGroup's
-// arithmetic: the same per-key scores, the same maximum, the same
-// exponentials, and value sums taken in chunks of keys that continue one
-// accumulation (see attnWsumG).
-func (m *Model) attendTokens(b *Batch, li, i0, i1, h0, nh int, ab *attnBuf) {
-	c, s := &m.cfg, &m.s
-	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
-	cache := s.seqs[s.tok[i0].seq].cache
-	g := h0 / (c.Heads / c.KVHeads)
-	nt := i1 - i0
-	nq := nt * nh
-	// Token t sees the entries [los[t], runs[t]) (a local layer's window
-	// may start past 0; chain tokens have no extra entries). Scores start
-	// at base, the smallest start rounded down to a 16-key block: score j
-	// is key base+j.
-	var runs, los [attnTokens]int
-	runMax, loMin := 0, math.MaxInt
-	for t := range nt {
-		var extra []int32
-		los[t], runs[t], extra = m.visible(li, s.tok[i0+t], cache.Len())
-		if len(extra) > 0 { // unreachable: planAttnItems groups chain tokens only
-			panic("model: attendTokens given a token with extra entries")
+// splitTiles lists every (item, tile) of layer li in s.attSplits with room
+// for its partials, and says whether running them side by side is worth it
+// (more tiles than items) and within maxSplitFloats.
+func (m *Model) splitTiles(li int) bool {
+	s := &m.s
+	hd := m.cfg.HeadDim
+	s.attSplits = s.attSplits[:0]
+	off := 0
+	for i, it := range s.attItems {
+		v := m.viewOf(li, it)
+		first, last := v.tiles()
+		for k := first; k <= last; k++ {
+			s.attSplits = append(s.attSplits, attnSplit{item: int32(i), tile: int32(k), off: off})
+			off += v.nt * int(it.nh) * (hd + 2)
 		}
-		runMax = max(runMax, runs[t])
-		loMin = min(loMin, los[t])
 	}
-	base := loMin &^ 15
-	nfull := (runMax - base) / 16
-	ng := runMax - base - 16*nfull
-	gblk := (ng + 15) / 16
-	sst := 16 * (nfull + gblk)
+	if len(s.attSplits) <= len(s.attItems) || off > maxSplitFloats {
+		return false
+	}
+	s.attParts = grow(s.attParts, off)
+	return true
+}
 
-	// The queries, gathered: query t·nh+h is head h0+h of token i0+t.
-	ab.qg = grow(ab.qg, nq*hd)
-	qg := ab.qg
-	for t := range nt {
-		copy(qg[t*nh*hd:(t+1)*nh*hd], s.q[(i0+t)*qDim+h0*hd:(i0+t)*qDim+(h0+nh)*hd])
+// attendSplit runs layer li's tiles side by side (splitTiles), then folds
+// each item's partials in tile order.
+func (m *Model) attendSplit(li int) {
+	s := &m.s
+	hd := m.cfg.HeadDim
+	splits, items := s.attSplits, s.attItems
+	m.pool.Run(len(splits), 1, func(lo, hi int) {
+		ab := <-s.attBufs
+		for x := lo; x < hi; x++ {
+			sp := &splits[x]
+			it := items[sp.item]
+			v := m.viewOf(li, it)
+			sp.seen = m.attendTile(li, it, &v, int(sp.tile), m.itemQueries(it, ab), ab)
+			nq := v.nt * int(it.nh)
+			p := s.attParts[sp.off : sp.off+nq*(hd+2)]
+			copy(p[:nq], ab.pm[:nq])
+			copy(p[nq:2*nq], ab.pl[:nq])
+			copy(p[2*nq:], ab.ot[:nq*hd])
+		}
+		s.attBufs <- ab
+	})
+	// Each item's tiles are consecutive in splits, in tile order.
+	starts := s.attStarts[:0]
+	for x := range splits {
+		if x == 0 || splits[x].item != splits[x-1].item {
+			starts = append(starts, x)
+		}
 	}
-	ab.kg = grow(ab.kg, gblk*16*hd)
-	kg := ab.kg
-	nk := ng * hd
-	widenRows(kg[:nk], cache, false, li, g, base+16*nfull, runMax)
-	clear(kg[nk:])
-	ab.kf, ab.vf = grow(ab.kf, attnChunk*hd), grow(ab.vf, attnChunk*hd)
-	kf, vf := ab.kf, ab.vf
-	ab.sc = grow(ab.sc, nq*sst)
-	sc := ab.sc
-	// The kernel's running maxima span every query's keys up to runMax;
-	// each query's own maximum is taken below over its keys only.
-	ab.mx = grow(ab.mx, nq)
-	for q := range ab.mx {
-		ab.mx[q] = float32(math.Inf(-1))
-	}
-	scale := m.attnScale()
-	scoreCached(&qg[0], nq, hd, cache, li, g, base, nfull, kf, scale, sc, sst, &ab.mx[0])
-	if gblk > 0 {
-		simdScores16(&qg[0], nq, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &ab.mx[0], 0xffff)
-	}
-
-	// Softmax weights (unnormalised) per query over its own keys.
-	var sums [attnTokens * maxGroupHeads]float32
-	for q := range nq {
-		t := q / nh
-		x := sc[q*sst+los[t]-base : q*sst+runs[t]-base]
-		sums[q] = m.softmaxWeights(x, simdMax(&x[0], len(x)), li, h0+q%nh)
-	}
-
-	// Value sums, attnChunk values at a time, widened once for every token;
-	// each token's sum starts at its own first visible key.
-	for k0, nn := base, 0; k0 < runMax; k0 += nn {
-		nn = min(attnChunk, runMax-k0, kv.PageEnd(k0)-k0)
-		widenRows(vf[:nn*hd], cache, true, li, g, k0, k0+nn)
-		for t := range nt {
-			from, to := max(k0, los[t]), min(k0+nn, runs[t])
-			if from >= to {
-				continue
+	starts = append(starts, len(splits))
+	s.attStarts = starts
+	m.pool.Run(len(starts)-1, 1, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			it := items[splits[starts[r]].item]
+			nq := int(it.i1-it.i0) * int(it.nh)
+			var st [attnTokens * maxGroupHeads]softState
+			for _, sp := range splits[starts[r]:starts[r+1]] {
+				p := s.attParts[sp.off : sp.off+nq*(hd+2)]
+				for qi := range nq {
+					if sp.seen&(1<<qi) != 0 {
+						st[qi].fold(m.outRow(it, qi), p[qi], p[nq+qi], p[2*nq+qi*hd:2*nq+(qi+1)*hd])
+					}
+				}
 			}
-			out := s.att[(i0+t)*qDim+h0*hd : (i0+t)*qDim+(h0+nh)*hd]
-			simdWsumG(&sc[t*nh*sst+from-base], sst, nh, &vf[(from-k0)*hd], to-from, hd, &out[0], hd, from > los[t])
+			for qi := range nq {
+				m.finish(m.outRow(it, qi), st[qi], li, int(it.h0)+qi%int(it.nh))
+			}
 		}
-	}
-	for t := range nt {
-		for h := range nh {
-			scaleRow(s.att[(i0+t)*qDim+(h0+h)*hd:(i0+t)*qDim+(h0+h+1)*hd], 1/sums[t*nh+h])
-		}
-	}
-}
-
-// attendGroup computes query heads [h0, h0+nh) of token i (nh ≤
-// maxGroupHeads), which share one KV head. Scores come in blocks of 16 keys: the whole blocks of the
-// contiguous run straight from the cache, the rest of the run and the extra
-// entries gathered into kg (zero-padded). Every score, the softmax and the
-// value sum of a (token, head) are the same arithmetic whatever nh, the rest
-// of the batch, or how its visible entries split into run and extra (a tree
-// branch gives what the committed chain gives).
-func (m *Model) attendGroup(b *Batch, li, i, h0, nh int, ab *attnBuf) {
-	c, s := &m.cfg, &m.s
-	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
-	t := s.tok[i]
-	cache := s.seqs[t.seq].cache
-	g := h0 / (c.Heads / c.KVHeads)
-	// The visible entries are [lo, run) and extra (a local layer's window
-	// may start past 0). Scores start at base, lo rounded down to a 16-key
-	// block: score j is key base+j, and the scores of keys [base, lo) are
-	// computed with their block but never used.
-	lo, run, extra := m.visible(li, t, cache.Len())
-	base := lo &^ 15
-	nv := run - base + len(extra)
-	nfull := (run - base) / 16
-	ng := nv - 16*nfull // gathered keys
-	gblk := (ng + 15) / 16
-	sst := 16 * (nfull + gblk) // score row stride
-
-	ab.sc = grow(ab.sc, nh*sst)
-	sc := ab.sc
-	ab.kg = grow(ab.kg, gblk*16*hd)
-	kg := ab.kg
-	nk := (run - base - 16*nfull) * hd
-	widenRows(kg[:nk], cache, false, li, g, base+16*nfull, run)
-	for _, k := range extra {
-		widenKV(kg[nk:nk+hd], cache.K(li, g, cache.Len()+int(k)), cache.Type())
-		nk += hd
-	}
-	clear(kg[nk:])
-	ab.kf = grow(ab.kf, attnChunk*hd)
-	kf := ab.kf
-
-	scale := m.attnScale()
-	var mx [maxGroupHeads]float32
-	for h := range nh {
-		mx[h] = float32(math.Inf(-1))
-	}
-	q := &s.q[i*qDim+h0*hd]
-	scoreCached(q, nh, hd, cache, li, g, base, nfull, kf, scale, sc, sst, &mx[0])
-	if gblk > 0 {
-		last := uint16(1<<(ng-16*(gblk-1)) - 1)
-		simdScores16(q, nh, hd, &kg[0], gblk, hd, scale, &sc[16*nfull], sst, &mx[0], last)
-	}
-
-	// Softmax weights (unnormalised) per head over the visible scores; the
-	// kernel's maxima include the unused keys [base, lo) when lo > base.
-	var sums [maxGroupHeads]float32
-	for h := range nh {
-		x := sc[h*sst+lo-base : h*sst+nv]
-		if lo > base {
-			mx[h] = simdMax(&x[0], len(x))
-		}
-		sums[h] = m.softmaxWeights(x, mx[h], li, h0+h)
-	}
-
-	// Weighted value sums: the run from the cache, then the extra rows
-	// gathered, continuing the same accumulation.
-	out := s.att[i*qDim+h0*hd : i*qDim+(h0+nh)*hd]
-	ab.vf = grow(ab.vf, attnChunk*hd)
-	vf := ab.vf
-	for k0, nn := lo, 0; k0 < run; k0 += nn {
-		nn = min(attnChunk, run-k0, kv.PageEnd(k0)-k0)
-		widenRows(vf[:nn*hd], cache, true, li, g, k0, k0+nn)
-		simdWsumG(&sc[k0-base], sst, nh, &vf[0], nn, hd, &out[0], hd, k0 > lo)
-	}
-	if len(extra) > 0 {
-		ab.vg = grow(ab.vg, len(extra)*hd)
-		vg := ab.vg
-		for e, k := range extra {
-			widenKV(vg[e*hd:(e+1)*hd], cache.V(li, g, cache.Len()+int(k)), cache.Type())
-		}
-		simdWsumG(&sc[run-base], sst, nh, &vg[0], len(extra), hd, &out[0], hd, run > lo)
-	}
-	for h := range nh {
-		scaleRow(out[h*hd:(h+1)*hd], 1/sums[h])
-	}
-}
-
-// scoreCached scores nq queries (stride hd) against the nfull whole 16-key
-// blocks of kv head g's keys in layer li from position base (a multiple of
-// 16) on, widening up to attnChunk keys of one page at a time into kf:
-// scores go to sc (row stride sst), running maxima to mx.
-func scoreCached(q *float32, nq, hd int, cache *kv.Cache, li, g, base, nfull int, kf []float32, scale float32, sc []float32, sst int, mx *float32) {
-	for b0, nb := 0, 0; b0 < nfull; b0 += nb {
-		pos := base + 16*b0
-		nb = min(attnChunk/16, nfull-b0, (kv.PageEnd(pos)-pos)/16)
-		widenKV(kf[:nb*16*hd], cache.K(li, g, pos), cache.Type())
-		simdScores16(q, nq, hd, &kf[0], nb, hd, scale, &sc[16*b0], sst, mx, 0xffff)
-	}
+	})
 }

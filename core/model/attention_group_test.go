@@ -167,36 +167,67 @@ func testGroupedAttentionBatchInvariant(t *testing.T) {
 	}
 }
 
-// Chains long enough that one attendTokens item's tokens see different
-// numbers of 16-key blocks and of 64-key value chunks (prefixes ending just
-// before, on and after those edges) still give each token exactly the logits
-// of one token per pass.
+// Chains long enough that one item's tokens see different numbers of
+// 16-key blocks, 64-key value chunks and 256-key tiles (prefixes ending
+// just before, on and after those edges) still give each token exactly the
+// logits of one token per pass; and a 2-thread model, which runs the tiles
+// of a pass with few items side by side (attendSplit), gives what a
+// 1-thread model gives running them in order.
 func TestChainItemsMatchOneTokenPerPass(t *testing.T) {
 	forKernelSets(t, testChainItemsMatchOneTokenPerPass)
 }
 
 func testChainItemsMatchOneTokenPerPass(t *testing.T) {
 	m, _ := tinyModel(t, defaultTiny(quant.Q8_0), 2)
+	one, _ := tinyModel(t, defaultTiny(quant.Q8_0), 1)
 	require.True(t, m.groupedAttention())
 	v := m.Config().Vocab
-	for _, pre := range []int{0, 13, 61, 62, 64, 70} {
+	for _, pre := range []int{0, 13, 61, 62, 64, 70, 250, 256, 300, 520} {
 		r := rand.New(rand.NewPCG(uint64(pre), 5))
 		prefix, chain := randTokens(r, pre, v), randTokens(r, 9, v)
-		c := m.NewCache(96)
+		ctx := pre + len(chain)
+		c := m.NewCache(ctx)
 		if pre > 0 {
 			run(t, m, new(Batch).chain(c, prefix, false))
 			commitAll(t, c)
 		}
 		batch := run(t, m, new(Batch).chain(c, chain, true))
-		step := m.NewCache(96)
+		step, ref := m.NewCache(ctx), one.NewCache(ctx)
 		if pre > 0 {
 			run(t, m, new(Batch).chain(step, prefix, false))
 			commitAll(t, step)
+			run(t, one, new(Batch).chain(ref, prefix, false))
+			commitAll(t, ref)
 		}
 		for i, tok := range chain {
 			got := run(t, m, new(Batch).chain(step, []int32{tok}, true))
 			commitAll(t, step)
 			require.Equal(t, got[0], batch[i], "prefix %d, chain token %d", pre, i)
+			want := run(t, one, new(Batch).chain(ref, []int32{tok}, true))
+			commitAll(t, ref)
+			require.Equal(t, want[0], got[0], "prefix %d, chain token %d: 1 thread vs 2", pre, i)
 		}
 	}
+}
+
+// The fold kernel is fma(out, a, o·b) lane by lane, on every kernel set.
+func TestFoldKernel(t *testing.T) {
+	forKernelSets(t, func(t *testing.T) {
+		r := rand.New(rand.NewPCG(3, 4))
+		for _, n := range []int{16, 64, 128} {
+			out, o := make([]float32, n), make([]float32, n)
+			for i := range out {
+				out[i], o[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+			}
+			a, b := float32(r.Float64()), float32(r.Float64())
+			want := make([]float32, n)
+			for i := range want {
+				want[i] = fma32(out[i], a, o[i]*b)
+			}
+			simdFold(&out[0], &o[0], n, a, b)
+			for i := range want {
+				require.Equal(t, math.Float32bits(want[i]), math.Float32bits(out[i]), "n %d lane %d", n, i)
+			}
+		}
+	})
 }

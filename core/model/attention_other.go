@@ -26,6 +26,10 @@ func attnWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os i
 
 func attnMax(x *float32, n int) float32 { panic("unreachable") }
 
+func attnFold(out, o *float32, n int, a, b float32)     { panic("unreachable") }
+func attnFoldAVX2(out, o *float32, n int, a, b float32) { panic("unreachable") }
+func simdFold(out, o *float32, n int, a, b float32)     { panic("unreachable") }
+
 func rmsNormAVX512(dst, src, w *float32, d int, eps float32) { panic("unreachable") }
 func addAVX512(x, y *float32, n int)                         { panic("unreachable") }
 

@@ -107,8 +107,8 @@ func BenchmarkForwardN(b *testing.B) {
 }
 
 // BenchmarkAttention is one layer's attention for a decode token (N=1) and
-// a 64-token chain, with 256 cached, 1 thread: the per-head kernels
-// (attendOne), the grouped kernels one head per call, and whole groups.
+// chains of 16 and 64 tokens, with 256 cached, 1 thread: the per-head
+// kernels (attendOne) and the grouped items (attendItem).
 func BenchmarkAttention(b *testing.B) {
 	for _, n := range []int{1, 16, 64} {
 		m, _ := realModel(b, 1)
@@ -135,56 +135,41 @@ func BenchmarkAttention(b *testing.B) {
 		if !m.groupedAttention() {
 			continue
 		}
-		group := cfg.Heads / cfg.KVHeads
-		b.Run(fmt.Sprintf("N=%d/tokens=%d", n, attnTokens), func(b *testing.B) {
+		m.planAttnItems(bt)
+		b.Run(fmt.Sprintf("N=%d/items", n), func(b *testing.B) {
 			for range b.N {
-				for i := 0; i < n; i += attnTokens {
-					for h := 0; h < cfg.Heads; h += group {
-						if n == 1 {
-							m.attendGroup(bt, 5, i, h, group, ab)
-						} else {
-							m.attendTokens(bt, 5, i, min(n, i+attnTokens), h, group, ab)
-						}
-					}
+				for _, it := range m.s.attItems {
+					m.attendItem(5, it, ab)
 				}
 			}
 		})
-		for _, per := range []int{1, cfg.Heads / cfg.KVHeads} {
-			b.Run(fmt.Sprintf("N=%d/grouped=%d", n, per), func(b *testing.B) {
-				for range b.N {
-					for i := 0; i < n; i++ {
-						for h := 0; h < cfg.Heads; h += per {
-							m.attendGroup(bt, 5, i, h, per, ab)
-						}
-					}
-				}
-			})
-		}
 	}
 }
 
 // BenchmarkAttentionLayer is one layer's whole attention step (m.attention:
-// items spread over the pool) for N chain tokens over 256 cached, at 1 and
-// 2 threads.
+// items spread over the pool) for N chain tokens over a cache of the given
+// depth, at 1 and 2 threads: decode (N=1) and a prefill chunk (N=64).
 func BenchmarkAttentionLayer(b *testing.B) {
-	for _, threads := range []int{1, 2} {
-		for _, n := range []int{1, 16} {
-			b.Run(fmt.Sprintf("threads=%d/N=%d", threads, n), func(b *testing.B) {
-				m, _ := realModel(b, threads)
-				c := m.NewCache(256 + 64)
-				toks := make([]int32, 256)
-				for i := range toks {
-					toks[i] = int32(100 + i%1000)
-				}
-				run(b, m, new(Batch).chain(c, toks, false))
-				commitAll(b, c)
-				bt := new(Batch).chain(c, toks[:n], false)
-				run(b, m, bt)
-				b.ResetTimer()
-				for range b.N {
-					m.attention(bt, 5)
-				}
-			})
+	for _, depth := range []int{256, 4096} {
+		for _, threads := range []int{1, 2} {
+			m, _ := realModel(b, threads)
+			c := m.NewCache(depth + 64)
+			toks := make([]int32, depth)
+			for i := range toks {
+				toks[i] = int32(100 + i%1000)
+			}
+			run(b, m, new(Batch).chain(c, toks, false))
+			commitAll(b, c)
+			for _, n := range []int{1, 64} {
+				b.Run(fmt.Sprintf("depth=%d/threads=%d/N=%d", depth, threads, n), func(b *testing.B) {
+					bt := new(Batch).chain(c, toks[:n], false)
+					run(b, m, bt)
+					b.ResetTimer()
+					for range b.N {
+						m.attention(bt, 5)
+					}
+				})
+			}
 		}
 	}
 }

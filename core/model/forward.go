@@ -48,6 +48,9 @@ type scratch struct {
 	rows           []int // tokens whose logits are wanted
 	attBufs        chan *attnBuf
 	attItems       []attnItem
+	attSplits      []attnSplit // a layer's tiles run side by side (attendSplit)
+	attStarts      []int
+	attParts       []float32 // their partial softmaxes
 	attBufsThreads int
 }
 
