@@ -78,6 +78,9 @@ func Measure(f *gguf.File) (Footprint, error) {
 		if e := m.cfg.MoE; e.Biases {
 			vec(e.Experts * (1 + 2*e.FF + m.cfg.Embd))
 		}
+		if m.cfg.MoE.SharedFF > 0 {
+			vec(m.cfg.Embd) // the shared expert's gate vector
+		}
 	}
 	packed(&m.output) // tied: the head is the embedding
 	return fp, nil
@@ -120,6 +123,9 @@ func (c Config) ScratchBytes(tokens, logitRows int) int64 {
 		// Router logits; each kept expert's output, weight and index; one
 		// expert's down rows and gathered, quantized inputs and hidden rows.
 		perToken += int64(x.Experts+x.Used*(c.Embd+2)+c.Embd)*4 + int64(c.Embd+ff)*2
+		if x.SharedFF > 0 {
+			perToken += 4 // the shared expert's gate (its rows reuse gate, up and the down rows)
+		}
 	}
 	return sat.Add(sat.Mul(int64(tokens), perToken), sat.Mul(int64(logitRows), int64(c.Vocab)*4))
 }

@@ -95,6 +95,10 @@ type MoE struct {
 	// SwigluOAI: the activation is gpt-oss's, SiLU(1.702·min(g, 7))-style
 	// with both inputs clamped (see swigluOAI).
 	SwigluOAI bool
+	// SharedFF > 0: every token also runs a shared SwiGLU expert of this
+	// width, its output weighted by sigmoid(ffn_gate_inp_shexp · x)
+	// (Qwen2-MoE).
+	SharedFF int
 }
 
 // RopeScaling is how a layer's rotation departs from θ_i = base^(-2i/d):
@@ -119,10 +123,11 @@ func (r RopeScaling) Scaled() bool {
 	return (r.FreqScale != 0 && r.FreqScale != 1) || r.ExtFactor != 0 || (r.AttnFactor != 0 && r.AttnFactor != 1)
 }
 
-// ffnWidth is the width of one FFN's hidden rows: FF, or an expert's.
+// ffnWidth is the width of one FFN's hidden rows: FF, or the widest of a
+// routed expert's and the shared expert's.
 func (c *Config) ffnWidth() int {
 	if c.MoE.Experts > 0 {
-		return c.MoE.FF
+		return max(c.MoE.FF, c.MoE.SharedFF)
 	}
 	return c.FF
 }
@@ -165,6 +170,7 @@ func (c *Config) Extras() []string {
 	add(c.RopeFactors, "RoPE frequency factors")
 	add(c.AttnSinks, "attention sinks")
 	add(c.MoE.Experts > 0, "mixture of experts")
+	add(c.MoE.SharedFF > 0, "shared expert")
 	return x
 }
 

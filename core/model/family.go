@@ -82,6 +82,11 @@ type moeRule struct {
 	biases bool
 	// swigluOAI: the experts' activation is gpt-oss's clamped SwiGLU.
 	swigluOAI bool
+	// shared: besides the routed experts every token runs a shared expert
+	// (ffn_{gate,up,down}_shexp, width expert_shared_feed_forward_length,
+	// else feed_forward_length), its output scaled by
+	// sigmoid(ffn_gate_inp_shexp · x) (Qwen2-MoE).
+	shared bool
 }
 
 // Gating is how a mixture-of-experts router's logits become the weights of
@@ -137,6 +142,10 @@ var families = map[string]family{
 	"qwen2":    {ropeNeox: true},
 	"qwen3":    {ropeNeox: true, qkNorm: QKNormPerHead},
 	"qwen3moe": {ropeNeox: true, qkNorm: QKNormPerHead, moe: &moeRule{ffKey: true, ffKeyOptional: true, normalize: true}},
+	// Qwen2-MoE (Qwen1.5-MoE, Qwen2-57B-A14B): Qwen 2's attention, experts
+	// whose kept softmax weights are not renormalised, and a gated shared
+	// expert.
+	"qwen2moe": {ropeNeox: true, moe: &moeRule{ffKey: true, ffKeyOptional: true, shared: true}},
 	"olmo2": {ropeNeox: true, noPreNorm: true, postNorms: true, qkNorm: QKNormWhole,
 		window: &windowRule{defPattern: 4, localUnscaled: true, localNoYarn: true, localBaseGlobal: true}},
 	// Phi-3's window is applied on every layer, as its authors'
@@ -156,4 +165,4 @@ var families = map[string]family{
 }
 
 // architectures is the list for error messages.
-const architectures = "llama, mistral3, smollm3, granite, qwen2, qwen3, qwen3moe, olmo2, phi3, gemma2, gemma3, gpt-oss"
+const architectures = "llama, mistral3, smollm3, granite, qwen2, qwen2moe, qwen3, qwen3moe, olmo2, phi3, gemma2, gemma3, gpt-oss"

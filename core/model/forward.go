@@ -179,9 +179,10 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		m.residual(s.proj, l.postAttnNorm, n)
 
 		// FFN block: x += FFN(xn), dense or a mixture of experts.
-		m.acts().set(m.preNorm(l.ffnNorm, n), n, c.Embd)
+		xn := m.preNorm(l.ffnNorm, n)
+		m.acts().set(xn, n, c.Embd)
 		if l.moe != nil {
-			m.moeFFN(l.moe, n)
+			m.moeFFN(l.moe, xn, n)
 		} else {
 			m.denseFFN(l, n)
 		}

@@ -24,13 +24,15 @@ type moeScratch struct {
 	order  []int32   // entries token·Used+slot, grouped by expert, tokens ascending
 	xq     []byte    // one expert's input rows, gathered from the quantized acts
 	hidden acts      // one expert's activated rows, quantized for down
-	down   []float32 // [entries][Embd] one expert's down projection
+	down   []float32 // [entries][Embd] one expert's down projection (the shared expert's: [N][Embd])
 	out    []float32 // [N][Used][Embd] each entry's weighted expert output
+	shGate []float32 // [N] the shared expert's weight for each token
 }
 
 // moeFFN computes s.proj = the experts' weighted sum for the n rows of the
-// current acts (the FFN's normed input).
-func (m *Model) moeFFN(e *experts, n int) {
+// current acts (the FFN's normed input, xn in float32), plus the shared
+// expert's gated output where the model has one.
+func (m *Model) moeFFN(e *experts, xn []float32, n int) {
 	x, ms := m.cfg.MoE, &m.s.moe
 	ms.logits = grow(ms.logits, n*x.Experts)
 	m.matmul(&e.router, ms.logits, n)
@@ -44,6 +46,35 @@ func (m *Model) moeFFN(e *experts, n int) {
 		}
 	}
 	m.combine(n)
+	if e.shGate.rows > 0 {
+		m.sharedExpert(e, xn, n)
+	}
+}
+
+// sharedExpert adds to s.proj, for each of the n tokens, the shared
+// expert's SwiGLU output times sigmoid(shGateInp · x): after the routed
+// experts' sum, as llama.cpp adds it. The routed experts have read the
+// quantized input rows already, so acts can take the hidden rows.
+func (m *Model) sharedExpert(e *experts, xn []float32, n int) {
+	c, s, ms := &m.cfg, &m.s, &m.s.moe
+	d, sff := c.Embd, c.MoE.SharedFF
+	ms.shGate = grow(ms.shGate, n)
+	for t := range n {
+		ms.shGate[t] = sigmoid(dot(e.shGateInp, xn[t*d:(t+1)*d]))
+	}
+	gate, up := s.gate[:n*sff], s.up[:n*sff]
+	m.matmul(&e.shGate, gate, n)
+	m.matmul(&e.shUp, up, n)
+	swiglu(gate, up, n*sff)
+	m.acts().set(gate, n, sff)
+	ms.down = grow(ms.down, n*d)
+	m.matmul(&e.shDown, ms.down, n)
+	for t := range n {
+		w, dst := ms.shGate[t], s.proj[t*d:(t+1)*d]
+		for j, v := range ms.down[t*d : (t+1)*d] {
+			dst[j] += v * w
+		}
+	}
 }
 
 // route picks each of the n tokens' experts and their weights.
@@ -228,3 +259,7 @@ func growInt32(b []int32, n int) []int32 {
 	}
 	return b[:n]
 }
+
+// sigmoid is 1/(1 + e^-x). (llama.cpp computes the shared expert's gate as
+// silu(x)/x, the same number up to rounding, but NaN at x = 0.)
+func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }

@@ -57,5 +57,8 @@ func readMoE(c *Config, fam family, m *meta) {
 		}
 		m.integer("expert_feed_forward_length", &moe.FF, def, 1, math.MaxInt)
 	}
+	if r.shared {
+		m.integer("expert_shared_feed_forward_length", &moe.SharedFF, c.FF, 1, math.MaxInt)
+	}
 	c.MoE = moe
 }

@@ -18,6 +18,11 @@ type experts struct {
 	// The experts' biases, expert e's at [e·width, (e+1)·width); nil when
 	// the family has none.
 	gateBias, upBias, downBias []float32
+	// The shared expert (MoE.SharedFF > 0): its projections and the
+	// [Embd] vector whose dot product with the input, through a sigmoid,
+	// weights its output.
+	shGate, shUp, shDown matrix
+	shGateInp            []float32
 }
 
 // matrices are the router and every expert's projections, expert by
@@ -26,6 +31,9 @@ func (e *experts) matrices() []*matrix {
 	all := []*matrix{&e.router}
 	for i := range e.gate {
 		all = append(all, &e.gate[i], &e.up[i], &e.down[i])
+	}
+	if e.shGate.rows > 0 {
+		all = append(all, &e.shGate, &e.shUp, &e.shDown)
 	}
 	return all
 }
@@ -45,6 +53,12 @@ func (ld *loader) experts(c *Config, p string) *experts {
 		e.gateBias = ld.expertBias(p+"ffn_gate_exps.bias", x.FF, x.Experts)
 		e.upBias = ld.expertBias(p+"ffn_up_exps.bias", x.FF, x.Experts)
 		e.downBias = ld.expertBias(p+"ffn_down_exps.bias", c.Embd, x.Experts)
+	}
+	if sff := x.SharedFF; sff > 0 {
+		e.shGateInp = ld.vector(p+"ffn_gate_inp_shexp.weight", c.Embd)
+		e.shGate = ld.matrix(p+"ffn_gate_shexp.weight", c.Embd, sff)
+		e.shUp = ld.matrix(p+"ffn_up_shexp.weight", c.Embd, sff)
+		e.shDown = ld.matrix(p+"ffn_down_shexp.weight", sff, c.Embd)
 	}
 	if ld.err != nil {
 		return nil

@@ -106,6 +106,18 @@ func TestExpertMetadataIsCheckedBeforeSizing(t *testing.T) {
 		{"qwen3moe", "qwen3moe.expert_shared_feed_forward_length", uint32(64), "metadata qwen3moe.expert_shared_feed_forward_length: not supported"},
 		{"llama-moe", "llama.expert_feed_forward_length", uint32(64), "metadata llama.expert_feed_forward_length: not supported for llama"},
 		{"llama-moe", "llama.expert_count", uint32(0), "metadata llama.expert_used_count: not supported for llama"},
+		// The shared expert's width: its own key, else feed_forward_length
+		// (256 here), either checked against the tensors.
+		{"qwen2moe", "qwen2moe.expert_shared_feed_forward_length", uint64(1 << 40),
+			"tensor blk.0.ffn_gate_shexp.weight has dims [128 192], the config wants [128 1099511627776]"},
+		{"qwen2moe", "qwen2moe.expert_shared_feed_forward_length", nil,
+			"tensor blk.0.ffn_gate_shexp.weight has dims [128 192], the config wants [128 256]"},
+		{"qwen2moe", "qwen2moe.expert_shared_feed_forward_length", uint32(0),
+			`"qwen2moe.expert_shared_feed_forward_length": uint32 0 is out of the range [1,`},
+		// llama.cpp's Qwen2-MoE never renormalises the kept weights nor
+		// scales them, whatever a file says: a file that says so is refused.
+		{"qwen2moe", "qwen2moe.expert_weights_norm", true, "metadata qwen2moe.expert_weights_norm: not supported"},
+		{"qwen2moe", "qwen2moe.expert_weights_scale", float32(2), "metadata qwen2moe.expert_weights_scale: not supported"},
 		{"gpt-oss", "gpt-oss.expert_feed_forward_length", nil, "gpt-oss.expert_feed_forward_length"},
 		{"gpt-oss", "gpt-oss.attention.sliding_window", nil, "gpt-oss.attention.sliding_window"},
 	} {
@@ -119,7 +131,8 @@ func TestExpertMetadataIsCheckedBeforeSizing(t *testing.T) {
 
 // TestExpertTensorsAreChecked: a truncated expert tensor (its data cut off
 // by the file's end, or one expert short), a missing router and a missing
-// gpt-oss bias or sink are each refused by name.
+// gpt-oss bias or sink, and a Qwen2-MoE shared-expert tensor misshapen or
+// missing are each refused by name.
 func TestExpertTensorsAreChecked(t *testing.T) {
 	data := synthData(t, "qwen3moe")
 	f, err := gguf.Parse(data)
@@ -152,11 +165,36 @@ func TestExpertTensorsAreChecked(t *testing.T) {
 			"tensor blk.1.attn_sinks.weight is missing"},
 		{"llama-moe", func(tn *gguf.Tensor) bool { return tn.Name != "blk.0.ffn_gate_exps.weight" },
 			"tensor blk.0.ffn_gate_exps.weight is missing"},
+		// The shared expert's tensors, each of the wrong shape or missing.
+		{"qwen2moe", func(tn *gguf.Tensor) bool {
+			if tn.Name == "blk.1.ffn_down_shexp.weight" {
+				tn.Dims = []int{tn.Dims[1], tn.Dims[0]}
+			}
+			return true
+		}, "tensor blk.1.ffn_down_shexp.weight has dims [128 192], the config wants [192 128]"},
+		{"qwen2moe", func(tn *gguf.Tensor) bool {
+			if tn.Name == "blk.0.ffn_gate_inp_shexp.weight" {
+				tn.Dims = []int{tn.Dims[0], 1, 1}
+			}
+			return true
+		}, "tensor blk.0.ffn_gate_inp_shexp.weight has dims [128 1 1], the config wants [128]"},
+		{"qwen2moe", func(tn *gguf.Tensor) bool {
+			if tn.Name == "blk.1.ffn_up_shexp.weight" {
+				tn.Dims = []int{tn.Dims[0], tn.Dims[1] / 2}
+				tn.Data = tn.Data[:len(tn.Data)/2]
+			}
+			return true
+		}, "tensor blk.1.ffn_up_shexp.weight has dims [128 96], the config wants [128 192]"},
+		{"qwen2moe", func(tn *gguf.Tensor) bool { return tn.Name != "blk.0.ffn_gate_inp_shexp.weight" },
+			"tensor blk.0.ffn_gate_inp_shexp.weight is missing"},
 	} {
 		g := withKV(t, synthFile(t, tc.file), "general.name", "edited", tc.edit)
 		_, err := Load(g, 1)
 		require.ErrorContains(t, err, tc.want)
 	}
+	// A shared expert in a family that has none is not run: refused by name.
+	_, err = Load(withChanges(t, synthFile(t, "qwen3moe"), nil, map[string][]float32{"blk.0.ffn_gate_inp_shexp.weight": filled(128, 1)}), 1)
+	require.ErrorContains(t, err, "the file holds tensors this package does not run: blk.0.ffn_gate_inp_shexp.weight")
 }
 
 // TestRouteToken: the gating rules on numbers worked by hand.
@@ -200,7 +238,7 @@ func TestRouteToken(t *testing.T) {
 // (with float32 experts and with MXFP4 ones, whose activations are
 // quantized).
 func TestExpertsBatchInvariant(t *testing.T) {
-	for _, name := range []string{"qwen3moe", "gpt-oss"} {
+	for _, name := range []string{"qwen3moe", "qwen2moe", "gpt-oss"} {
 		m, err := Load(synthFile(t, name), 2)
 		require.NoError(t, err)
 		whole := run(t, m, new(Batch).chain(m.NewCache(64), synth.Prompt, true))
@@ -224,6 +262,7 @@ func TestExpertsConfig(t *testing.T) {
 		extras []string
 	}{
 		{"qwen3moe", MoE{Experts: 8, Used: 2, FF: 64, Normalize: true}, []string{"mixture of experts"}},
+		{"qwen2moe", MoE{Experts: 8, Used: 2, FF: 64, SharedFF: 192}, []string{"mixture of experts", "shared expert"}},
 		{"llama-moe", MoE{Experts: 4, Used: 2, FF: 256, Normalize: true}, []string{"mixture of experts"}},
 		{"gpt-oss", MoE{Experts: 4, Used: 2, FF: 64, Gating: GatingSoftmaxKept, Biases: true, SwigluOAI: true},
 			[]string{"attention sinks", "mixture of experts", "sliding-window attention", "yarn RoPE scaling"}},

@@ -18,8 +18,12 @@ import "unicode/utf8"
 // longest piece, or more than a character for an UNK. The exception is a
 // vocabulary that can drop input: byte-level BPE missing a byte symbol, or
 // SentencePiece missing a byte token, with no UNK to stand in. There the
-// bound is 0.
+// bound is 0. It is 0 for WordPiece too: its normaliser drops whitespace,
+// controls and accents, so any length of text may make no token at all.
 func (t *Tokenizer) MaxInputBytesPerToken() int {
+	if t.kind == modelWPM {
+		return 0
+	}
 	longest := 1
 	for _, p := range t.pieces {
 		longest = max(longest, len(p))

@@ -1,5 +1,5 @@
 // Package tokenizer turns text into token ids and token ids back into bytes
-// for the two vocabulary families that Llama-family GGUF files carry:
+// for the vocabulary families that GGUF files carry:
 //
 //   - "gpt2": byte-level BPE (SmolLM, Llama-3, Qwen2, GPT-2). Text is cut
 //     into pre-tokens by the scanner that Config.Pre names, each pre-token's
@@ -9,6 +9,12 @@
 //     become "▁", the pair whose concatenation is the best-scoring vocabulary
 //     entry is merged repeatedly, and anything left that is not in the
 //     vocabulary falls back to "<0xNN>" byte tokens.
+//   - "bert": WordPiece (BERT, BGE), for completeness: the engine runs no
+//     BERT-architecture model. The text is lower-cased, accents stripped,
+//     and cut at whitespace, punctuation and CJK ideographs; each word is
+//     covered greedily by the longest token, or becomes [UNK]. It follows
+//     llama.cpp, whose converter marks word starts with "▁" instead of
+//     marking continuations with "##" (wordpiece.go).
 //
 // The package takes plain data (Config), not a file: whoever reads the GGUF
 // fills it from the tokenizer.* metadata keys.

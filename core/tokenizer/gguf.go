@@ -37,8 +37,15 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if cfg.Merges, err = optional(f.Strings("tokenizer.ggml.merges")); err != nil {
 		return cfg, fmt.Errorf("tokenizer: %w", err)
 	}
-	if cfg.EOG, err = specialIDs(f, &cfg, len(tokens)); err != nil {
+	sep := int32(-1)
+	if cfg.Model == "bert" {
+		bertDefaults(&cfg, &sep, len(tokens))
+	}
+	if cfg.EOG, err = specialIDs(f, &cfg, &sep, len(tokens)); err != nil {
 		return cfg, err
+	}
+	if cfg.Model == "bert" {
+		return cfg, bertOptions(f, &cfg, sep)
 	}
 	spm := cfg.Model == "llama"
 	// llama.cpp adds BOS by default for SentencePiece and for the
@@ -72,7 +79,7 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 // not the token -1, 2 or 0 that a cut to 32 bits would make of it. A
 // signed -1 is the one "no such token" a file may state explicitly (what
 // Config uses for an absent id); llama.cpp's writers leave the key out.
-func specialIDs(f *gguf.File, cfg *Config, vocab int) ([]int32, error) {
+func specialIDs(f *gguf.File, cfg *Config, sep *int32, vocab int) ([]int32, error) {
 	var eog []int32
 	for _, k := range []struct {
 		key string
@@ -85,7 +92,7 @@ func specialIDs(f *gguf.File, cfg *Config, vocab int) ([]int32, error) {
 		{"tokenizer.ggml.padding_token_id", &cfg.PAD, false},
 		{"tokenizer.ggml.eot_token_id", nil, true},
 		{"tokenizer.ggml.eom_token_id", nil, true},
-		{"tokenizer.ggml.seperator_token_id", nil, false}, // sic: the GGUF spec's spelling
+		{"tokenizer.ggml.seperator_token_id", sep, false}, // sic: the GGUF spec's spelling
 		{"tokenizer.ggml.separator_token_id", nil, false},
 		{"tokenizer.ggml.cls_token_id", nil, false},
 		{"tokenizer.ggml.mask_token_id", nil, false},
@@ -106,6 +113,52 @@ func specialIDs(f *gguf.File, cfg *Config, vocab int) ([]int32, error) {
 		}
 	}
 	return eog, nil
+}
+
+// bertDefaults sets the special ids a WordPiece file need not state, as
+// llama.cpp assumes them for BERT's vocabulary ([PAD] 0, [UNK] 100, [CLS]
+// 101, [SEP] 102), each only where the vocabulary is large enough.
+func bertDefaults(cfg *Config, sep *int32, vocab int) {
+	for _, d := range []struct {
+		dst *int32
+		id  int32
+	}{{&cfg.PAD, 0}, {&cfg.UNK, 100}, {&cfg.BOS, 101}, {sep, 102}} {
+		if int(d.id) < vocab {
+			*d.dst = d.id
+		}
+	}
+}
+
+// bertOptions reads what a WordPiece vocabulary adds. Encoding with
+// specials gives [CLS] text [SEP], as llama.cpp does whatever the file's
+// add_* flags say; Config's BOS is CLS (llama.cpp reads the BOS key, not
+// the CLS key, for it) and its EOS is SEP, the token that ends an input.
+// An EOS the file names besides still ends generation. The normaliser
+// lower-cases unless told not to, and strips accents exactly when it
+// lower-cases unless that is stated separately.
+func bertOptions(f *gguf.File, cfg *Config, sep int32) error {
+	if cfg.EOS >= 0 && cfg.EOS != sep {
+		cfg.EOG = append(cfg.EOG, cfg.EOS)
+	}
+	cfg.EOS = sep
+	cfg.AddBOS, cfg.AddEOS = cfg.BOS >= 0, sep >= 0
+	var err error
+	if cfg.Lowercase, err = boolOr(f, "tokenizer.ggml.normalizer.lowercase", true); err != nil {
+		return err
+	}
+	cfg.StripAccents, err = boolOr(f, "tokenizer.ggml.normalizer.strip_accents", cfg.Lowercase)
+	return err
+}
+
+func boolOr(f *gguf.File, key string, def bool) (bool, error) {
+	v, err := f.Bool(key)
+	switch {
+	case errors.Is(err, gguf.ErrKeyNotFound):
+		return def, nil
+	case err != nil:
+		return false, fmt.Errorf("tokenizer: %w", err)
+	}
+	return v, nil
 }
 
 // FromGGUF builds the tokenizer a GGUF file describes.

@@ -6,8 +6,8 @@ import (
 
 // Config is what a GGUF file's tokenizer.* metadata holds.
 type Config struct {
-	Model  string    // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-	Pre    string    // tokenizer.ggml.pre: "smollm", "gpt-2", "llama-bpe" (Llama-3), "qwen2", "tekken", ... (PreTokenizerNames); ignored for "llama"
+	Model  string    // tokenizer.ggml.model: "gpt2" (byte-level BPE), "llama" (SentencePiece) or "bert" (WordPiece)
+	Pre    string    // tokenizer.ggml.pre: "smollm", "gpt-2", "llama-bpe" (Llama-3), "qwen2", "tekken", ... (PreTokenizerNames); ignored for "llama" and "bert"
 	Tokens [][]byte  // tokenizer.ggml.tokens (raw bytes as stored)
 	Scores []float32 // tokenizer.ggml.scores (SPM); nil or one per token
 	Types  []int32   // tokenizer.ggml.token_type; nil (all normal) or one per token
@@ -20,6 +20,11 @@ type Config struct {
 
 	AddBOS, AddEOS bool
 	AddSpacePrefix bool // SPM: tokenizer.ggml.add_space_prefix
+
+	// WordPiece's normaliser (tokenizer.ggml.normalizer.lowercase and
+	// .strip_accents): lower-case the text; decompose it and drop the
+	// accents (marks).
+	Lowercase, StripAccents bool
 }
 
 // TokenType is the value of tokenizer.ggml.token_type for one token.
@@ -53,6 +58,7 @@ type modelKind int
 const (
 	modelBPE modelKind = iota // "gpt2"
 	modelSPM                  // "llama"
+	modelWPM                  // "bert"
 )
 
 // eogTexts are token texts that end a generation turn in common chat
@@ -76,6 +82,8 @@ type Tokenizer struct {
 	bos, eos, unk, pad int32
 	addBOS, addEOS     bool
 	addSpacePrefix     bool
+	lowercase          bool // WordPiece normaliser
+	stripAccents       bool
 
 	special specialMatcher
 	eog     map[int32]bool
@@ -88,6 +96,7 @@ type Tokenizer struct {
 	cache       *wordCache
 	spmPieces   map[string]int32 // SPM: texts a merge may produce (normal/user-defined tokens)
 	spmByteToks [256]int32       // SPM: id of "<0xNN>", -1 if none
+	wpm         *wpmTrie         // WordPiece: every token text, for longest-prefix matching
 }
 
 // New validates cfg and builds a Tokenizer. The errors name the offending
@@ -109,14 +118,17 @@ func New(cfg Config) (*Tokenizer, error) {
 		bos:    cfg.BOS, eos: cfg.EOS, unk: cfg.UNK, pad: cfg.PAD,
 		addBOS: cfg.AddBOS, addEOS: cfg.AddEOS,
 		addSpacePrefix: cfg.AddSpacePrefix,
+		lowercase:      cfg.Lowercase, stripAccents: cfg.StripAccents,
 	}
 	switch cfg.Model {
 	case "gpt2":
 		t.kind = modelBPE
 	case "llama":
 		t.kind = modelSPM
+	case "bert":
+		t.kind = modelWPM
 	default:
-		return nil, fmt.Errorf("tokenizer: unsupported tokenizer model %q (want \"gpt2\" or \"llama\")", cfg.Model)
+		return nil, fmt.Errorf("tokenizer: unsupported tokenizer model %q (want \"gpt2\", \"llama\" or \"bert\")", cfg.Model)
 	}
 
 	if cfg.Types != nil && len(cfg.Types) != n {
@@ -187,6 +199,8 @@ func New(cfg Config) (*Tokenizer, error) {
 		err = t.initBPE(cfg)
 	case modelSPM:
 		t.initSPM()
+	case modelWPM:
+		err = t.initWPM()
 	}
 	if err != nil {
 		return nil, err
@@ -217,6 +231,11 @@ func (t *Tokenizer) appendPieceOf(dst []byte, id int32, s string) []byte {
 	case TypeControl, TypeUserDefined, TypeUnknown:
 		// Stored verbatim: "<|im_end|>", "<unk>", user additions.
 		return append(dst, s...)
+	}
+	if t.kind == modelWPM {
+		// "▁" marks a word start (see wordpiece.go): it reads as the space
+		// before the word, as llama.cpp's detokenizer has it.
+		return append(dst, spmUnescape(s)...)
 	}
 	if t.kind == modelSPM {
 		if t.types[id] == TypeByte {
@@ -283,8 +302,11 @@ func (t *Tokenizer) Encode(text string, opts EncodeOptions) []int32 {
 }
 
 func (t *Tokenizer) encodeRaw(out []int32, s string, prevSpecial bool) []int32 {
-	if t.kind == modelSPM {
+	switch t.kind {
+	case modelSPM:
 		return t.encodeSPM(out, s, prevSpecial && t.addSpacePrefix)
+	case modelWPM:
+		return t.encodeWPM(out, s)
 	}
 	return t.encodeBPE(out, s)
 }

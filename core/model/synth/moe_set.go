@@ -4,7 +4,7 @@ import "github.com/lmstream/lmstream/core/quant"
 
 // moeSpecs are the mixture-of-experts models of the Set: Qwen3-MoE (8
 // experts, 2 a token, each half the embedding wide, near Qwen3-30B-A3B's
-// 768 of 2048), a Llama file with experts (Mixtral: 4 experts, 2 a token,
+// 768 of 2048), Qwen2-MoE (the same with a gated shared expert), a Llama file with experts (Mixtral: 4 experts, 2 a token,
 // the experts' width feed_forward_length), and gpt-oss (4 experts, 2 a
 // token, experts with biases, attention sinks, every other layer local,
 // YaRN) twice: with MXFP4 experts as gpt-oss ships, whose Q8_0
@@ -15,6 +15,13 @@ func moeSpecs() []Spec {
 	return []Spec{
 		with(float32Shape("qwen3moe", "qwen3moe", 13), func(s *Spec) {
 			s.Experts, s.ExpertsUsed, s.ExpertFF = 8, 2, 64
+		}),
+		// Qwen2-MoE: a shared expert of its own width (neither the
+		// routed experts' nor feed_forward_length), and Qwen 2's Q/K/V
+		// biases.
+		with(float32Shape("qwen2moe", "qwen2moe", 16), func(s *Spec) {
+			s.Experts, s.ExpertsUsed, s.ExpertFF, s.SharedFF = 8, 2, 64, 192
+			s.QKVBias = true
 		}),
 		with(float32Shape("llama-moe", "llama", 14), func(s *Spec) {
 			s.Experts, s.ExpertsUsed, s.ExpertFF = 4, 2, s.FF

@@ -42,6 +42,9 @@ type Spec struct {
 	// (F32, the zero value, means Weights).
 	Experts, ExpertsUsed, ExpertFF int
 	ExpertWeights                  quant.Type
+	// SharedFF > 0 adds a shared expert of that width to every layer's
+	// experts, with its sigmoid gate vector (Qwen2-MoE).
+	SharedFF int
 	// KV is extra metadata under the architecture's prefix (the key
 	// without it), written after the shape.
 	KV map[string]any
@@ -75,6 +78,7 @@ var families = map[string]family{
 	"gemma2":   {postNorms: true, tiedOnly: true},
 	"gemma3":   {qkNorm: "head", postNorms: true, tiedOnly: true},
 	"qwen3moe": {qkNorm: "head", expertFF: true},
+	"qwen2moe": {expertFF: true},
 	"gpt-oss":  {untiedOnly: true, ffnNorm: "post_attention_norm", expertFF: true, expertBiases: true, sinks: true},
 }
 
@@ -115,6 +119,9 @@ func Write(s Spec, vocab *gguf.File) ([]byte, error) {
 		add(a+"expert_used_count", uint32(s.ExpertsUsed))
 		if fam.expertFF {
 			add(a+"expert_feed_forward_length", uint32(s.ExpertFF))
+		}
+		if s.SharedFF > 0 {
+			add(a+"expert_shared_feed_forward_length", uint32(s.SharedFF))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.KV)) {
@@ -267,6 +274,14 @@ func writeExperts(s Spec, fam family, p string, tensor func(string, quant.Type, 
 		tensor(p+"ffn_gate_exps.bias", quant.F32, normal(0.1), ff, n)
 		tensor(p+"ffn_up_exps.bias", quant.F32, normal(0.1), ff, n)
 		tensor(p+"ffn_down_exps.bias", quant.F32, normal(0.1), s.Embd, n)
+	}
+	if sff := s.SharedFF; sff > 0 {
+		// The gate's dot product with a normed row is about N(0, 1):
+		// the sigmoid spreads over (0, 1) instead of saturating.
+		tensor(p+"ffn_gate_inp_shexp.weight", quant.F32, mat(s.Embd, 1), s.Embd)
+		tensor(p+"ffn_gate_shexp.weight", wt, mat(s.Embd, 1), s.Embd, sff)
+		tensor(p+"ffn_up_shexp.weight", wt, mat(s.Embd, 1), s.Embd, sff)
+		tensor(p+"ffn_down_shexp.weight", wt, mat(sff, 1), sff, s.Embd)
 	}
 }
 
