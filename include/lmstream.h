@@ -288,6 +288,13 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 **                file per model header, CPU, thread count and library
 **                build; a missing, damaged or foreign file is measured
 **                anew and replaced
+**   "calibration": "start" (default) or "idle": when that cost is not
+**                kept, "start" measures it before lms_runtime_create
+**                returns; "idle" measures a coarse one (a fraction of the
+**                time), serves with it, and measures the whole one, kept
+**                as above, one pass at a time while no request is
+**                runnable (a request arriving waits for at most that
+**                pass). lmstream-serve uses "idle"
 ** The cuda backend's own fields:
 **   "cuda_device": integer >= 0 (default 0): the GPU's ordinal
 **   "nvrtc_path": string: an NVRTC library or folder (default: searched)

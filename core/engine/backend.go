@@ -64,6 +64,10 @@
 //	                  processes, keyed by model header, CPU, threads and build
 //	                  (default DefaultCurveCacheDir: $XDG_CACHE_HOME/lmstream/curves;
 //	                  "": measure at every start)
+//	"calibration":    "start" (default): a curve not kept is measured before
+//	                  the runtime serves; "idle": a quick one is, and the
+//	                  whole curve is measured when no request is runnable
+//	                  (calibrate.go)
 //
 // # Memory
 //
@@ -176,6 +180,9 @@ type Backend struct {
 	seqs   []*spec.Seq // decoding sequences of this iteration
 	iter   iteration   // how this iteration shares its tokens (prefill.go)
 	price  pricing     // what the forward pass costs (cost.go)
+	// calibrating is the cost measurement under way in idle moments, if
+	// any (calibrate.go).
+	calibrating *idleCalibration
 	root   []spec.Tree // root-only trees when nothing speculates
 	rootP  []*spec.Tree
 	dist   spec.Dist // the target distribution handed to verification
@@ -421,6 +428,10 @@ func (b *Backend) AdmitFCFS() bool { return b.spec.fcfsAdmit }
 // mappings of the model files. The runtime calls it from its engine
 // goroutine once every slot is released, so no forward pass can be running.
 func (b *Backend) Close() error {
+	if b.calibrating != nil {
+		b.calibrating.stop()
+		b.calibrating = nil
+	}
 	b.caches.all = nil
 	if d := b.drafts.model; d != nil {
 		d.dm.free = nil

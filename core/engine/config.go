@@ -70,6 +70,10 @@ type specConfig struct {
 	// curves is where the forward pass's cost curve is kept between
 	// processes ("curve_cache_dir"; curvecache.go).
 	curves curveStore
+	// idleCalibration measures a curve found neither in this process nor
+	// on disk in the engine's idle moments, serving meanwhile with a quick
+	// one ("calibration": "idle"; calibrate.go).
+	idleCalibration bool
 }
 
 // DefaultDraftVocab is how many of the lowest token ids a draft model
@@ -128,6 +132,9 @@ func takeSpecConfig(cfg *loop.Config) (specConfig, error) {
 	}
 	var err error
 	if sc.curves, err = takeCurveStore(cfg); err != nil {
+		return sc, err
+	}
+	if sc.idleCalibration, err = takeCalibration(cfg); err != nil {
 		return sc, err
 	}
 	if sc.drafter, err = parseDrafter("config", drafter); err != nil {

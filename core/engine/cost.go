@@ -110,17 +110,27 @@ const curveContext = 128
 // prompt token's price in a chunk, and with maxRoots above 1 batches of
 // up to that many sequences (measureRoots). progress (may be nil) hears
 // the share of the measuring done, by tokens run. nil when a pass fails.
-func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(float64)) *costCurve {
+//
+// Every step that touches the model or a cache runs through the gate g
+// (nil: at once; see calibrate.go). A quick measurement (idle-time
+// calibration's stand-in) runs quickSizes once each, and neither the
+// prompt price nor batches, and is not kept.
+func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(float64), g *passGate, quick bool) *costCurve {
 	if c, ok := curves.Load(key); ok && c.(*costCurve).reaches(maxN, maxRoots) {
 		return c.(*costCurve)
 	}
 	curveMeasurements.Add(1)
 	ctx := max(0, min(curveContext, m.Config().ContextTrain-maxN-1))
-	c, err := m.NewCache(ctx + maxN + 1)
-	if err != nil {
+	var c model.Cache
+	var err error
+	if !g.run(func() { c, err = m.NewCache(ctx + maxN + 1) }) || err != nil {
 		return nil
 	}
-	defer c.Truncate(0)
+	defer g.run(func() { c.Truncate(0) })
+	rounds := rounds
+	if quick {
+		rounds = func(int) int { return 1 }
+	}
 	vocab := m.Config().Vocab
 	var bt model.Batch
 	var logits []float32
@@ -131,6 +141,9 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 		logits = make([]float32, maxN*vocab)
 	}
 	sizes := spec.CalibrationSizes(maxN)
+	if quick {
+		sizes, maxRoots = quickSizes(maxN), 1
+	}
 	total, done := ctx+maxN, 0
 	for _, n := range sizes {
 		total += rounds(n) * n
@@ -169,27 +182,41 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 		return m.Forward(&bt, logits[:rows*vocab])
 	}
 	// The context, in chunks no longer than the passes measured (whose
-	// scratch the runner sized), committed.
-	for from := 0; from < ctx; from += maxN {
-		n := min(maxN, ctx-from)
-		if pass(from, n, false) != nil {
+	// scratch the runner sized), committed; a quick measurement fills
+	// the rows without computing them where the cache can.
+	filled := false
+	if f, ok := c.(interface{ Fill(int) error }); ok && quick {
+		if !g.run(func() { err = f.Fill(ctx) }) || err != nil {
 			return nil
 		}
+		filled = true
+	}
+	for from := 0; from < ctx && !filled; from += maxN {
+		n := min(maxN, ctx-from)
 		keep := make([]int, n)
 		for i := range keep {
 			keep[i] = i
 		}
-		if c.Commit(keep) != nil {
+		step := func() {
+			if err = pass(from, n, false); err == nil {
+				err = c.Commit(keep)
+			}
+		}
+		if !g.run(step) || err != nil {
 			return nil
 		}
 	}
-	cost := func(n int) time.Duration {
-		c.Truncate(ctx)
-		t := time.Now()
-		if pass(ctx, n, true) != nil {
-			failed = true
-		}
-		return time.Since(t)
+	cost := func(n int) (d time.Duration) {
+		ok := g.run(func() {
+			c.Truncate(ctx)
+			t := time.Now()
+			if pass(ctx, n, true) != nil {
+				failed = true
+			}
+			d = time.Since(t)
+		})
+		failed = failed || !ok
+		return d
 	}
 	cost(maxN) // warm the scratch buffers
 	// The sizes are measured in rounds, each round over all of them, and
@@ -221,17 +248,22 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 	}
 	// A prompt token's price: prefill passes from an empty cache with the
 	// last token's logits, as a chunk runs, at maxN and a quarter of it.
-	if lo := maxN / 4; lo >= 2 {
+	if lo := maxN / 4; lo >= 2 && !quick {
 		sizes := [2]int{lo, maxN}
 		var best [2]time.Duration
 		for r := range rounds(maxN) {
 			for i, n := range sizes {
-				c.Truncate(0)
-				t := time.Now()
-				if pass(0, n, false) != nil {
-					failed = true
-				}
-				if d := time.Since(t); r == 0 || d < best[i] {
+				var d time.Duration
+				ok := g.run(func() {
+					c.Truncate(0)
+					t := time.Now()
+					if pass(0, n, false) != nil {
+						failed = true
+					}
+					d = time.Since(t)
+				})
+				failed = failed || !ok
+				if r == 0 || d < best[i] {
 					best[i] = d
 				}
 			}
@@ -244,11 +276,13 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 	// The batches only where the model's context holds twice the
 	// curve's (their longer passes read that many rows).
 	if maxRoots > 1 && ctx == curveContext && m.Config().ContextTrain > 2*curveContext+1 {
-		if !measureRoots(m, curve, maxRoots, maxN, ran) {
+		if !measureRoots(m, curve, maxRoots, maxN, ran, g) {
 			return nil
 		}
 	}
-	curves.Store(key, curve)
+	if !quick {
+		curves.Store(key, curve)
+	}
 	return curve
 }
 
@@ -262,21 +296,21 @@ func measureCost(key string, m model.Runner, maxN, maxRoots int, progress func(f
 // what sets a batch apart from a chain is reading them; a prefill runs
 // passes of at most maxN tokens, the largest the curve ran. ran hears the
 // tokens of each pass (rootsWork in all). false when a pass fails.
-func measureRoots(m model.Runner, c *costCurve, maxRoots, maxN int, ran func(tokens int)) bool {
+func measureRoots(m model.Runner, c *costCurve, maxRoots, maxN int, ran func(tokens int), g *passGate) bool {
 	short, long := make([]model.Cache, maxRoots), make([]model.Cache, maxRoots)
-	defer func() {
+	defer g.run(func() {
 		for _, q := range append(short, long...) {
 			if q != nil {
 				q.Truncate(0)
 			}
 		}
-	}()
+	})
 	for i := range maxRoots {
 		var err error
-		if short[i], err = filledCache(m, curveContext, i, maxN); err != nil {
+		if !g.run(func() { short[i], err = filledCache(m, curveContext, i, maxN) }) || err != nil {
 			return false
 		}
-		if long[i], err = filledCache(m, 2*curveContext, maxRoots+i, maxN); err != nil {
+		if !g.run(func() { long[i], err = filledCache(m, 2*curveContext, maxRoots+i, maxN) }) || err != nil {
 			return false
 		}
 	}
@@ -291,7 +325,14 @@ func measureRoots(m model.Runner, c *costCurve, maxRoots, maxN int, ran func(tok
 		logits = make([]float32, maxRoots*vocab)
 	}
 	failed := false
-	cost := func(caches []model.Cache, n int) time.Duration {
+	var rootsPass func(caches []model.Cache, n int) time.Duration
+	cost := func(caches []model.Cache, n int) (d time.Duration) {
+		if !g.run(func() { d = rootsPass(caches, n) }) {
+			failed = true
+		}
+		return d
+	}
+	rootsPass = func(caches []model.Cache, n int) time.Duration {
 		bt.Tokens, bt.Cache, bt.Pos, bt.Parent, bt.Logits = bt.Tokens[:0], bt.Cache[:0], bt.Pos[:0], bt.Parent[:0], bt.Logits[:0]
 		for i, q := range caches[:n] {
 			bt.Tokens = append(bt.Tokens, int32((100+7*i)%vocab))
@@ -525,7 +566,7 @@ func MeasureCurve(device string, load LoadRunner, path string, threads, maxN, ma
 		return spec.Curve{}, status.Errorf(status.Model, "%v", err)
 	}
 	defer m.Close()
-	c := measureCost(fmt.Sprintf("%s/%s/%d", device, path, threads), m, maxN, maxRoots, nil)
+	c := measureCost(fmt.Sprintf("%s/%s/%d", device, path, threads), m, maxN, maxRoots, nil, nil, false)
 	if c == nil {
 		return spec.Curve{}, status.Errorf(status.Backend, "MeasureCurve: a forward pass failed")
 	}

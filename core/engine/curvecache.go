@@ -108,10 +108,15 @@ func DefaultCurveCacheDir() (string, error) {
 // device with threads, reaching maxN tokens and maxRoots sequences: the
 // one this process measured already, else the kept one, else measured
 // (progress hears how far) and kept. nil when a pass failed.
-func (s curveStore) curve(device string, f *gguf.File, path string, threads int, m model.Runner, maxN, maxRoots int, progress func(float64)) *costCurve {
+//
+// With idle set, a curve neither this process nor the disk has is not
+// measured now: curve returns a quick one (measureCost's coarse stand-in)
+// and later, the whole measurement (kept when it completes) for the
+// engine's idle moments (calibrate.go).
+func (s curveStore) curve(device string, f *gguf.File, path string, threads int, m model.Runner, maxN, maxRoots int, progress func(float64), idle bool) (c *costCurve, later func(*passGate) *costCurve) {
 	procKey := fmt.Sprintf("%s/%s/%d", device, path, threads)
 	if c, ok := curves.Load(procKey); ok && c.(*costCurve).reaches(maxN, maxRoots) {
-		return c.(*costCurve)
+		return c.(*costCurve), nil
 	}
 	var key string
 	if s.dir != "" {
@@ -120,14 +125,24 @@ func (s curveStore) curve(device string, f *gguf.File, path string, threads int,
 	if key != "" {
 		if c := s.load(key); c != nil && c.reaches(maxN, maxRoots) {
 			curves.Store(procKey, c)
-			return c
+			return c, nil
 		}
 	}
-	c := measureCost(procKey, m, maxN, maxRoots, progress)
-	if c != nil && key != "" {
-		s.save(key, c)
+	measure := func(g *passGate) *costCurve {
+		report := progress
+		if g != nil {
+			report = nil // the runtime is serving: its start-up is over
+		}
+		c := measureCost(procKey, m, maxN, maxRoots, report, g, false)
+		if c != nil && key != "" {
+			s.save(key, c)
+		}
+		return c
 	}
-	return c
+	if idle {
+		return measureCost(procKey, m, maxN, maxRoots, progress, nil, true), measure
+	}
+	return measure(nil), nil
 }
 
 // curveIdentity is the text naming everything a measured curve depends

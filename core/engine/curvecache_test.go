@@ -84,7 +84,7 @@ func TestCurveCacheRefusesBadFiles(t *testing.T) {
 	const maxN = 4
 	measure := func() *costCurve {
 		curves.Clear()
-		c := s.curve("cpu", f, benchModel, 1, m, maxN, 1, nil)
+		c, _ := s.curve("cpu", f, benchModel, 1, m, maxN, 1, nil, false)
 		require.NotNil(t, c)
 		return c
 	}

@@ -64,9 +64,10 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		roots := min(rootTokens(b.device), b.caches.size())
 		// Measured once per model, machine, thread count and build, and
 		// kept on disk (curvecache.go): a later start finds it there.
-		b.setCurve(sc.curves.curve(b.device, b.file, path, threads, b.model, n, roots, calibrating))
-		if b.price.curve != nil && !sc.budgetGiven {
-			b.sched.Config.Budget = max(DefaultMinBudget, spec.Calibrate(b.price.curve.at, n))
+		c, later := sc.curves.curve(b.device, b.file, path, threads, b.model, n, roots, calibrating, sc.idleCalibration)
+		b.installCurve(c)
+		if later != nil {
+			b.calibrating = startIdleCalibration(later)
 		}
 	}
 	return nil

@@ -59,6 +59,16 @@ type KVReporter interface {
 // a waiting request's first token is at risk (spec.Queue). The runtime
 // asks WatchesQueue once, when it starts; if it says yes, every Step is
 // preceded by a WatchQueue call on the engine goroutine.
+// IdleWorker is implemented by a backend with work of its own for the
+// moments when no request is runnable (the CPU engine measuring its cost
+// curve after a quick start). The runtime calls IdleWork on the engine
+// goroutine instead of waiting, for as long as it reports more to do;
+// each call should take no longer than one forward pass, which is what a
+// request arriving meanwhile waits.
+type IdleWorker interface {
+	IdleWork() (more bool)
+}
+
 type QueueWatcher interface {
 	WatchesQueue() bool
 	// WatchQueue hands the backend the queued batch items with the

@@ -23,6 +23,7 @@ type Runtime struct {
 	maxQueue int
 	fcfs     bool // admit by submission alone (FCFSAdmitter)
 	watcher  QueueWatcher
+	idle     IdleWorker // nil once it has nothing more to do
 
 	mu     sync.Mutex
 	queue  []*Slot // submitted, waiting for a slot
@@ -85,6 +86,9 @@ func Start(b Backend, maxSlots, maxQueue int) *Runtime {
 	}
 	if w, ok := b.(QueueWatcher); ok && w.WatchesQueue() {
 		r.watcher = w
+	}
+	if w, ok := b.(IdleWorker); ok {
+		r.idle = w
 	}
 	go r.run()
 	return r
@@ -363,6 +367,12 @@ func (r *Runtime) iterate() (goOn bool) {
 	}
 	evicted := r.evict()
 	if len(runnable) == 0 && evicted == 0 {
+		if r.idle != nil && len(r.wake) == 0 {
+			if r.idle.IdleWork() {
+				return true // then look for requests again
+			}
+			r.idle = nil
+		}
 		<-r.wake // idle: nothing can change until someone signals
 	}
 	return true

@@ -370,6 +370,11 @@ func runtimeJSON(path string, set *settings) ([]byte, string, error) {
 	add("context_length", set.Ctx, set.Ctx > 0)
 	add("max_slots", set.Slots, set.Slots > 0)
 	add("kv_type", set.KVType, set.KVType != "")
+	// A server is up for long: on a model's first start it serves at
+	// once and measures its cost curve while no request is runnable.
+	if _, given := cfg["calibration"]; !given && (cfg["backend"] == nil || cfg["backend"] == "cpu" || cfg["backend"] == "cuda") {
+		cfg["calibration"] = "idle"
+	}
 	drafter := ""
 	if _, ok := cfg["draft_model_path"]; ok {
 		if d, named := cfg["drafter"]; !named || d == "draft_model" {
