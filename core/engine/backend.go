@@ -180,15 +180,16 @@ type Backend struct {
 	seqs   []*spec.Seq // decoding sequences of this iteration
 	iter   iteration   // how this iteration shares its tokens (prefill.go)
 	price  pricing     // what the forward pass costs (cost.go)
-	// calibrating is the cost measurement under way in idle moments, if
-	// any (calibrate.go).
-	calibrating *idleCalibration
 	root   []spec.Tree // root-only trees when nothing speculates
 	rootP  []*spec.Tree
 	dist   spec.Dist // the target distribution handed to verification
 	floors []float64 // the scheduler's per-position floors (spec.Floors)
 
 	timings Timings
+
+	// calibrating is the cost measurement under way in idle moments, if
+	// any (calibrate.go).
+	calibrating *idleCalibration
 
 	trieOnce sync.Once
 	trie     *grammar.Trie // the vocabulary's token trie, for constrained requests
