@@ -10,6 +10,7 @@ int lms_call_handler(lms_chunk_handler h, const lms_chunk *c, void *user);
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -246,7 +247,14 @@ func lmsgo_submit(h C.lms_runtime, request *C.char, chans *C.lms_channel, n C.si
 		}
 		list[i] = c
 	}
-	if err := rt.Submit(goBytes(request), list); err != nil {
+	// Cancelling (or releasing) a channel while the request is prepared
+	// stops its preparation: a grammar compile polls the context.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, c := range list {
+		defer c.NotifyCancel(cancel)()
+	}
+	if err := rt.SubmitContext(ctx, goBytes(request), list); err != nil {
 		return fail(err, errBuf, errSize)
 	}
 	return C.LMS_OK

@@ -583,7 +583,11 @@ int lms_channel_set_queue(lms_channel ch, int32_t limit, int policy);
 ** n must equal the number of prompts (1 for "prompt" and "messages").
 ** Errors known before the first token (bad JSON, bad fields, a prompt too
 ** long, a full queue) are returned here, with a message in err, and no
-** channel is attached. A channel can be attached once.
+** channel is attached. A channel can be attached once. Compiling a
+** request's grammar ("response_format", "grammar", strict tools) is bounded
+** in steps and memory and can still take seconds: a channel cancelled or
+** released by another thread meanwhile stops it, and lms_submit returns
+** LMS_ERR_CLOSED with nothing attached.
 ** The prompt is tokenized on the calling thread, but only when it can fit:
 ** a prompt longer in bytes than (context - 1) x the longest token's bytes
 ** is LMS_ERR_PROMPT_TOO_LONG at once, so the work done here is bounded by

@@ -74,6 +74,9 @@ type Channel struct {
 	cancelled atomic.Bool
 	onCancel  func() // set by the runtime at attach: wakes the engine
 	onDrain   func() // set by the runtime at attach: a paused slot may resume
+	// watcher is told of a cancellation before the channel is attached
+	// (NotifyCancel): a submission preparing its request.
+	watcher func()
 }
 
 // queued is a pending chunk. Text merged into it by coalescing collects in
@@ -175,10 +178,31 @@ func (c *Channel) Cancel() {
 		return
 	}
 	c.mu.Lock()
-	f := c.onCancel
+	f, w := c.onCancel, c.watcher
 	c.mu.Unlock()
 	if f != nil {
 		f()
+	}
+	if w != nil {
+		w()
+	}
+}
+
+// NotifyCancel has f run (on the cancelling goroutine) when the channel is
+// cancelled or released from now until stop is called (not for a
+// cancellation before: such a channel's request is submitted and ends at
+// once with its terminal chunk, as ever). One watcher at a time:
+// lms_submit uses it while it prepares a request (compiling its grammar
+// can take a while), before the channel is attached, so that the caller
+// cancelling the channel meanwhile stops that work.
+func (c *Channel) NotifyCancel(f func()) (stop func()) {
+	c.mu.Lock()
+	c.watcher = f
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		c.watcher = nil
+		c.mu.Unlock()
 	}
 }
 

@@ -217,3 +217,30 @@ func TestQueueMemoryIsReused(t *testing.T) {
 	}
 	require.LessOrEqual(t, cap(c.queue), 16, "a bounded queue must not grow its backing array")
 }
+
+// NotifyCancel's watcher hears a Cancel or Release made while it is set,
+// not one made before it nor after stop.
+func TestNotifyCancel(t *testing.T) {
+	for _, end := range []func(*Channel){(*Channel).Cancel, (*Channel).Release} {
+		c := NewChannel()
+		heard := 0
+		stop := c.NotifyCancel(func() { heard++ })
+		end(c)
+		end(c)
+		stop()
+		require.Equal(t, 1, heard)
+		c.Release()
+	}
+	before := NewChannel()
+	before.Cancel()
+	heard := 0
+	stop := before.NotifyCancel(func() { heard++ })
+	stop()
+	before.Release()
+	require.Equal(t, 0, heard, "a cancellation before the watch is not the watcher's")
+
+	after := NewChannel()
+	after.NotifyCancel(func() { heard++ })()
+	after.Release()
+	require.Equal(t, 0, heard, "nor one after stop")
+}
