@@ -294,7 +294,8 @@ int lms_configure_process(const char *settings_json, char *err, size_t err_size)
 **                time), serves with it, and measures the whole one, kept
 **                as above, one pass at a time while no request is
 **                runnable (a request arriving waits for at most that
-**                pass). lmstream-serve uses "idle"
+**                pass). The cpu backend only (the cuda backend measures
+**                at start); lmstream-serve uses "idle" on the cpu backend
 ** The cuda backend's own fields:
 **   "cuda_device": integer >= 0 (default 0): the GPU's ordinal
 **   "nvrtc_path": string: an NVRTC library or folder (default: searched)

@@ -67,7 +67,7 @@
 //	"calibration":    "start" (default): a curve not kept is measured before
 //	                  the runtime serves; "idle": a quick one is, and the
 //	                  whole curve is measured when no request is runnable
-//	                  (calibrate.go)
+//	                  (calibrate.go; the cpu device only)
 //
 // # Memory
 //

@@ -64,7 +64,11 @@ func (b *Backend) setupSpec(sc specConfig, path string, threads int, calibrating
 		roots := min(rootTokens(b.device), b.caches.size())
 		// Measured once per model, machine, thread count and build, and
 		// kept on disk (curvecache.go): a later start finds it there.
-		c, later := sc.curves.curve(b.device, b.file, path, threads, b.model, n, roots, calibrating, sc.idleCalibration)
+		// Idle-time passes run on the measurement's own goroutine: only
+		// the CPU runner is free of a device context bound to the engine's
+		// thread, so other devices measure at start.
+		idle := sc.idleCalibration && b.device == "cpu"
+		c, later := sc.curves.curve(b.device, b.file, path, threads, b.model, n, roots, calibrating, idle)
 		b.installCurve(c)
 		if later != nil {
 			b.calibrating = startIdleCalibration(later)

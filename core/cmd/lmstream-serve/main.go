@@ -372,7 +372,7 @@ func runtimeJSON(path string, set *settings) ([]byte, string, error) {
 	add("kv_type", set.KVType, set.KVType != "")
 	// A server is up for long: on a model's first start it serves at
 	// once and measures its cost curve while no request is runnable.
-	if _, given := cfg["calibration"]; !given && (cfg["backend"] == nil || cfg["backend"] == "cpu" || cfg["backend"] == "cuda") {
+	if _, given := cfg["calibration"]; !given && (cfg["backend"] == nil || cfg["backend"] == "cpu") {
 		cfg["calibration"] = "idle"
 	}
 	drafter := ""
