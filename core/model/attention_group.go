@@ -60,6 +60,9 @@ func (m *Model) groupedAttention() bool {
 // threads.
 const attnTokens = 4
 
+// An item's queries are bits of a uint64 (attendTile's seen).
+var _ [64 - attnTokens*maxGroupHeads]struct{}
+
 // attnItem is one pool item: query heads [h0, h0+nh) (one KV head's group,
 // or part of it) of tokens [i0, i1).
 type attnItem struct{ i0, i1, h0, nh int32 }
@@ -174,7 +177,7 @@ func (m *Model) itemQueries(it attnItem, ab *attnBuf) *float32 {
 // no partial). Scores come in 16-key blocks from base, the first seen key
 // rounded down to a block: score j of a query's row is key base+j, and
 // keys a query does not see are scored with their block but never used.
-func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q *float32, ab *attnBuf) (seen uint32) {
+func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q *float32, ab *attnBuf) (seen uint64) {
 	c := &m.cfg
 	hd, nh := c.HeadDim, int(it.nh)
 	nq := v.nt * nh
@@ -305,7 +308,7 @@ func (m *Model) attendItem(li int, it attnItem, ab *attnBuf) {
 type attnSplit struct {
 	item, tile int32
 	off        int
-	seen       uint32
+	seen       uint64
 }
 
 // maxSplitFloats bounds the partials a layer keeps when it runs its tiles
