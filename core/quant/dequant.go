@@ -139,6 +139,10 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 			dequantIQ4XS(b, y)
 		case MXFP4:
 			dequantMXFP4(b, y)
+		case IQ3_S:
+			dequantIQ3S(b, y)
+		case IQ3_XXS:
+			dequantIQ3XXS(b, y)
 		case Q8_K:
 			d := math.Float32frombits(le32(b))
 			for j := 0; j < QK; j++ {

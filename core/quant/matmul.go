@@ -21,7 +21,7 @@ func ActType(wt Type) Type {
 		return Q8_0
 	case Q4_K, Q5_K, Q6_K:
 		return Q8_K
-	case Q2_K, Q3_K, IQ4_XS:
+	case Q2_K, Q3_K, IQ4_XS, IQ3_S, IQ3_XXS:
 		return Q8_K
 	case IQ4_NL, MXFP4:
 		return Q8_0
@@ -298,6 +298,10 @@ func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb int, s
 		dot = k.iq4xs
 	case MXFP4:
 		dot = k.mxfp4
+	case IQ3_S:
+		dot = k.iq3s
+	case IQ3_XXS:
+		dot = k.iq3xxs
 	}
 	var o4 [4]float32
 	if md := k.multi[wt]; md != nil {

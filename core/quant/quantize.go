@@ -218,6 +218,10 @@ func Quantize(t Type, src []float32, dst []byte) error {
 			quantizeIQ4XS(x, b)
 		case MXFP4:
 			quantizeMXFP4(x, b)
+		case IQ3_S:
+			quantizeIQ3S(x, b)
+		case IQ3_XXS:
+			quantizeIQ3XXS(x, b)
 		}
 	}
 	return nil

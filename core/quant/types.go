@@ -91,6 +91,9 @@ var layouts = map[Type]layout{
 	IQ4_NL: {"IQ4_NL", 32, 2 + 16},
 	IQ4_XS: {"IQ4_XS", QK, 2 + 2 + QK/64 + QK/2},
 	MXFP4:  {"MXFP4", 32, 1 + 16},
+
+	IQ3_S:   {"IQ3_S", QK, 2 + QK/4 + QK/32 + QK/8 + QK/64},
+	IQ3_XXS: {"IQ3_XXS", QK, 2 + QK/4 + QK/8},
 }
 
 // Known reports whether t is a type this package can read.

@@ -107,3 +107,18 @@ blocks = rng2.integers(0, 256, size=(16, 17), dtype=np.uint8)
 blocks[:, 0] = rng2.integers(110, 140, size=16)
 blocks[0, 0], blocks[1, 0], blocks[2, 0], blocks[3, 0] = 0, 1, 252, 127
 write("mxfp4", blocks.tobytes(), T.MXFP4)
+
+# The grid i-quants, from a generator of their own (every other byte
+# random: any pattern of grid indices, signs and scales is a valid block).
+rng3 = np.random.default_rng(20261129)
+iquants = {
+    "iq3_s": (T.IQ3_S, 110),
+    "iq3_xxs": (T.IQ3_XXS, 98),
+}
+for name, (qt, bb) in iquants.items():
+    nb = 12
+    blocks = rng3.integers(0, 256, size=(nb, bb), dtype=np.uint8)
+    for i in range(nb):
+        v = 0.0 if i == 0 else 30000.0 if i == 1 else float(rng3.normal(0, 0.05))
+        blocks[i, 0:2] = np.frombuffer(np.float16(v).tobytes(), dtype=np.uint8)
+    write(name, blocks.tobytes(), qt)

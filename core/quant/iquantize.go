@@ -1,0 +1,124 @@
+package quant
+
+import "math"
+
+// Quantizers of the grid i-quants (iq3.go). They are for writing test
+// models (core/model/synth) and round-trip tests, not for producing good
+// low-bit files: every sub-block maps its largest magnitude to the grid's
+// largest level and each group of magnitudes to its nearest grid entry by
+// exhaustive search, where GGML's quantizer searches scales under an
+// importance matrix. What matters here is that the blocks are valid and
+// that dequantization gives back roughly the input.
+
+// nearestEntry is the index of the first grid entry closest (in L2) to v.
+func nearestEntry(grid [][4]uint8, v []float32) int {
+	best, bd := 0, float32(math.Inf(1))
+	for k := range grid {
+		g := &grid[k]
+		var e float32
+		for i, t := range v[:4] {
+			d := float32(g[i]) - t
+			e += d * d
+		}
+		if e < bd {
+			best, bd = k, e
+		}
+	}
+	return best
+}
+
+// signBits is bit i set where x[i] < 0, over 8 values.
+func signBits(x []float32) uint8 {
+	var m uint8
+	for i, v := range x[:8] {
+		if v < 0 {
+			m |= 1 << i
+		}
+	}
+	return m
+}
+
+// evenSignBits is signBits with an even count of negatives (evenSigns'
+// encoding): where the count is odd, the sign of the smallest magnitude
+// flips, the cheapest error to make.
+func evenSignBits(x []float32) uint8 {
+	m := signBits(x)
+	p := m ^ m>>4
+	p ^= p >> 2
+	p ^= p >> 1
+	if p&1 != 0 {
+		j, a := 0, float32(math.Inf(1))
+		for i, v := range x[:8] {
+			if av := float32(math.Abs(float64(v))); av < a {
+				j, a = i, av
+			}
+		}
+		m ^= 1 << j
+	}
+	return m
+}
+
+// magnitudes is |x[i]|·id for the first n values.
+func magnitudes(x []float32, id float32, n int) (v [8]float32) {
+	for i := 0; i < n; i++ {
+		v[i] = float32(math.Abs(float64(x[i]))) * id
+	}
+	return v
+}
+
+// subBlockScales is each 32-element sub-block's largest magnitude over top
+// (the wanted step of its levels) and the largest of those.
+func subBlockScales(x []float32, top float32) (dl [8]float32, mx float32) {
+	for s := 0; s < 8; s++ {
+		amax, _ := absMax(x[32*s : 32*s+32])
+		dl[s] = amax / top
+		mx = max(mx, dl[s])
+	}
+	return dl, mx
+}
+
+// quantizeIQ3S: 2·ls+1 ∈ {1, 3, …, 31} steps of d per sub-block.
+func quantizeIQ3S(x []float32, b []byte) {
+	want, mx := subBlockScales(x, 15)
+	hd := F32ToF16(mx / 31)
+	put16(b, hd)
+	d := F16ToF32(hd)
+	clear(b[2:110])
+	for s := 0; s < 8; s++ {
+		ls := roundClamp((want[s]*inv(d)-1)/2, 0, 15)
+		b[106+s/2] |= byte(ls) << (4 * (s % 2))
+		id := inv(d * float32(2*ls+1))
+		for k := 0; k < 8; k++ {
+			e := 32*s + 4*k
+			v := magnitudes(x[e:], id, 4)
+			idx := nearestEntry(iq3sGrid, v[:4])
+			b[2+8*s+k] = byte(idx)
+			b[66+s] |= byte(idx>>8) << k
+		}
+		for l := 0; l < 4; l++ {
+			b[74+4*s+l] = signBits(x[32*s+8*l:])
+		}
+	}
+}
+
+// quantizeIQ3XXS: (ls+½)/2 ∈ {¼, ¾, …, 7¾} steps of d per sub-block.
+func quantizeIQ3XXS(x []float32, b []byte) {
+	want, mx := subBlockScales(x, 62)
+	hd := F32ToF16(mx / 7.75)
+	put16(b, hd)
+	d := F16ToF32(hd)
+	for s := 0; s < 8; s++ {
+		ls := roundClamp(want[s]*inv(d)*2-0.5, 0, 15)
+		id := inv(d * (0.5 + float32(ls)) * 0.5)
+		aux := uint32(ls) << 28
+		for l := 0; l < 4; l++ {
+			e := 32*s + 8*l
+			for h := 0; h < 2; h++ {
+				v := magnitudes(x[e+4*h:], id, 4)
+				b[2+8*s+2*l+h] = byte(nearestEntry(iq3xxsGrid, v[:4]))
+			}
+			aux |= uint32(evenSignBits(x[e:])&127) << (7 * l)
+		}
+		put32(b[66+4*s:], aux)
+	}
+}
