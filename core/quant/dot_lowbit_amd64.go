@@ -64,11 +64,37 @@ func lowbitMXFP4x3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *flo
 //go:noescape
 func lowbitMXFP4x4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
+//go:noescape
+func lowbitIQ3_Sx1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ3_Sx2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ3_Sx3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ3_Sx4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ3_XXSx1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ3_XXSx2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ3_XXSx3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ3_XXSx4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
 // lowbitKernels: the R = 1…4 variants of each kernel, by name.
 var lowbitKernels = map[string][4]func(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int){
-	"lowbitQ2_K":   {lowbitQ2_Kx1, lowbitQ2_Kx2, lowbitQ2_Kx3, lowbitQ2_Kx4},
-	"lowbitQ3_K":   {lowbitQ3_Kx1, lowbitQ3_Kx2, lowbitQ3_Kx3, lowbitQ3_Kx4},
-	"lowbitIQ4_XS": {lowbitIQ4_XSx1, lowbitIQ4_XSx2, lowbitIQ4_XSx3, lowbitIQ4_XSx4},
-	"lowbitIQ4_NL": {lowbitIQ4_NLx1, lowbitIQ4_NLx2, lowbitIQ4_NLx3, lowbitIQ4_NLx4},
-	"lowbitMXFP4":  {lowbitMXFP4x1, lowbitMXFP4x2, lowbitMXFP4x3, lowbitMXFP4x4},
+	"lowbitQ2_K":    {lowbitQ2_Kx1, lowbitQ2_Kx2, lowbitQ2_Kx3, lowbitQ2_Kx4},
+	"lowbitQ3_K":    {lowbitQ3_Kx1, lowbitQ3_Kx2, lowbitQ3_Kx3, lowbitQ3_Kx4},
+	"lowbitIQ4_XS":  {lowbitIQ4_XSx1, lowbitIQ4_XSx2, lowbitIQ4_XSx3, lowbitIQ4_XSx4},
+	"lowbitIQ4_NL":  {lowbitIQ4_NLx1, lowbitIQ4_NLx2, lowbitIQ4_NLx3, lowbitIQ4_NLx4},
+	"lowbitMXFP4":   {lowbitMXFP4x1, lowbitMXFP4x2, lowbitMXFP4x3, lowbitMXFP4x4},
+	"lowbitIQ3_S":   {lowbitIQ3_Sx1, lowbitIQ3_Sx2, lowbitIQ3_Sx3, lowbitIQ3_Sx4},
+	"lowbitIQ3_XXS": {lowbitIQ3_XXSx1, lowbitIQ3_XXSx2, lowbitIQ3_XXSx3, lowbitIQ3_XXSx4},
 }

@@ -427,6 +427,811 @@ DATA lb_e8m0<>+1016(SB)/4, $0x7e800000
 DATA lb_e8m0<>+1020(SB)/4, $0x7f000000
 GLOBL lb_e8m0<>(SB), RODATA|NOPTR, $1024
 
+DATA lb_iq3s<>+0(SB)/4, $0x01010101
+DATA lb_iq3s<>+4(SB)/4, $0x01010103
+DATA lb_iq3s<>+8(SB)/4, $0x01010105
+DATA lb_iq3s<>+12(SB)/4, $0x0101010b
+DATA lb_iq3s<>+16(SB)/4, $0x0101010f
+DATA lb_iq3s<>+20(SB)/4, $0x01010301
+DATA lb_iq3s<>+24(SB)/4, $0x01010303
+DATA lb_iq3s<>+28(SB)/4, $0x01010305
+DATA lb_iq3s<>+32(SB)/4, $0x01010309
+DATA lb_iq3s<>+36(SB)/4, $0x0101030d
+DATA lb_iq3s<>+40(SB)/4, $0x01010501
+DATA lb_iq3s<>+44(SB)/4, $0x01010503
+DATA lb_iq3s<>+48(SB)/4, $0x0101050b
+DATA lb_iq3s<>+52(SB)/4, $0x01010707
+DATA lb_iq3s<>+56(SB)/4, $0x01010901
+DATA lb_iq3s<>+60(SB)/4, $0x01010905
+DATA lb_iq3s<>+64(SB)/4, $0x0101090b
+DATA lb_iq3s<>+68(SB)/4, $0x0101090f
+DATA lb_iq3s<>+72(SB)/4, $0x01010b03
+DATA lb_iq3s<>+76(SB)/4, $0x01010b07
+DATA lb_iq3s<>+80(SB)/4, $0x01010d01
+DATA lb_iq3s<>+84(SB)/4, $0x01010d05
+DATA lb_iq3s<>+88(SB)/4, $0x01010f03
+DATA lb_iq3s<>+92(SB)/4, $0x01010f09
+DATA lb_iq3s<>+96(SB)/4, $0x01010f0f
+DATA lb_iq3s<>+100(SB)/4, $0x01030101
+DATA lb_iq3s<>+104(SB)/4, $0x01030103
+DATA lb_iq3s<>+108(SB)/4, $0x01030105
+DATA lb_iq3s<>+112(SB)/4, $0x01030109
+DATA lb_iq3s<>+116(SB)/4, $0x01030301
+DATA lb_iq3s<>+120(SB)/4, $0x01030303
+DATA lb_iq3s<>+124(SB)/4, $0x0103030b
+DATA lb_iq3s<>+128(SB)/4, $0x01030501
+DATA lb_iq3s<>+132(SB)/4, $0x01030507
+DATA lb_iq3s<>+136(SB)/4, $0x0103050f
+DATA lb_iq3s<>+140(SB)/4, $0x01030703
+DATA lb_iq3s<>+144(SB)/4, $0x0103070b
+DATA lb_iq3s<>+148(SB)/4, $0x01030909
+DATA lb_iq3s<>+152(SB)/4, $0x01030d03
+DATA lb_iq3s<>+156(SB)/4, $0x01030d0b
+DATA lb_iq3s<>+160(SB)/4, $0x01030f05
+DATA lb_iq3s<>+164(SB)/4, $0x01050101
+DATA lb_iq3s<>+168(SB)/4, $0x01050103
+DATA lb_iq3s<>+172(SB)/4, $0x0105010b
+DATA lb_iq3s<>+176(SB)/4, $0x0105010f
+DATA lb_iq3s<>+180(SB)/4, $0x01050301
+DATA lb_iq3s<>+184(SB)/4, $0x01050307
+DATA lb_iq3s<>+188(SB)/4, $0x0105030d
+DATA lb_iq3s<>+192(SB)/4, $0x01050503
+DATA lb_iq3s<>+196(SB)/4, $0x0105050b
+DATA lb_iq3s<>+200(SB)/4, $0x01050701
+DATA lb_iq3s<>+204(SB)/4, $0x01050709
+DATA lb_iq3s<>+208(SB)/4, $0x01050905
+DATA lb_iq3s<>+212(SB)/4, $0x0105090b
+DATA lb_iq3s<>+216(SB)/4, $0x0105090f
+DATA lb_iq3s<>+220(SB)/4, $0x01050b03
+DATA lb_iq3s<>+224(SB)/4, $0x01050b07
+DATA lb_iq3s<>+228(SB)/4, $0x01050f01
+DATA lb_iq3s<>+232(SB)/4, $0x01050f07
+DATA lb_iq3s<>+236(SB)/4, $0x01070107
+DATA lb_iq3s<>+240(SB)/4, $0x01070303
+DATA lb_iq3s<>+244(SB)/4, $0x0107030b
+DATA lb_iq3s<>+248(SB)/4, $0x01070501
+DATA lb_iq3s<>+252(SB)/4, $0x01070505
+DATA lb_iq3s<>+256(SB)/4, $0x01070703
+DATA lb_iq3s<>+260(SB)/4, $0x01070707
+DATA lb_iq3s<>+264(SB)/4, $0x0107070d
+DATA lb_iq3s<>+268(SB)/4, $0x01070909
+DATA lb_iq3s<>+272(SB)/4, $0x01070b01
+DATA lb_iq3s<>+276(SB)/4, $0x01070b05
+DATA lb_iq3s<>+280(SB)/4, $0x01070d0f
+DATA lb_iq3s<>+284(SB)/4, $0x01070f03
+DATA lb_iq3s<>+288(SB)/4, $0x01070f0b
+DATA lb_iq3s<>+292(SB)/4, $0x01090101
+DATA lb_iq3s<>+296(SB)/4, $0x01090307
+DATA lb_iq3s<>+300(SB)/4, $0x0109030f
+DATA lb_iq3s<>+304(SB)/4, $0x01090503
+DATA lb_iq3s<>+308(SB)/4, $0x01090509
+DATA lb_iq3s<>+312(SB)/4, $0x01090705
+DATA lb_iq3s<>+316(SB)/4, $0x01090901
+DATA lb_iq3s<>+320(SB)/4, $0x01090907
+DATA lb_iq3s<>+324(SB)/4, $0x01090b03
+DATA lb_iq3s<>+328(SB)/4, $0x01090f01
+DATA lb_iq3s<>+332(SB)/4, $0x010b0105
+DATA lb_iq3s<>+336(SB)/4, $0x010b0109
+DATA lb_iq3s<>+340(SB)/4, $0x010b0501
+DATA lb_iq3s<>+344(SB)/4, $0x010b0505
+DATA lb_iq3s<>+348(SB)/4, $0x010b050d
+DATA lb_iq3s<>+352(SB)/4, $0x010b0707
+DATA lb_iq3s<>+356(SB)/4, $0x010b0903
+DATA lb_iq3s<>+360(SB)/4, $0x010b090b
+DATA lb_iq3s<>+364(SB)/4, $0x010b090f
+DATA lb_iq3s<>+368(SB)/4, $0x010b0d0d
+DATA lb_iq3s<>+372(SB)/4, $0x010b0f07
+DATA lb_iq3s<>+376(SB)/4, $0x010d010d
+DATA lb_iq3s<>+380(SB)/4, $0x010d0303
+DATA lb_iq3s<>+384(SB)/4, $0x010d0307
+DATA lb_iq3s<>+388(SB)/4, $0x010d0703
+DATA lb_iq3s<>+392(SB)/4, $0x010d0b05
+DATA lb_iq3s<>+396(SB)/4, $0x010d0f03
+DATA lb_iq3s<>+400(SB)/4, $0x010f0101
+DATA lb_iq3s<>+404(SB)/4, $0x010f0105
+DATA lb_iq3s<>+408(SB)/4, $0x010f0109
+DATA lb_iq3s<>+412(SB)/4, $0x010f0501
+DATA lb_iq3s<>+416(SB)/4, $0x010f0505
+DATA lb_iq3s<>+420(SB)/4, $0x010f050d
+DATA lb_iq3s<>+424(SB)/4, $0x010f0707
+DATA lb_iq3s<>+428(SB)/4, $0x010f0b01
+DATA lb_iq3s<>+432(SB)/4, $0x010f0b09
+DATA lb_iq3s<>+436(SB)/4, $0x03010101
+DATA lb_iq3s<>+440(SB)/4, $0x03010103
+DATA lb_iq3s<>+444(SB)/4, $0x03010105
+DATA lb_iq3s<>+448(SB)/4, $0x03010109
+DATA lb_iq3s<>+452(SB)/4, $0x03010301
+DATA lb_iq3s<>+456(SB)/4, $0x03010303
+DATA lb_iq3s<>+460(SB)/4, $0x03010307
+DATA lb_iq3s<>+464(SB)/4, $0x0301030b
+DATA lb_iq3s<>+468(SB)/4, $0x0301030f
+DATA lb_iq3s<>+472(SB)/4, $0x03010501
+DATA lb_iq3s<>+476(SB)/4, $0x03010505
+DATA lb_iq3s<>+480(SB)/4, $0x03010703
+DATA lb_iq3s<>+484(SB)/4, $0x03010709
+DATA lb_iq3s<>+488(SB)/4, $0x0301070d
+DATA lb_iq3s<>+492(SB)/4, $0x03010b09
+DATA lb_iq3s<>+496(SB)/4, $0x03010b0d
+DATA lb_iq3s<>+500(SB)/4, $0x03010d03
+DATA lb_iq3s<>+504(SB)/4, $0x03010f05
+DATA lb_iq3s<>+508(SB)/4, $0x03030101
+DATA lb_iq3s<>+512(SB)/4, $0x03030103
+DATA lb_iq3s<>+516(SB)/4, $0x03030107
+DATA lb_iq3s<>+520(SB)/4, $0x0303010d
+DATA lb_iq3s<>+524(SB)/4, $0x03030301
+DATA lb_iq3s<>+528(SB)/4, $0x03030309
+DATA lb_iq3s<>+532(SB)/4, $0x03030503
+DATA lb_iq3s<>+536(SB)/4, $0x03030701
+DATA lb_iq3s<>+540(SB)/4, $0x03030707
+DATA lb_iq3s<>+544(SB)/4, $0x03030903
+DATA lb_iq3s<>+548(SB)/4, $0x03030b01
+DATA lb_iq3s<>+552(SB)/4, $0x03030b05
+DATA lb_iq3s<>+556(SB)/4, $0x03030f01
+DATA lb_iq3s<>+560(SB)/4, $0x03030f0d
+DATA lb_iq3s<>+564(SB)/4, $0x03050101
+DATA lb_iq3s<>+568(SB)/4, $0x03050305
+DATA lb_iq3s<>+572(SB)/4, $0x0305030b
+DATA lb_iq3s<>+576(SB)/4, $0x0305030f
+DATA lb_iq3s<>+580(SB)/4, $0x03050501
+DATA lb_iq3s<>+584(SB)/4, $0x03050509
+DATA lb_iq3s<>+588(SB)/4, $0x03050705
+DATA lb_iq3s<>+592(SB)/4, $0x03050901
+DATA lb_iq3s<>+596(SB)/4, $0x03050907
+DATA lb_iq3s<>+600(SB)/4, $0x03050b0b
+DATA lb_iq3s<>+604(SB)/4, $0x03050d01
+DATA lb_iq3s<>+608(SB)/4, $0x03050f05
+DATA lb_iq3s<>+612(SB)/4, $0x03070103
+DATA lb_iq3s<>+616(SB)/4, $0x03070109
+DATA lb_iq3s<>+620(SB)/4, $0x0307010f
+DATA lb_iq3s<>+624(SB)/4, $0x03070301
+DATA lb_iq3s<>+628(SB)/4, $0x03070307
+DATA lb_iq3s<>+632(SB)/4, $0x03070503
+DATA lb_iq3s<>+636(SB)/4, $0x0307050f
+DATA lb_iq3s<>+640(SB)/4, $0x03070701
+DATA lb_iq3s<>+644(SB)/4, $0x03070709
+DATA lb_iq3s<>+648(SB)/4, $0x03070903
+DATA lb_iq3s<>+652(SB)/4, $0x03070d05
+DATA lb_iq3s<>+656(SB)/4, $0x03070f01
+DATA lb_iq3s<>+660(SB)/4, $0x03090107
+DATA lb_iq3s<>+664(SB)/4, $0x0309010b
+DATA lb_iq3s<>+668(SB)/4, $0x03090305
+DATA lb_iq3s<>+672(SB)/4, $0x03090309
+DATA lb_iq3s<>+676(SB)/4, $0x03090703
+DATA lb_iq3s<>+680(SB)/4, $0x03090707
+DATA lb_iq3s<>+684(SB)/4, $0x03090905
+DATA lb_iq3s<>+688(SB)/4, $0x0309090d
+DATA lb_iq3s<>+692(SB)/4, $0x03090b01
+DATA lb_iq3s<>+696(SB)/4, $0x03090b09
+DATA lb_iq3s<>+700(SB)/4, $0x030b0103
+DATA lb_iq3s<>+704(SB)/4, $0x030b0301
+DATA lb_iq3s<>+708(SB)/4, $0x030b0307
+DATA lb_iq3s<>+712(SB)/4, $0x030b0503
+DATA lb_iq3s<>+716(SB)/4, $0x030b0701
+DATA lb_iq3s<>+720(SB)/4, $0x030b0705
+DATA lb_iq3s<>+724(SB)/4, $0x030b0b03
+DATA lb_iq3s<>+728(SB)/4, $0x030d0501
+DATA lb_iq3s<>+732(SB)/4, $0x030d0509
+DATA lb_iq3s<>+736(SB)/4, $0x030d050f
+DATA lb_iq3s<>+740(SB)/4, $0x030d0909
+DATA lb_iq3s<>+744(SB)/4, $0x030d090d
+DATA lb_iq3s<>+748(SB)/4, $0x030f0103
+DATA lb_iq3s<>+752(SB)/4, $0x030f0107
+DATA lb_iq3s<>+756(SB)/4, $0x030f0301
+DATA lb_iq3s<>+760(SB)/4, $0x030f0305
+DATA lb_iq3s<>+764(SB)/4, $0x030f0503
+DATA lb_iq3s<>+768(SB)/4, $0x030f070b
+DATA lb_iq3s<>+772(SB)/4, $0x030f0903
+DATA lb_iq3s<>+776(SB)/4, $0x030f0d05
+DATA lb_iq3s<>+780(SB)/4, $0x030f0f01
+DATA lb_iq3s<>+784(SB)/4, $0x05010101
+DATA lb_iq3s<>+788(SB)/4, $0x05010103
+DATA lb_iq3s<>+792(SB)/4, $0x05010107
+DATA lb_iq3s<>+796(SB)/4, $0x0501010b
+DATA lb_iq3s<>+800(SB)/4, $0x0501010f
+DATA lb_iq3s<>+804(SB)/4, $0x05010301
+DATA lb_iq3s<>+808(SB)/4, $0x05010305
+DATA lb_iq3s<>+812(SB)/4, $0x05010309
+DATA lb_iq3s<>+816(SB)/4, $0x0501030d
+DATA lb_iq3s<>+820(SB)/4, $0x05010503
+DATA lb_iq3s<>+824(SB)/4, $0x05010507
+DATA lb_iq3s<>+828(SB)/4, $0x0501050f
+DATA lb_iq3s<>+832(SB)/4, $0x05010701
+DATA lb_iq3s<>+836(SB)/4, $0x05010705
+DATA lb_iq3s<>+840(SB)/4, $0x05010903
+DATA lb_iq3s<>+844(SB)/4, $0x05010907
+DATA lb_iq3s<>+848(SB)/4, $0x0501090b
+DATA lb_iq3s<>+852(SB)/4, $0x05010b01
+DATA lb_iq3s<>+856(SB)/4, $0x05010b05
+DATA lb_iq3s<>+860(SB)/4, $0x05010d0f
+DATA lb_iq3s<>+864(SB)/4, $0x05010f01
+DATA lb_iq3s<>+868(SB)/4, $0x05010f07
+DATA lb_iq3s<>+872(SB)/4, $0x05010f0b
+DATA lb_iq3s<>+876(SB)/4, $0x05030101
+DATA lb_iq3s<>+880(SB)/4, $0x05030105
+DATA lb_iq3s<>+884(SB)/4, $0x05030301
+DATA lb_iq3s<>+888(SB)/4, $0x05030307
+DATA lb_iq3s<>+892(SB)/4, $0x0503030f
+DATA lb_iq3s<>+896(SB)/4, $0x05030505
+DATA lb_iq3s<>+900(SB)/4, $0x0503050b
+DATA lb_iq3s<>+904(SB)/4, $0x05030703
+DATA lb_iq3s<>+908(SB)/4, $0x05030709
+DATA lb_iq3s<>+912(SB)/4, $0x05030905
+DATA lb_iq3s<>+916(SB)/4, $0x05030b03
+DATA lb_iq3s<>+920(SB)/4, $0x05050103
+DATA lb_iq3s<>+924(SB)/4, $0x05050109
+DATA lb_iq3s<>+928(SB)/4, $0x0505010f
+DATA lb_iq3s<>+932(SB)/4, $0x05050503
+DATA lb_iq3s<>+936(SB)/4, $0x05050507
+DATA lb_iq3s<>+940(SB)/4, $0x05050701
+DATA lb_iq3s<>+944(SB)/4, $0x0505070f
+DATA lb_iq3s<>+948(SB)/4, $0x05050903
+DATA lb_iq3s<>+952(SB)/4, $0x05050b07
+DATA lb_iq3s<>+956(SB)/4, $0x05050b0f
+DATA lb_iq3s<>+960(SB)/4, $0x05050f03
+DATA lb_iq3s<>+964(SB)/4, $0x05050f09
+DATA lb_iq3s<>+968(SB)/4, $0x05070101
+DATA lb_iq3s<>+972(SB)/4, $0x05070105
+DATA lb_iq3s<>+976(SB)/4, $0x0507010b
+DATA lb_iq3s<>+980(SB)/4, $0x05070303
+DATA lb_iq3s<>+984(SB)/4, $0x05070505
+DATA lb_iq3s<>+988(SB)/4, $0x05070509
+DATA lb_iq3s<>+992(SB)/4, $0x05070703
+DATA lb_iq3s<>+996(SB)/4, $0x05070707
+DATA lb_iq3s<>+1000(SB)/4, $0x05070905
+DATA lb_iq3s<>+1004(SB)/4, $0x05070b01
+DATA lb_iq3s<>+1008(SB)/4, $0x05070d0d
+DATA lb_iq3s<>+1012(SB)/4, $0x05090103
+DATA lb_iq3s<>+1016(SB)/4, $0x0509010f
+DATA lb_iq3s<>+1020(SB)/4, $0x05090501
+DATA lb_iq3s<>+1024(SB)/4, $0x05090507
+DATA lb_iq3s<>+1028(SB)/4, $0x05090705
+DATA lb_iq3s<>+1032(SB)/4, $0x0509070b
+DATA lb_iq3s<>+1036(SB)/4, $0x05090903
+DATA lb_iq3s<>+1040(SB)/4, $0x05090f05
+DATA lb_iq3s<>+1044(SB)/4, $0x05090f0b
+DATA lb_iq3s<>+1048(SB)/4, $0x050b0109
+DATA lb_iq3s<>+1052(SB)/4, $0x050b0303
+DATA lb_iq3s<>+1056(SB)/4, $0x050b0505
+DATA lb_iq3s<>+1060(SB)/4, $0x050b070f
+DATA lb_iq3s<>+1064(SB)/4, $0x050b0901
+DATA lb_iq3s<>+1068(SB)/4, $0x050b0b07
+DATA lb_iq3s<>+1072(SB)/4, $0x050b0f01
+DATA lb_iq3s<>+1076(SB)/4, $0x050d0101
+DATA lb_iq3s<>+1080(SB)/4, $0x050d0105
+DATA lb_iq3s<>+1084(SB)/4, $0x050d010f
+DATA lb_iq3s<>+1088(SB)/4, $0x050d0503
+DATA lb_iq3s<>+1092(SB)/4, $0x050d0b0b
+DATA lb_iq3s<>+1096(SB)/4, $0x050d0d03
+DATA lb_iq3s<>+1100(SB)/4, $0x050f010b
+DATA lb_iq3s<>+1104(SB)/4, $0x050f0303
+DATA lb_iq3s<>+1108(SB)/4, $0x050f050d
+DATA lb_iq3s<>+1112(SB)/4, $0x050f0701
+DATA lb_iq3s<>+1116(SB)/4, $0x050f0907
+DATA lb_iq3s<>+1120(SB)/4, $0x050f0b01
+DATA lb_iq3s<>+1124(SB)/4, $0x07010105
+DATA lb_iq3s<>+1128(SB)/4, $0x07010303
+DATA lb_iq3s<>+1132(SB)/4, $0x07010307
+DATA lb_iq3s<>+1136(SB)/4, $0x0701030b
+DATA lb_iq3s<>+1140(SB)/4, $0x0701030f
+DATA lb_iq3s<>+1144(SB)/4, $0x07010505
+DATA lb_iq3s<>+1148(SB)/4, $0x07010703
+DATA lb_iq3s<>+1152(SB)/4, $0x07010707
+DATA lb_iq3s<>+1156(SB)/4, $0x0701070b
+DATA lb_iq3s<>+1160(SB)/4, $0x07010905
+DATA lb_iq3s<>+1164(SB)/4, $0x07010909
+DATA lb_iq3s<>+1168(SB)/4, $0x0701090f
+DATA lb_iq3s<>+1172(SB)/4, $0x07010b03
+DATA lb_iq3s<>+1176(SB)/4, $0x07010d07
+DATA lb_iq3s<>+1180(SB)/4, $0x07010f03
+DATA lb_iq3s<>+1184(SB)/4, $0x07030103
+DATA lb_iq3s<>+1188(SB)/4, $0x07030107
+DATA lb_iq3s<>+1192(SB)/4, $0x0703010b
+DATA lb_iq3s<>+1196(SB)/4, $0x07030309
+DATA lb_iq3s<>+1200(SB)/4, $0x07030503
+DATA lb_iq3s<>+1204(SB)/4, $0x07030507
+DATA lb_iq3s<>+1208(SB)/4, $0x07030901
+DATA lb_iq3s<>+1212(SB)/4, $0x07030d01
+DATA lb_iq3s<>+1216(SB)/4, $0x07030f05
+DATA lb_iq3s<>+1220(SB)/4, $0x07030f0d
+DATA lb_iq3s<>+1224(SB)/4, $0x07050101
+DATA lb_iq3s<>+1228(SB)/4, $0x07050305
+DATA lb_iq3s<>+1232(SB)/4, $0x07050501
+DATA lb_iq3s<>+1236(SB)/4, $0x07050705
+DATA lb_iq3s<>+1240(SB)/4, $0x07050709
+DATA lb_iq3s<>+1244(SB)/4, $0x07050b01
+DATA lb_iq3s<>+1248(SB)/4, $0x07070103
+DATA lb_iq3s<>+1252(SB)/4, $0x07070301
+DATA lb_iq3s<>+1256(SB)/4, $0x07070309
+DATA lb_iq3s<>+1260(SB)/4, $0x07070503
+DATA lb_iq3s<>+1264(SB)/4, $0x07070507
+DATA lb_iq3s<>+1268(SB)/4, $0x0707050f
+DATA lb_iq3s<>+1272(SB)/4, $0x07070701
+DATA lb_iq3s<>+1276(SB)/4, $0x07070903
+DATA lb_iq3s<>+1280(SB)/4, $0x07070907
+DATA lb_iq3s<>+1284(SB)/4, $0x0707090f
+DATA lb_iq3s<>+1288(SB)/4, $0x07070b0b
+DATA lb_iq3s<>+1292(SB)/4, $0x07070f07
+DATA lb_iq3s<>+1296(SB)/4, $0x07090107
+DATA lb_iq3s<>+1300(SB)/4, $0x07090303
+DATA lb_iq3s<>+1304(SB)/4, $0x0709030d
+DATA lb_iq3s<>+1308(SB)/4, $0x07090505
+DATA lb_iq3s<>+1312(SB)/4, $0x07090703
+DATA lb_iq3s<>+1316(SB)/4, $0x07090b05
+DATA lb_iq3s<>+1320(SB)/4, $0x07090d01
+DATA lb_iq3s<>+1324(SB)/4, $0x07090d09
+DATA lb_iq3s<>+1328(SB)/4, $0x070b0103
+DATA lb_iq3s<>+1332(SB)/4, $0x070b0301
+DATA lb_iq3s<>+1336(SB)/4, $0x070b0305
+DATA lb_iq3s<>+1340(SB)/4, $0x070b050b
+DATA lb_iq3s<>+1344(SB)/4, $0x070b0705
+DATA lb_iq3s<>+1348(SB)/4, $0x070b0909
+DATA lb_iq3s<>+1352(SB)/4, $0x070b0b0d
+DATA lb_iq3s<>+1356(SB)/4, $0x070b0f07
+DATA lb_iq3s<>+1360(SB)/4, $0x070d030d
+DATA lb_iq3s<>+1364(SB)/4, $0x070d0903
+DATA lb_iq3s<>+1368(SB)/4, $0x070f0103
+DATA lb_iq3s<>+1372(SB)/4, $0x070f0107
+DATA lb_iq3s<>+1376(SB)/4, $0x070f0501
+DATA lb_iq3s<>+1380(SB)/4, $0x070f0505
+DATA lb_iq3s<>+1384(SB)/4, $0x070f070b
+DATA lb_iq3s<>+1388(SB)/4, $0x09010101
+DATA lb_iq3s<>+1392(SB)/4, $0x09010109
+DATA lb_iq3s<>+1396(SB)/4, $0x09010305
+DATA lb_iq3s<>+1400(SB)/4, $0x09010501
+DATA lb_iq3s<>+1404(SB)/4, $0x09010509
+DATA lb_iq3s<>+1408(SB)/4, $0x0901050f
+DATA lb_iq3s<>+1412(SB)/4, $0x09010705
+DATA lb_iq3s<>+1416(SB)/4, $0x09010903
+DATA lb_iq3s<>+1420(SB)/4, $0x09010b01
+DATA lb_iq3s<>+1424(SB)/4, $0x09010f01
+DATA lb_iq3s<>+1428(SB)/4, $0x09030105
+DATA lb_iq3s<>+1432(SB)/4, $0x0903010f
+DATA lb_iq3s<>+1436(SB)/4, $0x09030303
+DATA lb_iq3s<>+1440(SB)/4, $0x09030307
+DATA lb_iq3s<>+1444(SB)/4, $0x09030505
+DATA lb_iq3s<>+1448(SB)/4, $0x09030701
+DATA lb_iq3s<>+1452(SB)/4, $0x0903070b
+DATA lb_iq3s<>+1456(SB)/4, $0x09030907
+DATA lb_iq3s<>+1460(SB)/4, $0x09030b03
+DATA lb_iq3s<>+1464(SB)/4, $0x09030b0b
+DATA lb_iq3s<>+1468(SB)/4, $0x09050103
+DATA lb_iq3s<>+1472(SB)/4, $0x09050107
+DATA lb_iq3s<>+1476(SB)/4, $0x09050301
+DATA lb_iq3s<>+1480(SB)/4, $0x0905030b
+DATA lb_iq3s<>+1484(SB)/4, $0x09050503
+DATA lb_iq3s<>+1488(SB)/4, $0x09050707
+DATA lb_iq3s<>+1492(SB)/4, $0x09050901
+DATA lb_iq3s<>+1496(SB)/4, $0x09050b0f
+DATA lb_iq3s<>+1500(SB)/4, $0x09050d05
+DATA lb_iq3s<>+1504(SB)/4, $0x09050f01
+DATA lb_iq3s<>+1508(SB)/4, $0x09070109
+DATA lb_iq3s<>+1512(SB)/4, $0x09070303
+DATA lb_iq3s<>+1516(SB)/4, $0x09070307
+DATA lb_iq3s<>+1520(SB)/4, $0x09070501
+DATA lb_iq3s<>+1524(SB)/4, $0x09070505
+DATA lb_iq3s<>+1528(SB)/4, $0x09070703
+DATA lb_iq3s<>+1532(SB)/4, $0x0907070b
+DATA lb_iq3s<>+1536(SB)/4, $0x09090101
+DATA lb_iq3s<>+1540(SB)/4, $0x09090105
+DATA lb_iq3s<>+1544(SB)/4, $0x09090509
+DATA lb_iq3s<>+1548(SB)/4, $0x0909070f
+DATA lb_iq3s<>+1552(SB)/4, $0x09090901
+DATA lb_iq3s<>+1556(SB)/4, $0x09090f03
+DATA lb_iq3s<>+1560(SB)/4, $0x090b010b
+DATA lb_iq3s<>+1564(SB)/4, $0x090b010f
+DATA lb_iq3s<>+1568(SB)/4, $0x090b0503
+DATA lb_iq3s<>+1572(SB)/4, $0x090b0d05
+DATA lb_iq3s<>+1576(SB)/4, $0x090d0307
+DATA lb_iq3s<>+1580(SB)/4, $0x090d0709
+DATA lb_iq3s<>+1584(SB)/4, $0x090d0d01
+DATA lb_iq3s<>+1588(SB)/4, $0x090f0301
+DATA lb_iq3s<>+1592(SB)/4, $0x090f030b
+DATA lb_iq3s<>+1596(SB)/4, $0x090f0701
+DATA lb_iq3s<>+1600(SB)/4, $0x090f0907
+DATA lb_iq3s<>+1604(SB)/4, $0x090f0b03
+DATA lb_iq3s<>+1608(SB)/4, $0x0b010105
+DATA lb_iq3s<>+1612(SB)/4, $0x0b010301
+DATA lb_iq3s<>+1616(SB)/4, $0x0b010309
+DATA lb_iq3s<>+1620(SB)/4, $0x0b010505
+DATA lb_iq3s<>+1624(SB)/4, $0x0b010901
+DATA lb_iq3s<>+1628(SB)/4, $0x0b010909
+DATA lb_iq3s<>+1632(SB)/4, $0x0b01090f
+DATA lb_iq3s<>+1636(SB)/4, $0x0b010b05
+DATA lb_iq3s<>+1640(SB)/4, $0x0b010d0d
+DATA lb_iq3s<>+1644(SB)/4, $0x0b010f09
+DATA lb_iq3s<>+1648(SB)/4, $0x0b030103
+DATA lb_iq3s<>+1652(SB)/4, $0x0b030107
+DATA lb_iq3s<>+1656(SB)/4, $0x0b03010b
+DATA lb_iq3s<>+1660(SB)/4, $0x0b030305
+DATA lb_iq3s<>+1664(SB)/4, $0x0b030503
+DATA lb_iq3s<>+1668(SB)/4, $0x0b030705
+DATA lb_iq3s<>+1672(SB)/4, $0x0b030f05
+DATA lb_iq3s<>+1676(SB)/4, $0x0b050101
+DATA lb_iq3s<>+1680(SB)/4, $0x0b050303
+DATA lb_iq3s<>+1684(SB)/4, $0x0b050507
+DATA lb_iq3s<>+1688(SB)/4, $0x0b050701
+DATA lb_iq3s<>+1692(SB)/4, $0x0b05070d
+DATA lb_iq3s<>+1696(SB)/4, $0x0b050b07
+DATA lb_iq3s<>+1700(SB)/4, $0x0b070105
+DATA lb_iq3s<>+1704(SB)/4, $0x0b07010f
+DATA lb_iq3s<>+1708(SB)/4, $0x0b070301
+DATA lb_iq3s<>+1712(SB)/4, $0x0b07050f
+DATA lb_iq3s<>+1716(SB)/4, $0x0b070909
+DATA lb_iq3s<>+1720(SB)/4, $0x0b070b03
+DATA lb_iq3s<>+1724(SB)/4, $0x0b070d0b
+DATA lb_iq3s<>+1728(SB)/4, $0x0b070f07
+DATA lb_iq3s<>+1732(SB)/4, $0x0b090103
+DATA lb_iq3s<>+1736(SB)/4, $0x0b090109
+DATA lb_iq3s<>+1740(SB)/4, $0x0b090501
+DATA lb_iq3s<>+1744(SB)/4, $0x0b090705
+DATA lb_iq3s<>+1748(SB)/4, $0x0b09090d
+DATA lb_iq3s<>+1752(SB)/4, $0x0b0b0305
+DATA lb_iq3s<>+1756(SB)/4, $0x0b0b050d
+DATA lb_iq3s<>+1760(SB)/4, $0x0b0b0b03
+DATA lb_iq3s<>+1764(SB)/4, $0x0b0b0b07
+DATA lb_iq3s<>+1768(SB)/4, $0x0b0d0905
+DATA lb_iq3s<>+1772(SB)/4, $0x0b0f0105
+DATA lb_iq3s<>+1776(SB)/4, $0x0b0f0109
+DATA lb_iq3s<>+1780(SB)/4, $0x0b0f0505
+DATA lb_iq3s<>+1784(SB)/4, $0x0d010303
+DATA lb_iq3s<>+1788(SB)/4, $0x0d010307
+DATA lb_iq3s<>+1792(SB)/4, $0x0d01030b
+DATA lb_iq3s<>+1796(SB)/4, $0x0d010703
+DATA lb_iq3s<>+1800(SB)/4, $0x0d010707
+DATA lb_iq3s<>+1804(SB)/4, $0x0d010d01
+DATA lb_iq3s<>+1808(SB)/4, $0x0d030101
+DATA lb_iq3s<>+1812(SB)/4, $0x0d030501
+DATA lb_iq3s<>+1816(SB)/4, $0x0d03050f
+DATA lb_iq3s<>+1820(SB)/4, $0x0d030d09
+DATA lb_iq3s<>+1824(SB)/4, $0x0d050305
+DATA lb_iq3s<>+1828(SB)/4, $0x0d050709
+DATA lb_iq3s<>+1832(SB)/4, $0x0d050905
+DATA lb_iq3s<>+1836(SB)/4, $0x0d050b0b
+DATA lb_iq3s<>+1840(SB)/4, $0x0d050d05
+DATA lb_iq3s<>+1844(SB)/4, $0x0d050f01
+DATA lb_iq3s<>+1848(SB)/4, $0x0d070101
+DATA lb_iq3s<>+1852(SB)/4, $0x0d070309
+DATA lb_iq3s<>+1856(SB)/4, $0x0d070503
+DATA lb_iq3s<>+1860(SB)/4, $0x0d070901
+DATA lb_iq3s<>+1864(SB)/4, $0x0d09050b
+DATA lb_iq3s<>+1868(SB)/4, $0x0d090907
+DATA lb_iq3s<>+1872(SB)/4, $0x0d090d05
+DATA lb_iq3s<>+1876(SB)/4, $0x0d0b0101
+DATA lb_iq3s<>+1880(SB)/4, $0x0d0b0107
+DATA lb_iq3s<>+1884(SB)/4, $0x0d0b0709
+DATA lb_iq3s<>+1888(SB)/4, $0x0d0b0d01
+DATA lb_iq3s<>+1892(SB)/4, $0x0d0d010b
+DATA lb_iq3s<>+1896(SB)/4, $0x0d0d0901
+DATA lb_iq3s<>+1900(SB)/4, $0x0d0f0303
+DATA lb_iq3s<>+1904(SB)/4, $0x0d0f0307
+DATA lb_iq3s<>+1908(SB)/4, $0x0f010101
+DATA lb_iq3s<>+1912(SB)/4, $0x0f010109
+DATA lb_iq3s<>+1916(SB)/4, $0x0f01010f
+DATA lb_iq3s<>+1920(SB)/4, $0x0f010501
+DATA lb_iq3s<>+1924(SB)/4, $0x0f010505
+DATA lb_iq3s<>+1928(SB)/4, $0x0f01070d
+DATA lb_iq3s<>+1932(SB)/4, $0x0f010901
+DATA lb_iq3s<>+1936(SB)/4, $0x0f010b09
+DATA lb_iq3s<>+1940(SB)/4, $0x0f010d05
+DATA lb_iq3s<>+1944(SB)/4, $0x0f030105
+DATA lb_iq3s<>+1948(SB)/4, $0x0f030303
+DATA lb_iq3s<>+1952(SB)/4, $0x0f030509
+DATA lb_iq3s<>+1956(SB)/4, $0x0f030907
+DATA lb_iq3s<>+1960(SB)/4, $0x0f03090b
+DATA lb_iq3s<>+1964(SB)/4, $0x0f050103
+DATA lb_iq3s<>+1968(SB)/4, $0x0f050109
+DATA lb_iq3s<>+1972(SB)/4, $0x0f050301
+DATA lb_iq3s<>+1976(SB)/4, $0x0f05030d
+DATA lb_iq3s<>+1980(SB)/4, $0x0f050503
+DATA lb_iq3s<>+1984(SB)/4, $0x0f050701
+DATA lb_iq3s<>+1988(SB)/4, $0x0f050b03
+DATA lb_iq3s<>+1992(SB)/4, $0x0f070105
+DATA lb_iq3s<>+1996(SB)/4, $0x0f070705
+DATA lb_iq3s<>+2000(SB)/4, $0x0f07070b
+DATA lb_iq3s<>+2004(SB)/4, $0x0f070b07
+DATA lb_iq3s<>+2008(SB)/4, $0x0f090103
+DATA lb_iq3s<>+2012(SB)/4, $0x0f09010b
+DATA lb_iq3s<>+2016(SB)/4, $0x0f090307
+DATA lb_iq3s<>+2020(SB)/4, $0x0f090501
+DATA lb_iq3s<>+2024(SB)/4, $0x0f090b01
+DATA lb_iq3s<>+2028(SB)/4, $0x0f0b0505
+DATA lb_iq3s<>+2032(SB)/4, $0x0f0b0905
+DATA lb_iq3s<>+2036(SB)/4, $0x0f0d0105
+DATA lb_iq3s<>+2040(SB)/4, $0x0f0d0703
+DATA lb_iq3s<>+2044(SB)/4, $0x0f0f0101
+GLOBL lb_iq3s<>(SB), RODATA|NOPTR, $2048
+
+DATA lb_iq3xxs<>+0(SB)/4, $0x04040404
+DATA lb_iq3xxs<>+4(SB)/4, $0x04040414
+DATA lb_iq3xxs<>+8(SB)/4, $0x04040424
+DATA lb_iq3xxs<>+12(SB)/4, $0x04040c0c
+DATA lb_iq3xxs<>+16(SB)/4, $0x04040c1c
+DATA lb_iq3xxs<>+20(SB)/4, $0x04040c3e
+DATA lb_iq3xxs<>+24(SB)/4, $0x04041404
+DATA lb_iq3xxs<>+28(SB)/4, $0x04041414
+DATA lb_iq3xxs<>+32(SB)/4, $0x04041c0c
+DATA lb_iq3xxs<>+36(SB)/4, $0x04042414
+DATA lb_iq3xxs<>+40(SB)/4, $0x04043e1c
+DATA lb_iq3xxs<>+44(SB)/4, $0x04043e2c
+DATA lb_iq3xxs<>+48(SB)/4, $0x040c040c
+DATA lb_iq3xxs<>+52(SB)/4, $0x040c041c
+DATA lb_iq3xxs<>+56(SB)/4, $0x040c0c04
+DATA lb_iq3xxs<>+60(SB)/4, $0x040c0c14
+DATA lb_iq3xxs<>+64(SB)/4, $0x040c140c
+DATA lb_iq3xxs<>+68(SB)/4, $0x040c142c
+DATA lb_iq3xxs<>+72(SB)/4, $0x040c1c04
+DATA lb_iq3xxs<>+76(SB)/4, $0x040c1c14
+DATA lb_iq3xxs<>+80(SB)/4, $0x040c240c
+DATA lb_iq3xxs<>+84(SB)/4, $0x040c2c24
+DATA lb_iq3xxs<>+88(SB)/4, $0x040c3e04
+DATA lb_iq3xxs<>+92(SB)/4, $0x04140404
+DATA lb_iq3xxs<>+96(SB)/4, $0x04140414
+DATA lb_iq3xxs<>+100(SB)/4, $0x04140424
+DATA lb_iq3xxs<>+104(SB)/4, $0x04140c0c
+DATA lb_iq3xxs<>+108(SB)/4, $0x04141404
+DATA lb_iq3xxs<>+112(SB)/4, $0x04141414
+DATA lb_iq3xxs<>+116(SB)/4, $0x04141c0c
+DATA lb_iq3xxs<>+120(SB)/4, $0x04141c1c
+DATA lb_iq3xxs<>+124(SB)/4, $0x04141c3e
+DATA lb_iq3xxs<>+128(SB)/4, $0x04142c0c
+DATA lb_iq3xxs<>+132(SB)/4, $0x04142c3e
+DATA lb_iq3xxs<>+136(SB)/4, $0x04143e2c
+DATA lb_iq3xxs<>+140(SB)/4, $0x041c040c
+DATA lb_iq3xxs<>+144(SB)/4, $0x041c043e
+DATA lb_iq3xxs<>+148(SB)/4, $0x041c0c04
+DATA lb_iq3xxs<>+152(SB)/4, $0x041c0c14
+DATA lb_iq3xxs<>+156(SB)/4, $0x041c142c
+DATA lb_iq3xxs<>+160(SB)/4, $0x041c3e04
+DATA lb_iq3xxs<>+164(SB)/4, $0x04240c1c
+DATA lb_iq3xxs<>+168(SB)/4, $0x04241c3e
+DATA lb_iq3xxs<>+172(SB)/4, $0x04242424
+DATA lb_iq3xxs<>+176(SB)/4, $0x04242c3e
+DATA lb_iq3xxs<>+180(SB)/4, $0x04243e1c
+DATA lb_iq3xxs<>+184(SB)/4, $0x04243e2c
+DATA lb_iq3xxs<>+188(SB)/4, $0x042c040c
+DATA lb_iq3xxs<>+192(SB)/4, $0x042c043e
+DATA lb_iq3xxs<>+196(SB)/4, $0x042c1c14
+DATA lb_iq3xxs<>+200(SB)/4, $0x042c2c14
+DATA lb_iq3xxs<>+204(SB)/4, $0x04341c2c
+DATA lb_iq3xxs<>+208(SB)/4, $0x04343424
+DATA lb_iq3xxs<>+212(SB)/4, $0x043e0c04
+DATA lb_iq3xxs<>+216(SB)/4, $0x043e0c24
+DATA lb_iq3xxs<>+220(SB)/4, $0x043e0c34
+DATA lb_iq3xxs<>+224(SB)/4, $0x043e241c
+DATA lb_iq3xxs<>+228(SB)/4, $0x043e340c
+DATA lb_iq3xxs<>+232(SB)/4, $0x0c04040c
+DATA lb_iq3xxs<>+236(SB)/4, $0x0c04041c
+DATA lb_iq3xxs<>+240(SB)/4, $0x0c040c04
+DATA lb_iq3xxs<>+244(SB)/4, $0x0c040c14
+DATA lb_iq3xxs<>+248(SB)/4, $0x0c04140c
+DATA lb_iq3xxs<>+252(SB)/4, $0x0c04141c
+DATA lb_iq3xxs<>+256(SB)/4, $0x0c041c04
+DATA lb_iq3xxs<>+260(SB)/4, $0x0c041c14
+DATA lb_iq3xxs<>+264(SB)/4, $0x0c041c24
+DATA lb_iq3xxs<>+268(SB)/4, $0x0c04243e
+DATA lb_iq3xxs<>+272(SB)/4, $0x0c042c04
+DATA lb_iq3xxs<>+276(SB)/4, $0x0c0c0404
+DATA lb_iq3xxs<>+280(SB)/4, $0x0c0c0414
+DATA lb_iq3xxs<>+284(SB)/4, $0x0c0c0c0c
+DATA lb_iq3xxs<>+288(SB)/4, $0x0c0c1404
+DATA lb_iq3xxs<>+292(SB)/4, $0x0c0c1414
+DATA lb_iq3xxs<>+296(SB)/4, $0x0c14040c
+DATA lb_iq3xxs<>+300(SB)/4, $0x0c14041c
+DATA lb_iq3xxs<>+304(SB)/4, $0x0c140c04
+DATA lb_iq3xxs<>+308(SB)/4, $0x0c140c14
+DATA lb_iq3xxs<>+312(SB)/4, $0x0c14140c
+DATA lb_iq3xxs<>+316(SB)/4, $0x0c141c04
+DATA lb_iq3xxs<>+320(SB)/4, $0x0c143e14
+DATA lb_iq3xxs<>+324(SB)/4, $0x0c1c0404
+DATA lb_iq3xxs<>+328(SB)/4, $0x0c1c0414
+DATA lb_iq3xxs<>+332(SB)/4, $0x0c1c1404
+DATA lb_iq3xxs<>+336(SB)/4, $0x0c1c1c0c
+DATA lb_iq3xxs<>+340(SB)/4, $0x0c1c2434
+DATA lb_iq3xxs<>+344(SB)/4, $0x0c1c3434
+DATA lb_iq3xxs<>+348(SB)/4, $0x0c24040c
+DATA lb_iq3xxs<>+352(SB)/4, $0x0c24042c
+DATA lb_iq3xxs<>+356(SB)/4, $0x0c242c04
+DATA lb_iq3xxs<>+360(SB)/4, $0x0c2c1404
+DATA lb_iq3xxs<>+364(SB)/4, $0x0c2c1424
+DATA lb_iq3xxs<>+368(SB)/4, $0x0c2c2434
+DATA lb_iq3xxs<>+372(SB)/4, $0x0c2c3e0c
+DATA lb_iq3xxs<>+376(SB)/4, $0x0c34042c
+DATA lb_iq3xxs<>+380(SB)/4, $0x0c3e1414
+DATA lb_iq3xxs<>+384(SB)/4, $0x0c3e2404
+DATA lb_iq3xxs<>+388(SB)/4, $0x14040404
+DATA lb_iq3xxs<>+392(SB)/4, $0x14040414
+DATA lb_iq3xxs<>+396(SB)/4, $0x14040c0c
+DATA lb_iq3xxs<>+400(SB)/4, $0x14040c1c
+DATA lb_iq3xxs<>+404(SB)/4, $0x14041404
+DATA lb_iq3xxs<>+408(SB)/4, $0x14041414
+DATA lb_iq3xxs<>+412(SB)/4, $0x14041434
+DATA lb_iq3xxs<>+416(SB)/4, $0x14041c0c
+DATA lb_iq3xxs<>+420(SB)/4, $0x14042414
+DATA lb_iq3xxs<>+424(SB)/4, $0x140c040c
+DATA lb_iq3xxs<>+428(SB)/4, $0x140c041c
+DATA lb_iq3xxs<>+432(SB)/4, $0x140c042c
+DATA lb_iq3xxs<>+436(SB)/4, $0x140c0c04
+DATA lb_iq3xxs<>+440(SB)/4, $0x140c0c14
+DATA lb_iq3xxs<>+444(SB)/4, $0x140c140c
+DATA lb_iq3xxs<>+448(SB)/4, $0x140c1c04
+DATA lb_iq3xxs<>+452(SB)/4, $0x140c341c
+DATA lb_iq3xxs<>+456(SB)/4, $0x140c343e
+DATA lb_iq3xxs<>+460(SB)/4, $0x140c3e04
+DATA lb_iq3xxs<>+464(SB)/4, $0x14140404
+DATA lb_iq3xxs<>+468(SB)/4, $0x14140414
+DATA lb_iq3xxs<>+472(SB)/4, $0x14140c0c
+DATA lb_iq3xxs<>+476(SB)/4, $0x14140c3e
+DATA lb_iq3xxs<>+480(SB)/4, $0x14141404
+DATA lb_iq3xxs<>+484(SB)/4, $0x14141414
+DATA lb_iq3xxs<>+488(SB)/4, $0x14141c3e
+DATA lb_iq3xxs<>+492(SB)/4, $0x14142404
+DATA lb_iq3xxs<>+496(SB)/4, $0x14142c2c
+DATA lb_iq3xxs<>+500(SB)/4, $0x141c040c
+DATA lb_iq3xxs<>+504(SB)/4, $0x141c0c04
+DATA lb_iq3xxs<>+508(SB)/4, $0x141c0c24
+DATA lb_iq3xxs<>+512(SB)/4, $0x141c3e04
+DATA lb_iq3xxs<>+516(SB)/4, $0x141c3e24
+DATA lb_iq3xxs<>+520(SB)/4, $0x14241c2c
+DATA lb_iq3xxs<>+524(SB)/4, $0x14242c1c
+DATA lb_iq3xxs<>+528(SB)/4, $0x142c041c
+DATA lb_iq3xxs<>+532(SB)/4, $0x142c143e
+DATA lb_iq3xxs<>+536(SB)/4, $0x142c240c
+DATA lb_iq3xxs<>+540(SB)/4, $0x142c3e24
+DATA lb_iq3xxs<>+544(SB)/4, $0x143e040c
+DATA lb_iq3xxs<>+548(SB)/4, $0x143e041c
+DATA lb_iq3xxs<>+552(SB)/4, $0x143e0c34
+DATA lb_iq3xxs<>+556(SB)/4, $0x143e242c
+DATA lb_iq3xxs<>+560(SB)/4, $0x1c04040c
+DATA lb_iq3xxs<>+564(SB)/4, $0x1c040c04
+DATA lb_iq3xxs<>+568(SB)/4, $0x1c040c14
+DATA lb_iq3xxs<>+572(SB)/4, $0x1c04140c
+DATA lb_iq3xxs<>+576(SB)/4, $0x1c04141c
+DATA lb_iq3xxs<>+580(SB)/4, $0x1c042c04
+DATA lb_iq3xxs<>+584(SB)/4, $0x1c04342c
+DATA lb_iq3xxs<>+588(SB)/4, $0x1c043e14
+DATA lb_iq3xxs<>+592(SB)/4, $0x1c0c0404
+DATA lb_iq3xxs<>+596(SB)/4, $0x1c0c0414
+DATA lb_iq3xxs<>+600(SB)/4, $0x1c0c1404
+DATA lb_iq3xxs<>+604(SB)/4, $0x1c0c1c0c
+DATA lb_iq3xxs<>+608(SB)/4, $0x1c0c2424
+DATA lb_iq3xxs<>+612(SB)/4, $0x1c0c2434
+DATA lb_iq3xxs<>+616(SB)/4, $0x1c14040c
+DATA lb_iq3xxs<>+620(SB)/4, $0x1c14041c
+DATA lb_iq3xxs<>+624(SB)/4, $0x1c140c04
+DATA lb_iq3xxs<>+628(SB)/4, $0x1c14142c
+DATA lb_iq3xxs<>+632(SB)/4, $0x1c142c14
+DATA lb_iq3xxs<>+636(SB)/4, $0x1c143e14
+DATA lb_iq3xxs<>+640(SB)/4, $0x1c1c0c0c
+DATA lb_iq3xxs<>+644(SB)/4, $0x1c1c1c1c
+DATA lb_iq3xxs<>+648(SB)/4, $0x1c241c04
+DATA lb_iq3xxs<>+652(SB)/4, $0x1c24243e
+DATA lb_iq3xxs<>+656(SB)/4, $0x1c243e14
+DATA lb_iq3xxs<>+660(SB)/4, $0x1c2c0404
+DATA lb_iq3xxs<>+664(SB)/4, $0x1c2c0434
+DATA lb_iq3xxs<>+668(SB)/4, $0x1c2c1414
+DATA lb_iq3xxs<>+672(SB)/4, $0x1c2c2c2c
+DATA lb_iq3xxs<>+676(SB)/4, $0x1c340c24
+DATA lb_iq3xxs<>+680(SB)/4, $0x1c341c34
+DATA lb_iq3xxs<>+684(SB)/4, $0x1c34341c
+DATA lb_iq3xxs<>+688(SB)/4, $0x1c3e1c1c
+DATA lb_iq3xxs<>+692(SB)/4, $0x1c3e3404
+DATA lb_iq3xxs<>+696(SB)/4, $0x24040424
+DATA lb_iq3xxs<>+700(SB)/4, $0x24040c3e
+DATA lb_iq3xxs<>+704(SB)/4, $0x24041c2c
+DATA lb_iq3xxs<>+708(SB)/4, $0x24041c3e
+DATA lb_iq3xxs<>+712(SB)/4, $0x24042c1c
+DATA lb_iq3xxs<>+716(SB)/4, $0x24042c3e
+DATA lb_iq3xxs<>+720(SB)/4, $0x240c3e24
+DATA lb_iq3xxs<>+724(SB)/4, $0x24141404
+DATA lb_iq3xxs<>+728(SB)/4, $0x24141c3e
+DATA lb_iq3xxs<>+732(SB)/4, $0x24142404
+DATA lb_iq3xxs<>+736(SB)/4, $0x24143404
+DATA lb_iq3xxs<>+740(SB)/4, $0x24143434
+DATA lb_iq3xxs<>+744(SB)/4, $0x241c043e
+DATA lb_iq3xxs<>+748(SB)/4, $0x241c242c
+DATA lb_iq3xxs<>+752(SB)/4, $0x24240424
+DATA lb_iq3xxs<>+756(SB)/4, $0x24242c0c
+DATA lb_iq3xxs<>+760(SB)/4, $0x24243424
+DATA lb_iq3xxs<>+764(SB)/4, $0x242c142c
+DATA lb_iq3xxs<>+768(SB)/4, $0x242c241c
+DATA lb_iq3xxs<>+772(SB)/4, $0x242c3e04
+DATA lb_iq3xxs<>+776(SB)/4, $0x243e042c
+DATA lb_iq3xxs<>+780(SB)/4, $0x243e0c04
+DATA lb_iq3xxs<>+784(SB)/4, $0x243e0c14
+DATA lb_iq3xxs<>+788(SB)/4, $0x243e1c04
+DATA lb_iq3xxs<>+792(SB)/4, $0x2c040c14
+DATA lb_iq3xxs<>+796(SB)/4, $0x2c04240c
+DATA lb_iq3xxs<>+800(SB)/4, $0x2c043e04
+DATA lb_iq3xxs<>+804(SB)/4, $0x2c0c0404
+DATA lb_iq3xxs<>+808(SB)/4, $0x2c0c0434
+DATA lb_iq3xxs<>+812(SB)/4, $0x2c0c1434
+DATA lb_iq3xxs<>+816(SB)/4, $0x2c0c2c2c
+DATA lb_iq3xxs<>+820(SB)/4, $0x2c140c24
+DATA lb_iq3xxs<>+824(SB)/4, $0x2c141c14
+DATA lb_iq3xxs<>+828(SB)/4, $0x2c143e14
+DATA lb_iq3xxs<>+832(SB)/4, $0x2c1c0414
+DATA lb_iq3xxs<>+836(SB)/4, $0x2c1c2c1c
+DATA lb_iq3xxs<>+840(SB)/4, $0x2c240c04
+DATA lb_iq3xxs<>+844(SB)/4, $0x2c24141c
+DATA lb_iq3xxs<>+848(SB)/4, $0x2c24143e
+DATA lb_iq3xxs<>+852(SB)/4, $0x2c243e14
+DATA lb_iq3xxs<>+856(SB)/4, $0x2c2c0414
+DATA lb_iq3xxs<>+860(SB)/4, $0x2c2c1c0c
+DATA lb_iq3xxs<>+864(SB)/4, $0x2c342c04
+DATA lb_iq3xxs<>+868(SB)/4, $0x2c3e1424
+DATA lb_iq3xxs<>+872(SB)/4, $0x2c3e2414
+DATA lb_iq3xxs<>+876(SB)/4, $0x34041424
+DATA lb_iq3xxs<>+880(SB)/4, $0x34042424
+DATA lb_iq3xxs<>+884(SB)/4, $0x34042434
+DATA lb_iq3xxs<>+888(SB)/4, $0x34043424
+DATA lb_iq3xxs<>+892(SB)/4, $0x340c140c
+DATA lb_iq3xxs<>+896(SB)/4, $0x340c340c
+DATA lb_iq3xxs<>+900(SB)/4, $0x34140c3e
+DATA lb_iq3xxs<>+904(SB)/4, $0x34143424
+DATA lb_iq3xxs<>+908(SB)/4, $0x341c1c04
+DATA lb_iq3xxs<>+912(SB)/4, $0x341c1c34
+DATA lb_iq3xxs<>+916(SB)/4, $0x34242424
+DATA lb_iq3xxs<>+920(SB)/4, $0x342c042c
+DATA lb_iq3xxs<>+924(SB)/4, $0x342c2c14
+DATA lb_iq3xxs<>+928(SB)/4, $0x34341c1c
+DATA lb_iq3xxs<>+932(SB)/4, $0x343e041c
+DATA lb_iq3xxs<>+936(SB)/4, $0x343e140c
+DATA lb_iq3xxs<>+940(SB)/4, $0x3e04041c
+DATA lb_iq3xxs<>+944(SB)/4, $0x3e04042c
+DATA lb_iq3xxs<>+948(SB)/4, $0x3e04043e
+DATA lb_iq3xxs<>+952(SB)/4, $0x3e040c04
+DATA lb_iq3xxs<>+956(SB)/4, $0x3e041c14
+DATA lb_iq3xxs<>+960(SB)/4, $0x3e042c14
+DATA lb_iq3xxs<>+964(SB)/4, $0x3e0c1434
+DATA lb_iq3xxs<>+968(SB)/4, $0x3e0c2404
+DATA lb_iq3xxs<>+972(SB)/4, $0x3e140c14
+DATA lb_iq3xxs<>+976(SB)/4, $0x3e14242c
+DATA lb_iq3xxs<>+980(SB)/4, $0x3e142c14
+DATA lb_iq3xxs<>+984(SB)/4, $0x3e1c0404
+DATA lb_iq3xxs<>+988(SB)/4, $0x3e1c0c2c
+DATA lb_iq3xxs<>+992(SB)/4, $0x3e1c1c1c
+DATA lb_iq3xxs<>+996(SB)/4, $0x3e1c3404
+DATA lb_iq3xxs<>+1000(SB)/4, $0x3e24140c
+DATA lb_iq3xxs<>+1004(SB)/4, $0x3e24240c
+DATA lb_iq3xxs<>+1008(SB)/4, $0x3e2c0404
+DATA lb_iq3xxs<>+1012(SB)/4, $0x3e2c0414
+DATA lb_iq3xxs<>+1016(SB)/4, $0x3e2c1424
+DATA lb_iq3xxs<>+1020(SB)/4, $0x3e341c04
+GLOBL lb_iq3xxs<>(SB), RODATA|NOPTR, $1024
+
+DATA lb_sgnshuf<>+0(SB)/8, $0x0000000000000000
+DATA lb_sgnshuf<>+8(SB)/8, $0x0101010101010101
+DATA lb_sgnshuf<>+16(SB)/8, $0x0202020202020202
+DATA lb_sgnshuf<>+24(SB)/8, $0x0303030303030303
+GLOBL lb_sgnshuf<>(SB), RODATA|NOPTR, $32
+
+DATA lb_sgnbit<>+0(SB)/8, $0x8040201008040201
+DATA lb_sgnbit<>+8(SB)/8, $0x8040201008040201
+DATA lb_sgnbit<>+16(SB)/8, $0x8040201008040201
+DATA lb_sgnbit<>+24(SB)/8, $0x8040201008040201
+GLOBL lb_sgnbit<>(SB), RODATA|NOPTR, $32
+
+DATA lb_b01<>+0(SB)/8, $0x0101010101010101
+DATA lb_b01<>+8(SB)/8, $0x0101010101010101
+DATA lb_b01<>+16(SB)/8, $0x0101010101010101
+DATA lb_b01<>+24(SB)/8, $0x0101010101010101
+GLOBL lb_b01<>(SB), RODATA|NOPTR, $32
+
+DATA lb_qhsh<>+0(SB)/8, $0x0000000700000008
+DATA lb_qhsh<>+8(SB)/8, $0x0000000500000006
+DATA lb_qhsh<>+16(SB)/8, $0x0000000300000004
+DATA lb_qhsh<>+24(SB)/8, $0x0000000100000002
+GLOBL lb_qhsh<>(SB), RODATA|NOPTR, $32
+
+DATA lb_d100<>+0(SB)/8, $0x0000010000000100
+DATA lb_d100<>+8(SB)/8, $0x0000010000000100
+DATA lb_d100<>+16(SB)/8, $0x0000010000000100
+DATA lb_d100<>+24(SB)/8, $0x0000010000000100
+GLOBL lb_d100<>(SB), RODATA|NOPTR, $32
+
+DATA lb_quarter<>+0(SB)/4, $0x3e800000
+GLOBL lb_quarter<>(SB), RODATA|NOPTR, $4
+
 // func lowbitQ2_Kx1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 // Q2_K × Q8_K: per 16-element sub-block Σ q·x times its 4-bit scale (VPMADDWD), the mins through Q8_K's 16-element sums.
 TEXT ·lowbitQ2_Kx1(SB), NOSPLIT, $0-64
@@ -4154,6 +4959,3166 @@ lowbitMXFP4x4done:
 	ADDQ $4, DX
 	DECQ rows+8(FP)
 	JNZ lowbitMXFP4x4row
+	VZEROUPPER
+	RET
+
+// func lowbitIQ3_Sx1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+// IQ3_S × Q8_K: per 32-element sub-block the gathered grid levels times the signed activations, times 2·ls+1.
+TEXT ·lowbitIQ3_Sx1(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
+	LEAQ (R8)(R8*2), R9
+	LEAQ lb_iq3s<>(SB), R12
+lowbitIQ3_Sx1row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
+lowbitIQ3_Sx1loop:
+	PREFETCHT0 2304(SI)
+	PREFETCHT0 2368(SI)
+	MOVL 106(SI), AX
+	MOVQ AX, BX
+	SHLQ $16, BX
+	ORQ BX, AX
+	MOVQ $0x0000FFFF0000FFFF, BX
+	ANDQ BX, AX
+	MOVQ AX, BX
+	SHLQ $8, BX
+	ORQ BX, AX
+	MOVQ $0x00FF00FF00FF00FF, BX
+	ANDQ BX, AX
+	MOVQ AX, BX
+	SHLQ $4, BX
+	ORQ BX, AX
+	MOVQ $0x0F0F0F0F0F0F0F0F, BX
+	ANDQ BX, AX
+	VMOVQ AX, X7
+	VPMOVZXBW X7, X7
+	VPSLLW $1, X7, X7
+	VPBROADCASTW lb_one16<>(SB), X2
+	VPOR X2, X7, X7
+	VINSERTI128 $1, X7, Y7, Y7
+	MOVBLZX 66(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 2(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 74(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w0<>(SB), Y7, Y6
+	VMOVDQU 4(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y8
+	MOVBLZX 67(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 10(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 78(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w1<>(SB), Y7, Y6
+	VMOVDQU 36(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVBLZX 68(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 18(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 82(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w2<>(SB), Y7, Y6
+	VMOVDQU 68(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVBLZX 69(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 26(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 86(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w3<>(SB), Y7, Y6
+	VMOVDQU 100(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVBLZX 70(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 34(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 90(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w4<>(SB), Y7, Y6
+	VMOVDQU 132(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVBLZX 71(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 42(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 94(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w5<>(SB), Y7, Y6
+	VMOVDQU 164(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVBLZX 72(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 50(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 98(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w6<>(SB), Y7, Y6
+	VMOVDQU 196(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVBLZX 73(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 58(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 102(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w7<>(SB), Y7, Y6
+	VMOVDQU 228(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, Y1
+	VCVTDQ2PS Y8, Y4
+	VBROADCASTSS 0(DI), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y12
+	ADDQ $110, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ lowbitIQ3_Sx1loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
+	VEXTRACTF128 $1, Y12, X4
+	VADDPS X4, X12, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ lowbitIQ3_Sx1row
+	VZEROUPPER
+	RET
+
+// func lowbitIQ3_Sx2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+// IQ3_S × Q8_K: per 32-element sub-block the gathered grid levels times the signed activations, times 2·ls+1.
+TEXT ·lowbitIQ3_Sx2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
+	LEAQ (R8)(R8*2), R9
+	LEAQ lb_iq3s<>(SB), R12
+lowbitIQ3_Sx2row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+lowbitIQ3_Sx2loop:
+	PREFETCHT0 2304(SI)
+	PREFETCHT0 2368(SI)
+	MOVL 106(SI), AX
+	MOVQ AX, BX
+	SHLQ $16, BX
+	ORQ BX, AX
+	MOVQ $0x0000FFFF0000FFFF, BX
+	ANDQ BX, AX
+	MOVQ AX, BX
+	SHLQ $8, BX
+	ORQ BX, AX
+	MOVQ $0x00FF00FF00FF00FF, BX
+	ANDQ BX, AX
+	MOVQ AX, BX
+	SHLQ $4, BX
+	ORQ BX, AX
+	MOVQ $0x0F0F0F0F0F0F0F0F, BX
+	ANDQ BX, AX
+	VMOVQ AX, X7
+	VPMOVZXBW X7, X7
+	VPSLLW $1, X7, X7
+	VPBROADCASTW lb_one16<>(SB), X2
+	VPOR X2, X7, X7
+	VINSERTI128 $1, X7, Y7, Y7
+	MOVBLZX 66(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 2(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 74(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w0<>(SB), Y7, Y6
+	VMOVDQU 4(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y8
+	VMOVDQU 4(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y9
+	MOVBLZX 67(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 10(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 78(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w1<>(SB), Y7, Y6
+	VMOVDQU 36(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 36(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVBLZX 68(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 18(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 82(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w2<>(SB), Y7, Y6
+	VMOVDQU 68(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 68(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVBLZX 69(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 26(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 86(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w3<>(SB), Y7, Y6
+	VMOVDQU 100(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 100(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVBLZX 70(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 34(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 90(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w4<>(SB), Y7, Y6
+	VMOVDQU 132(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 132(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVBLZX 71(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 42(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 94(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w5<>(SB), Y7, Y6
+	VMOVDQU 164(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 164(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVBLZX 72(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 50(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 98(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w6<>(SB), Y7, Y6
+	VMOVDQU 196(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 196(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVBLZX 73(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 58(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 102(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w7<>(SB), Y7, Y6
+	VMOVDQU 228(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 228(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, Y1
+	VCVTDQ2PS Y8, Y4
+	VBROADCASTSS 0(DI), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y12
+	VCVTDQ2PS Y9, Y4
+	VBROADCASTSS 0(DI)(R8*1), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y13
+	ADDQ $110, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ lowbitIQ3_Sx2loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
+	VEXTRACTF128 $1, Y12, X4
+	VADDPS X4, X12, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)
+	VEXTRACTF128 $1, Y13, X4
+	VADDPS X4, X13, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(AX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ lowbitIQ3_Sx2row
+	VZEROUPPER
+	RET
+
+// func lowbitIQ3_Sx3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+// IQ3_S × Q8_K: per 32-element sub-block the gathered grid levels times the signed activations, times 2·ls+1.
+TEXT ·lowbitIQ3_Sx3(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
+	LEAQ (R8)(R8*2), R9
+	LEAQ lb_iq3s<>(SB), R12
+lowbitIQ3_Sx3row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+lowbitIQ3_Sx3loop:
+	PREFETCHT0 2304(SI)
+	PREFETCHT0 2368(SI)
+	MOVL 106(SI), AX
+	MOVQ AX, BX
+	SHLQ $16, BX
+	ORQ BX, AX
+	MOVQ $0x0000FFFF0000FFFF, BX
+	ANDQ BX, AX
+	MOVQ AX, BX
+	SHLQ $8, BX
+	ORQ BX, AX
+	MOVQ $0x00FF00FF00FF00FF, BX
+	ANDQ BX, AX
+	MOVQ AX, BX
+	SHLQ $4, BX
+	ORQ BX, AX
+	MOVQ $0x0F0F0F0F0F0F0F0F, BX
+	ANDQ BX, AX
+	VMOVQ AX, X7
+	VPMOVZXBW X7, X7
+	VPSLLW $1, X7, X7
+	VPBROADCASTW lb_one16<>(SB), X2
+	VPOR X2, X7, X7
+	VINSERTI128 $1, X7, Y7, Y7
+	MOVBLZX 66(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 2(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 74(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w0<>(SB), Y7, Y6
+	VMOVDQU 4(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y8
+	VMOVDQU 4(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y9
+	VMOVDQU 4(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y10
+	MOVBLZX 67(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 10(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 78(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w1<>(SB), Y7, Y6
+	VMOVDQU 36(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 36(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 36(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVBLZX 68(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 18(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 82(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w2<>(SB), Y7, Y6
+	VMOVDQU 68(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 68(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 68(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVBLZX 69(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 26(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 86(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w3<>(SB), Y7, Y6
+	VMOVDQU 100(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 100(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 100(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVBLZX 70(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 34(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 90(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w4<>(SB), Y7, Y6
+	VMOVDQU 132(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 132(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 132(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVBLZX 71(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 42(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 94(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w5<>(SB), Y7, Y6
+	VMOVDQU 164(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 164(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 164(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVBLZX 72(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 50(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 98(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w6<>(SB), Y7, Y6
+	VMOVDQU 196(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 196(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 196(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVBLZX 73(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 58(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 102(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w7<>(SB), Y7, Y6
+	VMOVDQU 228(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 228(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 228(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, Y1
+	VCVTDQ2PS Y8, Y4
+	VBROADCASTSS 0(DI), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y12
+	VCVTDQ2PS Y9, Y4
+	VBROADCASTSS 0(DI)(R8*1), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y13
+	VCVTDQ2PS Y10, Y4
+	VBROADCASTSS 0(DI)(R8*2), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y14
+	ADDQ $110, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ lowbitIQ3_Sx3loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
+	VEXTRACTF128 $1, Y12, X4
+	VADDPS X4, X12, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)
+	VEXTRACTF128 $1, Y13, X4
+	VADDPS X4, X13, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(AX*1)
+	VEXTRACTF128 $1, Y14, X4
+	VADDPS X4, X14, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(AX*2)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ lowbitIQ3_Sx3row
+	VZEROUPPER
+	RET
+
+// func lowbitIQ3_Sx4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+// IQ3_S × Q8_K: per 32-element sub-block the gathered grid levels times the signed activations, times 2·ls+1.
+TEXT ·lowbitIQ3_Sx4(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
+	LEAQ (R8)(R8*2), R9
+	LEAQ lb_iq3s<>(SB), R12
+lowbitIQ3_Sx4row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+lowbitIQ3_Sx4loop:
+	PREFETCHT0 2304(SI)
+	PREFETCHT0 2368(SI)
+	MOVL 106(SI), AX
+	MOVQ AX, BX
+	SHLQ $16, BX
+	ORQ BX, AX
+	MOVQ $0x0000FFFF0000FFFF, BX
+	ANDQ BX, AX
+	MOVQ AX, BX
+	SHLQ $8, BX
+	ORQ BX, AX
+	MOVQ $0x00FF00FF00FF00FF, BX
+	ANDQ BX, AX
+	MOVQ AX, BX
+	SHLQ $4, BX
+	ORQ BX, AX
+	MOVQ $0x0F0F0F0F0F0F0F0F, BX
+	ANDQ BX, AX
+	VMOVQ AX, X7
+	VPMOVZXBW X7, X7
+	VPSLLW $1, X7, X7
+	VPBROADCASTW lb_one16<>(SB), X2
+	VPOR X2, X7, X7
+	VINSERTI128 $1, X7, Y7, Y7
+	MOVBLZX 66(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 2(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 74(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w0<>(SB), Y7, Y6
+	VMOVDQU 4(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y8
+	VMOVDQU 4(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y9
+	VMOVDQU 4(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y10
+	VMOVDQU 4(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y11
+	MOVBLZX 67(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 10(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 78(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w1<>(SB), Y7, Y6
+	VMOVDQU 36(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 36(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 36(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 36(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVBLZX 68(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 18(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 82(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w2<>(SB), Y7, Y6
+	VMOVDQU 68(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 68(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 68(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 68(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVBLZX 69(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 26(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 86(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w3<>(SB), Y7, Y6
+	VMOVDQU 100(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 100(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 100(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 100(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVBLZX 70(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 34(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 90(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w4<>(SB), Y7, Y6
+	VMOVDQU 132(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 132(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 132(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 132(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVBLZX 71(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 42(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 94(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w5<>(SB), Y7, Y6
+	VMOVDQU 164(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 164(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 164(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 164(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVBLZX 72(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 50(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 98(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w6<>(SB), Y7, Y6
+	VMOVDQU 196(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 196(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 196(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 196(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVBLZX 73(SI), AX
+	VMOVD AX, X2
+	VPBROADCASTD X2, Y2
+	VPSLLVD lb_qhsh<>(SB), Y2, Y2
+	VPAND lb_d100<>(SB), Y2, Y2
+	VPMOVZXBD 58(SI), Y1
+	VPOR Y2, Y1, Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVD 102(SI), X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	VPSHUFB lb_w7<>(SB), Y7, Y6
+	VMOVDQU 228(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 228(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 228(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 228(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, Y1
+	VCVTDQ2PS Y8, Y4
+	VBROADCASTSS 0(DI), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y12
+	VCVTDQ2PS Y9, Y4
+	VBROADCASTSS 0(DI)(R8*1), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y13
+	VCVTDQ2PS Y10, Y4
+	VBROADCASTSS 0(DI)(R8*2), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y14
+	VCVTDQ2PS Y11, Y4
+	VBROADCASTSS 0(DI)(R9*1), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y15
+	ADDQ $110, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ lowbitIQ3_Sx4loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
+	VEXTRACTF128 $1, Y12, X4
+	VADDPS X4, X12, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)
+	VEXTRACTF128 $1, Y13, X4
+	VADDPS X4, X13, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(AX*1)
+	VEXTRACTF128 $1, Y14, X4
+	VADDPS X4, X14, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(AX*2)
+	VEXTRACTF128 $1, Y15, X4
+	VADDPS X4, X15, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(CX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ lowbitIQ3_Sx4row
+	VZEROUPPER
+	RET
+
+// func lowbitIQ3_XXSx1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+// IQ3_XXS × Q8_K: per 32-element sub-block the gathered grid levels times the signed activations (7 stored sign bits a group, the 8th their parity), times 2·ls+1; ¼ once per block.
+TEXT ·lowbitIQ3_XXSx1(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
+	LEAQ (R8)(R8*2), R9
+	LEAQ lb_iq3xxs<>(SB), R12
+lowbitIQ3_XXSx1row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
+lowbitIQ3_XXSx1loop:
+	PREFETCHT0 2304(SI)
+	PREFETCHT0 2368(SI)
+	MOVL 66(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 2(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 4(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y8
+	MOVL 70(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 10(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 36(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVL 74(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 18(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 68(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVL 78(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 26(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 100(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVL 82(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 34(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 132(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVL 86(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 42(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 164(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVL 90(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 50(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 196(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	MOVL 94(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 58(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 228(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, Y1
+	VBROADCASTSS lb_quarter<>(SB), Y2
+	VMULPS Y2, Y1, Y1
+	VCVTDQ2PS Y8, Y4
+	VBROADCASTSS 0(DI), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y12
+	ADDQ $98, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ lowbitIQ3_XXSx1loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
+	VEXTRACTF128 $1, Y12, X4
+	VADDPS X4, X12, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ lowbitIQ3_XXSx1row
+	VZEROUPPER
+	RET
+
+// func lowbitIQ3_XXSx2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+// IQ3_XXS × Q8_K: per 32-element sub-block the gathered grid levels times the signed activations (7 stored sign bits a group, the 8th their parity), times 2·ls+1; ¼ once per block.
+TEXT ·lowbitIQ3_XXSx2(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
+	LEAQ (R8)(R8*2), R9
+	LEAQ lb_iq3xxs<>(SB), R12
+lowbitIQ3_XXSx2row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+lowbitIQ3_XXSx2loop:
+	PREFETCHT0 2304(SI)
+	PREFETCHT0 2368(SI)
+	MOVL 66(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 2(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 4(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y8
+	VMOVDQU 4(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y9
+	MOVL 70(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 10(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 36(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 36(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVL 74(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 18(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 68(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 68(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVL 78(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 26(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 100(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 100(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVL 82(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 34(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 132(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 132(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVL 86(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 42(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 164(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 164(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVL 90(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 50(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 196(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 196(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	MOVL 94(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 58(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 228(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 228(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, Y1
+	VBROADCASTSS lb_quarter<>(SB), Y2
+	VMULPS Y2, Y1, Y1
+	VCVTDQ2PS Y8, Y4
+	VBROADCASTSS 0(DI), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y12
+	VCVTDQ2PS Y9, Y4
+	VBROADCASTSS 0(DI)(R8*1), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y13
+	ADDQ $98, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ lowbitIQ3_XXSx2loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
+	VEXTRACTF128 $1, Y12, X4
+	VADDPS X4, X12, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)
+	VEXTRACTF128 $1, Y13, X4
+	VADDPS X4, X13, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(AX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ lowbitIQ3_XXSx2row
+	VZEROUPPER
+	RET
+
+// func lowbitIQ3_XXSx3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+// IQ3_XXS × Q8_K: per 32-element sub-block the gathered grid levels times the signed activations (7 stored sign bits a group, the 8th their parity), times 2·ls+1; ¼ once per block.
+TEXT ·lowbitIQ3_XXSx3(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
+	LEAQ (R8)(R8*2), R9
+	LEAQ lb_iq3xxs<>(SB), R12
+lowbitIQ3_XXSx3row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+lowbitIQ3_XXSx3loop:
+	PREFETCHT0 2304(SI)
+	PREFETCHT0 2368(SI)
+	MOVL 66(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 2(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 4(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y8
+	VMOVDQU 4(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y9
+	VMOVDQU 4(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y10
+	MOVL 70(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 10(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 36(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 36(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 36(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVL 74(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 18(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 68(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 68(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 68(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVL 78(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 26(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 100(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 100(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 100(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVL 82(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 34(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 132(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 132(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 132(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVL 86(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 42(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 164(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 164(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 164(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVL 90(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 50(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 196(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 196(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 196(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	MOVL 94(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 58(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 228(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 228(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 228(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, Y1
+	VBROADCASTSS lb_quarter<>(SB), Y2
+	VMULPS Y2, Y1, Y1
+	VCVTDQ2PS Y8, Y4
+	VBROADCASTSS 0(DI), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y12
+	VCVTDQ2PS Y9, Y4
+	VBROADCASTSS 0(DI)(R8*1), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y13
+	VCVTDQ2PS Y10, Y4
+	VBROADCASTSS 0(DI)(R8*2), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y14
+	ADDQ $98, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ lowbitIQ3_XXSx3loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
+	VEXTRACTF128 $1, Y12, X4
+	VADDPS X4, X12, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)
+	VEXTRACTF128 $1, Y13, X4
+	VADDPS X4, X13, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(AX*1)
+	VEXTRACTF128 $1, Y14, X4
+	VADDPS X4, X14, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(AX*2)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ lowbitIQ3_XXSx3row
+	VZEROUPPER
+	RET
+
+// func lowbitIQ3_XXSx4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+// IQ3_XXS × Q8_K: per 32-element sub-block the gathered grid levels times the signed activations (7 stored sign bits a group, the 8th their parity), times 2·ls+1; ¼ once per block.
+TEXT ·lowbitIQ3_XXSx4(SB), NOSPLIT, $0-64
+	MOVQ w+0(FP), SI
+	MOVQ xs+24(FP), R8
+	MOVQ out+48(FP), DX
+	LEAQ (R8)(R8*2), R9
+	LEAQ lb_iq3xxs<>(SB), R12
+lowbitIQ3_XXSx4row:
+	MOVQ x+16(FP), DI
+	MOVQ nb+32(FP), CX
+	VXORPS Y12, Y12, Y12
+	VXORPS Y13, Y13, Y13
+	VXORPS Y14, Y14, Y14
+	VXORPS Y15, Y15, Y15
+lowbitIQ3_XXSx4loop:
+	PREFETCHT0 2304(SI)
+	PREFETCHT0 2368(SI)
+	MOVL 66(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 2(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 4(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y8
+	VMOVDQU 4(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y9
+	VMOVDQU 4(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y10
+	VMOVDQU 4(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VMOVDQA Y5, Y11
+	MOVL 70(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 10(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 36(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 36(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 36(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 36(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVL 74(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 18(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 68(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 68(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 68(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 68(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVL 78(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 26(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 100(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 100(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 100(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 100(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVL 82(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 34(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 132(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 132(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 132(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 132(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVL 86(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 42(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 164(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 164(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 164(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 164(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVL 90(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 50(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 196(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 196(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 196(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 196(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	MOVL 94(SI), AX
+	MOVL AX, BX
+	ANDL $0x7f, BX
+	MOVL AX, R10
+	SHLL $1, R10
+	ANDL $0x7f00, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $2, R10
+	ANDL $0x7f0000, R10
+	ORL R10, BX
+	MOVL AX, R10
+	SHLL $3, R10
+	ANDL $0x7f000000, R10
+	ORL R10, BX
+	MOVL BX, R10
+	SHRL $4, R10
+	XORL BX, R10
+	MOVL R10, R11
+	SHRL $2, R11
+	XORL R11, R10
+	MOVL R10, R11
+	SHRL $1, R11
+	XORL R11, R10
+	ANDL $0x01010101, R10
+	SHLL $7, R10
+	ORL R10, BX
+	VMOVD BX, X4
+	VPBROADCASTD X4, Y4
+	VPSHUFB lb_sgnshuf<>(SB), Y4, Y4
+	VPAND lb_sgnbit<>(SB), Y4, Y4
+	VPCMPEQB lb_sgnbit<>(SB), Y4, Y4
+	VPOR lb_b01<>(SB), Y4, Y4
+	SHRL $28, AX
+	LEAL 1(AX)(AX*1), AX
+	VMOVD AX, X6
+	VPBROADCASTW X6, Y6
+	VPMOVZXBD 58(SI), Y1
+	VPCMPEQD Y3, Y3, Y3
+	VPGATHERDD Y3, (R12)(Y1*4), Y0
+	VMOVDQU 228(DI), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y8, Y8
+	VMOVDQU 228(DI)(R8*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y9, Y9
+	VMOVDQU 228(DI)(R8*2), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y10, Y10
+	VMOVDQU 228(DI)(R9*1), Y5
+	VPSIGNB Y4, Y5, Y5
+	VPMADDUBSW Y5, Y0, Y5
+	VPMADDWD Y6, Y5, Y5
+	VPADDD Y5, Y11, Y11
+	VPBROADCASTW (SI), X1
+	VCVTPH2PS X1, Y1
+	VBROADCASTSS lb_quarter<>(SB), Y2
+	VMULPS Y2, Y1, Y1
+	VCVTDQ2PS Y8, Y4
+	VBROADCASTSS 0(DI), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y12
+	VCVTDQ2PS Y9, Y4
+	VBROADCASTSS 0(DI)(R8*1), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y13
+	VCVTDQ2PS Y10, Y4
+	VBROADCASTSS 0(DI)(R8*2), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y14
+	VCVTDQ2PS Y11, Y4
+	VBROADCASTSS 0(DI)(R9*1), Y5
+	VMULPS Y1, Y5, Y5
+	VFMADD231PS Y4, Y5, Y15
+	ADDQ $98, SI
+	ADDQ $292, DI
+	DECQ CX
+	JNZ lowbitIQ3_XXSx4loop
+	MOVQ os+56(FP), AX
+	SHLQ $2, AX
+	LEAQ (AX)(AX*2), CX
+	VEXTRACTF128 $1, Y12, X4
+	VADDPS X4, X12, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)
+	VEXTRACTF128 $1, Y13, X4
+	VADDPS X4, X13, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(AX*1)
+	VEXTRACTF128 $1, Y14, X4
+	VADDPS X4, X14, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(AX*2)
+	VEXTRACTF128 $1, Y15, X4
+	VADDPS X4, X15, X4
+	VPERMILPS $0x4E, X4, X5
+	VADDPS X5, X4, X4
+	VPERMILPS $0xB1, X4, X5
+	VADDSS X5, X4, X4
+	VMOVSS X4, (DX)(CX*1)
+	ADDQ $4, DX
+	DECQ rows+8(FP)
+	JNZ lowbitIQ3_XXSx4row
 	VZEROUPPER
 	RET
 

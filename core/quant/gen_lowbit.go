@@ -2,8 +2,9 @@
 
 // gen_lowbit writes dot_lowbit_amd64.s and dot_lowbit_amd64.go: the AVX2
 // dot kernels of the low-bit weight types (Q2_K, Q3_K, IQ4_XS against
-// Q8_K; IQ4_NL, MXFP4 against Q8_0).
-// Run: go run gen_lowbit.go gen_blockrow.go gen_rowkernel.go
+// Q8_K; IQ4_NL, MXFP4 against Q8_0; the grid i-quants of gen_iquant.go
+// against Q8_K).
+// Run: go run gen_lowbit.go gen_iquant.go gen_blockrow.go gen_rowkernel.go
 //
 // They are gen_avx2.go's kind: gen_rowkernel.go's multi-row contract and
 // gen_blockrow.go's loop over a weight row's blocks, whose per-row
@@ -52,6 +53,22 @@ func tableRows(g *gen, r int, first bool, f16 bool) {
 		g.p("VBROADCASTSS %s, Y5", sa(0, j))
 		g.p("VMULPS Y2, Y5, Y5")
 		into(g, j, "Y4", "Y5", first)
+	}
+}
+
+// spreadNibbles loads the 4 bytes at off(SI) into AX as 8 bytes, byte s
+// being nibble s%2 of byte s/2 (BX is clobbered).
+func spreadNibbles(g *gen, off int) {
+	g.p("MOVL %d(SI), AX", off)
+	for _, st := range []struct {
+		shift int
+		mask  uint64
+	}{{16, 0x0000FFFF0000FFFF}, {8, 0x00FF00FF00FF00FF}, {4, 0x0F0F0F0F0F0F0F0F}} {
+		g.p("MOVQ AX, BX")
+		g.p("SHLQ $%d, BX", st.shift)
+		g.p("ORQ BX, AX")
+		g.p("MOVQ $0x%016X, BX", st.mask)
+		g.p("ANDQ BX, AX")
 	}
 }
 
@@ -215,17 +232,7 @@ var kernels = []kernel{
 		block: func(g *gen, r int, _ bool) {
 			// The eight 6-bit scales: nibble s%2 of scales_l[s/2] spread to
 			// byte s, then bits 2s, 2s+1 of scales_h to bits 4, 5 of byte s.
-			g.p("MOVL 4(SI), AX")
-			for _, st := range []struct {
-				shift int
-				mask  uint64
-			}{{16, 0x0000FFFF0000FFFF}, {8, 0x00FF00FF00FF00FF}, {4, 0x0F0F0F0F0F0F0F0F}} {
-				g.p("MOVQ AX, BX")
-				g.p("SHLQ $%d, BX", st.shift)
-				g.p("ORQ BX, AX")
-				g.p("MOVQ $0x%016X, BX", st.mask)
-				g.p("ANDQ BX, AX")
-			}
+			spreadNibbles(g, 4)
 			g.p("MOVWQZX 2(SI), R10")
 			for _, st := range []struct {
 				shift int
@@ -343,5 +350,6 @@ func main() {
 	}
 	s.WriteString("GLOBL lb_e8m0<>(SB), RODATA|NOPTR, $1024\n\n")
 
-	writeRowKernels("gen_lowbit.go", "dot_lowbit_amd64", "lowbitKernels", s.Bytes(), rowKernels(kernels))
+	iquantData(&s)
+	writeRowKernels("gen_lowbit.go", "dot_lowbit_amd64", "lowbitKernels", s.Bytes(), rowKernels(append(kernels, iquantKernels...)))
 }

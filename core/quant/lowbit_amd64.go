@@ -2,7 +2,7 @@
 
 package quant
 
-//go:generate go run gen_lowbit.go gen_blockrow.go gen_rowkernel.go
+//go:generate go run gen_lowbit.go gen_iquant.go gen_blockrow.go gen_rowkernel.go
 
 // setupLowBit installs the AVX2 kernels of the low-bit types
 // (dot_lowbit_amd64.s) on every CPU that has AVX2, those with AVX-512 VNNI
@@ -13,6 +13,8 @@ func setupLowBit(k *kernelSet) {
 	k.iq4xs, k.multi[IQ4_XS] = lowbitDot("lowbitIQ4_XS", IQ4_XS)
 	k.iq4nl, k.multi[IQ4_NL] = lowbitDot("lowbitIQ4_NL", IQ4_NL)
 	k.mxfp4, k.multi[MXFP4] = lowbitDot("lowbitMXFP4", MXFP4)
+	k.iq3s, k.multi[IQ3_S] = lowbitDot("lowbitIQ3_S", IQ3_S)
+	k.iq3xxs, k.multi[IQ3_XXS] = lowbitDot("lowbitIQ3_XXS", IQ3_XXS)
 }
 
 // lowbitDot wraps the R = 1…4 kernels of one type (quantRowDot).
