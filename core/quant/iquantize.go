@@ -1,6 +1,9 @@
 package quant
 
-import "math"
+import (
+	"math"
+	"sync"
+)
 
 // Quantizers of the grid i-quants (iq3.go). They are for writing test
 // models (core/model/synth) and round-trip tests, not for producing good
@@ -26,6 +29,75 @@ func nearestEntry(grid [][4]uint8, v []float32) int {
 	}
 	return best
 }
+
+// gridLookup finds a grid entry for 4 magnitudes in constant time. A
+// table built on first use maps each 12-bit code of 4 levels (3 bits each)
+// to the grid entry nearest those levels; a lookup tries the codes made of
+// the levels either side of each magnitude (16 of them) and keeps, of
+// their entries, the one nearest the magnitudes. That is nearly always the
+// nearest entry of all, where a search of every entry per group made a
+// test model's head take seconds.
+type gridLookup struct {
+	grid   [][4]uint8
+	levels *[8]uint8
+	once   sync.Once
+	table  []uint16
+}
+
+func (g *gridLookup) nearest(v []float32) int {
+	g.once.Do(func() {
+		g.table = make([]uint16, 1<<12)
+		var p [4]float32
+		for c := range g.table {
+			for i := range p {
+				p[i] = float32(g.levels[c>>(3*i)&7])
+			}
+			g.table[c] = uint16(nearestEntry(g.grid, p[:]))
+		}
+	})
+	var lo, hi [4]int
+	for i, t := range v[:4] {
+		lo[i], hi[i] = bracketLevels(g.levels, t)
+	}
+	best, bd := 0, float32(math.Inf(1))
+	for m := 0; m < 16; m++ {
+		c := 0
+		for i := 0; i < 4; i++ {
+			li := lo[i]
+			if m>>i&1 != 0 {
+				li = hi[i]
+			}
+			c |= li << (3 * i)
+		}
+		k := int(g.table[c])
+		var e float32
+		for i, t := range v[:4] {
+			d := float32(g.grid[k][i]) - t
+			e += d * d
+		}
+		if e < bd || e == bd && k < best {
+			best, bd = k, e
+		}
+	}
+	return best
+}
+
+// bracketLevels is the indices of the sorted levels either side of t (the
+// same one twice beyond the ends).
+func bracketLevels(levels *[8]uint8, t float32) (lo, hi int) {
+	for hi = 0; hi < len(levels)-1 && float32(levels[hi]) < t; hi++ {
+	}
+	lo = max(hi-1, 0)
+	if float32(levels[hi]) <= t {
+		lo = hi
+	}
+	return lo, hi
+}
+
+var (
+	iq3sLookup   = gridLookup{grid: iq3sGrid, levels: &iq3sLevels}
+	iq3xxsLookup = gridLookup{grid: iq3xxsGrid, levels: &iq3xxsLevels}
+)
 
 // signBits is bit i set where x[i] < 0, over 8 values.
 func signBits(x []float32) uint8 {
@@ -91,7 +163,7 @@ func quantizeIQ3S(x []float32, b []byte) {
 		for k := 0; k < 8; k++ {
 			e := 32*s + 4*k
 			v := magnitudes(x[e:], id, 4)
-			idx := nearestEntry(iq3sGrid, v[:4])
+			idx := iq3sLookup.nearest(v[:4])
 			b[2+8*s+k] = byte(idx)
 			b[66+s] |= byte(idx>>8) << k
 		}
@@ -115,7 +187,7 @@ func quantizeIQ3XXS(x []float32, b []byte) {
 			e := 32*s + 8*l
 			for h := 0; h < 2; h++ {
 				v := magnitudes(x[e+4*h:], id, 4)
-				b[2+8*s+2*l+h] = byte(nearestEntry(iq3xxsGrid, v[:4]))
+				b[2+8*s+2*l+h] = byte(iq3xxsLookup.nearest(v[:4]))
 			}
 			aux |= uint32(evenSignBits(x[e:])&127) << (7 * l)
 		}

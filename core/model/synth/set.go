@@ -73,7 +73,8 @@ func Set() []Spec {
 
 // QuantTypes are the weight types QuantSet covers.
 var QuantTypes = []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q4_K, quant.Q5_K, quant.Q6_K,
-	quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.MXFP4, quant.F16, quant.BF16}
+	quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.MXFP4, quant.F16, quant.BF16,
+	quant.IQ3_S, quant.IQ3_XXS}
 
 // QuantSet is one model per weight type (Qwen 3's shape, widths that
 // every block size divides), for golden data on the quantized kernels.
