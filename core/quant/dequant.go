@@ -143,6 +143,12 @@ func Dequantize(t Type, src []byte, dst []float32) error {
 			dequantIQ3S(b, y)
 		case IQ3_XXS:
 			dequantIQ3XXS(b, y)
+		case IQ2_XXS:
+			dequantIQ2XXS(b, y)
+		case IQ2_XS:
+			dequantIQ2XS(b, y)
+		case IQ2_S:
+			dequantIQ2S(b, y)
 		case Q8_K:
 			d := math.Float32frombits(le32(b))
 			for j := 0; j < QK; j++ {

@@ -22,7 +22,7 @@ type kernelSet struct {
 	q4_0, q4_1, q5_0, q5_1, q8_0, q4K, q5K, q6K quantDot
 	f32                                         func(w, x []float32) float32
 	q2K, q3K, iq4nl, iq4xs, mxfp4               quantDot
-	iq3s, iq3xxs                                quantDot
+	iq3s, iq3xxs, iq2xxs, iq2xs, iq2s           quantDot
 	f16, bf16                                   func(w []byte, x []float32) float32
 	// Optional multi-activation kernels: one weight row against 4
 	// activation rows x[0:], x[xs:], x[2xs:], x[3xs:], results in out[0:4].
@@ -66,6 +66,7 @@ var genericKernels = kernelSet{
 	q2K: DotQ2_KQ8_KGeneric, q3K: DotQ3_KQ8_KGeneric, iq4nl: DotIQ4_NLQ8_0Generic,
 	iq4xs: DotIQ4_XSQ8_KGeneric, mxfp4: DotMXFP4Q8_0Generic,
 	iq3s: DotIQ3_SQ8_KGeneric, iq3xxs: DotIQ3_XXSQ8_KGeneric,
+	iq2xxs: DotIQ2_XXSQ8_KGeneric, iq2xs: DotIQ2_XSQ8_KGeneric, iq2s: DotIQ2_SQ8_KGeneric,
 	f32: DotF32Generic, f16: DotF16F32Generic, bf16: DotBF16F32Generic,
 	q81Scales: q81ScalesGeneric,
 	quantQ80:  quantizeQ8_0Generic, quantQ81: quantizeQ8_1Generic, quantQ8K: quantizeQ8_KGeneric,

@@ -88,6 +88,42 @@ func lowbitIQ3_XXSx3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *f
 //go:noescape
 func lowbitIQ3_XXSx4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
 
+//go:noescape
+func lowbitIQ2_XXSx1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_XXSx2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_XXSx3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_XXSx4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_XSx1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_XSx2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_XSx3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_XSx4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_Sx1(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_Sx2(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_Sx3(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
+//go:noescape
+func lowbitIQ2_Sx4(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int)
+
 // lowbitKernels: the R = 1…4 variants of each kernel, by name.
 var lowbitKernels = map[string][4]func(w *byte, rows int, x *byte, xs, nb int, sc *float32, out *float32, os int){
 	"lowbitQ2_K":    {lowbitQ2_Kx1, lowbitQ2_Kx2, lowbitQ2_Kx3, lowbitQ2_Kx4},
@@ -97,4 +133,7 @@ var lowbitKernels = map[string][4]func(w *byte, rows int, x *byte, xs, nb int, s
 	"lowbitMXFP4":   {lowbitMXFP4x1, lowbitMXFP4x2, lowbitMXFP4x3, lowbitMXFP4x4},
 	"lowbitIQ3_S":   {lowbitIQ3_Sx1, lowbitIQ3_Sx2, lowbitIQ3_Sx3, lowbitIQ3_Sx4},
 	"lowbitIQ3_XXS": {lowbitIQ3_XXSx1, lowbitIQ3_XXSx2, lowbitIQ3_XXSx3, lowbitIQ3_XXSx4},
+	"lowbitIQ2_XXS": {lowbitIQ2_XXSx1, lowbitIQ2_XXSx2, lowbitIQ2_XXSx3, lowbitIQ2_XXSx4},
+	"lowbitIQ2_XS":  {lowbitIQ2_XSx1, lowbitIQ2_XSx2, lowbitIQ2_XSx3, lowbitIQ2_XSx4},
+	"lowbitIQ2_S":   {lowbitIQ2_Sx1, lowbitIQ2_Sx2, lowbitIQ2_Sx3, lowbitIQ2_Sx4},
 }

@@ -23,6 +23,15 @@ var gridTypes = []struct {
 		b[66+s] = b[66+s]&^(1<<k) | byte(idx>>8)<<k
 	}},
 	{IQ3_XXS, 64, len(iq3xxsGrid), func(b []byte, j, idx int) { b[2+j] = byte(idx) }},
+	{IQ2_XXS, 32, len(iq2xxsGrid), func(b []byte, j, idx int) { b[2+8*(j/4)+j%4] = byte(idx) }},
+	{IQ2_XS, 32, len(iq2xsGrid), func(b []byte, j, idx int) {
+		put16(b[2+2*j:], le16(b[2+2*j:])&^511|uint16(idx))
+	}},
+	{IQ2_S, 32, len(iq2sGrid), func(b []byte, j, idx int) {
+		s, l := j/4, j%4
+		b[2+j] = byte(idx)
+		b[66+s] = b[66+s]&^(3<<(2*l)) | byte(idx>>8)<<(2*l)
+	}},
 }
 
 // TestIQuantEveryGridEntry: blocks that use every entry of their grid, one

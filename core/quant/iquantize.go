@@ -194,3 +194,165 @@ func quantizeIQ3XXS(x []float32, b []byte) {
 		put32(b[66+4*s:], aux)
 	}
 }
+
+// gridLookup8 is gridLookup for the 8-element grids of IQ2 over the three
+// levels 8, 25, 43: the table maps the 16-bit code of 8 rounded levels
+// (2 bits each, as the grids' codes) to the entry nearest them, and a
+// lookup tries that code and the 8 that move one magnitude to the level on
+// the other side of it, a cheap stand-in for the 256 codes bracketing the
+// magnitudes.
+type gridLookup8 struct {
+	grid  [][8]uint8
+	once  sync.Once
+	table []uint16
+}
+
+func nearestEntry8(grid [][8]uint8, v []float32) int {
+	best, bd := 0, float32(math.Inf(1))
+	for k := range grid {
+		g := &grid[k]
+		var e float32
+		for i, t := range v[:8] {
+			d := float32(g[i]) - t
+			e += d * d
+		}
+		if e < bd {
+			best, bd = k, e
+		}
+	}
+	return best
+}
+
+func (g *gridLookup8) nearest(v []float32) int {
+	g.once.Do(func() {
+		g.table = make([]uint16, 1<<16)
+		var p [8]float32
+		for c := range g.table {
+			ok := true
+			for i := range p {
+				li := c >> (2 * i) & 3
+				ok = ok && li < 3
+				p[i] = float32(iq2Levels[li])
+			}
+			if ok {
+				g.table[c] = uint16(nearestEntry8(g.grid, p[:]))
+			}
+		}
+	})
+	var near, other [8]int
+	c := 0
+	for i, t := range v[:8] {
+		lo, hi := 0, 1
+		if t > float32(iq2Levels[1]) {
+			lo, hi = 1, 2
+		}
+		near[i], other[i] = lo, hi
+		if t-float32(iq2Levels[lo]) > float32(iq2Levels[hi])-t {
+			near[i], other[i] = hi, lo
+		}
+		c |= near[i] << (2 * i)
+	}
+	dist := func(k int) (e float32) {
+		for i, t := range v[:8] {
+			d := float32(g.grid[k][i]) - t
+			e += d * d
+		}
+		return e
+	}
+	best := int(g.table[c])
+	bd := dist(best)
+	for i := 0; i < 8; i++ {
+		k := int(g.table[c&^(3<<(2*i))|other[i]<<(2*i)])
+		if e := dist(k); e < bd || e == bd && k < best {
+			best, bd = k, e
+		}
+	}
+	return best
+}
+
+var (
+	iq2xxsLookup = gridLookup8{grid: iq2xxsGrid}
+	iq2xsLookup  = gridLookup8{grid: iq2xsGrid}
+	iq2sLookup   = gridLookup8{grid: iq2sGrid}
+)
+
+// iq2Step is the IQ2 scale step: (ls+½)/4 steps of d, ls = 0..15, for a
+// wanted step want.
+func iq2Step(want, d float32) (ls int, step float32) {
+	ls = roundClamp(want*inv(d)*4-0.5, 0, 15)
+	return ls, d * (0.5 + float32(ls)) * 0.25
+}
+
+// quantizeIQ2XXS: one scale per 32-element sub-block.
+func quantizeIQ2XXS(x []float32, b []byte) {
+	want, mx := subBlockScales(x, 43)
+	hd := F32ToF16(mx / 3.875)
+	put16(b, hd)
+	d := F16ToF32(hd)
+	for s := 0; s < 8; s++ {
+		ls, step := iq2Step(want[s], d)
+		aux := uint32(ls) << 28
+		for l := 0; l < 4; l++ {
+			e := 32*s + 8*l
+			v := magnitudes(x[e:], inv(step), 8)
+			b[2+8*s+l] = byte(iq2xxsLookup.nearest(v[:]))
+			aux |= uint32(evenSignBits(x[e:])&127) << (7 * l)
+		}
+		put32(b[6+8*s:], aux)
+	}
+}
+
+// halfScales is each 16-element half's largest magnitude over 43 and the
+// largest of those.
+func halfScales(x []float32) (want [16]float32, mx float32) {
+	for h := 0; h < 16; h++ {
+		amax, _ := absMax(x[16*h : 16*h+16])
+		want[h] = amax / 43
+		mx = max(mx, want[h])
+	}
+	return want, mx
+}
+
+// quantizeIQ2XS: one scale per 16-element half sub-block.
+func quantizeIQ2XS(x []float32, b []byte) {
+	want, mx := halfScales(x)
+	hd := F32ToF16(mx / 3.875)
+	put16(b, hd)
+	d := F16ToF32(hd)
+	for s := 0; s < 8; s++ {
+		b[66+s] = 0
+		for h := 0; h < 2; h++ {
+			ls, step := iq2Step(want[2*s+h], d)
+			b[66+s] |= byte(ls) << (4 * h)
+			for l := 2 * h; l < 2*h+2; l++ {
+				e := 32*s + 8*l
+				v := magnitudes(x[e:], inv(step), 8)
+				q := uint16(iq2xsLookup.nearest(v[:])) | uint16(evenSignBits(x[e:])&127)<<9
+				put16(b[2+8*s+2*l:], q)
+			}
+		}
+	}
+}
+
+// quantizeIQ2S: as IQ2_XS with a 10-bit grid index and 8 free signs.
+func quantizeIQ2S(x []float32, b []byte) {
+	want, mx := halfScales(x)
+	hd := F32ToF16(mx / 3.875)
+	put16(b, hd)
+	d := F16ToF32(hd)
+	for s := 0; s < 8; s++ {
+		b[66+s], b[74+s] = 0, 0
+		for h := 0; h < 2; h++ {
+			ls, step := iq2Step(want[2*s+h], d)
+			b[74+s] |= byte(ls) << (4 * h)
+			for l := 2 * h; l < 2*h+2; l++ {
+				e := 32*s + 8*l
+				v := magnitudes(x[e:], inv(step), 8)
+				idx := iq2sLookup.nearest(v[:])
+				b[2+4*s+l] = byte(idx)
+				b[66+s] |= byte(idx>>8) << (2 * l)
+				b[34+4*s+l] = signBits(x[e:])
+			}
+		}
+	}
+}

@@ -15,6 +15,9 @@ func setupLowBit(k *kernelSet) {
 	k.mxfp4, k.multi[MXFP4] = lowbitDot("lowbitMXFP4", MXFP4)
 	k.iq3s, k.multi[IQ3_S] = lowbitDot("lowbitIQ3_S", IQ3_S)
 	k.iq3xxs, k.multi[IQ3_XXS] = lowbitDot("lowbitIQ3_XXS", IQ3_XXS)
+	k.iq2xxs, k.multi[IQ2_XXS] = lowbitDot("lowbitIQ2_XXS", IQ2_XXS)
+	k.iq2xs, k.multi[IQ2_XS] = lowbitDot("lowbitIQ2_XS", IQ2_XS)
+	k.iq2s, k.multi[IQ2_S] = lowbitDot("lowbitIQ2_S", IQ2_S)
 }
 
 // lowbitDot wraps the R = 1…4 kernels of one type (quantRowDot).

@@ -21,7 +21,7 @@ func ActType(wt Type) Type {
 		return Q8_0
 	case Q4_K, Q5_K, Q6_K:
 		return Q8_K
-	case Q2_K, Q3_K, IQ4_XS, IQ3_S, IQ3_XXS:
+	case Q2_K, Q3_K, IQ4_XS, IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS, IQ2_S:
 		return Q8_K
 	case IQ4_NL, MXFP4:
 		return Q8_0
@@ -302,6 +302,12 @@ func matmulQuant(k *kernelSet, wt Type, w []byte, wrb int, xq []byte, xrb int, s
 		dot = k.iq3s
 	case IQ3_XXS:
 		dot = k.iq3xxs
+	case IQ2_XXS:
+		dot = k.iq2xxs
+	case IQ2_XS:
+		dot = k.iq2xs
+	case IQ2_S:
+		dot = k.iq2s
 	}
 	var o4 [4]float32
 	if md := k.multi[wt]; md != nil {

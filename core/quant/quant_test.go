@@ -17,7 +17,7 @@ import (
 var weightTypes = append([]Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F32, F16, BF16}, lowBitTypes...)
 
 // lowBitTypes are the weight types below 4.5 bits a weight.
-var lowBitTypes = []Type{Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, IQ3_S, IQ3_XXS}
+var lowBitTypes = []Type{Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS, IQ2_S}
 
 // scaleFields lists the byte offsets of a block's f16 scale fields.
 func scaleFields(t Type) []int {
@@ -32,7 +32,7 @@ func scaleFields(t Type) []int {
 		return []int{80, 82}
 	case Q3_K:
 		return []int{108}
-	case IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS:
+	case IQ4_NL, IQ4_XS, IQ3_S, IQ3_XXS, IQ2_XXS, IQ2_XS, IQ2_S:
 		return []int{0}
 	}
 	return nil
@@ -148,7 +148,7 @@ func TestDequantizeGolden(t *testing.T) {
 		{"q4_k", Q4_K}, {"q5_k", Q5_K}, {"q6_k", Q6_K}, {"f16", F16}, {"bf16", BF16},
 		{"model_q4_1", Q4_1}, {"model_q8_0", Q8_0},
 		{"q2_k", Q2_K}, {"q3_k", Q3_K}, {"iq4_nl", IQ4_NL}, {"iq4_xs", IQ4_XS}, {"mxfp4", MXFP4},
-		{"iq3_s", IQ3_S}, {"iq3_xxs", IQ3_XXS},
+		{"iq3_s", IQ3_S}, {"iq3_xxs", IQ3_XXS}, {"iq2_xxs", IQ2_XXS}, {"iq2_xs", IQ2_XS}, {"iq2_s", IQ2_S},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			raw, err := os.ReadFile(filepath.Join("testdata", c.name+".bin"))
@@ -240,6 +240,7 @@ func TestQuantizeRoundTrip(t *testing.T) {
 			rel := math.Sqrt(se / sx)
 			limit := map[Type]float64{Q4_K: 0.12, Q5_K: 0.06, Q6_K: 0.03,
 				Q2_K: 0.4, Q3_K: 0.2, IQ4_NL: 0.1, IQ4_XS: 0.1, MXFP4: 0.14,
+				IQ2_XXS: 0.4, IQ2_XS: 0.35, IQ2_S: 0.3,
 				IQ3_S: 0.16, IQ3_XXS: 0.22}[ty]
 			if limit > 0 {
 				require.Less(t, rel, limit)
@@ -310,6 +311,12 @@ func dotOf(wt Type) func(w, x []byte) float32 {
 		return DotIQ3_SQ8_K
 	case IQ3_XXS:
 		return DotIQ3_XXSQ8_K
+	case IQ2_XXS:
+		return DotIQ2_XXSQ8_K
+	case IQ2_XS:
+		return DotIQ2_XSQ8_K
+	case IQ2_S:
+		return DotIQ2_SQ8_K
 	}
 	return nil
 }

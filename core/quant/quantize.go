@@ -222,6 +222,12 @@ func Quantize(t Type, src []float32, dst []byte) error {
 			quantizeIQ3S(x, b)
 		case IQ3_XXS:
 			quantizeIQ3XXS(x, b)
+		case IQ2_XXS:
+			quantizeIQ2XXS(x, b)
+		case IQ2_XS:
+			quantizeIQ2XS(x, b)
+		case IQ2_S:
+			quantizeIQ2S(x, b)
 		}
 	}
 	return nil

@@ -94,6 +94,9 @@ var layouts = map[Type]layout{
 
 	IQ3_S:   {"IQ3_S", QK, 2 + QK/4 + QK/32 + QK/8 + QK/64},
 	IQ3_XXS: {"IQ3_XXS", QK, 2 + QK/4 + QK/8},
+	IQ2_XXS: {"IQ2_XXS", QK, 2 + QK/4},
+	IQ2_XS:  {"IQ2_XS", QK, 2 + QK/4 + QK/32},
+	IQ2_S:   {"IQ2_S", QK, 2 + QK/4 + QK/16},
 }
 
 // Known reports whether t is a type this package can read.

@@ -114,6 +114,9 @@ rng3 = np.random.default_rng(20261129)
 iquants = {
     "iq3_s": (T.IQ3_S, 110),
     "iq3_xxs": (T.IQ3_XXS, 98),
+    "iq2_xxs": (T.IQ2_XXS, 66),
+    "iq2_xs": (T.IQ2_XS, 74),
+    "iq2_s": (T.IQ2_S, 82),
 }
 for name, (qt, bb) in iquants.items():
     nb = 12
