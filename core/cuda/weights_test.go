@@ -319,6 +319,11 @@ func TestRepackTwinMatchesQuant(t *testing.T) {
 func TestRepackRejects(t *testing.T) {
 	_, _, err := repack(quant.Q5_K, make([]byte, 176), 1, 256)
 	require.ErrorContains(t, err, "no CUDA kernel")
+	// The i-quants the CPU runs are refused by name, not misread.
+	for _, typ := range []quant.Type{quant.IQ4_NL, quant.IQ4_XS, quant.IQ3_S, quant.IQ3_XXS, quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S} {
+		_, _, err = repack(typ, make([]byte, 8*typ.BlockBytes()), 1, 256)
+		require.ErrorContains(t, err, "type "+typ.String()+" has no CUDA kernel", "%s", typ)
+	}
 	_, _, err = repack(quant.Q4_K, make([]byte, 1000), 1, 288)
 	require.ErrorContains(t, err, "whole blocks")
 	_, _, err = repack(quant.Q6_K, make([]byte, 209), 1, 256)

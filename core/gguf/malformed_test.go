@@ -99,7 +99,7 @@ func malformedCorpus() []malformed {
 		{"dims overflow", withTensor(0, func(t *rawTensor) { t.dims = []uint64{1 << 32, 1 << 32, 1 << 32} }), `tensor "tok.weight"`, []string{"overflow"}},
 		{"dims overflow int64", withTensor(0, func(t *rawTensor) { t.dims = []uint64{1 << 63} }), `tensor "tok.weight"`, []string{"overflow"}},
 		{"unknown type", withTensor(1, func(t *rawTensor) { t.typ = 99 }), `tensor "blk.q"`, []string{"unknown tensor type 99"}},
-		{"unsupported type", withTensor(1, func(t *rawTensor) { t.typ = 16 }), `tensor "blk.q"`, []string{"tensor type IQ2_XXS (16) is not supported"}},
+		{"unsupported type", withTensor(1, func(t *rawTensor) { t.typ = 19 }), `tensor "blk.q"`, []string{"tensor type IQ1_S (19) is not supported"}},
 		{"partial block", withTensor(1, func(t *rawTensor) { t.dims = []uint64{33, 2} }), `tensor "blk.q"`, []string{"Q8_0", "33", "whole number"}},
 		{"misaligned offset", withTensor(1, func(t *rawTensor) { t.off = 80 }), `tensor "blk.q"`, []string{"offset 80", "alignment 32"}},
 		{"overlapping tensors", withTensor(1, func(t *rawTensor) { t.off = 32 }), `tensor "blk.q"`, []string{"overlaps", `"tok.weight"`, "[32, 100)", "[0, 64)"}},

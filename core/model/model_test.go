@@ -16,7 +16,8 @@ import (
 
 var weightTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0,
 	quant.Q5_1, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K,
-	quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.MXFP4, quant.IQ3_S, quant.IQ3_XXS}
+	quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.MXFP4, quant.IQ3_S, quant.IQ3_XXS,
+	quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S}
 
 // Tolerances against the float64 reference, as max|Δlogit| / max|logit|
 // over a 12-token sequence. The reference uses the same dequantized weights,

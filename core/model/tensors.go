@@ -276,7 +276,7 @@ var matrixTypes = map[quant.Type]bool{
 	quant.F32: true, quant.F16: true, quant.BF16: true, quant.Q4_0: true, quant.Q4_1: true, quant.Q5_0: true,
 	quant.Q5_1: true, quant.Q8_0: true, quant.Q4_K: true, quant.Q5_K: true, quant.Q6_K: true,
 	quant.Q2_K: true, quant.Q3_K: true, quant.IQ4_NL: true, quant.IQ4_XS: true, quant.MXFP4: true,
-	quant.IQ3_S: true, quant.IQ3_XXS: true,
+	quant.IQ3_S: true, quant.IQ3_XXS: true, quant.IQ2_XXS: true, quant.IQ2_XS: true, quant.IQ2_S: true,
 }
 
 func (ld *loader) matrix(name string, cols, rows int) matrix {

@@ -51,7 +51,7 @@ const (
 const typeSlots = int(Q2_0) + 1
 
 // typeNames names every id GGML has given a type, those this package cannot
-// read included, so that a file using one is refused by name ("IQ2_XXS")
+// read included, so that a file using one is refused by name ("IQ1_S")
 // rather than by number. Ids 4, 5, 31–33 and 36–38 are types GGML removed.
 var typeNames = map[Type]string{
 	4: "Q4_2", 5: "Q4_3",
@@ -113,7 +113,7 @@ func (t Type) String() string {
 }
 
 // Support is nil when t is a type this package can read, else an error
-// that names it: "tensor type IQ2_XXS (16) is not supported" for a type
+// that names it: "tensor type IQ1_S (19) is not supported" for a type
 // GGML defines, "unknown tensor type 99" for an id it does not.
 func (t Type) Support() error {
 	if t.Known() {

@@ -74,7 +74,7 @@ func Set() []Spec {
 // QuantTypes are the weight types QuantSet covers.
 var QuantTypes = []quant.Type{quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q4_K, quant.Q5_K, quant.Q6_K,
 	quant.Q2_K, quant.Q3_K, quant.IQ4_NL, quant.IQ4_XS, quant.MXFP4, quant.F16, quant.BF16,
-	quant.IQ3_S, quant.IQ3_XXS}
+	quant.IQ3_S, quant.IQ3_XXS, quant.IQ2_XXS, quant.IQ2_XS, quant.IQ2_S}
 
 // QuantSet is one model per weight type (Qwen 3's shape, widths that
 // every block size divides), for golden data on the quantized kernels.
