@@ -476,7 +476,7 @@ func BenchmarkLowBit(b *testing.B) {
 	rng := rand.New(rand.NewPCG(11, 11))
 	k := active.Load()
 	const cols = 4096
-	for _, wt := range []Type{Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4} {
+	for _, wt := range lowBitTypes {
 		md := k.multi[wt]
 		if md == nil {
 			continue
@@ -498,7 +498,7 @@ func BenchmarkLowBit(b *testing.B) {
 		}
 	}
 	const rows, mcols = 1536, 1536
-	for _, wt := range []Type{Q4_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4} {
+	for _, wt := range append([]Type{Q4_K}, lowBitTypes...) {
 		w, xq, out := benchMatrix(rng, wt, rows, mcols, 16)
 		pk := Prepack(wt, w, rows, mcols)
 		for _, packed := range []bool{false, true} {

@@ -89,6 +89,14 @@ func iquantData(s *bytes.Buffer) {
 	grid4(s, "lb_iq3s", "iq3sGridCodes", [8]byte{1, 3, 5, 7, 9, 11, 13, 15})
 	grid4(s, "lb_iq3xxs", "iq3xxsGridCodes", [8]byte{4, 12, 20, 28, 36, 44, 52, 62})
 	bytes32(s, "lb_sgnshuf", func(i int) byte { return byte(i / 8) })
+	for k := 0; k < 4; k++ { // byte i from byte 4k + i/8
+		bytes32(s, fmt.Sprintf("lb_sgnshuf%d", k), func(i int) byte { return byte(4*k + i/8) })
+	}
+	dwords32(s, "lb_d1", func(int) uint32 { return 1 })
+	dwords32(s, "lb_d7f", func(int) uint32 { return 0x7f })
+	for l := 1; l < 4; l++ {
+		dwords32(s, fmt.Sprintf("lb_d7f%d", l), func(int) uint32 { return 0x7f << (8 * l) })
+	}
 	bytes32(s, "lb_sgnbit", func(i int) byte { return 1 << (i % 8) })
 	bytes32(s, "lb_b01", func(int) byte { return 1 })
 	// IQ3_S: bit k of qh to bit 8 of dword k.
@@ -138,47 +146,6 @@ func signsFromX4(g *gen) {
 	g.p("VPOR lb_b01<>(SB), Y4, Y4")
 }
 
-// evenSignsBX completes the four 7-bit sign indices in bytes 0..3 of BX
-// with their parity bits (evenSigns) and leaves their ±1 bytes in Y4
-// (R10, R11 are clobbered).
-func evenSignsBX(g *gen) {
-	g.p("MOVL BX, R10")
-	g.p("SHRL $4, R10")
-	g.p("XORL BX, R10")
-	g.p("MOVL R10, R11")
-	g.p("SHRL $2, R11")
-	g.p("XORL R11, R10")
-	g.p("MOVL R10, R11")
-	g.p("SHRL $1, R11")
-	g.p("XORL R11, R10")
-	g.p("ANDL $0x01010101, R10") // bit 0 of each byte: the parity of its bits 0..6
-	g.p("SHLL $7, R10")
-	g.p("ORL R10, BX")
-	g.p("VMOVD BX, X4")
-	signsFromX4(g)
-}
-
-// auxSigns gathers the four 7-bit sign indices of the IQ3_XXS/IQ2_XXS
-// word in AX into bytes 0..3 of BX.
-func auxSigns(g *gen) {
-	g.p("MOVL AX, BX")
-	g.p("ANDL $0x7f, BX")
-	for l := 1; l < 4; l++ {
-		g.p("MOVL AX, R10")
-		g.p("SHLL $%d, R10", l)
-		g.p("ANDL $0x%x, R10", 0x7f<<(8*l))
-		g.p("ORL R10, BX")
-	}
-}
-
-// auxScale leaves 2·(AX>>28)+1 in every int16 of Y6.
-func auxScale(g *gen) {
-	g.p("SHRL $28, AX")
-	g.p("LEAL 1(AX)(AX*1), AX")
-	g.p("VMOVD AX, X6")
-	g.p("VPBROADCASTW X6, Y6")
-}
-
 // halfScales16 leaves in both lanes of Y7 the sixteen 2·ls+1 of the eight
 // scale bytes at off(SI): byte 2s from the low nibble of byte s (the
 // first 16 elements of sub-block s), byte 2s+1 from its high nibble; the
@@ -201,15 +168,60 @@ func grid8Gather(g *gen) {
 	g.p("VPGATHERDQ Y3, (R12)(X1*8), Y0")
 }
 
-// gridRows: Y0 holds a sub-block's 32 levels, Y4 its ±1 signs, Y6 its
+// The sign and scale words of IQ3_XXS and IQ2_XXS, all eight sub-blocks'
+// at once, at the top of a block: auxWords takes their 8 aux dwords in Y5
+// (sub-block s in dword s) and leaves in Y6 each one's four sign bytes
+// (evenParity's) and in both lanes of Y7 the eight 2·ls+1 as int16s.
+func auxWords(g *gen) {
+	g.p("VPSRLD $28, Y5, Y6")
+	g.p("VPSLLD $1, Y6, Y6")
+	g.p("VPOR lb_d1<>(SB), Y6, Y6")
+	g.p("VEXTRACTI128 $1, Y6, X2")
+	g.p("VPACKSSDW X2, X6, X7")
+	g.p("VINSERTI128 $1, X7, Y7, Y7")
+	// Sign index l (bits 7l..7l+6) to byte l.
+	g.p("VPAND lb_d7f<>(SB), Y5, Y6")
+	for l := 1; l < 4; l++ {
+		g.p("VPSLLD $%d, Y5, Y2", l)
+		g.p("VPAND lb_d7f%d<>(SB), Y2, Y2", l)
+		g.p("VPOR Y2, Y6, Y6")
+	}
+	evenParity(g)
+}
+
+// evenParity sets bit 7 of each byte of Y6 to the parity of its bits 0..6
+// (evenSigns). Y2, Y3 are clobbered.
+func evenParity(g *gen) {
+	g.p("VPSRLD $4, Y6, Y2")
+	g.p("VPXOR Y6, Y2, Y2")
+	g.p("VPSRLD $2, Y2, Y3")
+	g.p("VPXOR Y3, Y2, Y2")
+	g.p("VPSRLD $1, Y2, Y3")
+	g.p("VPXOR Y3, Y2, Y2")
+	g.p("VPAND lb_b01<>(SB), Y2, Y2") // bit 0 of each byte: its parity
+	g.p("VPSLLD $7, Y2, Y2")
+	g.p("VPOR Y2, Y6, Y6")
+}
+
+// signsOf leaves in Y4 the ±1 bytes of sub-block s from the sign bytes in
+// dword s of Y6 (Y1 is clobbered).
+func signsOf(g *gen, s int) {
+	g.p("VPERMQ $0x%X, Y6, Y1", []int{0x44, 0xEE}[s/4]) // s's half in both lanes
+	g.p("VPSHUFB lb_sgnshuf%d<>(SB), Y1, Y4", s%4)
+	g.p("VPAND lb_sgnbit<>(SB), Y4, Y4")
+	g.p("VPCMPEQB lb_sgnbit<>(SB), Y4, Y4")
+	g.p("VPOR lb_b01<>(SB), Y4, Y4")
+}
+
+// gridRows: Y0 holds a sub-block's 32 levels, Y4 its ±1 signs, sc its
 // scale as int16s; per row, Σ ±level·x by pairs times the scale, into the
 // row's int32 sums.
-func gridRows(g *gen, r, s int) {
+func gridRows(g *gen, r, s int, sc string) {
 	for j := 0; j < r; j++ {
 		g.p("VMOVDQU %s, Y5", xa(4+32*s, j))
 		g.p("VPSIGNB Y4, Y5, Y5")
 		g.p("VPMADDUBSW Y5, Y0, Y5")
-		g.p("VPMADDWD Y6, Y5, Y5")
+		g.p("VPMADDWD %s, Y5, Y5", sc)
 		addInt(g, j, "Y5", s == 0)
 	}
 }
@@ -240,7 +252,7 @@ var iquantKernels = []kernel{
 				g.p("VMOVD %d(SI), X4", 74+4*s)
 				signsFromX4(g)
 				g.p("VPSHUFB lb_w%d<>(SB), Y7, Y6", s)
-				gridRows(g, r, s)
+				gridRows(g, r, s, "Y6")
 			}
 			g.p("VPBROADCASTW (SI), X1")
 			g.p("VCVTPH2PS X1, Y1")
@@ -254,13 +266,13 @@ var iquantKernels = []kernel{
 			g.p("LEAQ lb_iq3xxs<>(SB), R12")
 		},
 		block: func(g *gen, r int, _ bool) {
+			g.p("VMOVDQU 66(SI), Y5")
+			auxWords(g)
 			for s := 0; s < 8; s++ {
-				g.p("MOVL %d(SI), AX", 66+4*s)
-				auxSigns(g)
-				evenSignsBX(g)
-				auxScale(g)
 				gridGather(g, 2+8*s, "")
-				gridRows(g, r, s)
+				signsOf(g, s)
+				g.p("VPSHUFB lb_w%d<>(SB), Y7, Y2", s)
+				gridRows(g, r, s, "Y2")
 			}
 			g.p("VPBROADCASTW (SI), X1")
 			g.p("VCVTPH2PS X1, Y1")
@@ -276,14 +288,19 @@ var iquantKernels = []kernel{
 			g.p("LEAQ lb_iq2xxs<>(SB), R12")
 		},
 		block: func(g *gen, r int, _ bool) {
+			// The aux dwords are the odd ones of the 64 bytes at 2(SI):
+			// VSHUFPS takes them by lane as 0, 1, 4, 5 | 2, 3, 6, 7.
+			g.p("VMOVDQU 2(SI), Y5")
+			g.p("VMOVDQU 34(SI), Y2")
+			g.p("VSHUFPS $0xDD, Y2, Y5, Y5")
+			g.p("VPERMQ $0xD8, Y5, Y5")
+			auxWords(g)
 			for s := 0; s < 8; s++ {
-				g.p("MOVL %d(SI), AX", 6+8*s)
-				auxSigns(g)
-				evenSignsBX(g)
-				auxScale(g)
 				g.p("VPMOVZXBD %d(SI), X1", 2+8*s)
 				grid8Gather(g)
-				gridRows(g, r, s)
+				signsOf(g, s)
+				g.p("VPSHUFB lb_w%d<>(SB), Y7, Y2", s)
+				gridRows(g, r, s, "Y2")
 			}
 			eighthFinish(g, r)
 		},
@@ -296,25 +313,22 @@ var iquantKernels = []kernel{
 		},
 		block: func(g *gen, r int, _ bool) {
 			halfScales16(g, 66)
+			// The 7-bit sign indices (q >> 9) packed to bytes: VPACKUSWB
+			// takes them by lane as sub-blocks 0, 1, 4, 5 | 2, 3, 6, 7.
+			g.p("VMOVDQU 2(SI), Y6")
+			g.p("VMOVDQU 34(SI), Y2")
+			g.p("VPSRLW $9, Y6, Y6")
+			g.p("VPSRLW $9, Y2, Y2")
+			g.p("VPACKUSWB Y2, Y6, Y6")
+			g.p("VPERMQ $0xD8, Y6, Y6")
+			evenParity(g)
 			for s := 0; s < 8; s++ {
-				g.p("MOVQ %d(SI), AX", 2+8*s)
-				// Sign index l (bits 16l+9..16l+15) to byte l of BX.
-				g.p("MOVQ AX, BX")
-				g.p("SHRQ $9, BX")
-				g.p("ANDL $0x7f, BX")
-				for l := 1; l < 4; l++ {
-					g.p("MOVQ AX, R10")
-					g.p("SHRQ $%d, R10", 8*l+9)
-					g.p("ANDL $0x%x, R10", 0x7f<<(8*l))
-					g.p("ORL R10, BX")
-				}
-				evenSignsBX(g)
-				g.p("VPSHUFB lb_q2s%d<>(SB), Y7, Y6", s)
-				g.p("VMOVQ AX, X1")
-				g.p("VPMOVZXWD X1, X1")
+				g.p("VPMOVZXWD %d(SI), X1", 2+8*s)
 				g.p("VPAND lb_d1ff<>(SB), X1, X1")
 				grid8Gather(g)
-				gridRows(g, r, s)
+				signsOf(g, s)
+				g.p("VPSHUFB lb_q2s%d<>(SB), Y7, Y2", s)
+				gridRows(g, r, s, "Y2")
 			}
 			eighthFinish(g, r)
 		},
@@ -340,7 +354,7 @@ var iquantKernels = []kernel{
 				g.p("VPMOVZXBD %d(SI), X1", 2+4*s)
 				g.p("VPOR X2, X1, X1")
 				grid8Gather(g)
-				gridRows(g, r, s)
+				gridRows(g, r, s, "Y6")
 			}
 			eighthFinish(g, r)
 		},
