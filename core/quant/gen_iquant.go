@@ -5,8 +5,8 @@
 // with its other kernels.
 //
 // Each 32-element sub-block is eight grid entries of 4 levels (IQ3) or
-// four of 8 (IQ2): their indices, zero-extended to dwords, gather the
-// entries (VPGATHERDD, VPGATHERDQ) into the 32 unsigned levels in element
+// four of 8 (IQ2): each index is formed in a general register and its
+// entry loaded into its lane, giving the 32 unsigned levels in element
 // order. The 32 sign bits become a byte
 // mask (broadcast, VPSHUFB byte i/8 to byte i, compare with bit i%8) and
 // ±1 bytes, which flip the activations (VPSIGNB) before VPMADDUBSW takes
@@ -99,41 +99,42 @@ func iquantData(s *bytes.Buffer) {
 	}
 	bytes32(s, "lb_sgnbit", func(i int) byte { return 1 << (i % 8) })
 	bytes32(s, "lb_b01", func(int) byte { return 1 })
-	// IQ3_S: bit k of qh to bit 8 of dword k.
-	bytes32(s, "lb_qhsh", func(i int) byte {
-		if i%4 == 0 {
-			return byte(8 - i/4)
-		}
-		return 0
-	})
-	bytes32(s, "lb_d100", func(i int) byte {
-		if i%4 == 1 {
-			return 1
-		}
-		return 0
-	})
 	fmt.Fprintf(s, "DATA lb_quarter<>+0(SB)/4, $0x3e800000\nGLOBL lb_quarter<>(SB), RODATA|NOPTR, $4\n\n")
 	fmt.Fprintf(s, "DATA lb_eighth<>+0(SB)/4, $0x3e000000\nGLOBL lb_eighth<>(SB), RODATA|NOPTR, $4\n\n")
 	grid8(s, "lb_iq2xxs", "iq2xxsGridCodes")
 	grid8(s, "lb_iq2xs", "iq2xsGridCodes")
 	grid8(s, "lb_iq2s", "iq2sGridCodes")
-	dwords32(s, "lb_d1ff", func(int) uint32 { return 511 })
-	dwords32(s, "lb_d300", func(int) uint32 { return 0x300 })
-	// IQ2_S: bits 2l, 2l+1 of qh to bits 8, 9 of dword l.
-	dwords32(s, "lb_qh2sh", func(l int) uint32 { return uint32(8 - 2*l%8) })
 }
 
-// gridGather leaves in Y0 the 32 levels of the eight 4-level entries
-// whose byte indices are at off(SI) (into the table at R12); hi, when set,
-// ORs its register's dwords (bit 8 of each index) in first. Y1, Y3 are
-// clobbered.
-func gridGather(g *gen, off int, hi string) {
-	g.p("VPMOVZXBD %d(SI), Y1", off)
-	if hi != "" {
-		g.p("VPOR %s, Y1, Y1", hi)
+// gridLoad leaves in Y0 the 32 levels of a sub-block's n grid entries
+// (n = 8 of 4 bytes, or 4 of 8) from the table at R12: index k is put in
+// R10 or R11 by index(k, reg, tmp) (tmp: R13 or AX, free to clobber), and
+// its entry loaded into its lane. Scalar loads, as VPGATHERDD and
+// VPGATHERDQ took longer on Zen 3 (NOTES.md). X1 is clobbered.
+func gridLoad(g *gen, n int, index func(k int, r, tmp string)) {
+	size := 32 / n
+	per := n / 2 // entries per XMM half
+	for k := 0; k < n; k++ {
+		r := []string{"R10", "R11"}[k%2]
+		index(k, r, []string{"R13", "AX"}[k%2])
+		x := []string{"X0", "X1"}[k/per]
+		switch {
+		case k%per == 0 && size == 4:
+			g.p("VMOVD (R12)(%s*4), %s", r, x)
+		case k%per == 0:
+			g.p("VMOVQ (R12)(%s*8), %s", r, x)
+		case size == 4:
+			g.p("VPINSRD $%d, (R12)(%s*4), %s, %s", k%per, r, x, x)
+		default:
+			g.p("VPINSRQ $%d, (R12)(%s*8), %s, %s", k%per, r, x, x)
+		}
 	}
-	g.p("VPCMPEQD Y3, Y3, Y3")
-	g.p("VPGATHERDD Y3, (R12)(Y1*4), Y0")
+	g.p("VINSERTI128 $1, X1, Y0, Y0")
+}
+
+// byteIndex: index k is the byte at off+k(SI).
+func byteIndex(g *gen, off int) func(k int, r, tmp string) {
+	return func(k int, r, _ string) { g.p("MOVBLZX %d(SI), %s", off+k, r) }
 }
 
 // signsFromX4 turns the 32 sign bits in X4's low dword into ±1 bytes in
@@ -159,13 +160,6 @@ func halfScales16(g *gen, off int) {
 	g.p("VPADDB X7, X7, X7")
 	g.p("VPOR lb_b01<>(SB), X7, X7")
 	g.p("VINSERTI128 $1, X7, Y7, Y7")
-}
-
-// grid8Gather leaves in Y0 the 32 levels of the four 8-level entries
-// whose dword indices are in X1 (table at R12). Y3 is clobbered.
-func grid8Gather(g *gen) {
-	g.p("VPCMPEQD Y3, Y3, Y3")
-	g.p("VPGATHERDQ Y3, (R12)(X1*8), Y0")
 }
 
 // The sign and scale words of IQ3_XXS and IQ2_XXS, all eight sub-blocks'
@@ -243,12 +237,15 @@ var iquantKernels = []kernel{
 			g.p("VPOR X2, X7, X7")
 			g.p("VINSERTI128 $1, X7, Y7, Y7")
 			for s := 0; s < 8; s++ {
-				g.p("MOVBLZX %d(SI), AX", 66+s)
-				g.p("VMOVD AX, X2")
-				g.p("VPBROADCASTD X2, Y2")
-				g.p("VPSLLVD lb_qhsh<>(SB), Y2, Y2")
-				g.p("VPAND lb_d100<>(SB), Y2, Y2")
-				gridGather(g, 2+8*s, "Y2")
+				// Index k: qs byte k | bit k of qh[s] << 8.
+				g.p("MOVBLZX %d(SI), BX", 66+s)
+				gridLoad(g, 8, func(k int, r, t string) {
+					g.p("MOVBLZX %d(SI), %s", 2+8*s+k, r)
+					g.p("MOVL BX, %s", t)
+					g.p("SHLL $%d, %s", 8-k, t)
+					g.p("ANDL $256, %s", t)
+					g.p("ORL %s, %s", t, r)
+				})
 				g.p("VMOVD %d(SI), X4", 74+4*s)
 				signsFromX4(g)
 				g.p("VPSHUFB lb_w%d<>(SB), Y7, Y6", s)
@@ -269,7 +266,7 @@ var iquantKernels = []kernel{
 			g.p("VMOVDQU 66(SI), Y5")
 			auxWords(g)
 			for s := 0; s < 8; s++ {
-				gridGather(g, 2+8*s, "")
+				gridLoad(g, 8, byteIndex(g, 2+8*s))
 				signsOf(g, s)
 				g.p("VPSHUFB lb_w%d<>(SB), Y7, Y2", s)
 				gridRows(g, r, s, "Y2")
@@ -296,8 +293,7 @@ var iquantKernels = []kernel{
 			g.p("VPERMQ $0xD8, Y5, Y5")
 			auxWords(g)
 			for s := 0; s < 8; s++ {
-				g.p("VPMOVZXBD %d(SI), X1", 2+8*s)
-				grid8Gather(g)
+				gridLoad(g, 4, byteIndex(g, 2+8*s))
 				signsOf(g, s)
 				g.p("VPSHUFB lb_w%d<>(SB), Y7, Y2", s)
 				gridRows(g, r, s, "Y2")
@@ -323,9 +319,10 @@ var iquantKernels = []kernel{
 			g.p("VPERMQ $0xD8, Y6, Y6")
 			evenParity(g)
 			for s := 0; s < 8; s++ {
-				g.p("VPMOVZXWD %d(SI), X1", 2+8*s)
-				g.p("VPAND lb_d1ff<>(SB), X1, X1")
-				grid8Gather(g)
+				gridLoad(g, 4, func(k int, r, _ string) {
+					g.p("MOVWLZX %d(SI), %s", 2+8*s+2*k, r)
+					g.p("ANDL $511, %s", r)
+				})
 				signsOf(g, s)
 				g.p("VPSHUFB lb_q2s%d<>(SB), Y7, Y2", s)
 				gridRows(g, r, s, "Y2")
@@ -345,15 +342,15 @@ var iquantKernels = []kernel{
 				g.p("VMOVD %d(SI), X4", 34+4*s)
 				signsFromX4(g)
 				g.p("VPSHUFB lb_q2s%d<>(SB), Y7, Y6", s)
-				// Index l: qs byte | bits 2l, 2l+1 of qh[s] at bits 8, 9.
-				g.p("MOVBLZX %d(SI), AX", 66+s)
-				g.p("VMOVD AX, X2")
-				g.p("VPBROADCASTD X2, X2")
-				g.p("VPSLLVD lb_qh2sh<>(SB), X2, X2")
-				g.p("VPAND lb_d300<>(SB), X2, X2")
-				g.p("VPMOVZXBD %d(SI), X1", 2+4*s)
-				g.p("VPOR X2, X1, X1")
-				grid8Gather(g)
+				// Index l: qs byte l | bits 2l, 2l+1 of qh[s] << 8.
+				g.p("MOVBLZX %d(SI), BX", 66+s)
+				gridLoad(g, 4, func(l int, r, t string) {
+					g.p("MOVBLZX %d(SI), %s", 2+4*s+l, r)
+					g.p("MOVL BX, %s", t)
+					g.p("SHLL $%d, %s", 8-2*l, t)
+					g.p("ANDL $0x300, %s", t)
+					g.p("ORL %s, %s", t, r)
+				})
 				gridRows(g, r, s, "Y6")
 			}
 			eighthFinish(g, r)
