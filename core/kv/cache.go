@@ -7,10 +7,15 @@
 // may serve is a ceiling, not a reservation. Pages come from a Pool, whose
 // byte limit every cache of a runtime shares (NewIn); a cache made with New
 // or NewShape takes its pages from the heap without a limit. A page of
-// layer li holds, for its PageSize positions, the keys of every kv head
-// ([kvhead][pos][headdim]) and then their values, so that attention for one
-// query head reads a dense run of up to PageSize positions per page (K and
-// V hand out the rest of a page from a position on).
+// layer li holds, for its PageSize positions, the keys of every kv head and
+// then their values. Values are position-major ([kvhead][pos][unit], V
+// hands out the rest of a page from a position on): attention sums value
+// rows weighted by their scores, a dimension on each SIMD lane. Keys are
+// unit-major ([kvhead][unit][pos], KBlock): attention scores a block of
+// positions against a query a dimension at a time, a position on each lane,
+// so one load holds 8 or 16 keys' value of a dimension and no key needs a
+// horizontal sum (a unit is one uint16 of an entry's RowLen: a float16, a
+// Q8_0 block's scale or a pair of its int8s).
 //
 // Entries are IEEE float16 (uint16 bits), llama.cpp's default cache type,
 // rather than float32: a pass reads every cached entry of every layer, and
@@ -301,18 +306,49 @@ func (c *Cache) first(li int) int {
 // Pending is the number of scratch entries the last Reserve made room for.
 func (c *Cache) Pending() int { return c.pending }
 
-// K is the keys of kv head h in layer li from position pos to the end of
-// pos's page: rows of RowLen uint16s (HeadDim float16 values, or Q8_0
-// blocks), row r holding position pos+r. The page must be held (pos is
-// committed or reserved, and not behind a local layer's window).
-func (c *Cache) K(li, h, pos int) []uint16 {
+// KBlock is the keys of kv head h in layer li for the page holding pos,
+// unit-major: unit u of the entry at the page's position r is block[u·PageSize
+// + r], and col is pos's r. The page must be held (pos is committed or
+// reserved, and not behind a local layer's window).
+func (c *Cache) KBlock(li, h, pos int) (block []uint16, col int) {
 	p := c.layers[li].pages[pos/PageSize]
-	o, end := (h*PageSize+pos%PageSize)*c.rowLen, (h+1)*PageSize*c.rowLen
-	return p.data[o:end:end]
+	o := h * PageSize * c.rowLen
+	return p.data[o : o+PageSize*c.rowLen : o+PageSize*c.rowLen], pos % PageSize
 }
 
-// V is the values of kv head h in layer li from position pos on, laid out
-// as K.
+// SetK writes the key of position pos (row: RowLen units) for kv head h in
+// layer li.
+func (c *Cache) SetK(li, h, pos int, row []uint16) {
+	b, r := c.KBlock(li, h, pos)
+	for u, x := range row[:c.rowLen] {
+		b[u*PageSize+r] = x
+	}
+}
+
+// KRow copies the key of position pos for kv head h in layer li into row
+// (RowLen units) and returns it.
+func (c *Cache) KRow(li, h, pos int, row []uint16) []uint16 {
+	b, r := c.KBlock(li, h, pos)
+	row = row[:c.rowLen]
+	for u := range row {
+		row[u] = b[u*PageSize+r]
+	}
+	return row
+}
+
+// copyK copies the keys of kv head h at columns [scol, scol+n) of page src
+// to columns [dcol, dcol+n) of page dst.
+func (c *Cache) copyK(dst, src *page, h, dcol, scol, n int) {
+	o := h * PageSize * c.rowLen
+	for u := range c.rowLen {
+		at := o + u*PageSize
+		copy(dst.data[at+dcol:at+dcol+n], src.data[at+scol:at+scol+n])
+	}
+}
+
+// V is the values of kv head h in layer li from position pos to the end of
+// pos's page: rows of RowLen uint16s (HeadDim float16 values, or Q8_0
+// blocks), row r holding position pos+r. The page must be held.
 func (c *Cache) V(li, h, pos int) []uint16 {
 	p := c.layers[li].pages[pos/PageSize]
 	base := c.kvHeads * PageSize * c.rowLen
@@ -326,7 +362,9 @@ func (c *Cache) V(li, h, pos int) []uint16 {
 func (c *Cache) Entries(li, h, from, to int) (k, v []uint16) {
 	for pos := from; pos < to; pos = PageEnd(pos) {
 		m := (min(to, PageEnd(pos)) - pos) * c.rowLen
-		k = append(k, c.K(li, h, pos)[:m]...)
+		for p := pos; p < min(to, PageEnd(pos)); p++ {
+			k = append(k, c.KRow(li, h, p, make([]uint16, c.rowLen))...)
+		}
 		v = append(v, c.V(li, h, pos)[:m]...)
 	}
 	return k, v
@@ -426,10 +464,10 @@ func (c *Cache) Fill(n int) error {
 		for h := range c.kvHeads {
 			for pos := c.n; pos < c.n+n; pos = PageEnd(pos) {
 				m := (min(c.n+n, PageEnd(pos)) - pos) * c.rowLen
-				k, v := c.K(li, h, pos)[:m], c.V(li, h, pos)[:m]
+				v := c.V(li, h, pos)[:m]
 				for i := 0; i < m; i += c.rowLen {
-					copy(k[i:], row)
 					copy(v[i:], row)
+					c.SetK(li, h, pos+i/c.rowLen, row)
 				}
 			}
 		}
@@ -489,7 +527,7 @@ func (c *Cache) AppendFrom(src *Cache, n int) error {
 			lo, hi := max(from, i*PageSize), min(from+n, (i+1)*PageSize)
 			m := (hi - lo) * c.rowLen
 			for h := range c.kvHeads {
-				copy(c.K(li, h, lo)[:m], src.K(li, h, lo)[:m])
+				c.copyK(l.pages[i], s.pages[i], h, lo%PageSize, lo%PageSize, hi-lo)
 				copy(c.V(li, h, lo)[:m], src.V(li, h, lo)[:m])
 			}
 		}
@@ -523,8 +561,9 @@ func (c *Cache) Commit(scratch []int) error {
 		}
 		dst, src := c.n+j, c.n+s
 		for li := range c.layers {
+			l := &c.layers[li]
 			for h := range c.kvHeads {
-				copy(c.K(li, h, dst)[:hd], c.K(li, h, src)[:hd])
+				c.copyK(l.pages[dst/PageSize], l.pages[src/PageSize], h, dst%PageSize, src%PageSize, 1)
 				copy(c.V(li, h, dst)[:hd], c.V(li, h, src)[:hd])
 			}
 		}

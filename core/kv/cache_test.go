@@ -14,11 +14,12 @@ import (
 func fill(c *Cache, e int, val float32) {
 	for l := range c.layers {
 		for h := 0; h < c.kvHeads; h++ {
-			k, v := c.K(l, h, e)[:c.headDim], c.V(l, h, e)[:c.headDim]
+			k, v := make([]uint16, c.headDim), c.V(l, h, e)[:c.headDim]
 			for d := range k {
 				v[d] = quant.F32ToF16(float32(1000*l+100*h) + val)
 				k[d] = quant.F32ToF16(-(float32(1000*l+100*h) + val))
 			}
+			c.SetK(l, h, e, k)
 		}
 	}
 }
@@ -30,7 +31,7 @@ func requireEntry(t *testing.T, c *Cache, e int, val float32) {
 			want := float32(1000*l+100*h) + val
 			for d := 0; d < c.headDim; d++ {
 				require.Equal(t, want, quant.F16ToF32(c.V(l, h, e)[d]), "entry %d layer %d head %d", e, l, h)
-				require.Equal(t, -want, quant.F16ToF32(c.K(l, h, e)[d]))
+				require.Equal(t, -want, quant.F16ToF32(c.KRow(l, h, e, make([]uint16, c.headDim))[d]))
 			}
 		}
 	}
@@ -204,7 +205,8 @@ func TestFill(t *testing.T) {
 	requireEntry(t, c, 0, 7)
 	for l := range c.layers {
 		for h := range c.kvHeads {
-			for _, x := range c.K(l, h, 1)[:6*c.headDim] {
+			keys, _ := c.Entries(l, h, 1, 7)
+			for _, x := range keys {
 				require.InDelta(t, 0.1, quant.F16ToF32(x), 1e-4)
 			}
 			for _, x := range c.V(l, h, 1)[:6*c.headDim] {
@@ -225,7 +227,7 @@ func TestFill(t *testing.T) {
 	w := NewShape(Shape{Layers: 2, KVHeads: 1, HeadDim: 16, Ctx: 400, Window: []int{8, 0}})
 	require.NoError(t, w.Fill(300))
 	require.Equal(t, 300, w.Len())
-	require.InDelta(t, 0.1, quant.F16ToF32(w.K(0, 0, 299)[0]), 1e-4)
+	require.InDelta(t, 0.1, quant.F16ToF32(w.KRow(0, 0, 299, make([]uint16, 16))[0]), 1e-4)
 	require.Zero(t, w.Oldest())
 	require.NoError(t, w.Fill(10))
 	require.Equal(t, 256, w.Oldest()) // the local layer gave back its first page

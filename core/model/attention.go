@@ -50,34 +50,33 @@ func (m *Model) attendOne(b *Batch, li, i, h int, ab *attnBuf) {
 	q := s.q[i*qDim+h*hd : i*qDim+(h+1)*hd]
 	out := s.att[i*qDim+h*hd : i*qDim+(h+1)*hd]
 
-	// The visible keys and values, widened: the contiguous entries
-	// [lo, run), then the extra ones in order.
+	// The visible keys (transposed, ks columns) and values, widened: the
+	// contiguous entries [lo, run), then the extra ones in order.
 	lo, run, extra := m.visible(li, t, cache.Len())
 	nr := run - lo
 	nv := nr + len(extra)
-	ab.kf, ab.vf = grow(ab.kf, nv*hd), grow(ab.vf, nv*hd)
+	ks := (nv + 15) &^ 15
+	ab.kf, ab.vf = grow(ab.kf, hd*ks), grow(ab.vf, nv*hd)
 	keys, vals := ab.kf, ab.vf
-	widenRows(keys[:nr*hd], cache, false, li, g, lo, run)
-	widenRows(vals[:nr*hd], cache, true, li, g, lo, run)
+	widenKeysT(keys, ks, cache, li, g, lo, run, hd)
+	widenValues(vals[:nr*hd], cache, li, g, lo, run)
 	for e, k := range extra {
 		j := cache.Len() + int(k)
-		widenKV(keys[(nr+e)*hd:(nr+e+1)*hd], cache.K(li, g, j), cache.Type())
+		ab.krow, ab.kcol = grow(ab.krow, cache.RowLen()), grow(ab.kcol, hd)
+		widenKeyT(keys, ks, nr+e, cache.KRow(li, g, j, ab.krow), cache.Type(), ab.kcol)
 		widenKV(vals[(nr+e)*hd:(nr+e+1)*hd], cache.V(li, g, j), cache.Type())
 	}
-	ab.sc = grow(ab.sc, nv)
+	for d := range hd {
+		clear(keys[d*ks+nv : (d+1)*ks])
+	}
+	ab.sc = grow(ab.sc, ks)
 	sc := ab.sc
 
 	// Scores and their maximum.
-	scale := m.attnScale()
+	scoresT(q, 1, hd, keys, ks, ks, hd, m.attnScale(), sc, ks)
 	mx := float32(math.Inf(-1))
-	if haveSIMD && hd%16 == 0 {
-		mx = simdScores(&q[0], &keys[0], nv, hd, scale, &sc[0])
-	} else {
-		for j := 0; j < nv; j++ {
-			v := dot(q, keys[j*hd:(j+1)*hd]) * scale
-			sc[j] = v
-			mx = max(mx, v)
-		}
+	for _, x := range sc[:nv] {
+		mx = max(mx, x)
 	}
 	// Softmax weights (unnormalised) and the weighted sum of values.
 	sum := m.softmaxWeights(sc[:nv], mx, li, h)
@@ -165,18 +164,14 @@ func scaleRow(o []float32, f float32) {
 	}
 }
 
-// widenRows widens the keys (values when vals) of positions [from, to) of
-// kv head h in layer li of cache c into dst, HeadDim floats a position,
-// one page at a time (widenKV: float16 or Q8_0 rows).
-func widenRows(dst []float32, c *kv.Cache, vals bool, li, h, from, to int) {
+// widenValues widens the values of positions [from, to) of kv head h in
+// layer li of cache c into dst, HeadDim floats a position, one page at a
+// time (widenKV: float16 or Q8_0 rows).
+func widenValues(dst []float32, c *kv.Cache, li, h, from, to int) {
 	hd := len(dst) / max(1, to-from)
 	for pos := from; pos < to; {
 		end := min(to, kv.PageEnd(pos))
-		src := c.K(li, h, pos)
-		if vals {
-			src = c.V(li, h, pos)
-		}
-		widenKV(dst[(pos-from)*hd:(end-from)*hd], src, c.Type())
+		widenKV(dst[(pos-from)*hd:(end-from)*hd], c.V(li, h, pos), c.Type())
 		pos = end
 	}
 }

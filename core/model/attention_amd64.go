@@ -18,9 +18,6 @@ var (
 )
 
 //go:noescape
-func attnScores(q, k *float32, n, hd int, scale float32, out *float32) float32
-
-//go:noescape
 func attnExp(x *float32, n int, mx float32) float32
 
 //go:noescape
@@ -28,9 +25,6 @@ func attnWsum(p, v *float32, n, hd int, out *float32)
 
 //go:noescape
 func swigluAVX512(gate, up *float32, n int)
-
-//go:noescape
-func attnScores16(q *float32, nq, qs int, k *float32, nblk, hd int, scale float32, out *float32, os int, mx *float32, last uint16)
 
 //go:noescape
 func attnWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool)
@@ -56,9 +50,6 @@ func narrowF16(dst *uint16, src *float32, n int)
 // The AVX2 counterparts (same contracts; see attention_avx2_amd64.s).
 
 //go:noescape
-func attnScoresAVX2(q, k *float32, n, hd int, scale float32, out *float32) float32
-
-//go:noescape
 func attnExpAVX2(x *float32, n int, mx float32) float32
 
 //go:noescape
@@ -68,13 +59,16 @@ func attnWsumAVX2(p, v *float32, n, hd int, out *float32)
 func swigluAVX2(gate, up *float32, n int)
 
 //go:noescape
-func attnScores16AVX2(q *float32, nq, qs int, k *float32, nblk, hd int, scale float32, out *float32, os int, mx *float32, last uint16)
-
-//go:noescape
 func attnWsumGAVX2(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool)
 
 //go:noescape
 func attnMaxAVX2(x *float32, n int) float32
+
+//go:noescape
+func attnScoresTAVX2(q *float32, ng, qs int, kt *float32, ks, nk, hd int, scale float32, out *float32, os int)
+
+//go:noescape
+func attnScoresTF16AVX2(q *float32, ng, qs int, kt *uint16, ks, nk, hd int, scale float32, out *float32, os int)
 
 //go:noescape
 func attnFoldAVX2(out, o *float32, n int, a, b float32)
@@ -93,13 +87,6 @@ func narrowF16AVX2(dst *uint16, src *float32, n int)
 
 // The dispatch: the AVX-512 kernel where haveAVX512, else the AVX2 one
 // (only called when haveSIMD).
-
-func simdScores(q, k *float32, n, hd int, scale float32, out *float32) float32 {
-	if haveAVX512 {
-		return attnScores(q, k, n, hd, scale, out)
-	}
-	return attnScoresAVX2(q, k, n, hd, scale, out)
-}
 
 func simdExp(x *float32, n int, mx float32) float32 {
 	if haveAVX512 {
@@ -122,14 +109,6 @@ func simdSwiglu(gate, up *float32, n int) {
 		return
 	}
 	swigluAVX2(gate, up, n)
-}
-
-func simdScores16(q *float32, nq, qs int, k *float32, nblk, hd int, scale float32, out *float32, os int, mx *float32, last uint16) {
-	if haveAVX512 {
-		attnScores16(q, nq, qs, k, nblk, hd, scale, out, os, mx, last)
-		return
-	}
-	attnScores16AVX2(q, nq, qs, k, nblk, hd, scale, out, os, mx, last)
 }
 
 func simdWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool) {

@@ -7,11 +7,10 @@ import (
 )
 
 // Grouped attention (the AVX-512 or AVX2 kernels): the query heads that
-// share a KV head are computed together, so each key and value row is read
-// (and widened from the cache, attnChunk rows at a time) once for all of
-// them, and scores come 16 keys at a time (attnScores16 and
-// attnScores16AVX2 reduce 16 keys' lane sums in one shuffle tree instead of
-// one horizontal sum per key).
+// share a KV head are computed together, so each key and value is read
+// (and widened from the cache, attnChunk positions at a time) once for all
+// of them; scores come with keys on lanes (scoresT), value sums with
+// dimensions on lanes (attnWsumG).
 //
 // Keys are taken in tiles of attnTile positions from position 0 (one KV
 // page each). Each (token, head) gets a partial softmax per tile it sees
@@ -36,16 +35,25 @@ const attnTile = kv.PageSize
 // attnBuf is one pool chunk's attention scratch.
 type attnBuf struct {
 	sc     []float32 // scores of one tile, one padded row per query
-	qg, mx []float32 // gathered queries, the score kernel's running maxima
-	kf, vf []float32 // a chunk of keys or values, widened to float32
+	qg     []float32 // gathered queries
+	kf     []float32 // a chunk of keys widened to float32, transposed (scoresT's kt)
+	vf     []float32 // a chunk of values widened to float32, a row each
 	ot     []float32 // a tile's value sums, hd floats per query
 	pm, pl []float32 // a tile's largest score and Σ e^(s−m) per query
+	krow   []uint16  // one scratch key as the cache holds it
+	kcol   []float32 // the same key widened
 }
 
-// attnChunk is how many keys (or values) are widened from the float16 cache
-// at a time: 64 rows of 64 dims, 16 KiB of float32, stay in L1 while every
-// query of the item reads them.
+// attnChunk is how many values are widened from the float16 cache at a
+// time: 64 rows of 64 dims, 16 KiB of float32, stay in L1 while every query
+// of the item reads them.
 const attnChunk = 64
+
+// ktStride is the row stride of a tile's keys widened and transposed: the
+// tile and 16 more, so that the rows of one 16-key block, read one after
+// another by the score kernel, fall in different L1 sets (a stride of a
+// power of two would put them all in a few).
+const ktStride = attnTile + 16
 
 func (m *Model) groupedAttention() bool {
 	return haveSIMD && m.cfg.HeadDim%64 == 0
@@ -138,37 +146,46 @@ func (v *itemView) tiles() (first, last int) {
 	return lo / attnTile, (nv - 1) / attnTile
 }
 
-// gatherRows widens the keys (values when vals) of visible entries
-// [from, to) into dst, hd floats an entry.
-func (v *itemView) gatherRows(dst []float32, vals bool, li, hd, from, to int) {
+// gatherKeysT widens the keys of visible entries [from, to) into the
+// transposed block dst (stride ds): entry e in column e−from.
+func (v *itemView) gatherKeysT(dst []float32, ds, li, hd, from, to int, ab *attnBuf) {
 	if from < v.run {
-		widenRows(dst[:(min(to, v.run)-from)*hd], v.cache, vals, li, v.g, from, min(to, v.run))
+		widenKeysT(dst, ds, v.cache, li, v.g, from, min(to, v.run), hd)
 	}
 	for e := max(from, v.run); e < to; e++ {
 		j := v.cache.Len() + int(v.extra[e-v.run])
-		src := v.cache.K(li, v.g, j)
-		if vals {
-			src = v.cache.V(li, v.g, j)
-		}
-		widenKV(dst[(e-from)*hd:(e-from+1)*hd], src, v.cache.Type())
+		ab.krow, ab.kcol = grow(ab.krow, v.cache.RowLen()), grow(ab.kcol, hd)
+		widenKeyT(dst, ds, e-from, v.cache.KRow(li, v.g, j, ab.krow), v.cache.Type(), ab.kcol)
+	}
+}
+
+// gatherValues widens the values of visible entries [from, to) into dst,
+// hd floats an entry.
+func (v *itemView) gatherValues(dst []float32, li, hd, from, to int) {
+	if from < v.run {
+		widenValues(dst[:(min(to, v.run)-from)*hd], v.cache, li, v.g, from, min(to, v.run))
+	}
+	for e := max(from, v.run); e < to; e++ {
+		j := v.cache.Len() + int(v.extra[e-v.run])
+		widenKV(dst[(e-from)*hd:(e-from+1)*hd], v.cache.V(li, v.g, j), v.cache.Type())
 	}
 }
 
 // itemQueries returns the item's queries, nt·nh rows of hd: query t·nh+h is
 // head h0+h of token i0+t (gathered into ab.qg for several tokens).
-func (m *Model) itemQueries(it attnItem, ab *attnBuf) *float32 {
+func (m *Model) itemQueries(it attnItem, ab *attnBuf) []float32 {
 	c, s := &m.cfg, &m.s
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
 	i0, h0, nh := int(it.i0), int(it.h0), int(it.nh)
 	if it.i1-it.i0 == 1 {
-		return &s.q[i0*qDim+h0*hd]
+		return s.q[i0*qDim+h0*hd : i0*qDim+(h0+nh)*hd]
 	}
 	nt := int(it.i1 - it.i0)
 	ab.qg = grow(ab.qg, nt*nh*hd)
 	for t := range nt {
 		copy(ab.qg[t*nh*hd:(t+1)*nh*hd], s.q[(i0+t)*qDim+h0*hd:(i0+t)*qDim+(h0+nh)*hd])
 	}
-	return &ab.qg[0]
+	return ab.qg
 }
 
 // attendTile computes the partial softmax of each of the item's queries
@@ -177,7 +194,7 @@ func (m *Model) itemQueries(it attnItem, ab *attnBuf) *float32 {
 // no partial). Scores come in 16-key blocks from base, the first seen key
 // rounded down to a block: score j of a query's row is key base+j, and
 // keys a query does not see are scored with their block but never used.
-func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q *float32, ab *attnBuf) (seen uint64) {
+func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q []float32, ab *attnBuf) (seen uint64) {
 	c := &m.cfg
 	hd, nh := c.HeadDim, int(it.nh)
 	nq := v.nt * nh
@@ -195,19 +212,22 @@ func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q *float32, 
 	base := a &^ 15
 	sst := (b - base + 15) &^ 15
 	ab.sc = grow(ab.sc, nq*sst)
-	ab.mx = grow(ab.mx, nq)
-	ab.kf, ab.vf = grow(ab.kf, attnChunk*hd), grow(ab.vf, attnChunk*hd)
+	ab.kf, ab.vf = grow(ab.kf, hd*ktStride), grow(ab.vf, attnChunk*hd)
 	ab.ot = grow(ab.ot, nq*hd)
 	ab.pm, ab.pl = grow(ab.pm, nq), grow(ab.pl, nq)
 	sc, kf, vf := ab.sc, ab.kf, ab.vf
 
-	scale := m.attnScale()
-	for c0 := base; c0 < b; c0 += attnChunk {
-		c1 := min(b, c0+attnChunk)
-		nb := (c1 - c0 + 15) / 16
-		v.gatherRows(kf, false, li, hd, c0, c1)
-		clear(kf[(c1-c0)*hd : nb*16*hd])
-		simdScores16(q, nq, hd, &kf[0], nb, hd, scale, &sc[c0-base], sst, &ab.mx[0], 0xffff)
+	if v.cache.Type() == kv.F16 && canAVX2 && b <= v.run {
+		// The tile's keys as the page holds them (the keys past b in
+		// the page are scored too, and never used).
+		blk, col := v.cache.KBlock(li, v.g, base)
+		scoresTF16(q, nq, hd, blk[col:], kv.PageSize, sst, hd, m.attnScale(), sc, sst)
+	} else {
+		v.gatherKeysT(kf, ktStride, li, hd, base, b, ab)
+		for d := range hd {
+			clear(kf[d*ktStride+b-base : d*ktStride+sst])
+		}
+		scoresT(q, nq, hd, kf, ktStride, sst, hd, m.attnScale(), sc, sst)
 	}
 	for qi := range nq {
 		t := qi / nh
@@ -224,7 +244,7 @@ func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q *float32, 
 	}
 	for c0 := base; c0 < b; c0 += attnChunk {
 		c1 := min(b, c0+attnChunk)
-		v.gatherRows(vf, true, li, hd, c0, c1)
+		v.gatherValues(vf, li, hd, c0, c1)
 		for t := range v.nt {
 			f, e := max(c0, from[t]), min(c1, to[t])
 			if f < e {

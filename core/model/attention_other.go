@@ -9,17 +9,11 @@ const (
 	haveSIMD   = false
 )
 
-func attnScores(q, k *float32, n, hd int, scale float32, out *float32) float32 {
-	panic("unreachable")
-}
 func attnExp(x *float32, n int, mx float32) float32   { panic("unreachable") }
 func attnWsum(p, v *float32, n, hd int, out *float32) { panic("unreachable") }
 
 func swigluAVX512(gate, up *float32, n int) { panic("unreachable") }
 
-func attnScores16(q *float32, nq, qs int, k *float32, nblk, hd int, scale float32, out *float32, os int, mx *float32, last uint16) {
-	panic("unreachable")
-}
 func attnWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool) {
 	panic("unreachable")
 }
@@ -36,19 +30,19 @@ func addAVX512(x, y *float32, n int)                         { panic("unreachabl
 func widenF16(dst *float32, src *uint16, n int)  { panic("unreachable") }
 func narrowF16(dst *uint16, src *float32, n int) { panic("unreachable") }
 
-func attnScoresAVX2(q, k *float32, n, hd int, scale float32, out *float32) float32 {
-	panic("unreachable")
-}
 func attnExpAVX2(x *float32, n int, mx float32) float32   { panic("unreachable") }
 func attnWsumAVX2(p, v *float32, n, hd int, out *float32) { panic("unreachable") }
 func swigluAVX2(gate, up *float32, n int)                 { panic("unreachable") }
-func attnScores16AVX2(q *float32, nq, qs int, k *float32, nblk, hd int, scale float32, out *float32, os int, mx *float32, last uint16) {
-	panic("unreachable")
-}
 func attnWsumGAVX2(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool) {
 	panic("unreachable")
 }
-func attnMaxAVX2(x *float32, n int) float32                { panic("unreachable") }
+func attnMaxAVX2(x *float32, n int) float32 { panic("unreachable") }
+func attnScoresTAVX2(q *float32, ng, qs int, kt *float32, ks, nk, hd int, scale float32, out *float32, os int) {
+	panic("unreachable")
+}
+func attnScoresTF16AVX2(q *float32, ng, qs int, kt *uint16, ks, nk, hd int, scale float32, out *float32, os int) {
+	panic("unreachable")
+}
 func rmsNormAVX2(dst, src, w *float32, d int, eps float32) { panic("unreachable") }
 func addAVX2(x, y *float32, n int)                         { panic("unreachable") }
 func widenF16AVX2(dst *float32, src *uint16, n int)        { panic("unreachable") }
@@ -56,15 +50,9 @@ func narrowF16AVX2(dst *uint16, src *float32, n int)       { panic("unreachable"
 
 // The dispatch (never called: haveSIMD is false).
 
-func simdScores(q, k *float32, n, hd int, scale float32, out *float32) float32 {
-	panic("unreachable")
-}
 func simdExp(x *float32, n int, mx float32) float32   { panic("unreachable") }
 func simdWsum(p, v *float32, n, hd int, out *float32) { panic("unreachable") }
 func simdSwiglu(gate, up *float32, n int)             { panic("unreachable") }
-func simdScores16(q *float32, nq, qs int, k *float32, nblk, hd int, scale float32, out *float32, os int, mx *float32, last uint16) {
-	panic("unreachable")
-}
 func simdWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool) {
 	panic("unreachable")
 }

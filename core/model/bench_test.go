@@ -5,7 +5,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Benchmarks on the default model (skipped when it is absent). Run:
@@ -218,4 +220,62 @@ func benchNs() []int {
 		return []int{1, 2, 4, 8, 16, 32, 64}
 	}
 	return ns
+}
+
+// BenchmarkLongChat is a long chat's late turn against its first, as the
+// 20-turn chat of tests/serve/bench_turns.py sends them to a server that
+// keeps the conversation's entries (logits for the last token only): turn
+// 20 prefills about 70 new tokens over 2,580 cached positions, turn 1 a
+// 130-token prompt from an empty cache. The cached entries are filled
+// (kv.Cache.Fill), not computed. It reports ms per pass, the process's CPU
+// time per pass (steadier than wall time on a machine with other work),
+// and for turn 20 both over turn 1's (issue 48's goal: at most 1.5).
+func BenchmarkLongChat(b *testing.B) {
+	for _, threads := range []int{1, 2} {
+		var first, firstCPU float64
+		for _, tc := range []struct {
+			name      string
+			cached, n int
+		}{{"turn1", 0, 130}, {"turn20", 2580, 70}} {
+			b.Run(fmt.Sprintf("threads=%d/%s", threads, tc.name), func(b *testing.B) {
+				m, _ := realModel(b, threads)
+				c := m.NewCache(tc.cached + tc.n)
+				if err := c.Fill(tc.cached); err != nil {
+					b.Fatal(err)
+				}
+				toks := make([]int32, tc.n)
+				for i := range toks {
+					toks[i] = int32(100 + i%1000)
+				}
+				bt := new(Batch).chain(c, toks, false)
+				logits := make([]float32, m.Config().Vocab)
+				cpu0 := cpuSeconds()
+				b.ResetTimer()
+				for range b.N {
+					if err := m.Forward(bt, logits); err != nil {
+						b.Fatal(err)
+					}
+				}
+				ms := b.Elapsed().Seconds() * 1e3 / float64(b.N)
+				cpu := (cpuSeconds() - cpu0) * 1e3 / float64(b.N)
+				b.ReportMetric(ms, "ms/pass")
+				b.ReportMetric(cpu, "cpu-ms/pass")
+				if tc.cached == 0 {
+					first, firstCPU = ms, cpu
+				} else if first > 0 {
+					b.ReportMetric(ms/first, "T/T(turn1)")
+					b.ReportMetric(cpu/firstCPU, "cpu/cpu(turn1)")
+				}
+			})
+		}
+	}
+}
+
+// cpuSeconds is the CPU time the process has used, user and system.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

@@ -52,17 +52,6 @@ func tree16(a *[16]float32) float32 {
 	return (s4[0] + s4[2]) + (s4[1] + s4[3])
 }
 
-// emuScore is scale·(q·k) as attnScores and attnScores16 compute it.
-func emuScore(q, k []float32, scale float32) float32 {
-	var acc [16]float32
-	for c := 0; c < len(q); c += 16 {
-		for l := range acc {
-			acc[l] = fma32(q[c+l], k[c+l], acc[l])
-		}
-	}
-	return tree16(&acc) * scale
-}
-
 // emuExp is e^t as attnExp and swiglu compute it, t already clamped.
 func emuExp(t float32) float32 {
 	m := float32(math.RoundToEven(float64(t * 1.44269504)))

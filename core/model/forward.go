@@ -51,6 +51,7 @@ type scratch struct {
 	attSplits      []attnSplit // a layer's tiles run side by side (attendSplit)
 	attStarts      []int
 	attParts       []float32 // their partial softmaxes
+	kRow           []uint16  // one key narrowed for the cache (storeKV)
 	attBufsThreads int
 }
 
@@ -73,16 +74,10 @@ type seqInfo struct {
 // ropeTab is one rotation's cos and sin, [N][HeadDim/2].
 type ropeTab struct{ cos, sin []float32 }
 
-func grow2(t []ropeTab, n int) []ropeTab {
-	if cap(t) < n {
-		return make([]ropeTab, n)
-	}
-	return t[:n]
-}
-
-func grow(b []float32, n int) []float32 {
+// grow is b resized to n, reallocated only when its capacity is short.
+func grow[T any](b []T, n int) []T {
 	if cap(b) < n {
-		return make([]float32, n)
+		return make([]T, n)
 	}
 	return b[:n]
 }
@@ -121,7 +116,7 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 			scaleRow(row, c.EmbdScale)
 		}
 	}
-	s.ropeTabs = grow2(s.ropeTabs, len(m.ropes))
+	s.ropeTabs = grow(s.ropeTabs, len(m.ropes))
 	for k, r := range m.ropes {
 		t := &s.ropeTabs[k]
 		t.cos, t.sin = r.tables(t.cos, t.sin, b.Pos)
@@ -408,8 +403,10 @@ func (m *Model) storeKV(b *Batch, li int) {
 	for i, t := range s.tok {
 		cache := s.seqs[t.seq].cache
 		e := cache.Len() + t.k
+		s.kRow = grow(s.kRow, cache.RowLen())
 		for g := 0; g < c.KVHeads; g++ {
-			narrowKV(cache.K(li, g, e), s.k[i*kvDim+g*hd:i*kvDim+(g+1)*hd], cache.Type())
+			narrowKV(s.kRow, s.k[i*kvDim+g*hd:i*kvDim+(g+1)*hd], cache.Type())
+			cache.SetK(li, g, e, s.kRow)
 			narrowKV(cache.V(li, g, e), s.v[i*kvDim+g*hd:i*kvDim+(g+1)*hd], cache.Type())
 		}
 	}

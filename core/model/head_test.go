@@ -28,7 +28,10 @@ func TestForwardHead(t *testing.T) {
 			for i := range toks {
 				require.Equal(t, full[i*s.vocab:i*s.vocab+w], got[i*w:(i+1)*w], "untied %v rows %d token %d", untied, rows, i)
 			}
-			require.Equal(t, cf.K(1, 0, 0)[:len(toks)*s.embd/s.heads], ch.K(1, 0, 0)[:len(toks)*s.embd/s.heads])
+			wantK, wantV := cf.Entries(1, 0, 0, len(toks))
+			gotK, gotV := ch.Entries(1, 0, 0, len(toks))
+			require.Equal(t, wantK, gotK)
+			require.Equal(t, wantV, gotV)
 		}
 		// Too few floats for the rows asked is an error, not a write past them.
 		require.Error(t, m.ForwardHead(new(Batch).chain(m.NewCache(16), toks, true), make([]float32, 10), 32))

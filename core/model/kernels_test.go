@@ -44,16 +44,13 @@ func testAttentionKernels(t *testing.T) {
 			for i := range k {
 				k[i], v[i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 			}
+			// Scores (TestScoresT tests their kernel) and their maximum.
 			got := make([]float32, n)
-			mx := simdScores(&q[0], &k[0], n, hd, 0.125, &got[0])
-			wantMx := float32(math.Inf(-1))
+			mx := float32(math.Inf(-1))
 			for j := 0; j < n; j++ {
-				w := dot(q, k[j*hd:(j+1)*hd]) * 0.125
-				require.InDelta(t, w, got[j], 1e-5)
-				require.Equal(t, math.Float32bits(emuScore(q, k[j*hd:(j+1)*hd], 0.125)), math.Float32bits(got[j]), "hd %d key %d", hd, j)
-				wantMx = max(wantMx, got[j])
+				got[j] = dot(q, k[j*hd:(j+1)*hd]) * 0.125
+				mx = max(mx, got[j])
 			}
-			require.Equal(t, wantMx, mx)
 			if n%16 == 0 {
 				x := append([]float32(nil), got...)
 				sum := simdExp(&x[0], n, mx)

@@ -79,7 +79,7 @@ func (m *Model) sharedExpert(e *experts, xn []float32, n int) {
 
 // route picks each of the n tokens' experts and their weights.
 func (ms *moeScratch) route(x MoE, n int) {
-	ms.sel = growInt32(ms.sel, n*x.Used)
+	ms.sel = grow(ms.sel, n*x.Used)
 	ms.weight = grow(ms.weight, n*x.Used)
 	if cap(ms.taken) < x.Experts {
 		ms.taken = make([]bool, x.Experts)
@@ -168,7 +168,7 @@ func (ms *moeScratch) groupByExpert(nExperts, entries int) {
 	for e := range nExperts {
 		ms.start[e+1] += ms.start[e]
 	}
-	ms.order = growInt32(ms.order, entries)
+	ms.order = grow(ms.order, entries)
 	next := ms.start[:nExperts] // advanced as entries are placed, then restored
 	for en, e := range ms.sel[:entries] {
 		ms.order[next[e]] = int32(en)
@@ -251,13 +251,6 @@ func (m *Model) combine(n int) {
 			}
 		}
 	}
-}
-
-func growInt32(b []int32, n int) []int32 {
-	if cap(b) < n {
-		return make([]int32, n)
-	}
-	return b[:n]
 }
 
 // sigmoid is 1/(1 + e^-x). (llama.cpp computes the shared expert's gate as

@@ -39,7 +39,12 @@ const gemmaFile = "gemma-3-270m-q4_k_m.gguf"
 //     roundings at every layer's requantization) the worst is 0.78; on
 //     the same machine the SIMD and pure-Go kernels differ by up to 2.4
 //     logits over the whole vocabulary at one position, on SmolLM2 by 1.4:
-//     this much is rounding noise, not a fault of either order.
+//     this much is rounding noise, not a fault of either order. Scores
+//     with keys on lanes (one FMA chain per key over the 256 dimensions,
+//     scoresT) put position 15 of the first prompt 1.06 off, where exact
+//     (float64) scores put it 0.85 off and the earlier 16-lane sums 0.62:
+//     the summation order of the scores alone moves this model's logits
+//     by 0.4, so 1.25.
 //   - tolGemmaTie: a logit of ours may sit tolGemmaGolden from llama.cpp's,
 //     so two tokens closer than that in llama.cpp's row may trade places.
 //     Measured: position 31 of the fox prompt (llama.cpp's margin 0.027)
@@ -47,7 +52,7 @@ const gemmaFile = "gemma-3-270m-q4_k_m.gguf"
 //     8-row kernels; all 72 greedy tokens matched with the row kernels.
 //   - tolGemmaPerplexity: 15.81 against 15.33 (3.1%).
 const (
-	tolGemmaGolden     = 1.0
+	tolGemmaGolden     = 1.25
 	tolGemmaTie        = tolGemmaGolden
 	tolGemmaPerplexity = 0.05
 )
