@@ -61,6 +61,13 @@ import (
 // enough that a short sequence holds little it does not use.
 const PageSize = 256
 
+// KStride is the stride, in uint16 units, of a key block's rows (one unit
+// of every position of a page, KBlock): a page's positions and 8 more, so
+// that the rows the score kernel reads one after another (a block of keys,
+// every dimension) fall in different L1 sets; at a stride of 512 bytes
+// they would all share an eighth of them.
+const KStride = PageSize + 8
+
 // keep is the history a local layer holds behind its window: a rewind by up
 // to keep positions still finds its window.
 const keep = 16
@@ -165,7 +172,7 @@ func (s Shape) PageBytes() (int64, error) {
 	if err := s.check(); err != nil {
 		return 0, err
 	}
-	n := int64(4 * PageSize) // K and V, 2 bytes a uint16
+	n := int64(2 * (KStride + PageSize)) // K and V, 2 bytes a uint16
 	for _, d := range []int{s.KVHeads, s.Type.RowLen(s.HeadDim)} {
 		if int64(d) > math.MaxInt64/n {
 			return 0, fmt.Errorf("kv: a page of %d kv heads × %d dims overflows", s.KVHeads, s.HeadDim)
@@ -242,7 +249,7 @@ func NewIn(pool *Pool, s Shape) *Cache {
 	}
 	rl := s.Type.RowLen(s.HeadDim)
 	c := &Cache{shape: s, pool: pool, kvHeads: s.KVHeads, headDim: s.HeadDim, rowLen: rl, cap: s.Ctx,
-		pageLen: 2 * s.KVHeads * PageSize * rl, layers: make([]layer, s.Layers)}
+		pageLen: s.KVHeads * (KStride + PageSize) * rl, layers: make([]layer, s.Layers)}
 	for li := range c.layers {
 		l := &c.layers[li]
 		l.pages = make([]*page, s.Ctx/PageSize+min(1, s.Ctx%PageSize))
@@ -307,13 +314,13 @@ func (c *Cache) first(li int) int {
 func (c *Cache) Pending() int { return c.pending }
 
 // KBlock is the keys of kv head h in layer li for the page holding pos,
-// unit-major: unit u of the entry at the page's position r is block[u·PageSize
+// unit-major: unit u of the entry at the page's position r is block[u·KStride
 // + r], and col is pos's r. The page must be held (pos is committed or
 // reserved, and not behind a local layer's window).
 func (c *Cache) KBlock(li, h, pos int) (block []uint16, col int) {
 	p := c.layers[li].pages[pos/PageSize]
-	o := h * PageSize * c.rowLen
-	return p.data[o : o+PageSize*c.rowLen : o+PageSize*c.rowLen], pos % PageSize
+	o := h * KStride * c.rowLen
+	return p.data[o : o+KStride*c.rowLen : o+KStride*c.rowLen], pos % PageSize
 }
 
 // SetK writes the key of position pos (row: RowLen units) for kv head h in
@@ -321,7 +328,7 @@ func (c *Cache) KBlock(li, h, pos int) (block []uint16, col int) {
 func (c *Cache) SetK(li, h, pos int, row []uint16) {
 	b, r := c.KBlock(li, h, pos)
 	for u, x := range row[:c.rowLen] {
-		b[u*PageSize+r] = x
+		b[u*KStride+r] = x
 	}
 }
 
@@ -331,7 +338,7 @@ func (c *Cache) KRow(li, h, pos int, row []uint16) []uint16 {
 	b, r := c.KBlock(li, h, pos)
 	row = row[:c.rowLen]
 	for u := range row {
-		row[u] = b[u*PageSize+r]
+		row[u] = b[u*KStride+r]
 	}
 	return row
 }
@@ -339,9 +346,9 @@ func (c *Cache) KRow(li, h, pos int, row []uint16) []uint16 {
 // copyK copies the keys of kv head h at columns [scol, scol+n) of page src
 // to columns [dcol, dcol+n) of page dst.
 func (c *Cache) copyK(dst, src *page, h, dcol, scol, n int) {
-	o := h * PageSize * c.rowLen
+	o := h * KStride * c.rowLen
 	for u := range c.rowLen {
-		at := o + u*PageSize
+		at := o + u*KStride
 		copy(dst.data[at+dcol:at+dcol+n], src.data[at+scol:at+scol+n])
 	}
 }
@@ -351,7 +358,7 @@ func (c *Cache) copyK(dst, src *page, h, dcol, scol, n int) {
 // blocks), row r holding position pos+r. The page must be held.
 func (c *Cache) V(li, h, pos int) []uint16 {
 	p := c.layers[li].pages[pos/PageSize]
-	base := c.kvHeads * PageSize * c.rowLen
+	base := c.kvHeads * KStride * c.rowLen
 	o, end := base+(h*PageSize+pos%PageSize)*c.rowLen, base+(h+1)*PageSize*c.rowLen
 	return p.data[o:end:end]
 }

@@ -79,12 +79,14 @@ func TestCacheErrors(t *testing.T) {
 }
 
 func TestBytesRefusesBadAndOverflowingShapes(t *testing.T) {
+	// A page of a layer: keys (KStride units a dimension) and values
+	// (PageSize), 2 bytes a unit.
 	n, err := Bytes(30, 3, 64, 2048) // the default model's cache
 	require.NoError(t, err)
-	require.Equal(t, int64(30*3*64*2048*4), n)
-	n, err = Bytes(30, 3, 64, 1<<40) // fits an int64 (25 PB): a memory budget refuses it
+	require.Equal(t, int64(30*3*64*(KStride+PageSize)*2*2048/PageSize), n)
+	n, err = Bytes(30, 3, 64, 1<<40) // fits an int64 (26 PB): a memory budget refuses it
 	require.NoError(t, err)
-	require.Equal(t, int64(30*3*64*4)<<40, n)
+	require.Equal(t, int64(30*3*64*(KStride+PageSize)*2)<<40/PageSize, n)
 	for _, ctx := range []int{1 << 50, 1 << 60, 1<<63 - 1} {
 		_, err := Bytes(30, 3, 64, ctx)
 		require.ErrorContains(t, err, "overflows", "ctx %d", ctx)
@@ -186,7 +188,7 @@ func TestShapeErrors(t *testing.T) {
 	s := Shape{Layers: 2, KVHeads: 1, HeadDim: 1, Ctx: 1 << 62, Window: []int{4, 4}}
 	n, err := s.Bytes()
 	require.NoError(t, err)
-	require.Equal(t, int64(2*2*4*PageSize), n) // two pages of each layer
+	require.Equal(t, int64(2*2*2*(KStride+PageSize)), n) // two pages of each layer
 	s.Window = []int{4}
 	_, err = s.Bytes()
 	require.ErrorContains(t, err, "overflows")

@@ -221,7 +221,7 @@ func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q []float32,
 		// The tile's keys as the page holds them (the keys past b in
 		// the page are scored too, and never used).
 		blk, col := v.cache.KBlock(li, v.g, base)
-		scoresTF16(q, nq, hd, blk[col:], kv.PageSize, sst, hd, m.attnScale(), sc, sst)
+		scoresTF16(q, nq, hd, blk[col:], kv.KStride, sst, hd, m.attnScale(), sc, sst)
 	} else {
 		v.gatherKeysT(kf, ktStride, li, hd, base, b, ab)
 		for d := range hd {

@@ -61,7 +61,7 @@ func widenKeysT(dst []float32, ds int, c *kv.Cache, li, h, from, to, hd int) {
 			widenQ80T(dst[off:], ds, blk, col, n, hd)
 		} else {
 			for d := range hd {
-				widen(dst[d*ds+off:d*ds+off+n], blk[d*kv.PageSize+col:d*kv.PageSize+col+n])
+				widen(dst[d*ds+off:d*ds+off+n], blk[d*kv.KStride+col:d*kv.KStride+col+n])
 			}
 		}
 		pos = end
@@ -73,7 +73,7 @@ func widenKeysT(dst []float32, ds int, c *kv.Cache, li, h, from, to, hd int) {
 // 17b+1+j the int8s of dimensions 32b+2j (low byte) and 32b+2j+1 (high
 // byte); each value is scale·q, the one rounding dequantQ80 makes.
 func widenQ80T(dst []float32, ds int, blk []uint16, col, n, hd int) {
-	const P = kv.PageSize
+	const P = kv.KStride
 	var sc [kv.PageSize]float32
 	for b := range hd / 32 {
 		for p, x := range blk[17*b*P+col : 17*b*P+col+n] {

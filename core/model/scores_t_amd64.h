@@ -2,6 +2,9 @@
 // included once per key type: LOADK(src, y) loads 8 keys' values of one
 // dimension into y as float32, KHALF is the byte offset of the next 8,
 // KSHIFT the log2 of a key value's bytes (so 2·KHALF is the bytes of 16).
+// Each dimension's row is prefetched two blocks of 16 keys ahead: the rows
+// of a block lie a page apart, too many streams for the hardware
+// prefetchers to follow.
 	MOVQ q+0(FP), SI
 	MOVQ qs+16(FP), R8
 	SHLQ $2, R8         // query row stride in bytes
@@ -36,6 +39,7 @@ d1:
 	LOADK(KHALF(AX), Y13)
 	VFMADD231PS  Y12, Y14, Y0
 	VFMADD231PS  Y13, Y14, Y1
+	PREFETCHT0   (4*KHALF)(AX)
 	ADDQ         DX, AX
 	ADDQ         $4, CX
 	CMPQ         CX, R12
@@ -75,6 +79,7 @@ d3:
 	VBROADCASTSS (CX)(R8*2), Y14
 	VFMADD231PS  Y12, Y14, Y4
 	VFMADD231PS  Y13, Y14, Y5
+	PREFETCHT0   (4*KHALF)(AX)
 	ADDQ         DX, AX
 	ADDQ         $4, CX
 	CMPQ         CX, R12
@@ -139,6 +144,7 @@ d6:
 	VBROADCASTSS (R11)(R8*4), Y15
 	VFMADD231PS  Y12, Y15, Y10
 	VFMADD231PS  Y13, Y15, Y11
+	PREFETCHT0   (4*KHALF)(AX)
 	ADDQ         DX, AX
 	ADDQ         $4, CX
 	ADDQ         $4, R11

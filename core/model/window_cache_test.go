@@ -78,7 +78,7 @@ func TestGemmaWindowedCacheEqualsFull(t *testing.T) {
 func TestGemmaCacheBytesFollowTheWindow(t *testing.T) {
 	m, _ := tinyModel(t, tinyGemma(4), 2) // layer 0 local, layer 1 global
 	c := m.Config()
-	page := int64(c.KVHeads*c.HeadDim*4) * kv.PageSize // K and V, float16, one layer
+	page := int64(c.KVHeads*c.HeadDim*2) * (kv.KStride + kv.PageSize) // K and V, float16, one layer
 	for _, ctx := range []int{1024, 8192, 32768} {
 		for _, pass := range []int{0, 128} {
 			got, err := c.KVBytes(ctx, pass)
