@@ -213,6 +213,7 @@ func kvLine(ctx int, what string, c model.Config, slots, layers, pass int, add f
 	if c.KVType == kv.Q8_0 {
 		entry = fmt.Sprintf("%d dims × 2 (K, V) × 34/32 B (q8_0)", c.HeadDim)
 	}
+	entry += fmt.Sprintf(", keys padded %d/%d", kv.KStride, kv.PageSize)
 	add(fmt.Sprintf("%s (%d %s × %d layers × %d kv heads × %d positions%s × %s)",
 		what, slots, unit, layers, c.KVHeads, ctx, held, entry), sat.Mul(int64(slots), one))
 	return nil

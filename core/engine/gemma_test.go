@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/internal/race"
@@ -68,10 +69,11 @@ func TestGemmaBudgetCountsTheWindow(t *testing.T) {
 	_, err := loop.New([]byte(`{"model_path":"` + path + `","max_slots":2,"context_length":8192,"memory_budget_bytes":1000}`))
 	require.Equal(t, status.Capacity, status.CodeOf(err), "%v", err)
 	t.Log(err)
-	m := regexp.MustCompile(`KV cache of one sequence at the whole context \(1 slot × 18 layers × 1 kv heads × 8192 positions, 15 local layers holding (\d+) × 256 dims × 2 \(K, V\) × 2 B\)[^\n]*?(\d+) B`).FindStringSubmatch(err.Error())
+	m := regexp.MustCompile(`KV cache of one sequence at the whole context \(1 slot × 18 layers × 1 kv heads × 8192 positions, 15 local layers holding (\d+) × 256 dims × 2 \(K, V\) × 2 B, keys padded 264/256\)[^\n]*?(\d+) B`).FindStringSubmatch(err.Error())
 	require.NotNil(t, m, "%v", err)
 	rows, _ := strconv.Atoi(m[1])
 	require.Greater(t, rows, 512) // the window, and a pass
 	require.LessOrEqual(t, rows, 1024)
-	require.Equal(t, strconv.Itoa((3*8192+15*rows)*256*4), m[2])
+	// 2 B a value; a page's keys take kv.KStride positions' room.
+	require.Equal(t, strconv.Itoa((3*8192+15*rows)*256*2*(kv.KStride+kv.PageSize)/kv.PageSize), m[2])
 }

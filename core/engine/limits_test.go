@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lmstream/lmstream/core/engine"
+	"github.com/lmstream/lmstream/core/kv"
 	"github.com/lmstream/lmstream/core/loop"
 	"github.com/lmstream/lmstream/core/status"
 	"github.com/lmstream/lmstream/internal/testmodel"
@@ -71,8 +72,8 @@ func TestMemoryBudgetRefusesWithNumbers(t *testing.T) {
 	t.Log(msg)
 	for _, want := range []string{
 		`budget is 300.0 MB (300000000 B) (config field "memory_budget_bytes"`,
-		"KV cache of one sequence at the whole context (1 slot × 30 layers × 3 kv heads × 8192 positions × 64 dims × 2 (K, V) × 2 B)",
-		fmt.Sprintf("%d B", 30*3*8192*64*4), "model file (mapped)", "packed weights",
+		"KV cache of one sequence at the whole context (1 slot × 30 layers × 3 kv heads × 8192 positions × 64 dims × 2 (K, V) × 2 B, keys padded 264/256)",
+		fmt.Sprintf("%d B", 30*3*8192*64*2*(kv.KStride+kv.PageSize)/kv.PageSize), "model file (mapped)", "packed weights",
 	} {
 		require.Contains(t, msg, want)
 	}

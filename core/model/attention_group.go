@@ -363,15 +363,18 @@ func (m *Model) attentionGrouped(b *Batch, li int) {
 }
 
 // splitTiles lists every (item, tile) of layer li in s.attSplits with room
-// for its partials, and says whether running them side by side is worth it
-// (more tiles than items) and within maxSplitFloats.
+// for its partials, keeps each item's view in s.attViews, and says whether
+// running them side by side is worth it (more tiles than items) and within
+// maxSplitFloats.
 func (m *Model) splitTiles(li int) bool {
 	s := &m.s
 	hd := m.cfg.HeadDim
 	s.attSplits = s.attSplits[:0]
+	s.attViews = grow(s.attViews, len(s.attItems))
 	off := 0
 	for i, it := range s.attItems {
-		v := m.viewOf(li, it)
+		v := &s.attViews[i]
+		*v = m.viewOf(li, it)
 		first, last := v.tiles()
 		for k := first; k <= last; k++ {
 			s.attSplits = append(s.attSplits, attnSplit{item: int32(i), tile: int32(k), off: off})
@@ -396,9 +399,8 @@ func (m *Model) attendSplit(li int) {
 		for x := lo; x < hi; x++ {
 			sp := &splits[x]
 			it := items[sp.item]
-			v := m.viewOf(li, it)
-			sp.seen = m.attendTile(li, it, &v, int(sp.tile), m.itemQueries(it, ab), ab)
-			nq := v.nt * int(it.nh)
+			sp.seen = m.attendTile(li, it, &s.attViews[sp.item], int(sp.tile), m.itemQueries(it, ab), ab)
+			nq := int(it.i1-it.i0) * int(it.nh)
 			p := s.attParts[sp.off : sp.off+nq*(hd+2)]
 			copy(p[:nq], ab.pm[:nq])
 			copy(p[nq:2*nq], ab.pl[:nq])

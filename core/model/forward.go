@@ -49,6 +49,7 @@ type scratch struct {
 	attBufs        chan *attnBuf
 	attItems       []attnItem
 	attSplits      []attnSplit // a layer's tiles run side by side (attendSplit)
+	attViews       []itemView  // their items' views
 	attStarts      []int
 	attParts       []float32 // their partial softmaxes
 	kRow           []uint16  // one key narrowed for the cache (storeKV)
