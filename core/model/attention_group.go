@@ -1,7 +1,9 @@
 package model
 
 import (
+	"cmp"
 	"math"
+	"slices"
 
 	"github.com/lmstream/lmstream/core/kv"
 )
@@ -34,14 +36,17 @@ const attnTile = kv.PageSize
 
 // attnBuf is one pool chunk's attention scratch.
 type attnBuf struct {
-	sc     []float32 // scores of one tile, one padded row per query
-	qg     []float32 // gathered queries
-	kf     []float32 // a chunk of keys widened to float32, transposed (scoresT's kt)
-	vf     []float32 // a chunk of values widened to float32, a row each
-	ot     []float32 // a tile's value sums, hd floats per query
-	pm, pl []float32 // a tile's largest score and Σ e^(s−m) per query
-	krow   []uint16  // one scratch key as the cache holds it
-	kcol   []float32 // the same key widened
+	sc     []float32   // scores of one tile, one padded row per query
+	qg     []float32   // gathered queries, itemQueries each of a run's items
+	qs     [][]float32 // a run's items' queries (attendRun)
+	views  []itemView  // a run's items' views
+	states []softState // a run's items' softmax states, itemQueries each
+	kf     []float32   // a chunk of keys widened to float32, transposed (scoresT's kt)
+	vf     []float32   // a chunk of values widened to float32, a row each
+	ot     []float32   // a tile's value sums, hd floats per query
+	pm, pl []float32   // a tile's largest score and Σ e^(s−m) per query
+	krow   []uint16    // one scratch key as the cache holds it
+	kcol   []float32   // the same key widened
 }
 
 // attnChunk is how many values are widened from the float16 cache at a
@@ -68,8 +73,11 @@ func (m *Model) groupedAttention() bool {
 // threads.
 const attnTokens = 4
 
-// An item's queries are bits of a uint64 (attendTile's seen).
-var _ [64 - attnTokens*maxGroupHeads]struct{}
+// itemQueries is the most queries one item holds; they are bits of a
+// uint64 (attendTile's seen).
+const itemQueries = attnTokens * maxGroupHeads
+
+var _ [64 - itemQueries]struct{}
 
 // attnItem is one pool item: query heads [h0, h0+nh) (one KV head's group,
 // or part of it) of tokens [i0, i1).
@@ -108,6 +116,15 @@ func (m *Model) planAttnItems(b *Batch) {
 		}
 		i = j
 	}
+	// The items that read one KV head of one sequence side by side, so
+	// that attendItems runs them a tile at a time (the order of items
+	// changes nothing else).
+	slices.SortStableFunc(s.attItems, func(a, b attnItem) int {
+		if sa, sb := s.tok[a.i0].seq, s.tok[b.i0].seq; sa != sb {
+			return cmp.Compare(sa, sb)
+		}
+		return cmp.Compare(a.h0/int32(group), b.h0/int32(group))
+	})
 }
 
 // itemView is what an item's tokens see in one layer: token t sees the
@@ -171,9 +188,9 @@ func (v *itemView) gatherValues(dst []float32, li, hd, from, to int) {
 	}
 }
 
-// itemQueries returns the item's queries, nt·nh rows of hd: query t·nh+h is
-// head h0+h of token i0+t (gathered into ab.qg for several tokens).
-func (m *Model) itemQueries(it attnItem, ab *attnBuf) []float32 {
+// queriesOf returns the item's queries, nt·nh rows of hd: query t·nh+h is
+// head h0+h of token i0+t (gathered into buf for several tokens).
+func (m *Model) queriesOf(it attnItem, buf []float32) []float32 {
 	c, s := &m.cfg, &m.s
 	hd, qDim := c.HeadDim, c.Heads*c.HeadDim
 	i0, h0, nh := int(it.i0), int(it.h0), int(it.nh)
@@ -181,11 +198,11 @@ func (m *Model) itemQueries(it attnItem, ab *attnBuf) []float32 {
 		return s.q[i0*qDim+h0*hd : i0*qDim+(h0+nh)*hd]
 	}
 	nt := int(it.i1 - it.i0)
-	ab.qg = grow(ab.qg, nt*nh*hd)
+	buf = buf[:nt*nh*hd]
 	for t := range nt {
-		copy(ab.qg[t*nh*hd:(t+1)*nh*hd], s.q[(i0+t)*qDim+h0*hd:(i0+t)*qDim+(h0+nh)*hd])
+		copy(buf[t*nh*hd:(t+1)*nh*hd], s.q[(i0+t)*qDim+h0*hd:(i0+t)*qDim+(h0+nh)*hd])
 	}
-	return ab.qg
+	return buf
 }
 
 // attendTile computes the partial softmax of each of the item's queries
@@ -301,24 +318,61 @@ func (m *Model) outRow(it attnItem, qi int) []float32 {
 	return m.s.att[o : o+hd]
 }
 
-// attendItem computes an item's attention whole: its tiles in order, each
-// folded as it comes.
-func (m *Model) attendItem(li int, it attnItem, ab *attnBuf) {
-	hd, nh := m.cfg.HeadDim, int(it.nh)
-	v := m.viewOf(li, it)
-	q := m.itemQueries(it, ab)
-	var st [attnTokens * maxGroupHeads]softState
-	first, last := v.tiles()
+// attendItems computes items whole, each run of items that read one KV
+// head of one sequence (planAttnItems puts them side by side) a tile at a
+// time (attendRun).
+func (m *Model) attendItems(li int, items []attnItem, ab *attnBuf) {
+	group := int32(m.cfg.Heads / m.cfg.KVHeads)
+	for len(items) > 0 {
+		n := 1
+		for n < len(items) && m.s.tok[items[n].i0].seq == m.s.tok[items[0].i0].seq && items[n].h0/group == items[0].h0/group {
+			n++
+		}
+		m.attendRun(li, items[:n], ab)
+		items = items[n:]
+	}
+}
+
+// attendRun computes the attention of items that read the same KV head of
+// the same sequence: tile by tile, every item that sees a tile taking its
+// partial and folding it, so that a tile's keys and values come from memory
+// once for all of them (a long context's tiles of one KV head outgrow the
+// core's cache, and each item would stream them all again). Each query
+// still folds its tiles in order, one after another, so its bits do not
+// depend on the run it came in.
+func (m *Model) attendRun(li int, items []attnItem, ab *attnBuf) {
+	hd, n := m.cfg.HeadDim, len(items)
+	ab.views, ab.qs = grow(ab.views, n), grow(ab.qs, n)
+	ab.states = grow(ab.states, n*itemQueries)
+	ab.qg = grow(ab.qg, n*itemQueries*hd)
+	clear(ab.states)
+	first, last := math.MaxInt, -1
+	for i, it := range items {
+		ab.views[i] = m.viewOf(li, it)
+		ab.qs[i] = m.queriesOf(it, ab.qg[i*itemQueries*hd:(i+1)*itemQueries*hd])
+		f, l := ab.views[i].tiles()
+		first, last = min(first, f), max(last, l)
+	}
 	for k := first; k <= last; k++ {
-		seen := m.attendTile(li, it, &v, k, q, ab)
-		for qi := range v.nt * nh {
-			if seen&(1<<qi) != 0 {
-				st[qi].fold(m.outRow(it, qi), ab.pm[qi], ab.pl[qi], ab.ot[qi*hd:(qi+1)*hd])
+		for i, it := range items {
+			v := &ab.views[i]
+			if f, l := v.tiles(); k < f || k > l {
+				continue
+			}
+			seen := m.attendTile(li, it, v, k, ab.qs[i], ab)
+			st := ab.states[i*itemQueries : (i+1)*itemQueries]
+			for qi := range v.nt * int(it.nh) {
+				if seen&(1<<qi) != 0 {
+					st[qi].fold(m.outRow(it, qi), ab.pm[qi], ab.pl[qi], ab.ot[qi*hd:(qi+1)*hd])
+				}
 			}
 		}
 	}
-	for qi := range v.nt * nh {
-		m.finish(m.outRow(it, qi), st[qi], li, int(it.h0)+qi%nh)
+	for i, it := range items {
+		st := ab.states[i*itemQueries : (i+1)*itemQueries]
+		for qi := range ab.views[i].nt * int(it.nh) {
+			m.finish(m.outRow(it, qi), st[qi], li, int(it.h0)+qi%int(it.nh))
+		}
 	}
 }
 
@@ -355,9 +409,7 @@ func (m *Model) attentionGrouped(b *Batch, li int) {
 	grain := max(1, len(items)/(4*threads))
 	m.pool.Run(len(items), grain, func(lo, hi int) {
 		ab := <-s.attBufs
-		for _, it := range items[lo:hi] {
-			m.attendItem(li, it, ab)
-		}
+		m.attendItems(li, items[lo:hi], ab)
 		s.attBufs <- ab
 	})
 }
@@ -399,7 +451,8 @@ func (m *Model) attendSplit(li int) {
 		for x := lo; x < hi; x++ {
 			sp := &splits[x]
 			it := items[sp.item]
-			sp.seen = m.attendTile(li, it, &s.attViews[sp.item], int(sp.tile), m.itemQueries(it, ab), ab)
+			ab.qg = grow(ab.qg, itemQueries*m.cfg.HeadDim)
+			sp.seen = m.attendTile(li, it, &s.attViews[sp.item], int(sp.tile), m.queriesOf(it, ab.qg), ab)
 			nq := int(it.i1-it.i0) * int(it.nh)
 			p := s.attParts[sp.off : sp.off+nq*(hd+2)]
 			copy(p[:nq], ab.pm[:nq])
@@ -421,7 +474,7 @@ func (m *Model) attendSplit(li int) {
 		for r := lo; r < hi; r++ {
 			it := items[splits[starts[r]].item]
 			nq := int(it.i1-it.i0) * int(it.nh)
-			var st [attnTokens * maxGroupHeads]softState
+			var st [itemQueries]softState
 			for _, sp := range splits[starts[r]:starts[r+1]] {
 				p := s.attParts[sp.off : sp.off+nq*(hd+2)]
 				for qi := range nq {

@@ -110,7 +110,7 @@ func BenchmarkForwardN(b *testing.B) {
 
 // BenchmarkAttention is one layer's attention for a decode token (N=1) and
 // chains of 16 and 64 tokens, with 256 cached, 1 thread: the per-head
-// kernels (attendOne) and the grouped items (attendItem).
+// kernels (attendOne) and the grouped items (attendItems).
 func BenchmarkAttention(b *testing.B) {
 	for _, n := range []int{1, 16, 64} {
 		m, _ := realModel(b, 1)
@@ -140,9 +140,7 @@ func BenchmarkAttention(b *testing.B) {
 		m.planAttnItems(bt)
 		b.Run(fmt.Sprintf("N=%d/items", n), func(b *testing.B) {
 			for range b.N {
-				for _, it := range m.s.attItems {
-					m.attendItem(5, it, ab)
-				}
+				m.attendItems(5, m.s.attItems, ab)
 			}
 		})
 	}
