@@ -21,9 +21,6 @@ var (
 func attnExp(x *float32, n int, mx float32) float32
 
 //go:noescape
-func attnWsum(p, v *float32, n, hd int, out *float32)
-
-//go:noescape
 func swigluAVX512(gate, up *float32, n int)
 
 //go:noescape
@@ -51,9 +48,6 @@ func narrowF16(dst *uint16, src *float32, n int)
 
 //go:noescape
 func attnExpAVX2(x *float32, n int, mx float32) float32
-
-//go:noescape
-func attnWsumAVX2(p, v *float32, n, hd int, out *float32)
 
 //go:noescape
 func swigluAVX2(gate, up *float32, n int)
@@ -93,14 +87,6 @@ func simdExp(x *float32, n int, mx float32) float32 {
 		return attnExp(x, n, mx)
 	}
 	return attnExpAVX2(x, n, mx)
-}
-
-func simdWsum(p, v *float32, n, hd int, out *float32) {
-	if haveAVX512 {
-		attnWsum(p, v, n, hd, out)
-		return
-	}
-	attnWsumAVX2(p, v, n, hd, out)
 }
 
 func simdSwiglu(gate, up *float32, n int) {

@@ -8,8 +8,8 @@ import (
 	"github.com/lmstream/lmstream/core/kv"
 )
 
-// Grouped attention (the AVX-512 or AVX2 kernels): the query heads that
-// share a KV head are computed together, so each key and value is read
+// Grouped attention: the query heads that share a KV head are computed
+// together, so each key and value is read
 // (and widened from the cache, attnChunk positions at a time) once for all
 // of them; scores come with keys on lanes (scoresT), value sums with
 // dimensions on lanes (attnWsumG).
@@ -59,10 +59,6 @@ const attnChunk = 64
 // another by the score kernel, fall in different L1 sets (a stride of a
 // power of two would put them all in a few).
 const ktStride = attnTile + 16
-
-func (m *Model) groupedAttention() bool {
-	return haveSIMD && m.cfg.HeadDim%64 == 0
-}
 
 // attnTokens is the most tokens one grouped-attention item takes. Tokens of
 // one sequence that form a chain (prefill, or a speculative chain) read the
@@ -255,7 +251,7 @@ func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q []float32,
 		if cp := c.AttnSoftcap; cp > 0 {
 			softcap(x, cp)
 		}
-		mx := simdMax(&x[0], len(x))
+		mx := maxOf(x)
 		ab.pm[qi], ab.pl[qi] = mx, softmaxWeights(x, mx)
 		seen |= 1 << qi
 	}
@@ -265,7 +261,7 @@ func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q []float32,
 		for t := range v.nt {
 			f, e := max(c0, from[t]), min(c1, to[t])
 			if f < e {
-				simdWsumG(&sc[t*nh*sst+f-base], sst, nh, &vf[(f-c0)*hd], e-f, hd, &ab.ot[t*nh*hd], hd, f > from[t])
+				wsumG(sc[t*nh*sst+f-base:], sst, nh, vf[(f-c0)*hd:], e-f, hd, ab.ot[t*nh*hd:], hd, f > from[t])
 			}
 		}
 	}
@@ -290,7 +286,7 @@ func (st *softState) fold(out []float32, m, l float32, o []float32) {
 	}
 	nm := max(st.m, m)
 	a, b := expf(st.m-nm), expf(m-nm)
-	simdFold(&out[0], &o[0], len(out), a, b)
+	foldRow(out, o, a, b)
 	st.l = st.l*a + l*b
 	st.m = nm
 }
@@ -488,4 +484,61 @@ func (m *Model) attendSplit(li int) {
 			}
 		}
 	})
+}
+
+// wsumG sets, for each head h < nh, out[h·os : h·os+hd] (zeroed first
+// unless acc) += Σ_j p[h·ps+j]·v[j·hd : (j+1)·hd], key by key in order:
+// the kernel where hd is a multiple of 64, else the same sums in Go (a
+// model's head dimension picks one for every pass, so a token's sums never
+// mix the two).
+func wsumG(p []float32, ps, nh int, v []float32, n, hd int, out []float32, os int, acc bool) {
+	if n == 0 {
+		return
+	}
+	_ = p[(nh-1)*ps+n-1]
+	_ = v[n*hd-1]
+	_ = out[(nh-1)*os+hd-1]
+	if haveSIMD && hd%64 == 0 {
+		simdWsumG(&p[0], ps, nh, &v[0], n, hd, &out[0], os, acc)
+		return
+	}
+	for h := range nh {
+		o := out[h*os : h*os+hd]
+		if !acc {
+			clear(o)
+		}
+		for j, w := range p[h*ps : h*ps+n] {
+			for d, x := range v[j*hd : (j+1)*hd] {
+				o[d] += w * x
+			}
+		}
+	}
+}
+
+// foldRow sets out[i] = out[i]·a + o[i]·b (one rounding less with the
+// kernel, which needs a multiple of 16; the head dimension picks the same
+// one for every fold of a model).
+func foldRow(out, o []float32, a, b float32) {
+	if haveSIMD && len(out)%16 == 0 {
+		simdFold(&out[0], &o[0], len(out), a, b)
+		return
+	}
+	for i := range out {
+		out[i] = out[i]*a + o[i]*b
+	}
+}
+
+// maxOf is the largest of x (-Inf when empty).
+func maxOf(x []float32) float32 {
+	if haveSIMD {
+		if len(x) == 0 {
+			return float32(math.Inf(-1))
+		}
+		return simdMax(&x[0], len(x))
+	}
+	mx := float32(math.Inf(-1))
+	for _, v := range x {
+		mx = max(mx, v)
+	}
+	return mx
 }

@@ -79,7 +79,6 @@ func testGroupedAttentionBatchInvariant(t *testing.T) {
 	for name, spec := range map[string]tinySpec{"Q4_1": defaultTiny(quant.Q4_1), "Q8_0": defaultTiny(quant.Q8_0), "wide-Q4_1": wide} {
 		t.Run(name, func(t *testing.T) {
 			m, _ := tinyModel(t, spec, 2)
-			require.True(t, m.groupedAttention())
 			r := rand.New(rand.NewPCG(9, 9))
 			v := m.Config().Vocab
 			prefix := randTokens(r, 21, v)
@@ -126,7 +125,6 @@ func TestChainItemsMatchOneTokenPerPass(t *testing.T) {
 func testChainItemsMatchOneTokenPerPass(t *testing.T) {
 	m, _ := tinyModel(t, defaultTiny(quant.Q8_0), 2)
 	one, _ := tinyModel(t, defaultTiny(quant.Q8_0), 1)
-	require.True(t, m.groupedAttention())
 	v := m.Config().Vocab
 	for _, pre := range []int{0, 13, 61, 62, 64, 70, 250, 256, 300, 520} {
 		r := rand.New(rand.NewPCG(uint64(pre), 5))

@@ -9,8 +9,7 @@ const (
 	haveSIMD   = false
 )
 
-func attnExp(x *float32, n int, mx float32) float32   { panic("unreachable") }
-func attnWsum(p, v *float32, n, hd int, out *float32) { panic("unreachable") }
+func attnExp(x *float32, n int, mx float32) float32 { panic("unreachable") }
 
 func swigluAVX512(gate, up *float32, n int) { panic("unreachable") }
 
@@ -30,9 +29,8 @@ func addAVX512(x, y *float32, n int)                         { panic("unreachabl
 func widenF16(dst *float32, src *uint16, n int)  { panic("unreachable") }
 func narrowF16(dst *uint16, src *float32, n int) { panic("unreachable") }
 
-func attnExpAVX2(x *float32, n int, mx float32) float32   { panic("unreachable") }
-func attnWsumAVX2(p, v *float32, n, hd int, out *float32) { panic("unreachable") }
-func swigluAVX2(gate, up *float32, n int)                 { panic("unreachable") }
+func attnExpAVX2(x *float32, n int, mx float32) float32 { panic("unreachable") }
+func swigluAVX2(gate, up *float32, n int)               { panic("unreachable") }
 func attnWsumGAVX2(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool) {
 	panic("unreachable")
 }
@@ -50,9 +48,8 @@ func narrowF16AVX2(dst *uint16, src *float32, n int)       { panic("unreachable"
 
 // The dispatch (never called: haveSIMD is false).
 
-func simdExp(x *float32, n int, mx float32) float32   { panic("unreachable") }
-func simdWsum(p, v *float32, n, hd int, out *float32) { panic("unreachable") }
-func simdSwiglu(gate, up *float32, n int)             { panic("unreachable") }
+func simdExp(x *float32, n int, mx float32) float32 { panic("unreachable") }
+func simdSwiglu(gate, up *float32, n int)           { panic("unreachable") }
 func simdWsumG(p *float32, ps, nh int, v *float32, n, hd int, out *float32, os int, acc bool) {
 	panic("unreachable")
 }

@@ -108,9 +108,9 @@ func BenchmarkForwardN(b *testing.B) {
 	}
 }
 
-// BenchmarkAttention is one layer's attention for a decode token (N=1) and
-// chains of 16 and 64 tokens, with 256 cached, 1 thread: the per-head
-// kernels (attendOne) and the grouped items (attendItems).
+// BenchmarkAttention is one layer's attention items for a decode token
+// (N=1) and chains of 16 and 64 tokens, with 256 cached, 1 thread, run in
+// order on one attnBuf (attendItems).
 func BenchmarkAttention(b *testing.B) {
 	for _, n := range []int{1, 16, 64} {
 		m, _ := realModel(b, 1)
@@ -123,20 +123,7 @@ func BenchmarkAttention(b *testing.B) {
 		commitAll(b, c)
 		bt := new(Batch).chain(c, toks[:n], false)
 		run(b, m, bt) // leaves q, the plan and the scratch K/V of bt in place
-		cfg := m.Config()
 		ab := new(attnBuf)
-		b.Run(fmt.Sprintf("N=%d/per-head-old", n), func(b *testing.B) {
-			for range b.N {
-				for i := 0; i < n; i++ {
-					for h := 0; h < cfg.Heads; h++ {
-						m.attendOne(bt, 5, i, h, ab)
-					}
-				}
-			}
-		})
-		if !m.groupedAttention() {
-			continue
-		}
 		m.planAttnItems(bt)
 		b.Run(fmt.Sprintf("N=%d/items", n), func(b *testing.B) {
 			for range b.N {

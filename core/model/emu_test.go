@@ -104,25 +104,6 @@ func emuRMSNorm(dst, x, w []float32, eps float32) {
 	}
 }
 
-// emuWsum is attnWsum: the even keys and the odd keys in two FMA chains
-// per element, added at the end.
-func emuWsum(p, v []float32, n, hd int) []float32 {
-	even, odd := make([]float32, hd), make([]float32, hd)
-	for j := 0; j < n; j++ {
-		acc := even
-		if j%2 == 1 {
-			acc = odd
-		}
-		for d := range acc {
-			acc[d] = fma32(p[j], v[j*hd+d], acc[d])
-		}
-	}
-	for d := range even {
-		even[d] += odd[d]
-	}
-	return even
-}
-
 // emuWsumG is one head of attnWsumG: one FMA chain per element, keys in
 // order, from out.
 func emuWsumG(p, v []float32, n, hd int, out []float32) {

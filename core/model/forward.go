@@ -128,9 +128,7 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 			s.qTemp[i] = float32(math.Log(math.Floor(float64(p)/float64(c.AttnTempFloor))+1))*c.AttnTempScale + 1
 		}
 	}
-	if m.groupedAttention() {
-		m.planAttnItems(b)
-	}
+	m.planAttnItems(b)
 
 	for li := range m.layers {
 		l := &m.layers[li]

@@ -66,18 +66,6 @@ func testAttentionKernels(t *testing.T) {
 				require.Equal(t, -1, sameBits(emu, x), "attnExp, hd %d n %d", hd, n)
 				require.Equal(t, math.Float32bits(emuSum), math.Float32bits(sum), "attnExp sum")
 			}
-			if hd%64 == 0 {
-				out := make([]float32, hd)
-				simdWsum(&got[0], &v[0], n, hd, &out[0])
-				want := make([]float32, hd)
-				for j := 0; j < n; j++ {
-					axpy(want, got[j], v[j*hd:(j+1)*hd])
-				}
-				for d := range want {
-					require.InDelta(t, want[d], out[d], 1e-5)
-				}
-				require.Equal(t, -1, sameBits(emuWsum(got, v, n, hd), out), "attnWsum, hd %d n %d", hd, n)
-			}
 		}
 	}
 	// attnExp's clamp at -87 (e^-87 is still normal), and scores far below
