@@ -16,12 +16,9 @@ package model
 // AVX-512 machines: the lanes' arithmetic is the same at either width)
 // where the machine has it, else scoresTGo.
 func scoresT(q []float32, nq, qs int, kt []float32, ks, nk, hd int, scale float32, out []float32, os int) {
-	if nq == 0 || nk == 0 {
+	if !scoresFit(len(q), nq, qs, len(kt), ks, nk, hd, len(out), os) {
 		return
 	}
-	_ = q[(nq-1)*qs+hd-1]
-	_ = kt[(hd-1)*ks+nk-1]
-	_ = out[(nq-1)*os+nk-1]
 	if !canAVX2 || nk%16 != 0 {
 		scoresTGo(q, nq, qs, kt, ks, nk, hd, scale, out, os)
 		return
@@ -36,18 +33,28 @@ func scoresT(q []float32, nq, qs int, kt []float32, ks, nk, hd int, scale float3
 // scoresT gives for the same keys widened. Only where canAVX2, nk a
 // multiple of 16.
 func scoresTF16(q []float32, nq, qs int, kt []uint16, ks, nk, hd int, scale float32, out []float32, os int) {
-	if nq == 0 || nk == 0 {
+	if !scoresFit(len(q), nq, qs, len(kt), ks, nk, hd, len(out), os) {
 		return
 	}
-	_ = q[(nq-1)*qs+hd-1]
-	_ = kt[(hd-1)*ks+nk-1]
-	_ = out[(nq-1)*os+nk-1]
 	if !canAVX2 || nk%16 != 0 {
 		panic("model: scoresTF16 without its kernel")
 	}
 	queryGroups(nq, func(i, g int) {
 		attnScoresTF16AVX2(&q[i*qs], g, qs, &kt[0], ks, nk, hd, scale, &out[i*os], os)
 	})
+}
+
+// scoresFit says whether there is anything to score, and panics when the
+// rows scoresT would read or write do not lie within their slices (the
+// kernels check nothing).
+func scoresFit(qLen, nq, qs, ktLen, ks, nk, hd, outLen, os int) bool {
+	if nq == 0 || nk == 0 {
+		return false
+	}
+	if (nq-1)*qs+hd > qLen || (hd-1)*ks+nk > ktLen || (nq-1)*os+nk > outLen {
+		panic("model: scoresT's rows run past their slices")
+	}
+	return true
 }
 
 // queryGroups calls kernel(i, g) for groups of g = 6 query rows from row
