@@ -43,6 +43,7 @@ type attnBuf struct {
 	states []softState // a run's items' softmax states, itemQueries each
 	kf     []float32   // a chunk of keys widened to float32, transposed (scoresT's kt)
 	vf     []float32   // a chunk of values widened to float32, a row each
+	vt     []float32   // a tile's values widened for a run of items (attendRun)
 	ot     []float32   // a tile's value sums, hd floats per query
 	pm, pl []float32   // a tile's largest score and Σ e^(s−m) per query
 	krow   []uint16    // one scratch key as the cache holds it
@@ -207,7 +208,11 @@ func (m *Model) queriesOf(it attnItem, buf []float32) []float32 {
 // no partial). Scores come in 16-key blocks from base, the first seen key
 // rounded down to a block: score j of a query's row is key base+j, and
 // keys a query does not see are scored with their block but never used.
-func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q []float32, ab *attnBuf) (seen uint64) {
+//
+// vt, when not nil, holds the values of entries vbase on, widened (a run
+// of items widens a tile's values once for all of them, attendRun);
+// otherwise the values are widened attnChunk entries at a time.
+func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q []float32, ab *attnBuf, vt []float32, vbase int) (seen uint64) {
 	c := &m.cfg
 	hd, nh := c.HeadDim, int(it.nh)
 	nq := v.nt * nh
@@ -254,6 +259,14 @@ func (m *Model) attendTile(li int, it attnItem, v *itemView, k int, q []float32,
 		mx := maxOf(x)
 		ab.pm[qi], ab.pl[qi] = mx, softmaxWeights(x, mx)
 		seen |= 1 << qi
+	}
+	if vt != nil {
+		for t := range v.nt {
+			if from[t] < to[t] {
+				wsumG(sc[t*nh*sst+from[t]-base:], sst, nh, vt[(from[t]-vbase)*hd:], to[t]-from[t], hd, ab.ot[t*nh*hd:], hd, false)
+			}
+		}
+		return seen
 	}
 	for c0 := base; c0 < b; c0 += attnChunk {
 		c1 := min(b, c0+attnChunk)
@@ -333,9 +346,11 @@ func (m *Model) attendItems(li int, items []attnItem, ab *attnBuf) {
 // the same sequence: tile by tile, every item that sees a tile taking its
 // partial and folding it, so that a tile's keys and values come from memory
 // once for all of them (a long context's tiles of one KV head outgrow the
-// core's cache, and each item would stream them all again). Each query
-// still folds its tiles in order, one after another, so its bits do not
-// depend on the run it came in.
+// core's cache, and each item would stream them all again), and, when no
+// item has tree entries of its own, the tile's values are widened once for
+// all of them. Each query still folds its tiles in order, one after
+// another, and its value sums take the same keys in the same order, so its
+// bits do not depend on the run it came in.
 func (m *Model) attendRun(li int, items []attnItem, ab *attnBuf) {
 	hd, n := m.cfg.HeadDim, len(items)
 	ab.views, ab.qs = grow(ab.views, n), grow(ab.qs, n)
@@ -343,19 +358,41 @@ func (m *Model) attendRun(li int, items []attnItem, ab *attnBuf) {
 	ab.qg = grow(ab.qg, n*itemQueries*hd)
 	clear(ab.states)
 	first, last := math.MaxInt, -1
+	share := n > 1
 	for i, it := range items {
 		ab.views[i] = m.viewOf(li, it)
 		ab.qs[i] = m.queriesOf(it, ab.qg[i*itemQueries*hd:(i+1)*itemQueries*hd])
 		f, l := ab.views[i].tiles()
 		first, last = min(first, f), max(last, l)
+		share = share && len(ab.views[i].extra) == 0
 	}
 	for k := first; k <= last; k++ {
+		var vt []float32
+		vbase := 0
+		if share {
+			// The entries some item sees in tile k: cache rows, as no
+			// item has entries of its own.
+			lo, hi := math.MaxInt, 0
+			for i := range items {
+				v := &ab.views[i]
+				for t := range v.nt {
+					if a, b := max(v.lo[t], k*attnTile), min(v.nv[t], (k+1)*attnTile); a < b {
+						lo, hi = min(lo, a), max(hi, b)
+					}
+				}
+			}
+			if lo < hi {
+				ab.vt = grow(ab.vt, (hi-lo)*hd)
+				widenValues(ab.vt, ab.views[0].cache, li, ab.views[0].g, lo, hi)
+				vt, vbase = ab.vt, lo
+			}
+		}
 		for i, it := range items {
 			v := &ab.views[i]
 			if f, l := v.tiles(); k < f || k > l {
 				continue
 			}
-			seen := m.attendTile(li, it, v, k, ab.qs[i], ab)
+			seen := m.attendTile(li, it, v, k, ab.qs[i], ab, vt, vbase)
 			st := ab.states[i*itemQueries : (i+1)*itemQueries]
 			for qi := range v.nt * int(it.nh) {
 				if seen&(1<<qi) != 0 {
@@ -448,7 +485,7 @@ func (m *Model) attendSplit(li int) {
 			sp := &splits[x]
 			it := items[sp.item]
 			ab.qg = grow(ab.qg, itemQueries*m.cfg.HeadDim)
-			sp.seen = m.attendTile(li, it, &s.attViews[sp.item], int(sp.tile), m.queriesOf(it, ab.qg), ab)
+			sp.seen = m.attendTile(li, it, &s.attViews[sp.item], int(sp.tile), m.queriesOf(it, ab.qg), ab, nil, 0)
 			nq := int(it.i1-it.i0) * int(it.nh)
 			p := s.attParts[sp.off : sp.off+nq*(hd+2)]
 			copy(p[:nq], ab.pm[:nq])
