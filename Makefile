@@ -330,6 +330,8 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	done
 	$(GO) test -run='^$$' -bench='Text|StreamChunk|ChunkThroughput' -count=3 ./streaming ./core/loop
 	$(GO) test -run='^$$' -bench='MatMulScaling|ForwardMatMuls|ReadBand|MultiDot' -benchtime=20x ./core/quant
+	$(GO) test -run='^$$' -bench='LongChat|AttentionLayer' -benchtime=5x ./core/model
+	$(GO) test -run='^$$' -bench='ScoresT' ./core/model
 	$(GO) test -run='^$$' -bench=ConstrainedDecode -benchtime=3x ./core/engine
 	$(MAKE) -C tests/c all bench MODEL=$(abspath $(MODEL_PATH))
 	$(VENV_RUN) $(PYTHON) bindings/python/bench.py
