@@ -92,9 +92,19 @@ type poolWorker struct {
 // about 200 times and take 47-48 ms at N = 1 and 76-81 at N = 8, against
 // 40-41 and 64-66 with 100 µs (a 2-core KVM Xeon; 20 µs gave 41 and 70,
 // 400 µs no better than 100). The clock is read every spinCheck polls.
+//
+// Both polls, the idle worker's and the caller's wait for the last
+// chunks, give their core away (sched_yield) every few microseconds
+// (the worker every yieldEvery·spinCheck polls, the caller every
+// yieldEvery-th poll past its first 1024, which call runtime.Gosched): on a machine where other work keeps a core
+// busy, the OS often runs both of the pool's threads on the one core left,
+// and a poll there keeps the thread it waits for off that core until its
+// time slice ends (milliseconds, hundreds of times a decode step). Where a
+// core is free the yield returns at once (about 0.7 µs on a KVM EPYC).
 const (
-	spinFor   = 100 * time.Microsecond
-	spinCheck = 256
+	spinFor    = 100 * time.Microsecond
+	spinCheck  = 256
+	yieldEvery = 8
 )
 
 // NewPool starts a pool running jobs on `threads` threads (the caller's
@@ -170,6 +180,9 @@ func (p *Pool) loop(w *poolWorker, last *poolJob) {
 		var since time.Time
 		for spins := 0; j == last; spins++ {
 			if spins%spinCheck == 0 {
+				if spins > 0 && spins%(yieldEvery*spinCheck) == 0 {
+					osYield()
+				}
 				if spins == 0 {
 					since = time.Now()
 				} else if time.Since(since) >= spinFor {
@@ -253,8 +266,23 @@ func (p *Pool) Run(n, grain int, fn func(lo, hi int)) {
 	p.cur.Store(j)
 	p.wakeAll(true)
 	j.work(0)
+	j.wait()
+}
+
+// wait returns when every chunk of j is done. The other threads' last
+// chunks take microseconds unless the OS has given one's core to another
+// process meanwhile, or to this one's caller: on a machine where other
+// work takes a core, the pool's threads share the one left, and polling
+// would keep the thread that holds the last chunk off it for the rest of a
+// time slice (milliseconds) every time. So the polls give the core away
+// (osYield) to any thread waiting for it.
+func (j *poolJob) wait() {
 	for spins := 0; j.done.Load() != j.chunks; spins++ {
-		if spins > 1<<10 {
+		switch {
+		case spins < 1<<10:
+		case spins%yieldEvery == 0:
+			osYield()
+		default: // a pool with more threads than GOMAXPROCS
 			runtime.Gosched()
 		}
 	}
