@@ -255,103 +255,135 @@ func p8RowScales(wt Type, xq []byte, xrb, n, nb int, scp *[]float32) []float32 {
 // matmulPacked8 runs the 8-row kernels of wt over all row groups of the
 // packed matrix wp.
 func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, n int, out []float32, pool *Pool) {
+	var j p8Job
+	j.init(k, wt, wp, rows, cols, xq, n, out)
+	pool.Run(j.units, j.chunk(pool.Threads()), j.run)
+	j.release()
+}
+
+// p8Job is one matrix's share of a pool job over the 8-row kernels: its
+// work comes in units of two groups, so that a pair kernel (k.p16) can
+// take both at once.
+type p8Job struct {
+	wt                 Type
+	wp, xq             []byte
+	out                []float32
+	rows, n            int
+	nb, gb, groups     int
+	xrb                int
+	units              int
+	kern               p8Kernel
+	pair               func(wp []byte, gb, nb int, x []byte, xs int, sc, out []float32, os, na int)
+	acts, calls        int
+	scp                *[]float32
+	sc                 []float32
+	amx                func(wp []byte, gb, nb int, x, xa []byte, xs int, out []float32, os, na, pairs int)
+	amxCalls, xaStride int
+	xa                 *[]byte
+}
+
+// init prepares j for wp · xq into out (n activation rows); release
+// gives back what it took from the pools.
+func (j *p8Job) init(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, n int, out []float32) {
 	nb := cols / wt.BlockElems()
-	gb := nb * p8Record(wt)
-	groups := (rows + p8Rows - 1) / p8Rows
-	xrb := nb * ActType(wt).BlockBytes()
-	kern := k.packed8(wt)
-
-	scp := scalePool.Get().(*[]float32)
-	sc := p8RowScales(wt, xq, xrb, n, nb, scp) // assigned once: the closure below copies it instead of moving it to the heap
-
+	*j = p8Job{wt: wt, wp: wp, xq: xq, out: out, rows: rows, n: n, nb: nb,
+		gb: nb * p8Record(wt), groups: (rows + p8Rows - 1) / p8Rows,
+		xrb: nb * ActType(wt).BlockBytes(), kern: k.packed8(wt), pair: k.p16[wt]}
+	j.units = (j.groups + 1) / 2
+	j.scp = scalePool.Get().(*[]float32)
+	j.sc = p8RowScales(wt, xq, j.xrb, n, nb, j.scp)
 	// Activation rows in near-equal calls of at most the kernel's rows
-	// (its register budget). The work is handed out in units of two
-	// groups, so that a pair kernel (k.p16) can take both at once; about
-	// 16 chunks of units per thread, handed out dynamically by the pool.
-	acts := k.p8Acts[wt]
-	calls := (n + acts - 1) / acts
-	pair := k.p16[wt]
-	units := (groups + 1) / 2
-	threads := pool.Threads()
-	chunk := max(1, (units+16*threads-1)/(16*threads))
+	// (its register budget).
+	j.acts = k.p8Acts[wt]
+	j.calls = (n + j.acts - 1) / j.acts
 	// The tile unit takes a chunk's whole pairs at once, up to 16
 	// activation rows a call, where the calls get amxMinActs rows or more.
-	amx := k.amx[wt]
-	var amxCalls, xaStride int
-	var xa *[]byte
-	if c := (n + amxMaxActs - 1) / amxMaxActs; amx != nil && n/c >= amxMinActs {
-		amxCalls = c
-		xa = amxActsPool.Get().(*[]byte)
-		*xa = amxActs(wt, xq, n, nb, xrb, c, *xa)
-		xaStride = nb * amxActStride(wt)
+	if c := (n + amxMaxActs - 1) / amxMaxActs; k.amx[wt] != nil && n/c >= amxMinActs {
+		j.amx, j.amxCalls = k.amx[wt], c
+		j.xa = amxActsPool.Get().(*[]byte)
+		*j.xa = amxActs(wt, xq, n, nb, j.xrb, c, *j.xa)
+		j.xaStride = nb * amxActStride(wt)
 	}
-	pool.Run(units, chunk, func(lo, hi int) {
-		var tail []float32 // the last group's 8 lanes, when rows%8 != 0
-		if amxCalls > 0 {
-			full := min(hi, rows/(2*p8Rows)) // units lo…full−1 are whole pairs
-			if full > lo {
-				n0 := 0
-				for c := 0; c < amxCalls; c++ {
-					na := (n - n0) / (amxCalls - c)
-					amx(wp[2*lo*gb:2*full*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], (*xa)[n0*xaStride:(n0+na)*xaStride], xrb, out[n0*rows+2*lo*p8Rows:], rows, na, full-lo)
-					n0 += na
-				}
-				lo = full
-			}
-		}
-		// eight runs groups [g0, g1) through the 8-row kernel: the whole
-		// ones in one call per activation split, a partial last group
-		// into tail, of which it keeps the valid rows.
-		eight := func(g0, g1 int) {
-			whole := min(g1, rows/p8Rows)
+}
+
+func (j *p8Job) release() {
+	scalePool.Put(j.scp)
+	if j.xa != nil {
+		amxActsPool.Put(j.xa)
+	}
+}
+
+// chunk is the units a pool hand-out takes: about 16 chunks per thread,
+// handed out dynamically by the pool.
+func (j *p8Job) chunk(threads int) int {
+	return max(1, (j.units+16*threads-1)/(16*threads))
+}
+
+// run computes units [lo, hi) of j.
+func (j *p8Job) run(lo, hi int) {
+	wp, xq, out, sc := j.wp, j.xq, j.out, j.sc
+	rows, n, nb, gb, xrb := j.rows, j.n, j.nb, j.gb, j.xrb
+	var tail []float32 // the last group's 8 lanes, when rows%8 != 0
+	if j.amxCalls > 0 {
+		full := min(hi, rows/(2*p8Rows)) // units lo…full−1 are whole pairs
+		if full > lo {
 			n0 := 0
-			for c := 0; c < calls; c++ {
-				na := (n - n0) / (calls - c)
-				x := xq[n0*xrb : (n0+na)*xrb]
-				var s []float32
-				if sc != nil {
-					s = sc[n0*nb*2 : (n0+na)*nb*2]
-				}
-				if whole > g0 {
-					kern(wp[g0*gb:whole*gb], nb, whole-g0, x, xrb, s, out[n0*rows+g0*p8Rows:], rows, na)
-				}
-				if g1 > whole { // the last, partial group: 8 lanes out, valid kept
-					if tail == nil {
-						tail = make([]float32, acts*p8Rows)
-					}
-					r0 := whole * p8Rows
-					kern(wp[whole*gb:g1*gb], nb, 1, x, xrb, s, tail, p8Rows, na)
-					for j := 0; j < na; j++ {
-						copy(out[(n0+j)*rows+r0:(n0+j+1)*rows], tail[j*p8Rows:])
-					}
-				}
+			for c := 0; c < j.amxCalls; c++ {
+				na := (n - n0) / (j.amxCalls - c)
+				j.amx(wp[2*lo*gb:2*full*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], (*j.xa)[n0*j.xaStride:(n0+na)*j.xaStride], xrb, out[n0*rows+2*lo*p8Rows:], rows, na, full-lo)
 				n0 += na
 			}
+			lo = full
 		}
-		if pair == nil {
-			eight(2*lo, min(2*hi, groups))
-			return
-		}
-		for u := lo; u < hi; u++ {
-			if (2*u+2)*p8Rows > rows {
-				eight(2*u, min(2*u+2, groups))
-				continue
+	}
+	// eight runs groups [g0, g1) through the 8-row kernel: the whole
+	// ones in one call per activation split, a partial last group
+	// into tail, of which it keeps the valid rows.
+	eight := func(g0, g1 int) {
+		whole := min(g1, rows/p8Rows)
+		n0 := 0
+		for c := 0; c < j.calls; c++ {
+			na := (n - n0) / (j.calls - c)
+			x := xq[n0*xrb : (n0+na)*xrb]
+			var s []float32
+			if sc != nil {
+				s = sc[n0*nb*2 : (n0+na)*nb*2]
 			}
-			r0 := 2 * u * p8Rows
-			n0 := 0
-			for c := 0; c < calls; c++ {
-				na := (n - n0) / (calls - c)
-				var s []float32
-				if sc != nil {
-					s = sc[n0*nb*2 : (n0+na)*nb*2]
+			if whole > g0 {
+				j.kern(wp[g0*gb:whole*gb], nb, whole-g0, x, xrb, s, out[n0*rows+g0*p8Rows:], rows, na)
+			}
+			if g1 > whole { // the last, partial group: 8 lanes out, valid kept
+				if tail == nil {
+					tail = make([]float32, j.acts*p8Rows)
 				}
-				pair(wp[2*u*gb:(2*u+2)*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], xrb, s, out[n0*rows+r0:], rows, na)
-				n0 += na
+				r0 := whole * p8Rows
+				j.kern(wp[whole*gb:g1*gb], nb, 1, x, xrb, s, tail, p8Rows, na)
+				for i := 0; i < na; i++ {
+					copy(out[(n0+i)*rows+r0:(n0+i+1)*rows], tail[i*p8Rows:])
+				}
 			}
+			n0 += na
 		}
-	})
-	scalePool.Put(scp)
-	if xa != nil {
-		amxActsPool.Put(xa)
+	}
+	if j.pair == nil {
+		eight(2*lo, min(2*hi, j.groups))
+		return
+	}
+	for u := lo; u < hi; u++ {
+		if (2*u+2)*p8Rows > rows {
+			eight(2*u, min(2*u+2, j.groups))
+			continue
+		}
+		r0 := 2 * u * p8Rows
+		n0 := 0
+		for c := 0; c < j.calls; c++ {
+			na := (n - n0) / (j.calls - c)
+			var s []float32
+			if sc != nil {
+				s = sc[n0*nb*2 : (n0+na)*nb*2]
+			}
+			j.pair(wp[2*u*gb:(2*u+2)*gb], gb, nb, xq[n0*xrb:(n0+na)*xrb], xrb, s, out[n0*rows+r0:], rows, na)
+			n0 += na
+		}
 	}
 }
