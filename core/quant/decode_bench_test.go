@@ -82,3 +82,92 @@ func streamCopies(s benchShape, w []byte) ([]*Packed, *Arena) {
 	}
 	return pks, arena
 }
+
+// smolLayer is one SmolLM2-135M layer's matmuls in a decode step's order
+// (q, k, v, o, gate, up, down): small matrices, 69–553 KB each, where a
+// pool job's fixed costs (hand-out, each thread's cold start at its
+// range, the wait for the last chunk) weigh against its bytes.
+var smolLayer = []benchShape{
+	{"q", Q4_1, 576, 576}, {"k", Q4_1, 192, 576}, {"v", Q4_1, 192, 576},
+	{"o", Q4_1, 576, 576}, {"gate", Q4_1, 1536, 576}, {"up", Q4_1, 1536, 576},
+	{"down", Q4_1, 576, 1536},
+}
+
+// BenchmarkDecodeLayers runs smolLayer's matmuls (N = 1) over distinct
+// copies of the layer, about 256 MB in all on huge pages, as a decode
+// step runs a model's layers, on 1 and 2 threads, beside a read loop over
+// a 256 MB huge-page buffer timed in the same benchmark and alternated
+// with it (best of the rounds for each): xRead is the layers' bytes a
+// second over the read loop's, the figure lmsbench's "weight bytes read
+// in decode / bandwidth" is for a whole model less its other work.
+//
+//	go test ./core/quant -run X -bench DecodeLayers -benchtime 5x
+func BenchmarkDecodeLayers(b *testing.B) {
+	rng := rand.New(rand.NewPCG(14, 14))
+	var layerBytes int
+	var ws, xqs [][]byte
+	for _, s := range smolLayer {
+		w, xq, _ := benchMatrix(rng, s.wt, s.rows, s.cols, 1)
+		ws, xqs = append(ws, w), append(xqs, xq)
+		layerBytes += len(w)
+	}
+	copies := max(1, (256<<20)/layerBytes)
+	size := 0
+	for i, s := range smolLayer {
+		size += max(PackedSize(s.wt, s.rows, s.cols), len(ws[i])+63)
+	}
+	arena := NewArena(copies * size)
+	defer arena.Free()
+	pks := make([][]*Packed, copies)
+	for c := range pks {
+		for i, s := range smolLayer {
+			pks[c] = append(pks[c], PrepackIn(arena, s.wt, ws[i], s.rows, s.cols))
+		}
+	}
+	out := make([]float32, 1536)
+	read := NewArena(256 << 20)
+	defer read.Free()
+	buf := read.Bytes(256 << 20)
+	if buf == nil {
+		buf = make([]byte, 256<<20)
+	}
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	outs := [][]float32{make([]float32, 1536), make([]float32, 1536), make([]float32, 1536)}
+	for _, c := range []struct {
+		name    string
+		threads int
+		set     bool
+	}{{"threads=1", 1, false}, {"threads=2", 2, false}, {"threads=2/sets", 2, true}} {
+		th := c.threads
+		b.Run(c.name, func(b *testing.B) {
+			p := NewPool(th)
+			defer p.Close()
+			bestRead, bestLayers := 0.0, 0.0
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				p.Run(len(buf)/4096, (len(buf)/4096+th-1)/th, func(lo, hi int) { sink += ReadSum(buf[lo*4096 : hi*4096]) })
+				bestRead = max(bestRead, float64(len(buf))/time.Since(start).Seconds()/1e9)
+				start = time.Now()
+				for _, layer := range pks {
+					if c.set { // q, k, v and gate, up as one job each, as the model runs them
+						MatMulPackedSet(layer[0:3], xqs[0], 1, outs, p)
+						MatMulPacked(layer[3], xqs[3], 1, out, p)
+						MatMulPackedSet(layer[4:6], xqs[4], 1, outs[:2], p)
+						MatMulPacked(layer[6], xqs[6], 1, out, p)
+						continue
+					}
+					for k, pk := range layer {
+						MatMulPacked(pk, xqs[k], 1, out, p)
+					}
+				}
+				bestLayers = max(bestLayers, float64(layerBytes*copies)/time.Since(start).Seconds()/1e9)
+			}
+			b.ReportMetric(bestRead, "read-GB/s")
+			b.ReportMetric(bestLayers, "GB/s")
+			b.ReportMetric(bestLayers/bestRead, "xRead")
+			b.ReportMetric(float64(layerBytes)/bestLayers/1e3/float64(len(smolLayer)), "µs/matmul")
+		})
+	}
+}

@@ -213,6 +213,53 @@ func MatMulPacked(p *Packed, xq []byte, n int, out []float32, pool *Pool) {
 	matmulPacked(k, p.Type, p.data, nil, 0, p.Rows, p.Cols, xq, n, out, pool)
 }
 
+// MatMulPackedSet is MatMulPacked(ps[i], xq, n, outs[i], pool) for every
+// i, with the same results, for matrices that read the same activations
+// (equal Cols and ActType): as one pool job where every matrix takes the
+// 8-row kernels. A decode step's q, k and v (and gate and up) are small
+// matrices, and each pool job costs the threads a hand-out, a cold start
+// of each one's weight stream and a wait for the slowest one's last
+// chunk; one job over all of them pays that once.
+func MatMulPackedSet(ps []*Packed, xq []byte, n int, outs [][]float32, pool *Pool) {
+	if len(ps) != len(outs) {
+		panic(fmt.Sprintf("quant: MatMulPackedSet: %d matrices, %d outputs", len(ps), len(outs)))
+	}
+	k := active.Load()
+	fuse := pool.Threads() > 1 && n > 0
+	for _, p := range ps {
+		if p.Cols != ps[0].Cols || ActType(p.Type) != ActType(ps[0].Type) {
+			panic(fmt.Sprintf("quant: MatMulPackedSet: %s %d×%d does not read %s %d×%d's activations", p.Type, p.Rows, p.Cols, ps[0].Type, ps[0].Rows, ps[0].Cols))
+		}
+		fuse = fuse && p.data != nil && p.group == p8Rows && k.packed8(p.Type) != nil && p.Rows > 0
+	}
+	if !fuse || len(ps) < 2 {
+		for i, p := range ps {
+			MatMulPacked(p, xq, n, outs[i], pool)
+		}
+		return
+	}
+	jobs := make([]p8Job, len(ps))
+	units := 0
+	for i, p := range ps {
+		checkMatMul(p.Type, p.w, p.Rows, p.Cols, xq, n, outs[i])
+		jobs[i].init(k, p.Type, p.data, p.Rows, p.Cols, xq, n, outs[i])
+		units += jobs[i].units
+	}
+	threads := pool.Threads()
+	pool.Run(units, max(1, (units+16*threads-1)/(16*threads)), func(lo, hi int) {
+		for i := range jobs {
+			j := &jobs[i]
+			if lo < j.units && hi > 0 {
+				j.run(max(lo, 0), min(hi, j.units))
+			}
+			lo, hi = lo-j.units, hi-j.units
+		}
+	})
+	for i := range jobs {
+		jobs[i].release()
+	}
+}
+
 func checkMatMul(wt Type, w []byte, rows, cols int, xq []byte, n int, out []float32) (wrb, xrb int) {
 	at := ActType(wt)
 	wrb, err := wt.RowBytes(cols)
