@@ -134,9 +134,7 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 		l := &m.layers[li]
 		// Attention block: x += Wo · attention(rope(Wq·xn), rope(Wk·xn), Wv·xn)
 		m.acts().set(m.preNorm(l.attnNorm, n), n, c.Embd)
-		m.matmul(&l.wq, s.q, n)
-		m.matmul(&l.wk, s.k, n)
-		m.matmul(&l.wv, s.v, n)
+		m.matmul3(&l.wq, &l.wk, &l.wv, s.q, s.k, s.v, n)
 		addBiasRows(s.q, l.bq, n)
 		addBiasRows(s.k, l.bk, n)
 		addBiasRows(s.v, l.bv, n)
@@ -212,8 +210,7 @@ func (m *Model) Forward(b *Batch, logits []float32) error {
 // rows of the current acts.
 func (m *Model) denseFFN(l *layer, n int) {
 	c, s := &m.cfg, &m.s
-	m.matmul(&l.wGate, s.gate, n)
-	m.matmul(&l.wUp, s.up, n)
+	m.matmul3(&l.wGate, &l.wUp, nil, s.gate, s.up, nil, n)
 	addBiasRows(s.gate, l.bGate, n)
 	addBiasRows(s.up, l.bUp, n)
 	m.activate(s.gate, s.up, n*c.FF)
@@ -392,6 +389,27 @@ func (a *acts) get(at quant.Type, pool *quant.Pool) []byte {
 func (m *Model) matmul(w *matrix, out []float32, n int) {
 	xq := m.s.acts.get(quant.ActType(w.typ), m.pool)
 	quant.MatMulPacked(w.packed, xq, n, out[:n*w.rows], m.pool)
+}
+
+// matmul3 is matmul of a, b and c (c may be nil) into oa, ob and oc, as
+// one pool job where their activation types agree (quant.MatMulPackedSet).
+func (m *Model) matmul3(a, b, c *matrix, oa, ob, oc []float32, n int) {
+	at := quant.ActType(a.typ)
+	if quant.ActType(b.typ) != at || c != nil && quant.ActType(c.typ) != at {
+		m.matmul(a, oa, n)
+		m.matmul(b, ob, n)
+		if c != nil {
+			m.matmul(c, oc, n)
+		}
+		return
+	}
+	xq := m.s.acts.get(at, m.pool)
+	ps := []*quant.Packed{a.packed, b.packed}
+	outs := [][]float32{oa[:n*a.rows], ob[:n*b.rows]}
+	if c != nil {
+		ps, outs = append(ps, c.packed), append(outs, oc[:n*c.rows])
+	}
+	quant.MatMulPackedSet(ps, xq, n, outs, m.pool)
 }
 
 // storeKV writes each token's K and V into its cache's scratch entry,
