@@ -3,7 +3,7 @@
 // forward pass over N tokens relative to one token, and the weight bytes read
 // per second next to a memory-bandwidth measurement taken in the same run.
 //
-//	lmsbench [-model PATH] [-rounds 5] [-kernels SET] [-forward-only | -no-forward] [-long 4096,16384]
+//	lmsbench [-model PATH] [-rounds 5] [-kernels SET] [-forward-only | -no-forward | -decode-only] [-long 4096,16384]
 //
 // -kernels runs lmstream on one kernel set (quant.KernelSetNames: generic,
 // avx2, avx512vnni, amx; default the best the CPU has), so that a machine
@@ -13,6 +13,11 @@
 // GGML_AVX2=ON GGML_FMA=ON GGML_F16C=ON, no AVX-512). The load average
 // is printed before and after: figures taken on a busy machine are not
 // worth comparing.
+//
+// -decode-only measures decode (tg128, and at depth 256) and the
+// bandwidth alone: no prefill, no forward passes over N tokens, and
+// llama-bench runs no prompt either (quick decode A/B runs of a large
+// model).
 //
 // -long adds, at 2 threads, a prompt of each length given (prefilled in
 // passes of 512 tokens, llama-bench's micro-batch) and decode after a
@@ -76,9 +81,11 @@ func main() {
 	rounds := flag.Int("rounds", 5, "measurements per figure")
 	forwardOnly := flag.Bool("forward-only", false, "measure only the forward passes T(N) (kernel work: quick A/B runs)")
 	noForward := flag.Bool("no-forward", false, "skip the forward passes T(N): decode, decode at depth, prefill and bandwidth only")
+	decodeOnly := flag.Bool("decode-only", false, "decode, decode at depth and bandwidth only (no prefill, no forward passes T(N))")
 	kernels := flag.String("kernels", "", "kernel set: "+strings.Join(quant.KernelSetNames, ", ")+" (default: the best this CPU runs)")
 	longList := flag.String("long", "", "comma-separated context lengths: prefill of that many tokens and decode after them, 2 threads")
 	flag.Parse()
+	*noForward = *noForward || *decodeOnly
 	var long []int
 	for _, f := range strings.FieldsFunc(*longList, func(r rune) bool { return r == ',' }) {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -138,7 +145,9 @@ func main() {
 		bw[threads] = add(fmt.Sprintf("memory read bandwidth, %d thread(s)", threads), "GB/s", func() float64 { return readBandwidth(threads) })
 		decode[threads] = add(fmt.Sprintf("decode, ctx 0→128, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 0, 128) })
 		depth[threads] = add(fmt.Sprintf("decode at ctx 256, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 256, 64) })
-		prefill[threads] = add(fmt.Sprintf("prefill pp512, %d thread(s)", threads), "tok/s", func() float64 { return prefillRate(m, 512) })
+		if !*decodeOnly {
+			prefill[threads] = add(fmt.Sprintf("prefill pp512, %d thread(s)", threads), "tok/s", func() float64 { return prefillRate(m, 512) })
+		}
 	}
 	for _, threads := range []int{1, 2} {
 		if *forwardOnly {
@@ -192,7 +201,7 @@ func main() {
 	var peerErr error
 	switch {
 	case os.Getenv("LMSTREAM_PEER_LLAMA_BENCH") != "":
-		peer, peerErr = llamaBench(os.Getenv("LMSTREAM_PEER_LLAMA_BENCH"), *path, *rounds, !*noForward && !*forwardOnly, !*forwardOnly, kept)
+		peer, peerErr = llamaBench(os.Getenv("LMSTREAM_PEER_LLAMA_BENCH"), *path, *rounds, !*noForward && !*forwardOnly, !*forwardOnly, *decodeOnly, kept)
 	case os.Getenv("LMSTREAM_PEER_PYTHON") != "":
 		peer, peerErr = llamaCpp(os.Getenv("LMSTREAM_PEER_PYTHON"), *path, *rounds)
 	}
@@ -203,7 +212,9 @@ func main() {
 		} else {
 			for threads := 1; threads <= 2; threads++ {
 				decode[threads].peer = peer[fmt.Sprintf("tg128_t%d", threads)]
-				prefill[threads].peer = peer[fmt.Sprintf("pp512_t%d", threads)]
+				if prefill[threads] != nil {
+					prefill[threads].peer = peer[fmt.Sprintf("pp512_t%d", threads)]
+				}
 				depth[threads].peer = peer[fmt.Sprintf("tgd256_t%d", threads)]
 			}
 			for n, fg := range longPP {
@@ -488,9 +499,9 @@ func loadAverage() string {
 
 // llamaBench measures llama.cpp with its own llama-bench on the same model
 // (the forward passes over N tokens only when forward is set, the decode
-// and prefill figures when basic is, and at 2 threads a prompt of each long
-// length and decode after one).
-func llamaBench(bin, path string, rounds int, forward, basic bool, long []int) (map[string]float64, error) {
+// and prefill figures when basic is, prefill not when decodeOnly is, and
+// at 2 threads a prompt of each long length and decode after one).
+func llamaBench(bin, path string, rounds int, forward, basic, decodeOnly bool, long []int) (map[string]float64, error) {
 	type result struct {
 		Threads int     `json:"n_threads"`
 		Prompt  int     `json:"n_prompt"`
@@ -508,7 +519,11 @@ func llamaBench(bin, path string, rounds int, forward, basic bool, long []int) (
 	r := fmt.Sprint(rounds)
 	var runs [][]string
 	if basic {
-		runs = append(runs, []string{"-t", "1,2", "-p", "512", "-n", "128"}, []string{"-t", "1,2", "-p", "0", "-n", "64", "-d", "256"})
+		pp := "512"
+		if decodeOnly {
+			pp = "0"
+		}
+		runs = append(runs, []string{"-t", "1,2", "-p", pp, "-n", "128"}, []string{"-t", "1,2", "-p", "0", "-n", "64", "-d", "256"})
 	}
 	for _, n := range long {
 		runs = append(runs, []string{"-t", "2", "-p", fmt.Sprint(n), "-n", "0", "-r", fmt.Sprint(min(rounds, 2))},
