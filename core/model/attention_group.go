@@ -26,8 +26,9 @@ import (
 // decoded alone, in a chain or as a tree node. Scores of a tile stay in L1
 // instead of a whole row per query.
 
-// maxGroupHeads is the most query heads attnScores16/attnWsumG take at once
-// (larger groups are split into near-equal parts).
+// maxGroupHeads is the most query heads of one KV head an item takes, the
+// most attnWsumG sums at once (larger groups are split into near-equal
+// parts).
 const maxGroupHeads = 4
 
 // attnTile is how many key positions one partial softmax covers: a KV
