@@ -367,10 +367,11 @@ func (c *Cache) V(li, h, pos int) []uint16 {
 // [from, to) out of their pages, RowLen uint16s each (for tests and tools;
 // the forward pass reads the pages in place).
 func (c *Cache) Entries(li, h, from, to int) (k, v []uint16) {
+	row := make([]uint16, c.rowLen)
 	for pos := from; pos < to; pos = PageEnd(pos) {
 		m := (min(to, PageEnd(pos)) - pos) * c.rowLen
 		for p := pos; p < min(to, PageEnd(pos)); p++ {
-			k = append(k, c.KRow(li, h, p, make([]uint16, c.rowLen))...)
+			k = append(k, c.KRow(li, h, p, row)...)
 		}
 		v = append(v, c.V(li, h, pos)[:m]...)
 	}

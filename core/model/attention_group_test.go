@@ -175,3 +175,11 @@ func TestFoldKernel(t *testing.T) {
 		}
 	})
 }
+
+// axpy adds a·x to y.
+func axpy(y []float32, a float32, x []float32) {
+	x = x[:len(y)]
+	for i, v := range x {
+		y[i] += a * v
+	}
+}
