@@ -320,7 +320,8 @@ test-install: $(LIB)
 # LMSTREAM_PEER_LLAMA_SERVER (a llama-server binary, built outside this
 # repository) adds llama-server to the serving benchmarks (tests/serve's
 # bench_turns.py, a 20-turn chat, and bench_agents.py, 32 conversations
-# sharing a system prompt) on the same GGUF.
+# sharing a system prompt; bench_start.py, start-up to the first token of
+# each of BENCH_MODELS, cold and warm) on the same GGUF.
 BENCH_MODELS ?= smollm2-135m qwen2.5-coder-0.5b qwen2.5-coder-1.5b gemma3-270m
 BENCH_ROUNDS ?= 3
 bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
@@ -339,6 +340,7 @@ bench: deps all $(foreach m,$(BENCH_MODELS),$(shell $(FETCH) --path $(m)))
 	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_prefix.py
 	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_turns.py
 	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_agents.py
+	$(VENV_RUN) LMSTREAM_SERVE=$(abspath $(SERVE)) LMSTREAM_MODEL=$(abspath $(MODEL_PATH)) $(PYTHON) tests/serve/bench_start.py $(foreach m,$(BENCH_MODELS),$(abspath $(shell $(FETCH) --path $(m))))
 	cd bindings/elixir && mix run bench/bench.exs
 
 # The decode table of CPUs without AVX-512: decode (tg128, and 64 tokens at

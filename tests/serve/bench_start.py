@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Start-up to the first token, cold and warm, for each model: the time
+from starting the server process to /health answering 200 and to the
+first streamed token of a short greedy chat sent then (issue 48).
+
+    bench_start.py [--repeat 3] [MODEL.gguf ...]
+
+Cold: an empty cache directory (XDG_CACHE_HOME), so lmstream-serve has no
+cost curve kept from an earlier start and measures one; warm: the same
+directory again, the curve found on disk. The model file itself is in the
+OS page cache both times (the first run reads it; the figures are not of
+the disk). With LMSTREAM_PEER_LLAMA_SERVER set, llama-server on the same
+file beside each (it keeps nothing between starts, so one figure).
+Prints the median of --repeat starts of each.
+
+LMSTREAM_SERVE names the built lmstream-serve; the models default to
+LMSTREAM_MODEL.
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from bench_common import MODEL, PEER, PEER_ARGS, SERVE, ask, free_port, load_note, stop_on_sigterm
+
+QUESTION = [{"role": "user", "content": "Say hello."}]
+
+
+def wait_healthy(proc, url, t0, timeout):
+    """Seconds from t0 until url's /health answers 200."""
+    while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            raise SystemExit(f"{proc.args[0]} exited with {proc.returncode}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                if r.status == 200:
+                    return time.monotonic() - t0
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        time.sleep(0.02)
+    raise SystemExit(f"{proc.args[0]} was not ready within {timeout} s")
+
+
+def one_start(cmd, env, url_of, extra, timeout=900):
+    """(s to healthy, s to the first token) of one start of cmd."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        url = url_of(proc)
+        ready = wait_healthy(proc, url, t0, timeout)
+        ttft, _, _ = ask(url, QUESTION, 8, extra)
+        return ready, ready + ttft
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def lmstream_url(proc):
+    """The URL lmstream-serve prints as soon as it listens."""
+    line = proc.stdout.readline()
+    m = re.search(r"listening on (http://[^;\s]+)", line)
+    if not m:
+        raise SystemExit(f"lmstream-serve said {line!r}")
+    return m.group(1)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("models", nargs="*", default=[MODEL])
+    ap.add_argument("--repeat", type=int, default=3, help="starts of each kind; medians printed")
+    args = ap.parse_args()
+    if args.repeat < 1:
+        ap.error("--repeat must be at least 1")
+    stop_on_sigterm()
+    print(f"start-up to /health 200 and to the first token of a short chat, median of {args.repeat}")
+    print(f"({load_note()})")
+    rows = []
+    for model in args.models:
+        name = os.path.basename(model)
+        cmd = [SERVE, "--model", model, "--port", "0"]
+        cold, warm = [], []
+        for _ in range(args.repeat):
+            cache = tempfile.mkdtemp(prefix="lmstream-start-")
+            try:
+                env = dict(os.environ, XDG_CACHE_HOME=cache)
+                cold.append(one_start(cmd, env, lmstream_url, None))
+                warm.append(one_start(cmd, env, lmstream_url, None))
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+        rows.append((name, "lmstream cold", cold))
+        rows.append((name, "lmstream warm", warm))
+        if PEER:
+            peer = []
+            for _ in range(args.repeat):
+                port = free_port()
+                pcmd = [PEER, "-m", model, "--host", "127.0.0.1", "--port", str(port), "--jinja"] + PEER_ARGS
+                peer.append(one_start(pcmd, None, lambda p, port=port: f"http://127.0.0.1:{port}", {}))
+            rows.append((name, "llama-server", peer))
+        for r in rows[-3 if PEER else -2:]:
+            print(f"{r[0]:>44} {r[1]:>14}: ready {statistics.median(x[0] for x in r[2]):6.2f} s, "
+                  f"first token {statistics.median(x[1] for x in r[2]):6.2f} s", flush=True)
+    print(f"({load_note()})")
+
+
+if __name__ == "__main__":
+    main()
