@@ -18,6 +18,10 @@
 //	"script": [[ids], [ids], ...]     the bursts of every batch item, or
 //	"scripts": [script, script, ...]  one script per batch item
 //	"delay_ms": d                     pace each slot at one burst per d ms
+//	"hold_after": k                   after burst k, wait up to a minute for a
+//	                                  cancellation before going on: a test
+//	                                  that cancels after a chunk then does
+//	                                  not race the script's pace
 //	"error_at": k                     iteration k fails with a backend error
 //	"panic_at": k                     iteration k panics (a Go panic)
 //
@@ -117,10 +121,27 @@ func (b *Backend) Open(s *loop.Slot) error          { s.State = &sequence{item: 
 
 // item is one batch item's script and pacing, shared by Prepare and Open.
 type item struct {
-	script  [][]int32
-	delay   time.Duration
-	errorAt int
-	panicAt int
+	script    [][]int32
+	delay     time.Duration
+	holdAfter int // -1: none
+	errorAt   int
+	panicAt   int
+}
+
+// holdFor is how long "hold_after" waits: long enough for any consumer on a
+// loaded machine, short enough that a test whose cancellation never comes
+// still ends.
+const holdFor = time.Minute
+
+// paced says whether the slot's bursts wait for a time (readyAt).
+func (it *item) paced() bool { return it.delay > 0 || it.holdAfter >= 0 }
+
+// wait is how long the slot waits before burst pos.
+func (it *item) wait(pos int) time.Duration {
+	if pos == it.holdAfter {
+		return holdFor
+	}
+	return it.delay
 }
 
 // sequence is the per-slot state: where in the script the slot is.
@@ -135,7 +156,7 @@ func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
 	var script [][]int32
 	var scripts [][][]int32
 	var delayMs float64
-	errorAt, panicAt := -1, -1
+	errorAt, panicAt, holdAfter := -1, -1, -1
 	hasScript, err := req.Extra.Take("script", &script)
 	if err != nil {
 		return nil, err
@@ -147,7 +168,7 @@ func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
 	for _, f := range []struct {
 		key string
 		dst any
-	}{{"delay_ms", &delayMs}, {"error_at", &errorAt}, {"panic_at", &panicAt}} {
+	}{{"delay_ms", &delayMs}, {"hold_after", &holdAfter}, {"error_at", &errorAt}, {"panic_at", &panicAt}} {
 		if _, err := req.Extra.Take(f.key, f.dst); err != nil {
 			return nil, err
 		}
@@ -164,6 +185,8 @@ func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
 		return nil, status.Errorf(status.InvalidRequest, `request: the replay backend needs a "script" (token bursts) or "scripts"`)
 	case delayMs < 0 || delayMs > 60_000:
 		return nil, status.Errorf(status.InvalidRequest, `request field "delay_ms" must be in [0, 60000], got %g`, delayMs)
+	case holdAfter < -1:
+		return nil, status.Errorf(status.InvalidRequest, `request field "hold_after" must be a burst count (0 or more), got %d`, holdAfter)
 	}
 	out := make([]loop.Prepared, n)
 	for i := range out {
@@ -178,7 +201,7 @@ func (b *Backend) Prepare(req *loop.Request) ([]loop.Prepared, error) {
 				}
 			}
 		}
-		out[i].Data = &item{script: sc, delay: time.Duration(delayMs * float64(time.Millisecond)), errorAt: errorAt, panicAt: panicAt}
+		out[i].Data = &item{script: sc, delay: time.Duration(delayMs * float64(time.Millisecond)), holdAfter: holdAfter, errorAt: errorAt, panicAt: panicAt}
 	}
 	return out, nil
 }
@@ -206,7 +229,7 @@ func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {
 	unpaced := false
 	for _, s := range slots {
 		q := s.State.(*sequence)
-		if q.delay == 0 {
+		if !q.paced() {
 			unpaced = true
 			continue
 		}
@@ -214,7 +237,7 @@ func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {
 			now = time.Now()
 		}
 		if q.readyAt.IsZero() {
-			q.readyAt = now.Add(q.delay)
+			q.readyAt = now.Add(q.wait(q.pos))
 		}
 		if due.IsZero() || q.readyAt.Before(due) {
 			due = q.readyAt
@@ -235,7 +258,7 @@ func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {
 	ready := make([]bool, len(slots))
 	for i, s := range slots {
 		q := s.State.(*sequence)
-		if q.delay > 0 && now.Before(q.readyAt) {
+		if q.paced() && now.Before(q.readyAt) {
 			continue
 		}
 		ready[i] = true
@@ -257,8 +280,8 @@ func (b *Backend) Step(slots []*loop.Slot, res []loop.StepResult) {
 		if ready[i] {
 			q := s.State.(*sequence)
 			q.pos++
-			if q.delay > 0 {
-				q.readyAt = now.Add(q.delay)
+			if q.paced() {
+				q.readyAt = now.Add(q.wait(q.pos))
 			}
 		}
 	}

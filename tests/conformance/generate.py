@@ -256,7 +256,7 @@ def build():
     case("3-byte leader cut by an error", [[30], [20], [21], [22]], request={"error_at": 2})
     case("3-byte leader cut by a panic", [[30], [20], [21], [22]], request={"panic_at": 2})
     case("3-byte leader cut by cancel", [[30], [20], [21], [22], [30]],
-         request={"delay_ms": 100}, consumer={"cancel_after_chunks": 2})
+         request={"hold_after": 2}, consumer={"cancel_after_chunks": 2})
     case("overlong sequences", [[25], [30], [26], [30], [27]])
     case("surrogate and above U+10FFFF", [[28], [30], [29], [30]])
     case("leader followed by ASCII", [[20], [30], [21], [31]])
@@ -302,7 +302,7 @@ def build():
     case("pause policy: a small queue never merges chunks",
          [[H], [e], [l], [l], [o], [10], [19], [37]], channel={"queue_limit": 2, "policy": "pause"})
     case("cancel after the first chunk", [[H], [e], [l], [l], [o]],
-         request={"delay_ms": 100}, consumer={"cancel_after_chunks": 1})
+         request={"hold_after": 1}, consumer={"cancel_after_chunks": 1})
     case("batch item with an empty script ends at once", [])
     # Batch: two prompts, one channel each, different scripts.
     v_script = [[[H], [e], [EOS]], [[10], [19], [x], [EOS]]]
@@ -322,6 +322,7 @@ def build():
                  {"prompt": "a", "script": [], "stop_token_ids": [-1]}, "invalid_request")
     submit_error("no prompt", {"script": []}, "invalid_request")
     submit_error("temperature out of range", {"prompt": "a", "script": [], "temperature": -1}, "invalid_request")
+    submit_error("negative hold_after", {"prompt": "a", "script": [], "hold_after": -2}, "invalid_request")
 
 
 def random_vectors(n, seed):

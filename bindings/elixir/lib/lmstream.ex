@@ -55,7 +55,7 @@ defmodule Lmstream do
   carry `tool_calls` (arguments as JSON text or a map), `tool_call_id`,
   `name` and `reasoning_content`.
   Any other key is a backend-specific field and is sent as is (the replay
-  backend's `:script`, `:scripts`, `:delay_ms`, `:error_at`, `:panic_at`);
+  backend's `:script`, `:scripts`, `:delay_ms`, `:hold_after`, `:error_at`, `:panic_at`);
   `:extra` (a map) is merged into the request too. Unknown fields are
   refused by the library, never ignored.
 
