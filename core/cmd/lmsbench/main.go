@@ -28,6 +28,14 @@
 // spread: the machines are shared and noisy, so compare ratios taken in one
 // run, never absolute numbers across runs.
 //
+// Decode's weight bytes a second over the memory bandwidth come twice:
+// the median decode rate over the median bandwidth (measured up to
+// minutes apart), and "paired": each decode round (tg128) over the
+// bandwidth read just before and after it, the median of those ratios.
+// On a shared VM host whose bandwidth moves by a third from one second to
+// the next, the first compares a decode from one minute with a bandwidth
+// from another; the paired one compares like with like.
+//
 // Peers: when LMSTREAM_PEER_LLAMA_BENCH names llama.cpp's llama-bench
 // binary, or LMSTREAM_PEER_PYTHON a Python interpreter that has
 // llama-cpp-python installed, the same decode and prefill figures are
@@ -137,13 +145,21 @@ func main() {
 	decode := map[int]*figure{}
 	prefill := map[int]*figure{}
 	depth := map[int]*figure{}
+	paired := map[int]*figure{} // each decode round over the bandwidth read just before and after it
 	for _, threads := range []int{1, 2} {
 		if *forwardOnly {
 			break
 		}
 		m.SetThreads(threads)
 		bw[threads] = add(fmt.Sprintf("memory read bandwidth, %d thread(s)", threads), "GB/s", func() float64 { return readBandwidth(threads) })
-		decode[threads] = add(fmt.Sprintf("decode, ctx 0→128, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 0, 128) })
+		paired[threads] = &figure{name: fmt.Sprintf("  the same, paired per decode round, %d thread(s)", threads), unit: "ratio"}
+		decode[threads] = add(fmt.Sprintf("decode, ctx 0→128, %d thread(s)", threads), "tok/s", func() float64 {
+			before := readBandwidth(threads)
+			rate := decodeRate(m, 0, 128)
+			read := (before + readBandwidth(threads)) / 2
+			paired[threads].samples = append(paired[threads].samples, rate*float64(decodeBytes)/1e9/read)
+			return rate
+		})
 		depth[threads] = add(fmt.Sprintf("decode at ctx 256, %d thread(s)", threads), "tok/s", func() float64 { return decodeRate(m, 256, 64) })
 		if !*decodeOnly {
 			prefill[threads] = add(fmt.Sprintf("prefill pp512, %d thread(s)", threads), "tok/s", func() float64 { return prefillRate(m, 512) })
@@ -156,7 +172,7 @@ func main() {
 		figs = append(figs, &figure{
 			name: fmt.Sprintf("weight bytes read in decode / bandwidth, %d thread(s)", threads), unit: "ratio",
 			samples: []float64{decode[threads].median() * float64(decodeBytes) / 1e9 / bw[threads].median()},
-		})
+		}, paired[threads])
 	}
 	m.SetThreads(2)
 	var kept []int // the long lengths the model's context holds
