@@ -25,17 +25,8 @@ func BenchmarkReadBandwidth(b *testing.B) {
 	}{{"L2_512KB", 512 << 10}, {"DRAM_256MB", 256 << 20}} {
 		for _, th := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/threads=%d", c.name, th), func(b *testing.B) {
-				// Huge pages, as the engine packs the weights (4 KiB pages
-				// read DRAM 20-40% slower on the 2-core EPYC).
-				a := NewArena(c.bytes)
-				defer a.Free()
-				buf := a.Bytes(c.bytes)
-				if buf == nil {
-					buf = make([]byte, c.bytes)
-				}
-				for i := range buf {
-					buf[i] = byte(i)
-				}
+				buf, free := readBuffer(c.bytes)
+				defer free()
 				p := NewPool(th)
 				defer p.Close()
 				b.SetBytes(int64(c.bytes))
