@@ -53,9 +53,37 @@ def start(extra=(), stderr=None):
     """lmstream-serve on a free port, once it says it is ready."""
     proc = subprocess.Popen([SERVE, "--model", MODEL, "--port", "0"] + list(extra), stdout=subprocess.PIPE, text=True,
                             stderr=stderr)
-    url = re.search(r"listening on (http://[^;\s]+)", proc.stdout.readline()).group(1)
+    url = listening_url(proc)
     proc.stdout.readline()  # "... ready"
     return proc, url
+
+
+def listening_url(proc):
+    """The URL lmstream-serve prints on its first line, as soon as it
+    listens (before the model is loaded)."""
+    line = proc.stdout.readline()
+    m = re.search(r"listening on (http://[^;\s]+)", line)
+    if not m:
+        raise SystemExit(f"lmstream-serve said {line!r}")
+    return m.group(1)
+
+
+def wait_healthy(proc, url, t0, timeout, poll, hint=""):
+    """Seconds from t0 (time.monotonic) until url's /health answers 200;
+    SystemExit if proc exits first or timeout passes (hint is added to the
+    message)."""
+    name = os.path.basename(proc.args[0])
+    while time.monotonic() - t0 < timeout:
+        if proc.poll() is not None:
+            raise SystemExit(f"{name} exited with {proc.returncode}{hint}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5) as r:
+                if r.status == 200:
+                    return time.monotonic() - t0
+        except (urllib.error.URLError, ConnectionError, OSError):
+            pass
+        time.sleep(poll)
+    raise SystemExit(f"{name} was not ready within {timeout} s{hint}")
 
 
 def start_lmstream(slots, ctx, extra=()):
@@ -85,19 +113,9 @@ def start_peer(slots, ctx, timeout=600):
                              "-c", str(slots * ctx), "--no-kv-unified", "--cache-prompt", "--cache-reuse", "256",
                              "--jinja"] + PEER_ARGS, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
     try:
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                raise SystemExit(f"llama-server exited with {proc.returncode}; see {log.name}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=5) as r:
-                    if r.status == 200:
-                        return Server("llama-server", proc, url, {"cache_prompt": True})
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
-            time.sleep(0.5)
-        raise SystemExit(f"llama-server did not become ready within {timeout} s; see {log.name}")
+        wait_healthy(proc, url, time.monotonic(), timeout, 0.5, f"; see {log.name}")
+        return Server("llama-server", proc, url, {"cache_prompt": True})
     except BaseException:
         proc.kill()
         proc.wait()

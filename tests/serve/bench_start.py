@@ -18,33 +18,26 @@ LMSTREAM_MODEL.
 """
 import argparse
 import os
-import re
 import shutil
 import statistics
 import subprocess
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
-from bench_common import MODEL, PEER, PEER_ARGS, SERVE, ask, free_port, load_note, stop_on_sigterm
+from bench_common import (
+    MODEL,
+    PEER,
+    PEER_ARGS,
+    SERVE,
+    ask,
+    free_port,
+    listening_url,
+    load_note,
+    stop_on_sigterm,
+    wait_healthy,
+)
 
 QUESTION = [{"role": "user", "content": "Say hello."}]
-
-
-def wait_healthy(proc, url, t0, timeout):
-    """Seconds from t0 until url's /health answers 200."""
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            raise SystemExit(f"{proc.args[0]} exited with {proc.returncode}")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=5) as r:
-                if r.status == 200:
-                    return time.monotonic() - t0
-        except (urllib.error.URLError, ConnectionError, OSError):
-            pass
-        time.sleep(0.02)
-    raise SystemExit(f"{proc.args[0]} was not ready within {timeout} s")
 
 
 def one_start(cmd, env, url_of, extra, timeout=900):
@@ -53,7 +46,7 @@ def one_start(cmd, env, url_of, extra, timeout=900):
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         url = url_of(proc)
-        ready = wait_healthy(proc, url, t0, timeout)
+        ready = wait_healthy(proc, url, t0, timeout, 0.02)
         ttft, _, _ = ask(url, QUESTION, 8, extra)
         return ready, ready + ttft
     finally:
@@ -63,15 +56,6 @@ def one_start(cmd, env, url_of, extra, timeout=900):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def lmstream_url(proc):
-    """The URL lmstream-serve prints as soon as it listens."""
-    line = proc.stdout.readline()
-    m = re.search(r"listening on (http://[^;\s]+)", line)
-    if not m:
-        raise SystemExit(f"lmstream-serve said {line!r}")
-    return m.group(1)
 
 
 def main():
@@ -84,7 +68,6 @@ def main():
     stop_on_sigterm()
     print(f"start-up to /health 200 and to the first token of a short chat, median of {args.repeat}")
     print(f"({load_note()})")
-    rows = []
     for model in args.models:
         name = os.path.basename(model)
         cmd = [SERVE, "--model", model, "--port", "0"]
@@ -93,22 +76,21 @@ def main():
             cache = tempfile.mkdtemp(prefix="lmstream-start-")
             try:
                 env = dict(os.environ, XDG_CACHE_HOME=cache)
-                cold.append(one_start(cmd, env, lmstream_url, None))
-                warm.append(one_start(cmd, env, lmstream_url, None))
+                cold.append(one_start(cmd, env, listening_url, None))
+                warm.append(one_start(cmd, env, listening_url, None))
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
-        rows.append((name, "lmstream cold", cold))
-        rows.append((name, "lmstream warm", warm))
+        rows = [("lmstream cold", cold), ("lmstream warm", warm)]
         if PEER:
             peer = []
             for _ in range(args.repeat):
                 port = free_port()
                 pcmd = [PEER, "-m", model, "--host", "127.0.0.1", "--port", str(port), "--jinja"] + PEER_ARGS
                 peer.append(one_start(pcmd, None, lambda p, port=port: f"http://127.0.0.1:{port}", {}))
-            rows.append((name, "llama-server", peer))
-        for r in rows[-3 if PEER else -2:]:
-            print(f"{r[0]:>44} {r[1]:>14}: ready {statistics.median(x[0] for x in r[2]):6.2f} s, "
-                  f"first token {statistics.median(x[1] for x in r[2]):6.2f} s", flush=True)
+            rows.append(("llama-server", peer))
+        for what, starts in rows:
+            print(f"{name:>44} {what:>14}: ready {statistics.median(x[0] for x in starts):6.2f} s, "
+                  f"first token {statistics.median(x[1] for x in starts):6.2f} s", flush=True)
     print(f"({load_note()})")
 
 

@@ -80,7 +80,7 @@ def main():
             print(f"chat {r + 1} of {args.repeat}")
         runs.append(chat(args, words))
     print(f"({load_note()})")
-    marks = [k for k in (1, 5, 10, 20) if k <= args.turns] or [1]
+    marks = [k for k in (1, 5, 10, 20) if k <= args.turns]
     if args.turns not in marks:
         marks.append(args.turns)
     print()
