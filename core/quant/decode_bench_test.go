@@ -129,8 +129,12 @@ var smolLayer = []benchShape{
 // with it (best of the rounds for each): xRead is the layers' bytes a
 // second over the read loop's, the figure lmsbench's "weight bytes read
 // in decode / bandwidth" is for a whole model less its other work.
+// xRead-jobs is the read loop run in the layers' pool jobs (each job's
+// bytes in the chunks its matmul takes) over the long read loop: what
+// short jobs cost a stream that does nothing else, the ceiling of xRead
+// for this job structure.
 //
-//	go test ./core/quant -run X -bench DecodeLayers -benchtime 5x
+//	go test ./core/quant -run '^$' -bench DecodeLayers -benchtime 5x
 func BenchmarkDecodeLayers(b *testing.B) {
 	rng := rand.New(rand.NewPCG(14, 14))
 	var layerBytes int
@@ -166,10 +170,25 @@ func BenchmarkDecodeLayers(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			p := NewPool(th)
 			defer p.Close()
-			bestRead, bestLayers := 0.0, 0.0
+			var jobs [][][]byte // each pool job's matrices, as run below
+			for _, layer := range pks {
+				if c.set {
+					jobs = append(jobs, packedBytes(layer[0:3]), packedBytes(layer[3:4]), packedBytes(layer[4:6]), packedBytes(layer[6:7]))
+					continue
+				}
+				for _, pk := range layer {
+					jobs = append(jobs, packedBytes([]*Packed{pk}))
+				}
+			}
+			bestRead, bestLayers, bestJobs := 0.0, 0.0, 0.0
 			for i := 0; i < b.N; i++ {
 				bestRead = max(bestRead, readPass(p, buf))
 				start := time.Now()
+				for _, j := range jobs {
+					readJob(p, j)
+				}
+				bestJobs = max(bestJobs, float64(layerBytes*copies)/time.Since(start).Seconds()/1e9)
+				start = time.Now()
 				for _, layer := range pks {
 					if c.set { // q, k, v and gate, up as one job each, as the model runs them
 						MatMulPackedSet(layer[0:3], xqs[0], 1, outs, p)
@@ -187,7 +206,37 @@ func BenchmarkDecodeLayers(b *testing.B) {
 			b.ReportMetric(bestRead, "read-GB/s")
 			b.ReportMetric(bestLayers, "GB/s")
 			b.ReportMetric(bestLayers/bestRead, "xRead")
+			b.ReportMetric(bestJobs/bestRead, "xRead-jobs")
 			b.ReportMetric(float64(layerBytes)/bestLayers/1e3/float64(len(smolLayer)), "µs/matmul")
 		})
 	}
+}
+
+// packedBytes is the weights each of ps streams in a decode step.
+func packedBytes(ps []*Packed) [][]byte {
+	var parts [][]byte
+	for _, p := range ps {
+		parts = append(parts, p.data)
+	}
+	return parts
+}
+
+// readJob reads parts, in order, as one pool job split as a p8Job splits
+// its matrices' bytes (about 16 chunks a thread, each thread a contiguous
+// home range), 4 KiB a unit.
+func readJob(p *Pool, parts [][]byte) {
+	total := 0
+	for _, q := range parts {
+		total += len(q)
+	}
+	units, th := (total+4095)/4096, p.Threads()
+	p.Run(units, max(1, (units+16*th-1)/(16*th)), func(lo, hi int) {
+		a, e, off := lo*4096, min(hi*4096, total), 0
+		for _, q := range parts {
+			if s, t := max(a-off, 0), min(e-off, len(q)); s < t {
+				sink += ReadSum(q[s:t])
+			}
+			off += len(q)
+		}
+	})
 }
