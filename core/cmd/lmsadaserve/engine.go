@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +17,11 @@ import (
 	"time"
 
 	"github.com/lmstream/lmstream/core/cpu"
+	"github.com/lmstream/lmstream/core/cuda"
 	"github.com/lmstream/lmstream/core/engine"
+	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/loop"
+	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/spec"
 	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/spec/sim"
@@ -27,11 +31,14 @@ import (
 // engineOpts configure the real-engine run (-engine).
 type engineOpts struct {
 	out, model, draft, prompts string
-	threads, slots, requests   int
-	maxTokens                  int // caps every category's output range
-	policies                   []string
-	loads                      []float64
-	seed                       uint64
+	// backend is the device the engine runs on and its curves are
+	// measured on: "cpu" (the default where empty) or "cuda".
+	backend                  string
+	threads, slots, requests int
+	maxTokens                int // caps every category's output range
+	policies                 []string
+	loads                    []float64
+	seed                     uint64
 	// replicas is how many workloads (sim.Setting.Replicas) every policy
 	// serves at each load, pooled into its point.
 	replicas int
@@ -61,6 +68,22 @@ type engineOpts struct {
 var promptSets = [][]string{{"code", "edit"}, {"grounded"}, {"chat"}}
 
 // loadPromptSets reads a directory's prompt sets (JSON lines with a
+// device is o.backend's name, its device for a runtime and its loader
+// for measuring a curve: the CPU or the GPU engine, whose curves and runs
+// differ only in the device under the engine.
+func (o engineOpts) device() (string, engine.Device, engine.LoadRunner, error) {
+	switch o.backend {
+	case "", "cpu":
+		return "cpu", cpu.Device, cpu.Load, nil
+	case "cuda":
+		load := func(f *gguf.File, _ int, progress func(float64)) (model.Runner, error) {
+			return cuda.LoadWithProgress(f, cuda.Options{}, progress)
+		}
+		return "cuda", cuda.Device, load, nil
+	}
+	return "", nil, nil, fmt.Errorf("-backend %q: want cpu or cuda", o.backend)
+}
+
 // "content" field), one list per category of promptSets.
 func loadPromptSets(dir string) ([][]string, error) {
 	out := make([][]string, len(promptSets))
@@ -112,7 +135,7 @@ func engineSetting(o engineOpts, prompts [][]string) (sim.Setting, error) {
 	if err != nil {
 		return sim.Setting{}, err
 	}
-	c.Name = fmt.Sprintf("cpu measured (%s, %d threads)", filepath.Base(o.model), o.threads)
+	c.Name = fmt.Sprintf("%s measured (%s, %d threads)", cmp.Or(o.backend, "cpu"), filepath.Base(o.model), o.threads)
 	return engineSettingOn(o, c, prompts)
 }
 
@@ -199,7 +222,11 @@ func engineCurve(o engineOpts, model string, maxN, maxRoots int, name string) (s
 	if o.curves != "" {
 		c, err = readCurves(filepath.Join(o.curves, name))
 	} else {
-		c, err = engine.MeasureCurve("cpu", cpu.Load, model, o.threads, maxN, maxRoots)
+		var name string
+		var load engine.LoadRunner
+		if name, _, load, err = o.device(); err == nil {
+			c, err = engine.MeasureCurve(name, load, model, o.threads, maxN, maxRoots)
+		}
 	}
 	if err != nil {
 		return sim.Curve{}, err
@@ -341,9 +368,13 @@ func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) 
 	if err != nil {
 		return nil, engine.Timings{}, err
 	}
-	// The CPU backend built here rather than by loop.New, so that its
-	// counts can be read once the runtime is closed.
-	be, err := cpu.New(rc)
+	// The backend built here rather than by loop.New, so that its counts
+	// can be read once the runtime is closed.
+	name, dev, _, err := o.device()
+	if err != nil {
+		return nil, engine.Timings{}, err
+	}
+	be, err := engine.NewOnDevice(rc, name, dev)
 	if err != nil {
 		return nil, engine.Timings{}, err
 	}

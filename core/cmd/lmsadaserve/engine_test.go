@@ -218,3 +218,22 @@ func TestPairedDiff(t *testing.T) {
 	require.InDelta(t, 1.0/4, mean, 1e-12)
 	require.Zero(t, se, "one replica has no spread to judge")
 }
+
+// -backend picks the device under the engine; a name it does not know is
+// refused before any model is loaded or any file written.
+func TestEngineBackend(t *testing.T) {
+	for _, c := range []struct{ flag, name string }{{"", "cpu"}, {"cpu", "cpu"}, {"cuda", "cuda"}} {
+		name, dev, load, err := engineOpts{backend: c.flag}.device()
+		require.NoError(t, err, c.flag)
+		require.Equal(t, c.name, name)
+		require.NotNil(t, dev)
+		require.NotNil(t, load)
+	}
+	out := t.TempDir()
+	_, err := runEngine(engineOpts{out: out, model: "no-such.gguf", backend: "tpu", prompts: "../../engine/testdata", threads: 1, slots: 1,
+		requests: 1, replicas: 1, maxTokens: 4, policies: []string{"adaserve"}, loads: []float64{0.5}, seed: 1})
+	require.ErrorContains(t, err, `-backend "tpu": want cpu or cuda`)
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}

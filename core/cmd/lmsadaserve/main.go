@@ -112,6 +112,7 @@ func main() {
 	seed := flag.Uint64("seed", 1, "workload and acceptance seed")
 	replicas := flag.Int("replicas", 8, "independent workloads pooled into each sweep point (-quick: 1; -engine: 1 unless given)")
 	engine := flag.Bool("engine", false, "run the workload through the real engine (needs -model) and check the simulator against it")
+	backend := flag.String("backend", "cpu", "with -engine: the device the engine runs on and measures its curves on (cpu or cuda)")
 	draft := flag.String("draft", "", "draft model (drafter draft_model; default the n-gram drafter): with -engine the engine's, without it the measured setting's (see cpu-measured-pair)")
 	prompts := flag.String("prompts", "core/engine/testdata", "with -engine or -draft: directory of the committed prompt sets")
 	policies := flag.String("policies", "adaserve,specinfer,equal_greedy,global_greedy,incremental,sarathi,vllm", "with -engine: spec_policy values to compare")
@@ -158,7 +159,7 @@ func main() {
 		if err == nil {
 			_, err = runEngine(engineOpts{out: *out, model: *modelPath, draft: *draft, prompts: *prompts, threads: *threads,
 				slots: *slots, requests: n, replicas: reps, maxTokens: *maxTokens, policies: strings.Split(*policies, ","),
-				loads: ls, seed: *seed, check: *check, adaptive: *adaptive, curves: *curves})
+				loads: ls, seed: *seed, check: *check, adaptive: *adaptive, curves: *curves, backend: *backend})
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "lmsadaserve:", err)
