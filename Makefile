@@ -394,13 +394,20 @@ clean:
 
 # The CUDA backend's GPU check, for a machine with an NVIDIA GPU and no Go:
 # `make gpu-bundle` builds the GPU test binaries (cgo off: purego needs no
-# cgo), a 4-layer copy of the default model (small enough to carry) and
-# the library with two C programs (the conformance vectors, and a stream
-# through the C ABI with "backend": "cuda"); `tests/gpu/check.sh` runs them
-# there with LMSTREAM_REQUIRE_GPU=1.
+# cgo), a 4-layer copy of the default model (small enough to carry), the
+# library with two C programs (the conformance vectors, and a stream
+# through the C ABI with "backend": "cuda"), lmsadaserve (the AdaServe run
+# on the GPU engine), and the skeletons of the Qwen2.5-Coder 1.5B and 0.5B
+# files (tests/gpu/shapes: their metadata and tensor list, and the shared
+# vocabulary) from which `shape -fill` writes full-size files of their
+# exact shapes there. `tests/gpu/check.sh` runs it all there with
+# LMSTREAM_REQUIRE_GPU=1. The device machine takes 64 MiB a call, the
+# working tree included, so the bundle travels as $(GPU_BUNDLE).tar.xz
+# (about 50 MB; the folder is about 100).
 GPU_BUNDLE := $(BUILD)/gpu
-gpu-bundle: $(MODEL_PATH) $(LIB) $(BUILD)/stream
-	@mkdir -p $(GPU_BUNDLE)
+GPU_SHAPES := qwen2.5-coder-1.5b qwen2.5-coder-0.5b
+gpu-bundle: $(MODEL_PATH) $(LIB) $(BUILD)/stream $(foreach m,$(GPU_SHAPES),$(shell $(FETCH) --path $(m)))
+	rm -rf $(GPU_BUNDLE) && mkdir -p $(GPU_BUNDLE)
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/cuda.test ./core/cuda
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/cu.test ./core/cuda/cu
 	CGO_ENABLED=0 $(GO) test -ldflags="-s -w" -c -o $(GPU_BUNDLE)/nvrtc.test ./core/cuda/nvrtc
@@ -409,6 +416,13 @@ gpu-bundle: $(MODEL_PATH) $(LIB) $(BUILD)/stream
 	strip --strip-unneeded -o $(GPU_BUNDLE)/$(SONAME) $(LIB_REAL)
 	cp $(BUILD)/stream $(BUILD)/tests/conformance $(GPU_BUNDLE)/
 	CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o $(GPU_BUNDLE)/trim ./tests/gpu/trim
+	CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o $(GPU_BUNDLE)/shape ./tests/gpu/shape
+	CGO_ENABLED=0 $(GO) build -ldflags="-s -w" -o $(GPU_BUNDLE)/lmsadaserve ./core/cmd/lmsadaserve
+	for m in $(GPU_SHAPES); do \
+	  $(GPU_BUNDLE)/shape -skeleton -no-vocab $$($(FETCH) --path $$m) $(GPU_BUNDLE)/$$m.skel.gguf || exit 1; done
+	$(GPU_BUNDLE)/shape -vocab-only $(shell $(FETCH) --path $(firstword $(GPU_SHAPES))) $(GPU_BUNDLE)/qwen2.5-coder.vocab.gguf
+	tar -C $(BUILD) -cJf $(GPU_BUNDLE).tar.xz gpu
+	@ls -l $(GPU_BUNDLE).tar.xz
 
 # `make gpu-baseline REV=<commit>` builds that commit's CUDA test binary
 # into build/gpu-base, for `tests/gpu/ab.sh` to time against the bundle's
