@@ -112,7 +112,7 @@ func PrepackIn(a *Arena, wt Type, w []byte, rows, cols int) *Packed {
 		pack := func(g int, dst []byte) { packGroupOf(&simdKernels, wt, w, wrb, rows, cols, g, dst) }
 		if packedRecord(wt) == 0 || simdKernels.q41p == nil { // the 8-row layout (packed8.go)
 			p.group = p8Rows
-			pack = func(g int, dst []byte) { pack8Go(wt, w, wrb, rows, cols, g, dst) }
+			pack = func(g int, dst []byte) { pack8(wt, w, wrb, rows, cols, g, dst) }
 		}
 		packGroups(groups, func(g int) { pack(g, p.data[g*gb:(g+1)*gb]) })
 	}

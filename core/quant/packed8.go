@@ -184,22 +184,18 @@ func pack8Go(wt Type, w []byte, wrb, rows, cols, g int, dst []byte) {
 
 // spreadQh rearranges a Q5_0 block's fifth bits (bit e for element e)
 // into the layout's qh' word: byte i bit k = bit 4k+i, bit 4+k = bit
-// 16+4k+i. Nibble k of the low and high halves spreads through a table
-// (bit i → byte i) and lands at bit k, or 4+k, of every byte.
+// 16+4k+i. Byte m of qh holds bits 8m+i and 8m+4+i, which land at bits 2m
+// and 2m+1 of byte i: one table lookup a byte (spreadPairs).
 func spreadQh(qh uint32) uint32 {
-	var out uint32
-	for k := 0; k < 4; k++ {
-		out |= spreadNibble[qh>>(4*k)&15] << k
-		out |= spreadNibble[qh>>(16+4*k)&15] << (4 + k)
-	}
-	return out
+	return spreadPairs[qh&255] | spreadPairs[qh>>8&255]<<2 | spreadPairs[qh>>16&255]<<4 | spreadPairs[qh>>24]<<6
 }
 
-// spreadNibble[n] has bit i of n at bit 0 of byte i.
-var spreadNibble = func() (t [16]uint32) {
-	for n := range t {
+// spreadPairs[v] has bit i of v at bit 0 of byte i and bit 4+i at bit 1
+// (i < 4).
+var spreadPairs = func() (t [256]uint32) {
+	for v := range t {
 		for i := 0; i < 4; i++ {
-			t[n] |= uint32(n>>i&1) << (8 * i)
+			t[v] |= uint32(v>>i&1)<<(8*i) | uint32(v>>(4+i)&1)<<(8*i+1)
 		}
 	}
 	return t
