@@ -6,7 +6,9 @@ first streamed token of a short greedy chat sent then (issue 48).
     bench_start.py [--repeat 3] [MODEL.gguf ...]
 
 Cold: an empty cache directory (XDG_CACHE_HOME), so lmstream-serve has no
-cost curve kept from an earlier start and measures one; warm: the same
+cost curve kept from an earlier start and measures a coarse one before it
+serves; that server is then left idle until its whole curve is measured
+and kept (the "idle" calibration lmstream-serve runs). Warm: the same
 directory again, the curve found on disk. The model file itself is in the
 OS page cache both times (the first run reads it; the figures are not of
 the disk). With LMSTREAM_PEER_LLAMA_SERVER set, llama-server on the same
@@ -40,14 +42,17 @@ from bench_common import (
 QUESTION = [{"role": "user", "content": "Say hello."}]
 
 
-def one_start(cmd, env, url_of, extra, timeout=900):
-    """(s to healthy, s to the first token) of one start of cmd."""
+def one_start(cmd, env, url_of, extra, timeout=900, then=None):
+    """(s to healthy, s to the first token) of one start of cmd; then(),
+    when given, runs before the server is stopped."""
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         url = url_of(proc)
         ready = wait_healthy(proc, url, t0, timeout, 0.02)
         ttft, _, _ = ask(url, QUESTION, 8, extra)
+        if then:
+            then(proc)
         return ready, ready + ttft
     finally:
         proc.terminate()
@@ -56,6 +61,23 @@ def one_start(cmd, env, url_of, extra, timeout=900):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def curve_kept(cache, timeout=900):
+    """A function that waits, up to timeout seconds, until a cost curve
+    is kept under the cache directory cache (idle calibration done)."""
+    curves = os.path.join(cache, "lmstream", "curves")
+
+    def wait(proc):
+        t0 = time.monotonic()
+        while not (os.path.isdir(curves) and os.listdir(curves)):
+            if proc.poll() is not None:
+                raise SystemExit(f"lmstream-serve exited ({proc.returncode}) before it kept a cost curve")
+            if time.monotonic() - t0 > timeout:
+                raise SystemExit(f"no cost curve kept under {curves} after {timeout} s idle")
+            time.sleep(0.2)
+
+    return wait
 
 
 def main():
@@ -76,7 +98,7 @@ def main():
             cache = tempfile.mkdtemp(prefix="lmstream-start-")
             try:
                 env = dict(os.environ, XDG_CACHE_HOME=cache)
-                cold.append(one_start(cmd, env, listening_url, None))
+                cold.append(one_start(cmd, env, listening_url, None, then=curve_kept(cache)))
                 warm.append(one_start(cmd, env, listening_url, None))
             finally:
                 shutil.rmtree(cache, ignore_errors=True)
