@@ -38,9 +38,11 @@ type scratch struct {
 	proj           []float32 // [N][Embd] attention / FFN output projection
 	gate, up       []float32 // [N][FF] (of an expert: [N][MoE.FF])
 	moe            moeScratch
-	acts           acts      // quantized matmul inputs
-	ropeTabs       []ropeTab // per rotation of m.ropes: each token's cos and sin
-	qTemp          []float32 // [N] query temperature (AttnTempScale)
+	acts           acts             // quantized matmul inputs
+	set            [3]*quant.Packed // matmul3's matrices and outputs, kept
+	setOut         [3][]float32     // here rather than allocated a call
+	ropeTabs       []ropeTab        // per rotation of m.ropes: each token's cos and sin
+	qTemp          []float32        // [N] query temperature (AttnTempScale)
 	plan           Plan
 	tok            []tokInfo // per token: its sequence and visible scratch (from plan)
 	extra          []int32   // visible scratch entries outside a token's span (see tokInfo)
@@ -404,12 +406,14 @@ func (m *Model) matmul3(a, b, c *matrix, oa, ob, oc []float32, n int) {
 		return
 	}
 	xq := m.s.acts.get(at, m.pool)
-	ps := []*quant.Packed{a.packed, b.packed}
-	outs := [][]float32{oa[:n*a.rows], ob[:n*b.rows]}
+	s := &m.s
+	s.set[0], s.set[1], s.setOut[0], s.setOut[1] = a.packed, b.packed, oa[:n*a.rows], ob[:n*b.rows]
+	k := 2
 	if c != nil {
-		ps, outs = append(ps, c.packed), append(outs, oc[:n*c.rows])
+		s.set[2], s.setOut[2], k = c.packed, oc[:n*c.rows], 3
 	}
-	quant.MatMulPackedSet(ps, xq, n, outs, m.pool)
+	quant.MatMulPackedSet(s.set[:k], xq, n, s.setOut[:k], m.pool)
+	s.set, s.setOut = [3]*quant.Packed{}, [3][]float32{}
 }
 
 // storeKV writes each token's K and V into its cache's scratch entry,

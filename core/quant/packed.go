@@ -238,7 +238,16 @@ func MatMulPackedSet(ps []*Packed, xq []byte, n int, outs [][]float32, pool *Poo
 		}
 		return
 	}
-	jobs := make([]p8Job, len(ps))
+	var t *p8Task
+	var jobs []p8Job
+	var run func(lo, hi int)
+	if len(ps) <= maxSetJobs {
+		t = p8Tasks.Get().(*p8Task)
+		t.set, jobs, run = len(ps), t.jobs[:len(ps)], t.runSet
+	} else {
+		js := make([]p8Job, len(ps))
+		jobs, run = js, func(lo, hi int) { runSet(js, lo, hi) }
+	}
 	units := 0
 	for i, p := range ps {
 		checkMatMul(p.Type, p.w, p.Rows, p.Cols, xq, n, outs[i])
@@ -246,17 +255,12 @@ func MatMulPackedSet(ps []*Packed, xq []byte, n int, outs [][]float32, pool *Poo
 		units += jobs[i].units
 	}
 	threads := pool.Threads()
-	pool.Run(units, max(1, (units+16*threads-1)/(16*threads)), func(lo, hi int) {
-		for i := range jobs {
-			j := &jobs[i]
-			if lo < j.units && hi > 0 {
-				j.run(max(lo, 0), min(hi, j.units))
-			}
-			lo, hi = lo-j.units, hi-j.units
-		}
-	})
+	pool.Run(units, max(1, (units+16*threads-1)/(16*threads)), run)
 	for i := range jobs {
 		jobs[i].release()
+	}
+	if t != nil {
+		t.put()
 	}
 }
 

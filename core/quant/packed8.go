@@ -1,5 +1,7 @@
 package quant
 
+import "sync"
+
 // The 8-row packed layout: the AVX2 counterpart of packed.go's 16-row
 // groups, for CPUs without AVX-512 VNNI (AMD Zen 1–3, Intel client cores).
 //
@@ -251,10 +253,56 @@ func p8RowScales(wt Type, xq []byte, xrb, n, nb int, scp *[]float32) []float32 {
 // matmulPacked8 runs the 8-row kernels of wt over all row groups of the
 // packed matrix wp.
 func matmulPacked8(k *kernelSet, wt Type, wp []byte, rows, cols int, xq []byte, n int, out []float32, pool *Pool) {
-	var j p8Job
+	t := p8Tasks.Get().(*p8Task)
+	j := &t.jobs[0]
 	j.init(k, wt, wp, rows, cols, xq, n, out)
-	pool.Run(j.units, j.chunk(pool.Threads()), j.run)
+	pool.Run(j.units, j.chunk(pool.Threads()), t.runOne)
 	j.release()
+	t.put()
+}
+
+// p8Task holds the jobs of one matmul call (one matrix, or a set's up to
+// three) with its pool functions bound once: a decode step makes about
+// two hundred calls, and a fresh p8Job and method value each was two
+// allocations a call, most of a step's garbage. A task goes back to
+// p8Tasks when its Pool.Run has returned, after which no thread calls its
+// functions (a late worker finds no chunk left).
+type p8Task struct {
+	jobs           [maxSetJobs]p8Job
+	set            int // jobs in use by runSet
+	runOne, runSet func(lo, hi int)
+}
+
+// maxSetJobs is the most matrices a pooled set task takes (q, k and v);
+// a larger set allocates its own.
+const maxSetJobs = 3
+
+var p8Tasks = sync.Pool{New: func() any {
+	t := new(p8Task)
+	t.runOne = t.jobs[0].run
+	t.runSet = func(lo, hi int) { runSet(t.jobs[:t.set], lo, hi) }
+	return t
+}}
+
+// put clears t's references to the caller's slices and pools it.
+func (t *p8Task) put() {
+	for i := range t.jobs {
+		t.jobs[i] = p8Job{}
+	}
+	t.set = 0
+	p8Tasks.Put(t)
+}
+
+// runSet runs units [lo, hi) of the jobs taken in order, as one range of
+// units.
+func runSet(jobs []p8Job, lo, hi int) {
+	for i := range jobs {
+		j := &jobs[i]
+		if lo < j.units && hi > 0 {
+			j.run(max(lo, 0), min(hi, j.units))
+		}
+		lo, hi = lo-j.units, hi-j.units
+	}
 }
 
 // p8Job is one matrix's share of a pool job over the 8-row kernels: its
