@@ -2,6 +2,7 @@
 they run without installing it) and load build/liblmstream.so through the
 package's own fallback, or LMSTREAM_LIBRARY."""
 import os
+import signal
 import sys
 import time
 
@@ -27,6 +28,17 @@ EOS = 0
 def rt():
     with lmstream.Runtime.replay(vocab=VOCAB, eos_id=EOS, special_ids=[0, 1], max_slots=64) as r:
         yield r
+
+
+@pytest.fixture
+def ctrl_c():
+    """Ctrl-C raises KeyboardInterrupt here, and a child started meanwhile
+    gets SIGINT's default, as in a terminal: a test runner started as a
+    background job of a non-interactive shell inherits SIGINT ignored, and
+    then neither would happen."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
 
 
 def wait_idle(runtime, timeout=2.0):

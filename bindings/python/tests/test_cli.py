@@ -26,7 +26,7 @@ def test_chat_replay():
     assert "turn 2) You said: \u201ctwo\u201d" in p.stdout  # the conversation is kept
 
 
-def test_ctrl_c_stops_generation():
+def test_ctrl_c_stops_generation(ctrl_c):
     p = subprocess.Popen([sys.executable, "-m", "lmstream", "--replay", "--max-tokens", "1000",
                           "x" * 300], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
     first = p.stdout.read(10)  # streaming has begun

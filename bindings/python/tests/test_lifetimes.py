@@ -100,7 +100,7 @@ def test_close_from_another_thread_wakes_the_reader(rt):
 
 
 @pytest.mark.parametrize("how", ["pthread_kill", "os.kill"])
-def test_ctrl_c_during_a_wait(rt, how):
+def test_ctrl_c_during_a_wait(rt, how, ctrl_c):
     # The first chunk at once, then the script holds for a minute: Ctrl-C
     # at 0.6 s must end the wait for the second chunk, which never comes
     # (no timing race on a loaded machine).
@@ -198,7 +198,7 @@ def test_read_timeout(rt):
     s.close()
 
 
-def test_ctrl_c_during_complete(rt):
+def test_ctrl_c_during_complete(rt, ctrl_c):
     """complete() waits in short slices too, so Ctrl-C interrupts it, and
     the interrupted request is cancelled: its slot is freed."""
     main = threading.main_thread().ident
