@@ -19,9 +19,7 @@ import (
 	"github.com/lmstream/lmstream/core/cpu"
 	"github.com/lmstream/lmstream/core/cuda"
 	"github.com/lmstream/lmstream/core/engine"
-	"github.com/lmstream/lmstream/core/gguf"
 	"github.com/lmstream/lmstream/core/loop"
-	"github.com/lmstream/lmstream/core/model"
 	"github.com/lmstream/lmstream/spec"
 	"github.com/lmstream/lmstream/spec/serving"
 	"github.com/lmstream/lmstream/spec/sim"
@@ -67,23 +65,19 @@ type engineOpts struct {
 // summarising, relaxed ones chat.
 var promptSets = [][]string{{"code", "edit"}, {"grounded"}, {"chat"}}
 
-// loadPromptSets reads a directory's prompt sets (JSON lines with a
-// device is o.backend's name, its device for a runtime and its loader
-// for measuring a curve: the CPU or the GPU engine, whose curves and runs
-// differ only in the device under the engine.
-func (o engineOpts) device() (string, engine.Device, engine.LoadRunner, error) {
+// device is o.backend's name and device: the CPU or the GPU engine, whose
+// curves and runs differ only in the device under the engine.
+func (o engineOpts) device() (string, engine.Device, error) {
 	switch o.backend {
 	case "", "cpu":
-		return "cpu", cpu.Device, cpu.Load, nil
+		return "cpu", cpu.Device, nil
 	case "cuda":
-		load := func(f *gguf.File, _ int, progress func(float64)) (model.Runner, error) {
-			return cuda.LoadWithProgress(f, cuda.Options{}, progress)
-		}
-		return "cuda", cuda.Device, load, nil
+		return "cuda", cuda.Device, nil
 	}
-	return "", nil, nil, fmt.Errorf("-backend %q: want cpu or cuda", o.backend)
+	return "", nil, fmt.Errorf("-backend %q: want cpu or cuda", o.backend)
 }
 
+// loadPromptSets reads a directory's prompt sets (JSON lines with a
 // "content" field), one list per category of promptSets.
 func loadPromptSets(dir string) ([][]string, error) {
 	out := make([][]string, len(promptSets))
@@ -222,16 +216,30 @@ func engineCurve(o engineOpts, model string, maxN, maxRoots int, name string) (s
 	if o.curves != "" {
 		c, err = readCurves(filepath.Join(o.curves, name))
 	} else {
-		var name string
-		var load engine.LoadRunner
-		if name, _, load, err = o.device(); err == nil {
-			c, err = engine.MeasureCurve(name, load, model, o.threads, maxN, maxRoots)
-		}
+		c, err = measureCurve(o, model, maxN, maxRoots)
 	}
 	if err != nil {
 		return sim.Curve{}, err
 	}
 	return c, writeCurves(filepath.Join(o.out, name), c)
+}
+
+// measureCurve measures model's cost curve on o's device, as the engine
+// measures it at start.
+func measureCurve(o engineOpts, model string, maxN, maxRoots int) (sim.Curve, error) {
+	name, dev, err := o.device()
+	if err != nil {
+		return sim.Curve{}, err
+	}
+	rc, err := loop.ParseConfig([]byte(`{}`)) // the device's own fields at their defaults
+	if err != nil {
+		return sim.Curve{}, err
+	}
+	load, err := dev(rc)
+	if err != nil {
+		return sim.Curve{}, err
+	}
+	return engine.MeasureCurve(name, load, model, o.threads, maxN, maxRoots)
 }
 
 // writeCurves writes c's chain to path and, where c has them, its batches
@@ -370,7 +378,7 @@ func serve(o engineOpts, policy string, reqs []sim.Request, prompts [][]string) 
 	}
 	// The backend built here rather than by loop.New, so that its counts
 	// can be read once the runtime is closed.
-	name, dev, _, err := o.device()
+	name, dev, err := o.device()
 	if err != nil {
 		return nil, engine.Timings{}, err
 	}
