@@ -29,11 +29,14 @@ import (
 const TensorsKey = "lmstream.skeleton.tensors"
 
 // maxTensors and maxBytes bound what Fill accepts from a skeleton, which
-// may come from anywhere: it allocates one buffer per distinct type and
-// shape, and writes every tensor's bytes.
+// may come from anywhere: it writes every tensor's bytes (maxBytes in
+// all), and holds one buffer per distinct type and shape, with its random
+// values as float32 while it quantizes them (maxHeld in all, checked
+// before each is allocated: a 70B model's largest tensor is about 2 GB).
 const (
 	maxTensors = 1 << 16
 	maxBytes   = 1 << 40
+	maxHeld    = 8 << 30
 )
 
 // Skeleton writes f's metadata and tensor list to path; with vocab false
@@ -151,7 +154,7 @@ func Fill(skel, vocab *gguf.File, seed uint64, path string) error {
 		}
 	}
 	r := randFor(seed)
-	made := map[string][]byte{}
+	made, held := map[string][]byte{}, 0
 	for _, t := range ts {
 		kind := "matrix"
 		switch {
@@ -163,6 +166,9 @@ func Fill(skel, vocab *gguf.File, seed uint64, path string) error {
 		key := fmt.Sprint(kind, t.typ, t.dims)
 		data, ok := made[key]
 		if !ok {
+			if held += heldBytes(t); held > maxHeld {
+				return fmt.Errorf("shapes: tensor %q: filling the tensors takes more than %d bytes at once", t.name, maxHeld)
+			}
 			if data, err = random(r, kind, t); err != nil {
 				return err
 			}
@@ -181,6 +187,17 @@ func randFor(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x5ba9e
 // slabRows is how many distinct rows a matrix gets; its other rows repeat
 // them (quantizing a 1.5B model's worth of rows would take minutes).
 const slabRows = 64
+
+// heldBytes is what random allocates for t: its data and its first
+// slabRows rows as float32 (Tensors has checked the type and sizes).
+func heldBytes(t tensor) int {
+	cols, rows := t.dims[0], 1
+	for _, d := range t.dims[1:] {
+		rows *= d
+	}
+	rb, _ := t.typ.RowBytes(cols)
+	return rows*rb + min(rows, slabRows)*cols*4
+}
 
 // random is t's data: slabRows rows of random values quantized to t's
 // type, repeated to t's size.

@@ -93,6 +93,7 @@ func TestFillRefusesBadSkeletons(t *testing.T) {
 		{"not a number", []string{"a 0 x"}, `dimension "x"`},
 		{"product too large", []string{"a 0 1048576 1048576 1048576"}, "too large"},
 		{"sum too large", []string{"a 0 1048576 524288", "b 0 1048576 524288", "c 0 1048576 524288"}, "more than"},
+		{"too much at once", []string{"a 0 1048576 4096"}, "more than 8589934592 bytes at once"},
 		{"partial block", []string{"a 2 33"}, "not a whole number of 32-element blocks"},
 	} {
 		w := gguf.NewWriter()
